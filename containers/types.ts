@@ -1,0 +1,116 @@
+import { z } from 'zod';
+
+/** The backends sqltally knows. A new one must be added to every table keyed by this type. */
+export const BACKEND_NAMES = ['sqlite', 'mariadb', 'mysql', 'postgres'] as const;
+export const BackendNameSchema = z.enum(BACKEND_NAMES);
+export type BackendName = z.infer<typeof BackendNameSchema>;
+
+/** How a backend was obtained, in the order they are tried (sqlite only ever uses `embedded`). */
+export const PROVIDER_KINDS = ['external', 'testcontainers', 'local', 'embedded'] as const;
+export const ProviderKindSchema = z.enum(PROVIDER_KINDS);
+export type ProviderKind = z.infer<typeof ProviderKindSchema>;
+
+/** The server's own word on what it is: read from the server, never taken from config. */
+export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
+export type Flavour = z.infer<typeof FlavourSchema>;
+
+export const DRIVER_NAMES = ['mysql2', 'mariadb', 'pg', 'better-sqlite3'] as const;
+export const DriverNameSchema = z.enum(DRIVER_NAMES);
+export type DriverName = z.infer<typeof DriverNameSchema>;
+
+/** Which drivers talk to which backend; the matrix is built from this table. */
+export const DRIVERS_BY_BACKEND = {
+  sqlite: ['better-sqlite3'],
+  mariadb: ['mysql2', 'mariadb'],
+  mysql: ['mysql2', 'mariadb'],
+  postgres: ['pg'],
+} as const satisfies Record<BackendName, readonly DriverName[]>;
+
+/** Host/port/user connection details for a network server. The password never reaches a report. */
+export interface NetworkConnection {
+  kind: 'network';
+  host: string;
+  port: number;
+  user: string;
+  password: string;
+  database: string;
+}
+
+export interface SqliteConnection {
+  kind: 'file';
+  filename: string;
+}
+
+export type ConnectionInfo = NetworkConnection | SqliteConnection;
+
+/**
+ * What a backend can tell us, as data the probes and the verdict read. Static per backend file, then refined
+ * from what the started server reports (an external MariaDB may have `performance_schema` off).
+ */
+export const CapabilitiesSchema = z.object({
+  /** A TCP protocol sqltally can proxy and parse (false for in-process SQLite). */
+  wireProtocol: z.enum(['mysql', 'postgres']).nullable(),
+  /** Per-connection statement counts exist (MySQL/MariaDB `performance_schema`). */
+  perThreadStatements: z.boolean(),
+  /** Per-statement execution counts exist (`pg_stat_statements`). */
+  statementStats: z.boolean(),
+  /** The server-wide inserted-rows counter this server has, if any. */
+  rowCounter: z.enum(['Innodb_rows_inserted', 'Handler_write', 'n_tup_ins', 'total_changes']).nullable(),
+  /** `COM_STMT_BULK_EXECUTE` is advertised (MariaDB). */
+  bulkExecute: z.boolean(),
+  /** Most bind values one statement may carry on this backend's protocol. */
+  maxBindValues: z.number().int().positive(),
+  /** sqltally started this server privately, so any other client connection is unexpected. */
+  privateServer: z.boolean(),
+});
+export type Capabilities = z.infer<typeof CapabilitiesSchema>;
+
+/** A description of a started backend, fit for reports: no password, no live handles. */
+export const BackendDescriptionSchema = z.object({
+  name: BackendNameSchema,
+  /** Addressable id: `mariadb@10.11`, `postgres@15`, `sqlite@3.50`. */
+  id: z.string(),
+  flavour: FlavourSchema,
+  serverVersion: z.string(),
+  provider: ProviderKindSchema,
+  /** Binary path, image name, or URL without password. */
+  origin: z.string(),
+  capabilities: CapabilitiesSchema,
+  /** Spawn (or connect) to first successful query, in ms. */
+  readyMs: z.number().nonnegative(),
+});
+export type BackendDescription = z.infer<typeof BackendDescriptionSchema>;
+
+/**
+ * A server that is up and answering queries. Different from a configured backend (which may be skipped):
+ * holding one means a real query has already succeeded. Dispose it with `await using` or call `stop()`.
+ */
+export interface StartedBackend extends AsyncDisposable {
+  readonly description: BackendDescription;
+  readonly connection: ConnectionInfo;
+  /** Stops the server if sqltally started it and removes its private data; idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Why a backend cannot be had here, in words a person can act on. */
+export interface Unavailable {
+  available: false;
+  backend: BackendName;
+  reason: string;
+  /** What each provider said, in the order they were tried. */
+  tried: { provider: ProviderKind; reason: string }[];
+}
+
+/** A provider that can start the backend, chosen but not yet started. */
+export interface Available {
+  available: true;
+  backend: BackendName;
+  provider: ProviderKind;
+  /** Binary, image or redacted URL that will be used. */
+  origin: string;
+  /** Those tried first and passed over, with why. */
+  tried: { provider: ProviderKind; reason: string }[];
+  start(): Promise<StartedBackend>;
+}
+
+export type Resolution = Available | Unavailable;

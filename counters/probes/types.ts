@@ -1,0 +1,60 @@
+import { z } from 'zod';
+
+/**
+ * The server-side numbers every backend can be compared on. A probe maps its own counters onto these, and
+ * leaves a field null when the server has no honest way to tell it (SQLite has no statement counter).
+ */
+export const ServerSummarySchema = z.object({
+  /** Client statements the server counted (MySQL `Questions`; PostgreSQL `pg_stat_statements` calls). */
+  statements: z.number().int().nullable(),
+  inserts: z.number().int().nullable(),
+  prepares: z.number().int().nullable(),
+  executes: z.number().int().nullable(),
+  /** Bulk commands (MariaDB `COM_STMT_BULK_EXECUTE`); null where the server has none. */
+  bulkExecutes: z.number().int().nullable(),
+  commits: z.number().int().nullable(),
+  rowsInserted: z.number().int().nullable(),
+});
+export type ServerSummary = z.infer<typeof ServerSummarySchema>;
+
+/** A client connection the probe saw that is neither the workload's nor its own. */
+export const ForeignSessionSchema = z.object({
+  id: z.number().int(),
+  user: z.string().nullable(),
+  host: z.string().nullable(),
+  command: z.string().nullable(),
+  /** The statement it was running, truncated. */
+  info: z.string().nullable(),
+});
+
+/** A background thread named and set aside on purpose (MySQL `event_scheduler`, PostgreSQL autovacuum). */
+export const BackgroundSessionSchema = z.object({ id: z.number().int(), name: z.string() });
+
+export const ServerLayerSchema = z.object({
+  /** Window delta of the global counters, with the probe's own measured cost already subtracted. */
+  global: z.record(z.string(), z.number().int()),
+  /** Per-connection counters of the workload's own connections; null when the server cannot attribute. */
+  perConnection: z.record(z.string(), z.number().int()).nullable(),
+  /** Normalised view of `perConnection` when present, else of `global`. */
+  summary: ServerSummarySchema,
+  /** Which counters `summary` was taken from. */
+  summarySource: z.enum(['perConnection', 'global']),
+  /** Per-statement calls and rows (`pg_stat_statements`), when loaded. */
+  statements: z
+    .array(z.object({ query: z.string(), calls: z.number().int(), rows: z.number().int() }))
+    .nullable(),
+  /** What one snapshot pair costs in each counter, measured on this server, not hard-coded. */
+  probeCost: z.record(z.string(), z.number().int()),
+  /** Control window residue after subtracting the probe cost: every value must be 0. */
+  control: z.record(z.string(), z.number().int()),
+  /** PostgreSQL: time from the workload's end until its statistics were visible. */
+  settleNs: z.number().int().nonnegative().nullable(),
+  foreignSessions: z.array(ForeignSessionSchema),
+  backgroundSessions: z.array(BackgroundSessionSchema),
+  /** False when the account cannot see other sessions (no PROCESS privilege): isolation is then unverifiable. */
+  canSeeOtherSessions: z.boolean(),
+  notes: z.array(z.string()),
+  incomplete: z.boolean(),
+  incompleteReasons: z.array(z.string()),
+});
+export type ServerLayer = z.infer<typeof ServerLayerSchema>;

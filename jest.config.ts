@@ -1,0 +1,28 @@
+import type { Config } from 'jest';
+
+// Two projects so `--selectProjects unit` runs in seconds without servers, while the default run does both.
+const tsJest: Config['transform'] = {
+  '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }],
+};
+
+const config: Config = {
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      transform: tsJest,
+      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,cli,jest}/**/*.test.ts'],
+    },
+    {
+      displayName: 'integration',
+      testEnvironment: 'node',
+      transform: tsJest,
+      testMatch: ['<rootDir>/integration/**/*.test.ts'],
+      globalTeardown: '<rootDir>/integration/global-teardown.ts',
+      // Real servers on two shared cores: starting one can take tens of seconds.
+      testTimeout: 180_000,
+    },
+  ],
+};
+
+export default config;
