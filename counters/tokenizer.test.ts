@@ -1,0 +1,235 @@
+import { classifyStatement, SqlLexer } from './tokenizer';
+import type { SqlDialect } from './tokenizer';
+import type { StatementClass } from './events';
+
+type Case = [sql: string, expected: StatementClass, dialect?: SqlDialect];
+
+function check(cases: Case[]): void {
+  for (const [sql, expected, dialect] of cases) {
+    expect({ sql, dialect, cls: classifyStatement(sql, dialect) }).toEqual({ sql, dialect, cls: expected });
+  }
+}
+
+describe('classifyStatement', () => {
+  it('classifies plain DML by its first word, case-insensitively', () => {
+    check([
+      ['INSERT INTO t VALUES (1)', 'insert'],
+      ['insert into t values (1)', 'insert'],
+      ['REPLACE INTO t VALUES (1)', 'insert'],
+      ['SELECT 1', 'select'],
+      ['select\n*\nfrom t', 'select'],
+      ['UPDATE t SET a = 1', 'update'],
+      ['DELETE FROM t', 'delete'],
+      ['VALUES (1), (2)', 'select'],
+      ['TABLE t', 'select'],
+      ['(SELECT 1) UNION (SELECT 2)', 'select'],
+      ['((SELECT 1))', 'select'],
+    ]);
+  });
+
+  it('skips line, hash and block comments', () => {
+    check([
+      ['-- a comment\nINSERT INTO t VALUES (1)', 'insert'],
+      ['--no space\nINSERT INTO t VALUES (1)', 'insert'],
+      ['# mysql comment\nDELETE FROM t', 'delete', 'mysql'],
+      ['/* SELECT */ INSERT INTO t VALUES (1)', 'insert'],
+      ['/* multi\nline\n*/\n\tUPDATE t SET a = 1', 'update'],
+      ['/*+ hint */ SELECT 1', 'select'],
+      ['  \n\n -- one\n -- two\n /* three */ SELECT 1', 'select'],
+      ['/* outer /* inner */ still comment */ SELECT 1', 'select', 'postgres'],
+    ]);
+  });
+
+  it('lexes MySQL version comments as code', () => {
+    check([
+      ['/*!40101 SET NAMES utf8 */', 'set', 'mysql'],
+      ['/*!50001 CREATE ALGORITHM=UNDEFINED */ /*!50001 VIEW v AS SELECT 1 */', 'ddl', 'mysql'],
+      ['/*M!100100 SET sql_mode = "" */', 'set', 'mysql'],
+      ['/*! INSERT */ INTO t VALUES (1)', 'insert', 'mysql'],
+    ]);
+  });
+
+  it('treats # as an operator, not a comment, outside MySQL', () => {
+    // In PostgreSQL `#` is XOR, so the "comment" does not hide the statement that follows it.
+    expect(classifyStatement('# not a comment\nSELECT 1', 'postgres')).toBe('other');
+    expect(classifyStatement('# comment\nSELECT 1', 'mysql')).toBe('select');
+  });
+
+  it('handles WITH ... main statement, skipping CTE bodies', () => {
+    check([
+      ['WITH x AS (SELECT 1) SELECT * FROM x', 'select'],
+      ['WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x', 'insert'],
+      ['WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r', 'select'],
+      ['WITH a AS (DELETE FROM t RETURNING *), b AS (SELECT * FROM a) INSERT INTO u SELECT * FROM b', 'insert'],
+      ['WITH a AS (INSERT INTO t VALUES (1) RETURNING id) UPDATE u SET x = 1', 'update'],
+      ['WITH a AS (SELECT 1) DELETE FROM t', 'delete'],
+      ['with a as materialized (select 1) select * from a', 'select', 'postgres'],
+      ['WITH a AS NOT MATERIALIZED (SELECT 1) TABLE a', 'select', 'postgres'],
+      ['WITH a AS (SELECT ")" AS p) SELECT 1', 'select', 'mysql'],
+      ["WITH a AS (SELECT ')' AS p) REPLACE INTO t SELECT * FROM a", 'insert', 'mysql'],
+      ['WITH a AS (SELECT 1) (SELECT * FROM a)', 'select'],
+      ['WITH a AS (SELECT 1) VALUES (1)', 'select'],
+      [
+        'WITH RECURSIVE s(id) AS (SELECT 1) SEARCH DEPTH FIRST BY id SET ord SELECT * FROM s ORDER BY ord',
+        'select',
+        'postgres',
+      ],
+      ['WITH -- SELECT\n a AS (/* INSERT */ SELECT 1) DELETE FROM t', 'delete'],
+      ['WITH', 'other'],
+      ['WITH a AS (SELECT 1); SELECT 2', 'other'],
+    ]);
+  });
+
+  it('classifies transaction control', () => {
+    check([
+      ['BEGIN', 'begin'],
+      ['begin work', 'begin'],
+      ['BEGIN TRANSACTION', 'begin'],
+      ['BEGIN IMMEDIATE', 'begin', 'sqlite'],
+      ['START TRANSACTION', 'begin'],
+      ['START TRANSACTION READ ONLY', 'begin'],
+      ['START SLAVE', 'other'],
+      ['BEGIN NOT ATOMIC SELECT 1; END', 'other', 'mysql'],
+      ['COMMIT', 'commit'],
+      ['COMMIT WORK AND NO CHAIN', 'commit'],
+      ['END', 'commit', 'postgres'],
+      ['END TRANSACTION', 'commit', 'sqlite'],
+      ['ROLLBACK', 'rollback'],
+      ['ROLLBACK WORK', 'rollback'],
+      ['ABORT', 'rollback', 'postgres'],
+      ['ROLLBACK TO SAVEPOINT s1', 'other'],
+      ['ROLLBACK TO s1', 'other'],
+      ['ROLLBACK WORK TO SAVEPOINT s1', 'other'],
+      ['ROLLBACK TRANSACTION TO s1', 'other'],
+      ['SAVEPOINT s1', 'other'],
+      ['RELEASE SAVEPOINT s1', 'other'],
+      ['RELEASE `\t_bs3.\t`', 'other', 'sqlite'],
+    ]);
+  });
+
+  it('classifies SET, SHOW and DDL', () => {
+    check([
+      ['SET autocommit = 0', 'set'],
+      ['SET TRANSACTION ISOLATION LEVEL READ COMMITTED', 'set'],
+      ['set @a := 1', 'set', 'mysql'],
+      ['SHOW GLOBAL STATUS', 'show'],
+      ['SHOW search_path', 'show', 'postgres'],
+      ['CREATE TABLE t (a INT)', 'ddl'],
+      ['CREATE TABLE t AS SELECT 1', 'ddl'],
+      ['ALTER TABLE t ADD b INT', 'ddl'],
+      ['DROP TABLE IF EXISTS t', 'ddl'],
+      ['TRUNCATE t', 'ddl'],
+      ['RENAME TABLE a TO b', 'ddl', 'mysql'],
+    ]);
+  });
+
+  it('puts everything it cannot place in other', () => {
+    check([
+      ['', 'other'],
+      ['   ', 'other'],
+      ['-- only a comment', 'other'],
+      ['/* unterminated', 'other'],
+      ['EXPLAIN SELECT 1', 'other'],
+      ['EXPLAIN ANALYZE INSERT INTO t VALUES (1)', 'other'],
+      ['DESCRIBE t', 'other'],
+      ['PRAGMA journal_mode = WAL', 'other', 'sqlite'],
+      ['CALL p()', 'other'],
+      ['USE test', 'other'],
+      ['GRANT ALL ON t TO u', 'other'],
+      ['LOAD DATA INFILE "x" INTO TABLE t', 'other', 'mysql'],
+      ['COPY t FROM STDIN', 'other', 'postgres'],
+      ["'INSERT'", 'other'],
+      ['`insert` INTO', 'other', 'mysql'],
+      ['"INSERT" INTO', 'other', 'postgres'],
+      ['42', 'other'],
+      ['(INSERT INTO t VALUES (1))', 'other'],
+    ]);
+  });
+
+  it('classifies only the first of several statements', () => {
+    check([
+      [';; INSERT INTO t VALUES (1); SELECT 1', 'insert'],
+      ['SELECT 1; INSERT INTO t VALUES (1)', 'select'],
+    ]);
+  });
+
+  it('does not read past the first word of a huge statement', () => {
+    // A 5000-row INSERT is megabytes; classification must stay O(prefix).
+    const huge = `INSERT INTO t VALUES ${Array.from({ length: 200_000 }, (_, i) => `(${i}, 'x')`).join(',')}`;
+    expect(classifyStatement(huge)).toBe('insert');
+  });
+});
+
+describe('SqlLexer', () => {
+  function tokens(sql: string, dialect: SqlDialect): string[] {
+    const lexer = new SqlLexer(sql, dialect);
+    const out: string[] = [];
+    for (let t = lexer.next(); t; t = lexer.next()) out.push(`${t.type}:${t.value}`);
+    return out;
+  }
+
+  it('skips strings with doubled quotes and backslash escapes in MySQL', () => {
+    expect(tokens(`SELECT 'it''s', 'a\\'b', "q\\"q" FROM t`, 'mysql')).toEqual([
+      'word:SELECT',
+      "string:'",
+      'punct:,',
+      "string:'",
+      'punct:,',
+      'string:"',
+      'word:FROM',
+      'word:T',
+    ]);
+  });
+
+  it('does not treat backslash as an escape in standard PostgreSQL strings, but does in E strings', () => {
+    expect(tokens(`SELECT 'C:\\' , E'it\\'s' x`, 'postgres')).toEqual([
+      'word:SELECT',
+      "string:'",
+      'punct:,',
+      "string:'",
+      'word:X',
+    ]);
+  });
+
+  it('skips dollar-quoted bodies with tags, and keeps $1 parameters apart', () => {
+    expect(tokens('SELECT $$a ) b$$, $fn$ $$ ) $fn$, $1 FROM t', 'postgres')).toEqual([
+      'word:SELECT',
+      'string:$',
+      'punct:,',
+      'string:$',
+      'punct:,',
+      'punct:$',
+      'number:1',
+      'word:FROM',
+      'word:T',
+    ]);
+  });
+
+  it('skips quoted identifiers per dialect', () => {
+    expect(tokens('SELECT `a``b`, [c d] FROM "e""f"', 'sqlite')).toEqual([
+      'word:SELECT',
+      'ident:`',
+      'punct:,',
+      'ident:[',
+      'word:FROM',
+      'ident:"',
+    ]);
+  });
+
+  it('ends cleanly on unterminated strings and comments', () => {
+    expect(tokens("SELECT 'abc", 'generic')).toEqual(['word:SELECT', "string:'"]);
+    expect(tokens('SELECT $x$ abc', 'postgres')).toEqual(['word:SELECT', 'string:$']);
+    expect(tokens('SELECT /* abc', 'generic')).toEqual(['word:SELECT']);
+  });
+
+  it('reports ? placeholders as params', () => {
+    expect(tokens('VALUES (?, ?)', 'mysql')).toEqual([
+      'word:VALUES',
+      'punct:(',
+      'param:?',
+      'punct:,',
+      'param:?',
+      'punct:)',
+    ]);
+  });
+});
