@@ -2,7 +2,7 @@ import type { Config } from 'jest';
 
 // Two projects so `--selectProjects unit` runs in seconds without servers, while the default run does both.
 const tsJest: Config['transform'] = {
-  '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }],
+  '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }],
 };
 
 const config: Config = {
@@ -18,7 +18,6 @@ const config: Config = {
       testEnvironment: 'node',
       transform: tsJest,
       testMatch: ['<rootDir>/integration/**/*.test.ts'],
-      globalTeardown: '<rootDir>/integration/global-teardown.ts',
       // Real servers on two shared cores: starting one can take tens of seconds.
       testTimeout: 180_000,
     },
