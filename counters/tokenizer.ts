@@ -332,3 +332,11 @@ function classifyWith(lexer: SqlLexer): StatementClass {
   }
   return 'other';
 }
+
+/** Number of `?` placeholders outside strings and comments (MySQL-style positional parameters). */
+export function countPlaceholders(sql: string, dialect: SqlDialect = 'mysql'): number {
+  const lexer = new SqlLexer(sql, dialect);
+  let count = 0;
+  for (let token = lexer.next(); token; token = lexer.next()) if (token.type === 'param') count++;
+  return count;
+}

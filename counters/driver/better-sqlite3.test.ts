@@ -1,0 +1,211 @@
+import Database from 'better-sqlite3';
+import { DriverTally } from '../driver-layer';
+import { StatementEventSchema } from '../events';
+import type { StatementEvent } from '../events';
+import { SqltallyError } from '../../containers/errors';
+import { countSqliteParams, wrapBetterSqlite3 } from './better-sqlite3';
+import { WRAPPED } from './counted';
+
+function open(): Database.Database {
+  const db = new Database(':memory:');
+  db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b TEXT)');
+  return db;
+}
+
+function brief(events: StatementEvent[]): string[] {
+  return events.map((e) => `${e.method}/${e.kind}/${e.statementClass}/${e.bindValues}/${e.parameterSets}/${e.rowsAffected}`);
+}
+
+describe('wrapBetterSqlite3', () => {
+  it('records one event per call with kind, class, bind values, parameter sets and rows affected', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally);
+    const insert = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    insert.run(1, 'x');
+    insert.run([2, 'y']);
+    const named = db.prepare('INSERT INTO t (a, b) VALUES (@a, @b)');
+    named.run({ a: 3, b: 'z' });
+    const rows = db.prepare('SELECT * FROM t WHERE a > ?').all(0);
+    db.prepare('SELECT count(*) AS n FROM t').get();
+    db.exec('UPDATE t SET a = a + 1');
+    db.pragma('user_version = 3');
+    expect(rows).toHaveLength(3);
+    expect(brief(tally.events)).toEqual([
+      'prepare/prepare/insert/0/0/null',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      'prepare/prepare/insert/0/0/null',
+      'run/execute/insert/2/1/1',
+      'prepare/prepare/select/0/0/null',
+      'all/execute/select/1/1/null',
+      'prepare/prepare/select/0/0/null',
+      'get/execute/select/0/1/null',
+      'exec/query/update/0/1/null',
+      'pragma/query/other/0/1/null',
+    ]);
+    for (const e of tally.events) expect(StatementEventSchema.parse(e)).toEqual(e);
+    expect(tally.events[10]!.sql).toBe('PRAGMA user_version = 3');
+  });
+
+  it('returns the same results and the same error instance as the unwrapped database', () => {
+    const raw = open();
+    const db = wrapBetterSqlite3(open(), new DriverTally());
+    for (const d of [raw, db]) d.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(7, 'q');
+    const rawRows = raw.prepare('SELECT * FROM t').all();
+    expect(db.prepare('SELECT * FROM t').all()).toEqual(rawRows);
+    expect(db.prepare('SELECT * FROM t').raw().all()).toEqual(raw.prepare('SELECT * FROM t').raw().all());
+    expect(db.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r')).toEqual(
+      raw.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r'),
+    );
+
+    const tally = new DriverTally();
+    const counted = wrapBetterSqlite3(open(), tally);
+    const stmt = counted.prepare('INSERT INTO t (id, a) VALUES (?, ?)');
+    stmt.run(1, 1);
+    let thrown: unknown;
+    try {
+      stmt.run(1, 2);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(Database.SqliteError);
+    const last = tally.events.at(-1)!;
+    expect(last.error).toBe((thrown as Error).message);
+    expect(last.rowsAffected).toBeNull();
+
+    // A JavaScript error raised inside SQLite comes back as the very same instance.
+    const boom = new Error('from a user function');
+    counted.function('fail', () => {
+      throw boom;
+    });
+    expect(() => counted.prepare('SELECT fail()').get()).toThrow(boom);
+    expect(tally.events.at(-1)).toMatchObject({ method: 'get', error: 'from a user function' });
+
+    let prepareError: unknown;
+    try {
+      counted.prepare('INSERT INTO nope VALUES (1)');
+    } catch (error) {
+      prepareError = error;
+    }
+    expect(prepareError).toBeInstanceOf(Error);
+    expect(tally.events.at(-1)).toMatchObject({ kind: 'prepare', error: (prepareError as Error).message });
+  });
+
+  it('keeps the TypeScript type, instanceof, properties and chaining', () => {
+    const raw = open();
+    const db: Database.Database = wrapBetterSqlite3(raw, new DriverTally());
+    expect(db instanceof Database).toBe(true);
+    expect(db.open).toBe(true);
+    expect(db.name).toBe(':memory:');
+    const stmt = db.prepare('SELECT a FROM t');
+    expect(stmt.source).toBe('SELECT a FROM t');
+    expect(stmt.reader).toBe(true);
+    // `pluck()` returns its statement: the wrapper must come back, still counted.
+    expect(stmt.pluck()).toBe(stmt);
+    expect(db.exec('SELECT 1')).toBe(db);
+  });
+
+  it('does not count twice when wrapped twice, and refuses a second sink', () => {
+    const tally = new DriverTally();
+    const raw = open();
+    const once = wrapBetterSqlite3(raw, tally);
+    const twice = wrapBetterSqlite3(once, tally);
+    const again = wrapBetterSqlite3(raw, tally);
+    expect(twice).toBe(once);
+    expect(again).toBe(once);
+    expect((once as unknown as Record<symbol, unknown>)[WRAPPED]).toMatchObject({ driver: 'better-sqlite3', sink: tally });
+    twice.prepare('SELECT 1').get();
+    expect(tally.size).toBe(2);
+    expect(() => wrapBetterSqlite3(once, new DriverTally())).toThrow(SqltallyError);
+  });
+
+  it('counts values bound with bind() on later executions', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally);
+    const stmt = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)').bind(1, 'x');
+    stmt.run();
+    expect(tally.events.at(-1)).toMatchObject({ method: 'run', bindValues: 2, rowsAffected: 1 });
+  });
+
+  it('records the transaction BEGIN and COMMIT around the counted body', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally);
+    const insert = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    const mark = tally.mark();
+    const insertMany = db.transaction((rows: [number, string][]) => {
+      for (const r of rows) insert.run(r);
+      return rows.length;
+    });
+    expect(insertMany([[1, 'a'], [2, 'b'], [3, 'c']])).toBe(3);
+    // better-sqlite3 sets `database` on transaction functions; its typings omit it.
+    expect((insertMany as unknown as { database: unknown }).database).toBe(db);
+    expect(brief(tally.since(mark))).toEqual([
+      'transaction/query/begin/0/1/null',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      'transaction/query/commit/0/1/null',
+    ]);
+    const immediate = tally.mark();
+    insertMany.immediate([[4, 'd']]);
+    expect(tally.since(immediate).map((e) => e.sql)).toEqual([
+      'BEGIN IMMEDIATE',
+      'INSERT INTO t (a, b) VALUES (?, ?)',
+      'COMMIT',
+    ]);
+    expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(4);
+  });
+
+  it('records a ROLLBACK and rethrows the same error when the body throws; nested ones use savepoints', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally);
+    const insert = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    const boom = new Error('boom');
+    const failing = db.transaction(() => {
+      insert.run(1, 'a');
+      throw boom;
+    });
+    const mark = tally.mark();
+    expect(() => failing()).toThrow(boom);
+    expect(tally.since(mark).map((e) => e.statementClass)).toEqual(['begin', 'insert', 'rollback']);
+    expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(0);
+
+    const inner = db.transaction(() => insert.run(2, 'b'));
+    const outer = db.transaction(() => inner());
+    const nested = tally.mark();
+    outer();
+    expect(tally.since(nested).map((e) => `${e.statementClass}:${e.sql.split(' ')[0]}`)).toEqual([
+      'begin:BEGIN',
+      'other:SAVEPOINT',
+      'insert:INSERT',
+      'other:RELEASE',
+      'commit:COMMIT',
+    ]);
+  });
+
+  it('records iterate when the iterator is created', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally);
+    db.prepare('INSERT INTO t (a) VALUES (1), (2)').run();
+    const seen = [...db.prepare('SELECT a FROM t').pluck().iterate()];
+    expect(seen).toEqual([1, 2]);
+    expect(tally.events.at(-1)).toMatchObject({ method: 'iterate', kind: 'execute', rowsAffected: null });
+  });
+
+  it('labels events with the connection id given in options', () => {
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(open(), tally, { connectionId: 7 });
+    db.exec('SELECT 1');
+    expect(tally.events[0]!.connectionId).toBe(7);
+  });
+});
+
+describe('countSqliteParams', () => {
+  it('counts scalars, array elements and named keys', () => {
+    expect(countSqliteParams([])).toBe(0);
+    expect(countSqliteParams([1, 'a', null])).toBe(3);
+    expect(countSqliteParams([[1, 2, 3]])).toBe(3);
+    expect(countSqliteParams([{ a: 1, b: 2 }])).toBe(2);
+    expect(countSqliteParams([1, [2, 3], { c: 4 }, Buffer.from('x')])).toBe(5);
+  });
+});

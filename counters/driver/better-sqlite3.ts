@@ -1,0 +1,196 @@
+import type { StatementSink } from '../events';
+import { classifyStatement } from '../tokenizer';
+import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
+import { countedProxy, emit, isPlainObject, nowNs, toCount, track, wrapOnce } from './counted';
+
+const DRIVER = 'better-sqlite3';
+
+/**
+ * The subset of better-sqlite3's `Database` that is counted. Every other member (`close`, `function`,
+ * `backup`, `serialize`, `loadExtension`, `table`, ...) passes through uncounted.
+ * - `prepare` -> one `prepare` event; the statement it returns is counted too.
+ * - `exec` and `pragma` -> one `query` event each.
+ * - `transaction(fn)` -> a counted transaction function: its BEGIN and COMMIT/ROLLBACK, which better-sqlite3
+ *   issues itself, are recorded as `query` events with method `transaction` (durations 0: they run inside the
+ *   driver and cannot be timed apart from the body), so the driver layer shows the transaction the server saw.
+ *   Nested calls use SAVEPOINT/RELEASE/ROLLBACK TO, which classify as `other`.
+ */
+export interface BetterSqlite3Database {
+  prepare(source: string): BetterSqlite3Statement;
+  exec(source: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  transaction(fn: (...args: never[]) => unknown): unknown;
+  readonly inTransaction: boolean;
+}
+
+/**
+ * The subset of a prepared `Statement` that is counted: `run` (rows affected from `info.changes`), `get`, `all`
+ * and `iterate` (recorded when the iterator is created; no row count). `bind` is not a call to the database,
+ * but the values it binds are counted on the later executions. Everything else passes through.
+ */
+export interface BetterSqlite3Statement {
+  readonly source: string;
+  run(...params: unknown[]): unknown;
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown;
+  iterate(...params: unknown[]): unknown;
+  bind(...params: unknown[]): unknown;
+}
+
+/**
+ * Values bound by one better-sqlite3 call: positional scalars count one each, an array counts its elements,
+ * a named-parameter object counts its keys.
+ */
+export function countSqliteParams(params: readonly unknown[]): number {
+  let n = 0;
+  for (const p of params) {
+    if (Array.isArray(p)) n += p.length;
+    else if (isPlainObject(p)) n += Object.keys(p).length;
+    else n += 1;
+  }
+  return n;
+}
+
+function runChanges(result: unknown): number | null {
+  return result !== null && typeof result === 'object' ? toCount((result as { changes?: unknown }).changes) : null;
+}
+
+const noRows = (): null => null;
+
+function siteFor(sink: StatementSink, opts: WrapOptions | undefined): CallSite {
+  const id = opts?.connectionId ?? null;
+  return { driver: DRIVER, sink, connectionId: () => id };
+}
+
+function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets: number): CallShape {
+  return { method, kind, sql, statementClass: classifyStatement(sql, 'sqlite'), bindValues, parameterSets };
+}
+
+/** Counts every call on a better-sqlite3 `Database` into `sink`; the result has the same type and behaviour. */
+export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: StatementSink, opts?: WrapOptions): T {
+  return wrapOnce(DRIVER, db, sink, () => {
+    const site = siteFor(sink, opts);
+    const mark: WrapperMark = { driver: DRIVER, sink, target: db };
+    const hooks: MethodHooks<T> = {
+      prepare: (original) =>
+        function prepare(...args: unknown[]) {
+          const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
+          const stmt = track(site, shapeOf('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows);
+          return wrapStatement(stmt as BetterSqlite3Statement, sink, site);
+        },
+      exec: (original, _target, wrapper) =>
+        function exec(...args: unknown[]) {
+          const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
+          const result = track(site, shapeOf('exec', 'query', sql, 0, 1), () => original(...args), noRows);
+          return result === db ? wrapper : result;
+        },
+      pragma: (original) =>
+        function pragma(...args: unknown[]) {
+          const sql = `PRAGMA ${String(args[0])}`;
+          return track(site, shapeOf('pragma', 'query', sql, 0, 1), () => original(...args), noRows);
+        },
+      transaction: (original, target, wrapper) =>
+        function transaction(...args: unknown[]) {
+          const tx = original(...args) as TransactionFunction;
+          return countedTransaction(tx, target, wrapper, site);
+        },
+    };
+    return countedProxy(db, mark, hooks);
+  });
+}
+
+function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite): BetterSqlite3Statement {
+  return wrapOnce(DRIVER, stmt, sink, () => {
+    const mark: WrapperMark = { driver: DRIVER, sink, target: stmt };
+    const sql = stmt.source;
+    // The statement's text never changes, so classify once: `run` is the per-row hot path.
+    const statementClass = classifyStatement(sql, 'sqlite');
+    let boundValues = 0;
+    const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) =>
+      function counted(...params: unknown[]) {
+        const shape: CallShape = {
+          method,
+          kind: 'execute',
+          sql,
+          statementClass,
+          bindValues: params.length === 0 ? boundValues : countSqliteParams(params),
+          parameterSets: 1,
+        };
+        return track(site, shape, () => original(...params), rowsOf);
+      };
+    const hooks: MethodHooks<BetterSqlite3Statement> = {
+      run: execution('run', runChanges),
+      get: execution('get', noRows),
+      all: execution('all', noRows),
+      iterate: execution('iterate', noRows),
+      bind: (original, _target, wrapper) =>
+        function bind(...params: unknown[]) {
+          const result = original(...params);
+          boundValues = countSqliteParams(params);
+          return result === stmt ? wrapper : result;
+        },
+    };
+    return countedProxy(stmt, mark, hooks);
+  });
+}
+
+type TransactionFunction = ((...args: unknown[]) => unknown) & {
+  default: TransactionFunction;
+  deferred: TransactionFunction;
+  immediate: TransactionFunction;
+  exclusive: TransactionFunction;
+};
+
+const BEGIN_BY_VARIANT = {
+  default: 'BEGIN',
+  deferred: 'BEGIN DEFERRED',
+  immediate: 'BEGIN IMMEDIATE',
+  exclusive: 'BEGIN EXCLUSIVE',
+} as const;
+// better-sqlite3's own savepoint name (lib/methods/transaction.js).
+const SAVEPOINT_NAME = '`\t_bs3.\t`';
+
+function countedTransaction(
+  tx: TransactionFunction,
+  db: BetterSqlite3Database,
+  dbWrapper: BetterSqlite3Database,
+  site: CallSite,
+): TransactionFunction {
+  const control = (sql: string): CallShape => shapeOf('transaction', 'query', sql, 0, 1);
+  const variants = {} as Record<keyof typeof BEGIN_BY_VARIANT, TransactionFunction>;
+  for (const variant of Object.keys(BEGIN_BY_VARIANT) as (keyof typeof BEGIN_BY_VARIANT)[]) {
+    const inner = tx[variant];
+    const counted = function (this: unknown, ...args: unknown[]): unknown {
+      const nested = db.inTransaction;
+      const begin = nowNs();
+      emit(site, control(nested ? `SAVEPOINT ${SAVEPOINT_NAME}` : BEGIN_BY_VARIANT[variant]), begin, begin, null, null);
+      let result: unknown;
+      try {
+        result = inner.apply(this, args);
+      } catch (error) {
+        const end = nowNs();
+        if (nested) {
+          emit(site, control(`ROLLBACK TO ${SAVEPOINT_NAME}`), end, end, null, null);
+          emit(site, control(`RELEASE ${SAVEPOINT_NAME}`), end, end, null, null);
+        } else {
+          // The rollback itself succeeded; the error belongs to the body and was recorded there.
+          emit(site, control('ROLLBACK'), end, end, null, null);
+        }
+        throw error;
+      }
+      const end = nowNs();
+      emit(site, control(nested ? `RELEASE ${SAVEPOINT_NAME}` : 'COMMIT'), end, end, null, null);
+      return result;
+    };
+    variants[variant] = counted as TransactionFunction;
+  }
+  const properties: PropertyDescriptorMap = {
+    default: { value: variants.default },
+    deferred: { value: variants.deferred },
+    immediate: { value: variants.immediate },
+    exclusive: { value: variants.exclusive },
+    database: { value: dbWrapper, enumerable: true },
+  };
+  for (const fn of Object.values(variants)) Object.defineProperties(fn, properties);
+  return variants.default;
+}

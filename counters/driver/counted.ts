@@ -1,0 +1,296 @@
+import type { DriverName } from '../../containers/types';
+import { SqltallyError } from '../../containers/errors';
+import type { CallKind, StatementClass, StatementEvent, StatementSink } from '../events';
+
+/**
+ * Marks a counted wrapper. `Symbol.for` so that two copies of this module (Jest's per-file registry, a bundled
+ * copy) still recognise each other's wrappers and never count one call twice.
+ */
+export const WRAPPED: unique symbol = Symbol.for('sqltally.driver.wrapped') as never;
+
+/** What a wrapper answers when asked for {@link WRAPPED}. */
+export interface WrapperMark {
+  readonly driver: DriverName;
+  readonly sink: StatementSink;
+  /** The original object the wrapper stands for. */
+  readonly target: object;
+}
+
+/** Options every `wrapX` function accepts. */
+export interface WrapOptions {
+  /**
+   * Connection id to put on events when the driver cannot tell (SQLite has no server thread). Network drivers
+   * read the real id (`threadId`, `processID`) at each call and ignore this.
+   */
+  connectionId?: number | null;
+}
+
+/** What one call was, before it ran. */
+export interface CallShape {
+  method: string;
+  kind: CallKind;
+  sql: string;
+  statementClass: StatementClass;
+  bindValues: number;
+  parameterSets: number;
+}
+
+/** The driver-specific part of an event: which driver, and which connection the call ran on. */
+export interface CallSite {
+  readonly driver: DriverName;
+  readonly sink: StatementSink;
+  connectionId(): number | null;
+}
+
+export function nowNs(): bigint {
+  return process.hrtime.bigint();
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+/** Builds the event and hands it to the sink; the only place a {@link StatementEvent} is made. */
+export function emit(
+  site: CallSite,
+  shape: CallShape,
+  startNs: bigint,
+  endNs: bigint,
+  rowsAffected: number | null,
+  error: unknown,
+): void {
+  const event: StatementEvent = {
+    driver: site.driver,
+    method: shape.method,
+    kind: shape.kind,
+    sql: shape.sql,
+    statementClass: shape.statementClass,
+    bindValues: shape.bindValues,
+    parameterSets: shape.parameterSets,
+    rowsAffected,
+    startNs: Number(startNs),
+    durationNs: Number(endNs - startNs),
+    error: error === undefined || error === null ? null : errorMessage(error),
+    connectionId: site.connectionId(),
+  };
+  site.sink.record(event);
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    value !== null &&
+    (typeof value === 'object' || typeof value === 'function') &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
+}
+
+/**
+ * Runs `invoke` and records one event when it settles: synchronously for a plain return or throw, on settlement
+ * for a promise. The result and the error pass through untouched (same instance); a promise result is chained,
+ * so a rejection the caller never handles is still reported as unhandled.
+ */
+export function track<R>(
+  site: CallSite,
+  shape: CallShape,
+  invoke: () => R,
+  rowsOf: (result: unknown) => number | null,
+): R {
+  const start = nowNs();
+  let result: R;
+  try {
+    result = invoke();
+  } catch (error) {
+    emit(site, shape, start, nowNs(), null, error);
+    throw error;
+  }
+  if (isThenable(result)) {
+    return result.then(
+      (value) => {
+        emit(site, shape, start, nowNs(), rowsOf(value), null);
+        return value;
+      },
+      (error: unknown) => {
+        emit(site, shape, start, nowNs(), null, error);
+        throw error;
+      },
+    ) as R;
+  }
+  emit(site, shape, start, nowNs(), rowsOf(result), null);
+  return result;
+}
+
+/**
+ * Replaces a Node-style callback (`(err, result, ...)`) with one that records the event first, then calls the
+ * original with the same `this` and arguments. A synchronous throw from the driver is recorded and rethrown.
+ */
+export function trackCallback<A extends unknown[]>(
+  site: CallSite,
+  shape: CallShape,
+  args: A,
+  callbackIndex: number,
+  invoke: (args: A) => unknown,
+  rowsOf: (result: unknown) => number | null,
+): unknown {
+  const start = nowNs();
+  const original = args[callbackIndex] as (this: unknown, ...cbArgs: unknown[]) => unknown;
+  let done = false;
+  const counted = function (this: unknown, ...cbArgs: unknown[]): unknown {
+    if (!done) {
+      done = true;
+      const error = cbArgs[0];
+      emit(site, shape, start, nowNs(), error ? null : rowsOf(cbArgs[1]), error ?? null);
+    }
+    return original.apply(this, cbArgs);
+  };
+  const patched = args.slice() as A;
+  patched[callbackIndex] = counted;
+  try {
+    return invoke(patched);
+  } catch (error) {
+    if (!done) {
+      done = true;
+      emit(site, shape, start, nowNs(), null, error);
+    }
+    throw error;
+  }
+}
+
+/** Index of the last argument when it is a function (the callback), else -1. */
+export function callbackIndex(args: readonly unknown[]): number {
+  const last = args.length - 1;
+  return last >= 0 && typeof args[last] === 'function' ? last : -1;
+}
+
+type AnyFunction = (this: unknown, ...args: unknown[]) => unknown;
+
+/** A counted replacement for one method, built once per wrapper from the original method bound to the target. */
+export type MethodHook<T> = (original: AnyFunction, target: T, wrapper: T) => AnyFunction;
+
+/** Methods to count, by name; the rest of the object passes through. */
+export type MethodHooks<T> = Partial<Record<string, MethodHook<T>>>;
+
+// One wrapper per (sink, original): wrapping the same object twice for the same sink returns the same wrapper.
+const WRAPPERS = new WeakMap<StatementSink, WeakMap<object, object>>();
+
+export function markOf(value: unknown): WrapperMark | undefined {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return undefined;
+  return (value as { [WRAPPED]?: WrapperMark })[WRAPPED];
+}
+
+/**
+ * Returns the counted wrapper of `target` for `sink`, creating it at most once. An object that is already a
+ * wrapper for this sink is returned as is; a wrapper for another sink is refused, because wrapping it again
+ * would record each call twice (use one sink that fans out instead).
+ */
+export function wrapOnce<T extends object>(driver: DriverName, target: T, sink: StatementSink, create: () => T): T {
+  const mark = markOf(target);
+  if (mark) {
+    if (mark.sink === sink) return target;
+    throw new SqltallyError(`this ${driver} object is already counted into another sink`, {
+      phase: 'wrap',
+      hint: 'wrap the original driver object once, with a sink that fans events out to every listener',
+    });
+  }
+  let bySink = WRAPPERS.get(sink);
+  if (!bySink) {
+    bySink = new WeakMap();
+    WRAPPERS.set(sink, bySink);
+  }
+  const existing = bySink.get(target);
+  if (existing) return existing as T;
+  const wrapper = create();
+  bySink.set(target, wrapper);
+  return wrapper;
+}
+
+/**
+ * A Proxy that counts the hooked methods and passes everything else through to the original.
+ *
+ * Why `Reflect.get(target, prop)` with the target as receiver, and functions bound to the target: the drivers
+ * keep state in `#private` fields (mariadb) and native handles (better-sqlite3) that refuse any `this` but the
+ * original object. A method that returns its own object (`on`, `bind`, `pluck`) returns the wrapper instead,
+ * so chaining stays counted. Non-configurable read-only functions are returned untouched, as Proxy invariants
+ * demand.
+ */
+export function countedProxy<T extends object>(target: T, mark: WrapperMark, hooks: MethodHooks<T>): T {
+  const counted = new Map<PropertyKey, AnyFunction>();
+  const bound = new Map<AnyFunction, AnyFunction>();
+  const proxy: T = new Proxy(target, {
+    get(t, prop) {
+      if (prop === WRAPPED) return mark;
+      const cached = counted.get(prop);
+      if (cached) return cached;
+      const value: unknown = Reflect.get(t, prop);
+      if (typeof value !== 'function' || prop === 'constructor') return value;
+      const original = value as AnyFunction;
+      const hook = typeof prop === 'string' ? hooks[prop] : undefined;
+      if (hook) {
+        const replacement = hook((...args: unknown[]) => original.apply(t, args), t, proxy);
+        counted.set(prop, replacement);
+        return replacement;
+      }
+      let passThrough = bound.get(original);
+      if (!passThrough) {
+        const own = Object.getOwnPropertyDescriptor(t, prop);
+        if (own && !own.configurable && !own.writable) return original;
+        passThrough = function (this: unknown, ...args: unknown[]): unknown {
+          const result = original.apply(t, args);
+          return result === t ? proxy : result;
+        };
+        bound.set(original, passThrough);
+      }
+      return passThrough;
+    },
+    set(t, prop, value) {
+      return Reflect.set(t, prop, value);
+    },
+  });
+  return proxy;
+}
+
+/**
+ * Values a text-protocol call binds, as the MySQL drivers expand them on the client: nested arrays (`VALUES ?`
+ * with `[[1, 'a'], [2, 'b']]`) are flattened to their scalars; an object (`SET ?`, named placeholders) counts
+ * one value per key; Buffers, Dates and objects with `toSqlString` are one value.
+ */
+export function countExpandedValues(values: unknown): number {
+  if (values === undefined) return 0;
+  if (Array.isArray(values)) {
+    let n = 0;
+    for (const v of values) n += Array.isArray(v) ? countExpandedValues(v) : countScalarOrObject(v);
+    return n;
+  }
+  return countScalarOrObject(values);
+}
+
+function countScalarOrObject(value: unknown): number {
+  if (isPlainObject(value) && typeof (value as { toSqlString?: unknown }).toSqlString !== 'function') {
+    return Object.keys(value).length;
+  }
+  return 1;
+}
+
+/**
+ * Values a binary-protocol call binds: one per array element (an array element is one parameter there, e.g. a
+ * PostgreSQL array for `unnest`), one per key of a named-parameter object, one for a lone scalar.
+ */
+export function countParameterValues(values: unknown): number {
+  if (values === undefined || values === null) return values === null ? 1 : 0;
+  if (Array.isArray(values)) return values.length;
+  if (isPlainObject(values)) return Object.keys(values).length;
+  return 1;
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** Affected-row counts come as number or bigint (mariadb with `bigIntAsNumber: false`). */
+export function toCount(value: unknown): number | null {
+  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? Math.trunc(value) : null;
+  if (typeof value === 'bigint') return value >= 0n ? Number(value) : null;
+  return null;
+}
