@@ -30,6 +30,19 @@ export const ForeignSessionSchema = z.object({
 /** A background thread named and set aside on purpose (MySQL `event_scheduler`, PostgreSQL autovacuum). */
 export const BackgroundSessionSchema = z.object({ id: z.number().int(), name: z.string() });
 
+/**
+ * Which of the workload's connections the per-connection counters cover. `exact` only when every requested
+ * connection was found and nothing else was summed: that is what lets a verdict assert on a busy server.
+ */
+export const AttributionSchema = z.object({
+  /** How the server attributes: `performance_schema` threads, or SQLite's per-connection `total_changes()`. */
+  method: z.enum(['performance_schema', 'total_changes']),
+  requested: z.array(z.number().int()),
+  found: z.array(z.number().int()),
+  exact: z.boolean(),
+});
+export type Attribution = z.infer<typeof AttributionSchema>;
+
 export const ServerLayerSchema = z.object({
   /** Window delta of the global counters, with the probe's own measured cost already subtracted. */
   global: z.record(z.string(), z.number().int()),
@@ -56,5 +69,14 @@ export const ServerLayerSchema = z.object({
   notes: z.array(z.string()),
   incomplete: z.boolean(),
   incompleteReasons: z.array(z.string()),
+  /** Which workload connections `perConnection` covers; null when there is no per-connection source. */
+  attribution: AttributionSchema.nullable().optional(),
+  /**
+   * Pairs of global counters (global key, per-connection key) that mean the same thing, so the verdict can say by
+   * how much the whole server moved beyond the workload's own connections.
+   */
+  comparable: z.array(z.object({ global: z.string(), perConnection: z.string() })).optional(),
+  /** Empty windows taken to measure `probeCost`; all of them agreed, or the layer is incomplete. */
+  calibrationPairs: z.number().int().nonnegative().optional(),
 });
 export type ServerLayer = z.infer<typeof ServerLayerSchema>;

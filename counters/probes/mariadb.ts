@@ -1,0 +1,17 @@
+import type { MysqlFamilyTraits } from './mysql-family';
+import { MYSQL_FAMILY_TRACKED_STATUS } from './mysql';
+
+/**
+ * MariaDB: none of the `Innodb_rows_*` counters exist, so rows come from `Handler_write` (internal temporary tables
+ * go to `Handler_tmp_write` there, so the probe's own reads do not move it). 10.11 has no `Com_stmt_bulk_execute`:
+ * a `COM_STMT_BULK_EXECUTE` moves `Com_stmt_execute` once per bulk command, and only `performance_schema` tells
+ * it apart (`statement/com/Bulk_execute`). `performance_schema` is OFF unless the server was started with it.
+ */
+export const MARIADB_TRAITS: MysqlFamilyTraits = {
+  trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
+  rowCounterCandidates: ['Innodb_rows_inserted', 'Handler_write'],
+  perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
+  bulkExecuteEvent: 'statement/com/Bulk_execute',
+  backgroundUsers: ['event_scheduler', 'system user'],
+  backgroundCommands: ['Daemon', 'Slave_IO', 'Slave_SQL', 'Slave_worker', 'Binlog Dump'],
+};

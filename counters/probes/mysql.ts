@@ -1,0 +1,41 @@
+import type { MysqlFamilyTraits } from './mysql-family';
+
+/** Status counters every MySQL-protocol window watches (used only where `SHOW GLOBAL STATUS` has them). */
+export const MYSQL_FAMILY_TRACKED_STATUS = [
+  'Questions',
+  'Queries',
+  'Com_insert',
+  'Com_insert_select',
+  'Com_replace',
+  'Com_update',
+  'Com_delete',
+  'Com_select',
+  'Com_set_option',
+  'Com_stmt_prepare',
+  'Com_stmt_execute',
+  'Com_stmt_close',
+  'Com_stmt_reset',
+  'Com_stmt_send_long_data',
+  'Com_stmt_fetch',
+  'Com_stmt_bulk_execute',
+  'Com_begin',
+  'Com_commit',
+  'Com_rollback',
+  'Bytes_received',
+  // A short-lived client that connects and leaves between two process-list readings still moves this.
+  'Connections',
+] as const;
+
+/**
+ * MySQL 8+: `Innodb_rows_inserted` exists and is preferred over `Handler_write`, which on MySQL also counts the
+ * internal temporary-table writes of the probe's own `SHOW GLOBAL STATUS`. `event_scheduler` is a daemon thread
+ * in the process list (command `Daemon`), not a client.
+ */
+export const MYSQL_TRAITS: MysqlFamilyTraits = {
+  trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
+  rowCounterCandidates: ['Innodb_rows_inserted', 'Handler_write'],
+  perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
+  bulkExecuteEvent: null,
+  backgroundUsers: ['event_scheduler', 'system user'],
+  backgroundCommands: ['Daemon', 'Binlog Dump', 'Binlog Dump GTID'],
+};

@@ -1,0 +1,285 @@
+import { Client } from 'pg';
+import { SqltallyError } from '../../containers/errors';
+import type { BackendDescription, NetworkConnection } from '../../containers/types';
+import { classifyStatement } from '../tokenizer';
+import type { ProbeOptions, WindowContext } from './probe';
+import type { SeenSessions, Snapshot, SnapshotSource } from './snapshot-probe';
+import type { ServerSummary } from './types';
+import type { Counters } from './window';
+
+/** `pg_stat_force_next_flush()` and `stats_fetch_consistency` arrived in 15; before that a collector process ran. */
+const FORCED_FLUSH_MIN_VERSION = 150000;
+/** Pre-15 backends send statistics to the collector at most every PGSTAT_STAT_INTERVAL (500 ms). */
+const PRE15_STABLE_FOR_MS = 600;
+const PRE15_POLL_MS = 50;
+const DEFAULT_SETTLE_TIMEOUT_MS = 5000;
+const QUERY_CHARS = 200;
+
+const SQL_FORCE_FLUSH = 'SELECT pg_stat_force_next_flush()';
+
+/**
+ * One statement reads the database, the table and the sessions. On 15+ it also asks for its own flush, so that
+ * every probe transaction is visible to the next reading: without it the probe's own `xact_commit` shows up
+ * whenever its backend happens to flush (at most once a second) and the probe cost wanders.
+ */
+function mainReadSql(forcedFlush: boolean): string {
+  return [
+    'SELECT',
+    "(SELECT json_build_object('xact_commit', xact_commit, 'xact_rollback', xact_rollback, 'tup_inserted', tup_inserted,",
+    "  'tup_updated', tup_updated, 'tup_deleted', tup_deleted) FROM pg_stat_database WHERE datname = current_database()) AS db,",
+    "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
+    '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
+    "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
+    `  'client_addr', client_addr::text, 'state', state, 'query', left(query, ${QUERY_CHARS}))), '[]'::json) FROM pg_stat_activity) AS activity`,
+    forcedFlush ? ', pg_stat_force_next_flush() AS flushed' : '',
+  ].join('\n');
+}
+
+/** Always one row, so the flush request runs even when no statement matched. */
+function statementsReadSql(forcedFlush: boolean): string {
+  return [
+    'SELECT',
+    "(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', s.query, 'calls', s.calls, 'rows', s.rows)), '[]'::json)",
+    '  FROM pg_stat_statements s',
+    '  WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())',
+    '    AND s.userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)) AS statements',
+    forcedFlush ? ', pg_stat_force_next_flush() AS flushed' : '',
+  ].join('\n');
+}
+
+interface ActivityRow {
+  pid: number;
+  backend_type: string | null;
+  usename: string | null;
+  client_addr: string | null;
+  state: string | null;
+  query: string | null;
+}
+interface MainRow {
+  db: Record<string, number> | null;
+  tbl: Record<string, number> | null;
+  activity: ActivityRow[];
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * PostgreSQL snapshots: the workload table's own counters (schema-qualified, bound as parameters), the
+ * database's, `pg_stat_statements` for this database and user, and `pg_stat_activity` for other sessions.
+ * There is no per-connection statement source, so `perConnection` is always null.
+ */
+export class PostgresSource implements SnapshotSource {
+  readonly description: BackendDescription;
+  readonly comparable: { global: string; perConnection: string }[] = [];
+  readonly attributionMethod = null;
+  readonly #connection: NetworkConnection;
+  readonly #settleTimeoutMs: number;
+  #client: Client | null = null;
+  #ownPid = -1;
+  #versionNum = 0;
+  #statementStats: 'on' | string = 'on';
+
+  constructor(description: BackendDescription, connection: NetworkConnection, opts: ProbeOptions = {}) {
+    this.description = description;
+    this.#connection = connection;
+    this.#settleTimeoutMs = opts.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
+  }
+
+  get #forcedFlush(): boolean {
+    return this.#versionNum >= FORCED_FLUSH_MIN_VERSION;
+  }
+
+  #fail(message: string, statement: string, cause: unknown): SqltallyError {
+    return new SqltallyError(message, { backend: this.description.id, phase: 'probe', statement, cause });
+  }
+
+  async open(): Promise<void> {
+    const c = this.#connection;
+    const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+    try {
+      await client.connect();
+    } catch (err) {
+      throw this.#fail(`probe could not connect to ${c.host}:${c.port} as ${c.user}: ${messageOf(err)}`, 'connect', err);
+    }
+    this.#client = client;
+    const info = await client.query<{ v: string; pid: number }>(
+      "SELECT current_setting('server_version_num') AS v, pg_backend_pid() AS pid",
+    );
+    this.#versionNum = Number(info.rows[0]?.v);
+    this.#ownPid = Number(info.rows[0]?.pid);
+    // Re-read statistics on every access instead of caching the first read of each object for the transaction.
+    if (this.#forcedFlush) await client.query('SET stats_fetch_consistency = none');
+    try {
+      await client.query(statementsReadSql(false));
+    } catch (err) {
+      this.#statementStats = `pg_stat_statements is not available (${messageOf(err)}): no per-statement counts`;
+    }
+  }
+
+  async #readMain(ctx: WindowContext): Promise<MainRow> {
+    if (!this.#client) throw this.#fail('probe connection is not open', 'read', undefined);
+    const sql = mainReadSql(this.#forcedFlush);
+    const res = await this.#client.query<MainRow>(sql, [ctx.table.schema ?? 'public', ctx.table.name]);
+    const row = res.rows[0];
+    if (!row) throw this.#fail('statistics read returned no row', sql, undefined);
+    return row;
+  }
+
+  #countersOf(row: MainRow): Counters {
+    const out: Counters = {};
+    for (const [k, v] of Object.entries(row.db ?? {})) out[`db.${k}`] = Number(v);
+    for (const key of ['n_tup_ins', 'n_tup_upd', 'n_tup_del']) out[`table.${key}`] = Number(row.tbl?.[key] ?? 0);
+    return out;
+  }
+
+  #sessions(ctx: WindowContext, activity: ActivityRow[]): SeenSessions {
+    const workload = new Set(ctx.workloadConnectionIds);
+    const seen: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
+    for (const a of activity) {
+      if (a.pid === this.#ownPid || workload.has(a.pid)) continue;
+      // autovacuum, walwriter, checkpointer, parallel workers...: the server's own, named and set aside.
+      if (a.backend_type !== 'client backend') {
+        seen.background.push({ id: a.pid, name: a.backend_type ?? 'unknown backend' });
+        continue;
+      }
+      seen.foreign.push({ id: a.pid, user: a.usename, host: a.client_addr, command: a.state, info: a.query });
+    }
+    return seen;
+  }
+
+  /** Pre-15: no forced flush; wait until the counters stop moving for longer than the collector interval. */
+  async #pollUntilStable(ctx: WindowContext, first: MainRow): Promise<{ row: MainRow; settled: boolean }> {
+    const started = Date.now();
+    let row = first;
+    let last = JSON.stringify(this.#countersOf(row));
+    let stableSince = Date.now();
+    for (;;) {
+      if (Date.now() - stableSince >= PRE15_STABLE_FOR_MS) return { row, settled: true };
+      if (Date.now() - started >= this.#settleTimeoutMs) return { row, settled: false };
+      await new Promise((r) => setTimeout(r, PRE15_POLL_MS));
+      await this.#client?.query('SELECT pg_stat_clear_snapshot()');
+      row = await this.#readMain(ctx);
+      const now = JSON.stringify(this.#countersOf(row));
+      if (now !== last) {
+        last = now;
+        stableSince = Date.now();
+      }
+    }
+  }
+
+  async snapshot(ctx: WindowContext): Promise<Snapshot> {
+    const startNs = process.hrtime.bigint();
+    const failures: string[] = [];
+    const notes: string[] = [];
+    let settleDetail = 'forced flush of the writer session (pg_stat_force_next_flush)';
+    let settled = true;
+
+    if (this.#forcedFlush) {
+      if (!ctx.onWorkloadConnection) {
+        settled = false;
+        settleDetail = 'no workload-connection hook: the writer session cannot be made to flush its statistics';
+      } else {
+        try {
+          await ctx.onWorkloadConnection(SQL_FORCE_FLUSH);
+        } catch (err) {
+          failures.push(`forcing the writer's statistics flush failed: ${messageOf(err)}`);
+        }
+        if (ctx.workloadConnectionIds.length > 1) {
+          settled = false;
+          settleDetail = `only one of ${ctx.workloadConnectionIds.length} workload connections can be force-flushed; the others flush up to ~10 s later`;
+        }
+      }
+    }
+
+    let statements: Snapshot['statements'] = null;
+    if (this.#statementStats === 'on') {
+      try {
+        const res = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
+          statementsReadSql(this.#forcedFlush),
+        );
+        statements = new Map((res.rows[0]?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
+      } catch (err) {
+        failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);
+      }
+    } else {
+      notes.push(this.#statementStats);
+    }
+
+    let global: Counters = {};
+    let sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
+    try {
+      let row = await this.#readMain(ctx);
+      if (!this.#forcedFlush) {
+        notes.push(`PostgreSQL ${this.#versionNum} has no forced flush: waited for the statistics collector to go quiet`);
+        const polled = await this.#pollUntilStable(ctx, row);
+        row = polled.row;
+        if (!polled.settled) {
+          settled = false;
+          settleDetail = `counters still moving after ${this.#settleTimeoutMs} ms`;
+        }
+      }
+      if (!row.tbl) notes.push(`table ${ctx.table.schema ?? 'public'}.${ctx.table.name} not found in pg_stat_user_tables (counted as 0)`);
+      if (row.activity.some((a) => a.query === '<insufficient privilege>')) {
+        notes.push('some sessions hide their query text from this account (needs pg_read_all_stats)');
+      }
+      global = this.#countersOf(row);
+      sessions = this.#sessions(ctx, row.activity);
+    } catch (err) {
+      failures.push(`statistics read failed: ${messageOf(err)}`);
+    }
+    if (statements) {
+      let calls = 0;
+      let rows = 0;
+      const byClass: Counters = { insert: 0, begin: 0, commit: 0 };
+      for (const s of statements.values()) {
+        calls += s.calls;
+        rows += s.rows;
+        const cls = classifyStatement(s.query, 'postgres');
+        if (cls in byClass) byClass[cls] = (byClass[cls] ?? 0) + s.calls;
+      }
+      Object.assign(global, {
+        'statements.calls': calls,
+        'statements.rows': rows,
+        'statements.insert_calls': byClass.insert ?? 0,
+        'statements.begin_calls': byClass.begin ?? 0,
+        'statements.commit_calls': byClass.commit ?? 0,
+      });
+    }
+    const ns = Number(process.hrtime.bigint() - startNs);
+    return {
+      global,
+      perConnection: null,
+      attributed: [],
+      statements,
+      sessions,
+      notes,
+      failures,
+      settle: { ns, settled, detail: settleDetail },
+    };
+  }
+
+  summarize(global: Counters): { summary: ServerSummary; source: 'global'; notes: string[] } {
+    const has = (k: string): number | null => (k in global ? (global[k] ?? 0) : null);
+    return {
+      summary: {
+        statements: has('statements.calls'),
+        inserts: has('statements.insert_calls'),
+        prepares: null,
+        executes: null,
+        bulkExecutes: null,
+        commits: has('statements.commit_calls'),
+        rowsInserted: has('table.n_tup_ins'),
+      },
+      source: 'global',
+      notes: ['PostgreSQL counts no prepares or executes on the server side: those are on the wire layer'],
+    };
+  }
+
+  async close(): Promise<void> {
+    const client = this.#client;
+    this.#client = null;
+    if (client) await client.end().catch(() => undefined);
+  }
+}

@@ -1,0 +1,87 @@
+import type { BackendDescription } from '../../containers/types';
+import type { WindowContext } from './probe';
+import type { Snapshot, SnapshotSource } from './snapshot-probe';
+import type { ServerSummary } from './types';
+import type { Counters } from './window';
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function firstNumber(rows: unknown[]): number {
+  const row = rows[0];
+  if (row === null || typeof row !== 'object') throw new Error(`expected one row, got ${JSON.stringify(rows).slice(0, 100)}`);
+  return Number(Object.values(row)[0]);
+}
+
+/**
+ * SQLite has no server and no statement counter. What it can honestly tell: `total_changes()` of the workload's
+ * own connection (rows inserted, updated or deleted through that handle: per-connection by nature), and the
+ * table's row count and the file's page count, which any connection to the file would move.
+ */
+export class SqliteSource implements SnapshotSource {
+  readonly description: BackendDescription;
+  readonly attributionMethod = 'total_changes' as const;
+  readonly comparable = [{ global: 'table.rows', perConnection: 'total_changes' }];
+
+  constructor(description: BackendDescription) {
+    this.description = description;
+  }
+
+  async open(): Promise<void> {
+    // Nothing to open: every read goes through the workload's own handle.
+  }
+
+  async snapshot(ctx: WindowContext): Promise<Snapshot> {
+    const base: Snapshot = {
+      global: {},
+      perConnection: null,
+      attributed: [],
+      statements: null,
+      sessions: { foreign: [], background: [], canSeeOtherSessions: false },
+      notes: ['SQLite has no statement counter and no session list: statements, prepares and executes are null'],
+      failures: [],
+    };
+    const run = ctx.onWorkloadConnection;
+    if (!run) {
+      base.failures.push("no workload-connection hook: SQLite's total_changes() can only be read on the workload's own handle");
+      return base;
+    }
+    const table = ctx.table.schema ? `${quoteIdent(ctx.table.schema)}.${quoteIdent(ctx.table.name)}` : quoteIdent(ctx.table.name);
+    try {
+      const perConnection: Counters = { total_changes: firstNumber(await run('SELECT total_changes()')) };
+      const global: Counters = {
+        'table.rows': firstNumber(await run(`SELECT count(*) FROM ${table}`)),
+        page_count: firstNumber(await run('PRAGMA page_count')),
+      };
+      return { ...base, global, perConnection, attributed: [...ctx.workloadConnectionIds] };
+    } catch (err) {
+      base.failures.push(`SQLite read failed: ${messageOf(err)}`);
+      return base;
+    }
+  }
+
+  summarize(_global: Counters, perConnection: Counters | null): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+    return {
+      summary: {
+        statements: null,
+        inserts: null,
+        prepares: null,
+        executes: null,
+        bulkExecutes: null,
+        commits: null,
+        rowsInserted: perConnection ? (perConnection.total_changes ?? 0) : null,
+      },
+      source: perConnection ? 'perConnection' : 'global',
+      notes: ['rowsInserted is total_changes(): rows inserted, updated or deleted through the workload handle'],
+    };
+  }
+
+  async close(): Promise<void> {
+    // The handle belongs to the workload.
+  }
+}
