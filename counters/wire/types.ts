@@ -1,6 +1,24 @@
 import { z } from 'zod';
 
 /**
+ * Handshake traffic (MySQL greeting/auth, PostgreSQL startup/auth up to the first ReadyForQuery), kept apart from
+ * the command counts so a connection opened inside a window does not inflate them.
+ */
+export const WireSetupSchema = z.object({
+  /** Connections whose set-up these figures cover (opened inside the window, for a diff). */
+  connectionsOpened: z.number().int().nonnegative(),
+  bytesClientToServer: z.number().int().nonnegative(),
+  bytesServerToClient: z.number().int().nonnegative(),
+  /** Handshake packets/messages the client sent (MySQL handshake response, auth data; PostgreSQL startup, `p`). */
+  clientMessages: z.number().int().nonnegative(),
+  /** Handshake packets/messages the server sent (greeting, auth switch, OK; `R`, `S`, `K`, first `Z`). */
+  serverMessages: z.number().int().nonnegative(),
+  /** TLS/GSS requests the proxy answered "no" itself (`tls: 'refuse'`), so the session stayed readable. */
+  tlsRefused: z.number().int().nonnegative(),
+});
+export type WireSetup = z.infer<typeof WireSetupSchema>;
+
+/**
  * Wire counts for one proxied connection, or summed over several. Command names are the protocol's own
  * (`COM_QUERY`, `COM_STMT_EXECUTE`, `Parse`, `Bind`, `Sync`, ...); unknown MySQL commands are `COM_0xNN`.
  */
@@ -20,5 +38,38 @@ export const WireCountsSchema = z.object({
   /** True when any covered connection could not be parsed to the end (TLS, parse error, cut mid-frame). */
   incomplete: z.boolean(),
   incompleteReasons: z.array(z.string()),
+  /**
+   * Server responses by name after the handshake: MySQL `OK`, `ERR`, `EOF`, `ResultSet`, `ColumnDefinition`, `Row`,
+   * `PrepareOK`; PostgreSQL backend messages (`ParseComplete`, `CommandComplete`, `ErrorResponse`, ...).
+   */
+  serverMessages: z.record(z.string(), z.number().int().nonnegative()).optional(),
+  /** Rows the server reported changed: MySQL OK packets' affected rows; PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY tags. */
+  rowsAffected: z.number().int().nonnegative().optional(),
+  /** Requests still waiting for their answer when the count was taken; a window with any is `incomplete`. */
+  unansweredRequests: z.number().int().nonnegative().optional(),
+  /** Handshake traffic, outside the command counts above. */
+  setup: WireSetupSchema.optional(),
 });
 export type WireCounts = z.infer<typeof WireCountsSchema>;
+
+/** One proxied client connection, with cumulative counts since it was accepted. */
+export const WireConnectionSchema = z.object({
+  /** The proxy's own number for the connection, from 1, never reused within one proxy. */
+  id: z.number().int().positive(),
+  /** MySQL connection (thread) id from the greeting; PostgreSQL backend pid from BackendKeyData; null until seen. */
+  serverConnectionId: z.number().int().nullable(),
+  openedAtNs: z.number().int().nonnegative(),
+  closedAtNs: z.number().int().nonnegative().nullable(),
+  /** Cumulative counts; `connections` is 1. */
+  counts: WireCountsSchema,
+});
+export type WireConnection = z.infer<typeof WireConnectionSchema>;
+
+/** Every connection a proxy has seen (closed ones included), at one instant. Diff two of them for a window. */
+export const WireSnapshotSchema = z.object({
+  /** Identifies the proxy, so snapshots of different proxies are never diffed. */
+  proxyId: z.string(),
+  takenAtNs: z.number().int().nonnegative(),
+  connections: z.array(WireConnectionSchema),
+});
+export type WireSnapshot = z.infer<typeof WireSnapshotSchema>;

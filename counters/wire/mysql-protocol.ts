@@ -1,0 +1,709 @@
+import { ConnectionTally, WireParseError } from './tally';
+import type { WireSession } from './tally';
+
+/** A packet payload of exactly this many bytes continues in the next packet (same logical message). */
+export const MYSQL_MAX_PACKET_PAYLOAD = 0xffffff;
+const HEADER_LENGTH = 4;
+/**
+ * Bytes of each logical message's payload kept for the counter: enough for a greeting (version string included),
+ * a handshake response's capability block, an OK/EOF/prepare-OK packet. Rows are never copied whole.
+ */
+const HEAD_BYTES = 256;
+
+// Capability flags (low 32 bits; MariaDB's extended ones are a separate 32-bit word).
+const CLIENT_MYSQL = 0x1; // MariaDB clears it in the greeting to say "extended capabilities follow"
+const CLIENT_COMPRESS = 0x20;
+const CLIENT_PROTOCOL_41 = 0x200;
+const CLIENT_SSL = 0x800;
+const CLIENT_DEPRECATE_EOF = 0x1000000;
+const CLIENT_OPTIONAL_RESULTSET_METADATA = 0x2000000;
+const CLIENT_ZSTD_COMPRESSION = 0x4000000;
+const MARIADB_CLIENT_CACHE_METADATA = 0x10; // bit 36 overall = bit 4 of the extended word
+
+// Server status flags carried by OK and EOF packets.
+const SERVER_MORE_RESULTS_EXISTS = 0x8;
+const SERVER_STATUS_CURSOR_EXISTS = 0x40;
+
+/** One logical MySQL message: one packet, or several when payloads of exactly 0xFFFFFF bytes continue. */
+export interface MysqlFrame {
+  /** Sequence id of the first packet. */
+  seq: number;
+  /** Sequence id of the last packet (differs from `seq` when the payload spans continuation packets). */
+  lastSeq: number;
+  /** Payload bytes over all packets. */
+  length: number;
+  /** Payload length of the first packet: the EOF/OK-terminator-versus-row test needs it. */
+  firstLength: number;
+  packets: number;
+  /** The first bytes of the payload (at most 256): what the counter reads, without copying a 16 MB row. */
+  head: Buffer;
+  /** Header and payload bytes over all packets. */
+  wireBytes: number;
+  /** Number of the `parse` call the frame's first byte arrived in (client write bursts). */
+  chunk: number;
+}
+
+/**
+ * Incremental MySQL packet framing over a byte stream: splits into packets, joins 0xFFFFFF continuations into one
+ * logical message, checks continuation sequence ids. Any split of the stream gives the same frames.
+ */
+export class MysqlPacketParser {
+  readonly #header = Buffer.alloc(HEADER_LENGTH);
+  #headerFill = 0;
+  /** Payload bytes still to come in the current packet; -1 between packets. */
+  #remaining = -1;
+  #packetLength = 0;
+  #frame: MysqlFrame | null = null;
+  #headFill = 0;
+  #chunks = 0;
+
+  /** True when a frame has started and not finished: the stream was cut if it ends here. */
+  get midFrame(): boolean {
+    return this.#headerFill > 0 || this.#remaining >= 0 || this.#frame !== null;
+  }
+
+  parse(chunk: Buffer, onFrame: (frame: MysqlFrame) => void): void {
+    const chunkNo = this.#chunks++;
+    const end = chunk.length;
+    let i = 0;
+    while (i < end) {
+      if (this.#remaining < 0) {
+        let length: number;
+        let seq: number;
+        if (this.#headerFill === 0 && end - i >= HEADER_LENGTH) {
+          length = chunk.readUIntLE(i, 3);
+          seq = chunk[i + 3] as number;
+          i += HEADER_LENGTH;
+        } else {
+          const take = Math.min(HEADER_LENGTH - this.#headerFill, end - i);
+          chunk.copy(this.#header, this.#headerFill, i, i + take);
+          this.#headerFill += take;
+          i += take;
+          if (this.#headerFill < HEADER_LENGTH) break;
+          this.#headerFill = 0;
+          length = this.#header.readUIntLE(0, 3);
+          seq = this.#header[3] as number;
+        }
+        this.#startPacket(length, seq, chunkNo);
+        // A zero-length packet ends at its header (an empty final continuation, an empty auth answer).
+        if (length === 0) this.#endPacket(onFrame);
+        continue;
+      }
+      const take = Math.min(this.#remaining, end - i);
+      const frame = this.#frame as MysqlFrame;
+      if (this.#headFill < frame.head.length) {
+        const copy = Math.min(take, frame.head.length - this.#headFill);
+        chunk.copy(frame.head, this.#headFill, i, i + copy);
+        this.#headFill += copy;
+      }
+      this.#remaining -= take;
+      i += take;
+      if (this.#remaining === 0) this.#endPacket(onFrame);
+    }
+  }
+
+  #startPacket(length: number, seq: number, chunkNo: number): void {
+    const open = this.#frame;
+    if (open) {
+      const expected = (open.lastSeq + 1) & 0xff;
+      if (seq !== expected) {
+        throw new WireParseError(`bad sequence id ${seq} in a continuation packet (expected ${expected})`);
+      }
+      open.lastSeq = seq;
+      open.length += length;
+      open.packets += 1;
+      open.wireBytes += HEADER_LENGTH + length;
+    } else {
+      this.#frame = {
+        seq,
+        lastSeq: seq,
+        length,
+        firstLength: length,
+        packets: 1,
+        head: Buffer.allocUnsafe(Math.min(length, HEAD_BYTES)),
+        wireBytes: HEADER_LENGTH + length,
+        chunk: chunkNo,
+      };
+      this.#headFill = 0;
+    }
+    this.#packetLength = length;
+    this.#remaining = length;
+  }
+
+  #endPacket(onFrame: (frame: MysqlFrame) => void): void {
+    this.#remaining = -1;
+    if (this.#packetLength === MYSQL_MAX_PACKET_PAYLOAD) return;
+    const frame = this.#frame as MysqlFrame;
+    this.#frame = null;
+    onFrame(frame);
+  }
+}
+
+/** Client command bytes (the first payload byte of a message with sequence id 0). */
+const enum Command {
+  Sleep = 0x00, // COM_SLEEP
+  Quit = 0x01, // COM_QUIT
+  InitDb = 0x02, // COM_INIT_DB
+  Query = 0x03, // COM_QUERY
+  FieldList = 0x04, // COM_FIELD_LIST
+  CreateDb = 0x05, // COM_CREATE_DB
+  DropDb = 0x06, // COM_DROP_DB
+  Refresh = 0x07, // COM_REFRESH
+  Shutdown = 0x08, // COM_SHUTDOWN
+  Statistics = 0x09, // COM_STATISTICS
+  ProcessInfo = 0x0a, // COM_PROCESS_INFO
+  Connect = 0x0b, // COM_CONNECT
+  ProcessKill = 0x0c, // COM_PROCESS_KILL
+  Debug = 0x0d, // COM_DEBUG
+  Ping = 0x0e, // COM_PING
+  ChangeUser = 0x11, // COM_CHANGE_USER
+  BinlogDump = 0x12, // COM_BINLOG_DUMP
+  TableDump = 0x13, // COM_TABLE_DUMP
+  RegisterSlave = 0x15, // COM_REGISTER_SLAVE
+  StmtPrepare = 0x16, // COM_STMT_PREPARE
+  StmtExecute = 0x17, // COM_STMT_EXECUTE
+  StmtSendLongData = 0x18, // COM_STMT_SEND_LONG_DATA
+  StmtClose = 0x19, // COM_STMT_CLOSE
+  StmtReset = 0x1a, // COM_STMT_RESET
+  SetOption = 0x1b, // COM_SET_OPTION
+  StmtFetch = 0x1c, // COM_STMT_FETCH
+  Daemon = 0x1d, // COM_DAEMON
+  BinlogDumpGtid = 0x1e, // COM_BINLOG_DUMP_GTID
+  ResetConnection = 0x1f, // COM_RESET_CONNECTION
+  StmtBulkExecute = 0xfa, // COM_STMT_BULK_EXECUTE (MariaDB)
+}
+
+/** Server packet first bytes in the command phase. */
+const enum Response {
+  Ok = 0x00, // OK_Packet
+  AuthMoreData = 0x01, // AuthMoreData (handshake only)
+  LocalInfile = 0xfb, // LOCAL INFILE request
+  Eof = 0xfe, // EOF_Packet, or OK with 0xFE header under DEPRECATE_EOF; AuthSwitchRequest in the handshake
+  Err = 0xff, // ERR_Packet
+}
+
+/**
+ * What a command's answer looks like: `none` (no answer at all), `status` (one OK/ERR/EOF), `results` (OK/ERR or
+ * result sets, more while SERVER_MORE_RESULTS_EXISTS), `prepare` (prepare-OK and its definitions), `statistics`
+ * (one string packet), `columns` (definitions until EOF), `rows` (rows until EOF/OK), `unparsed` (a stream or a
+ * re-authentication this counter does not follow: the connection becomes incomplete).
+ */
+type ResponseShape = 'none' | 'status' | 'results' | 'prepare' | 'statistics' | 'columns' | 'rows' | 'unparsed';
+
+const COMMANDS: ReadonlyMap<number, { name: string; response: ResponseShape }> = new Map([
+  [Command.Sleep, { name: 'COM_SLEEP', response: 'status' }],
+  [Command.Quit, { name: 'COM_QUIT', response: 'none' }],
+  [Command.InitDb, { name: 'COM_INIT_DB', response: 'status' }],
+  [Command.Query, { name: 'COM_QUERY', response: 'results' }],
+  [Command.FieldList, { name: 'COM_FIELD_LIST', response: 'columns' }],
+  [Command.CreateDb, { name: 'COM_CREATE_DB', response: 'status' }],
+  [Command.DropDb, { name: 'COM_DROP_DB', response: 'status' }],
+  [Command.Refresh, { name: 'COM_REFRESH', response: 'status' }],
+  [Command.Shutdown, { name: 'COM_SHUTDOWN', response: 'status' }],
+  [Command.Statistics, { name: 'COM_STATISTICS', response: 'statistics' }],
+  [Command.ProcessInfo, { name: 'COM_PROCESS_INFO', response: 'results' }],
+  [Command.Connect, { name: 'COM_CONNECT', response: 'status' }],
+  [Command.ProcessKill, { name: 'COM_PROCESS_KILL', response: 'status' }],
+  [Command.Debug, { name: 'COM_DEBUG', response: 'status' }],
+  [Command.Ping, { name: 'COM_PING', response: 'status' }],
+  [Command.ChangeUser, { name: 'COM_CHANGE_USER', response: 'unparsed' }],
+  [Command.BinlogDump, { name: 'COM_BINLOG_DUMP', response: 'unparsed' }],
+  [Command.TableDump, { name: 'COM_TABLE_DUMP', response: 'unparsed' }],
+  [Command.RegisterSlave, { name: 'COM_REGISTER_SLAVE', response: 'status' }],
+  [Command.StmtPrepare, { name: 'COM_STMT_PREPARE', response: 'prepare' }],
+  [Command.StmtExecute, { name: 'COM_STMT_EXECUTE', response: 'results' }],
+  [Command.StmtSendLongData, { name: 'COM_STMT_SEND_LONG_DATA', response: 'none' }],
+  [Command.StmtClose, { name: 'COM_STMT_CLOSE', response: 'none' }],
+  [Command.StmtReset, { name: 'COM_STMT_RESET', response: 'status' }],
+  [Command.SetOption, { name: 'COM_SET_OPTION', response: 'status' }],
+  [Command.StmtFetch, { name: 'COM_STMT_FETCH', response: 'rows' }],
+  [Command.Daemon, { name: 'COM_DAEMON', response: 'status' }],
+  [Command.BinlogDumpGtid, { name: 'COM_BINLOG_DUMP_GTID', response: 'unparsed' }],
+  [Command.ResetConnection, { name: 'COM_RESET_CONNECTION', response: 'status' }],
+  [Command.StmtBulkExecute, { name: 'COM_STMT_BULK_EXECUTE', response: 'results' }],
+]);
+
+/** Name of a command byte; unknown bytes are `COM_0xNN`. */
+export function mysqlCommandName(code: number): string {
+  return COMMANDS.get(code)?.name ?? `COM_0x${code.toString(16).padStart(2, '0')}`;
+}
+
+/** The part of an answer still to come. */
+type Step =
+  | { kind: 'first' }
+  | { kind: 'definitions'; left: number; what: 'ColumnDefinition' | 'ParameterDefinition' }
+  | { kind: 'intermediateEof' }
+  | { kind: 'rows' }
+  | { kind: 'columnsUntilEof' };
+
+interface PendingCommand {
+  name: string;
+  code: number;
+  response: ResponseShape;
+  /** Sequence id the next server packet of this answer must carry. */
+  nextSeq: number;
+  steps: Step[];
+  /** COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH. */
+  cursor: boolean;
+}
+
+/** Length-encoded integer at `offset`; returns [value, bytes used], or null when the head is too short. */
+function readLenEnc(buf: Buffer, offset: number): [number, number] | null {
+  const first = buf[offset];
+  if (first === undefined) return null;
+  if (first < 0xfb) return [first, 1];
+  const width = first === 0xfc ? 2 : first === 0xfd ? 3 : first === 0xfe ? 8 : -1;
+  if (width < 0 || offset + 1 + width > buf.length) return null;
+  const value = width === 8 ? Number(buf.readBigUInt64LE(offset + 1)) : buf.readUIntLE(offset + 1, width);
+  return [value, 1 + width];
+}
+
+/** Server greeting (protocol 10): connection id and capabilities. */
+function readGreeting(head: Buffer): { connectionId: number; capabilities: number; extended: number } {
+  if (head[0] !== 10) throw new WireParseError(`unsupported handshake protocol version ${String(head[0])}`);
+  const nul = head.indexOf(0, 1);
+  // Version string, then 4 id + 8 scramble + 1 filler + 2 caps + 1 charset + 2 status + 2 caps + 1 len + 6 reserved + 4 MariaDB caps.
+  const at = nul + 1;
+  if (nul < 0 || at + 31 > head.length) throw new WireParseError('server greeting too short or version string too long');
+  const connectionId = head.readUInt32LE(at);
+  const low = head.readUInt16LE(at + 13);
+  const high = head.readUInt16LE(at + 18);
+  const capabilities = (low | (high << 16)) >>> 0;
+  const extended = capabilities & CLIENT_MYSQL ? 0 : head.readUInt32LE(at + 27);
+  return { connectionId, capabilities, extended };
+}
+
+/** HandshakeResponse41 or SSLRequest: capabilities (and MariaDB's extended ones in the filler). */
+function readHandshakeResponse(head: Buffer, serverCapabilities: number): { capabilities: number; extended: number } {
+  if (head.length < 4) throw new WireParseError('handshake response too short');
+  const capabilities = head.readUInt32LE(0);
+  if (!(capabilities & CLIENT_PROTOCOL_41)) throw new WireParseError('pre-4.1 client protocol is not parsed');
+  const extended = !(serverCapabilities & CLIENT_MYSQL) && head.length >= 32 ? head.readUInt32LE(28) : 0;
+  return { capabilities, extended };
+}
+
+/** OK_Packet (0x00, or 0xFE as a DEPRECATE_EOF terminator): affected rows and status flags. */
+function readOk(head: Buffer): { affectedRows: number; status: number } {
+  const rows = readLenEnc(head, 1);
+  const id = rows ? readLenEnc(head, 1 + rows[1]) : null;
+  const at = rows && id ? 1 + rows[1] + id[1] : -1;
+  if (!rows || at < 0 || at + 2 > head.length) throw new WireParseError('OK packet too short');
+  return { affectedRows: rows[0], status: head.readUInt16LE(at) };
+}
+
+/** EOF_Packet: 0xFE, warnings, status flags. */
+function readEof(head: Buffer): number {
+  if (head.length < 5) throw new WireParseError('EOF packet too short');
+  return head.readUInt16LE(3);
+}
+
+/** COM_STMT_PREPARE_OK: how many column and parameter definitions follow. */
+function readPrepareOk(head: Buffer): { columns: number; params: number; metadataFollows: boolean } {
+  if (head.length < 12) throw new WireParseError('prepare OK packet too short');
+  return { columns: head.readUInt16LE(5), params: head.readUInt16LE(7), metadataFollows: head.length < 13 || head[12] !== 0 };
+}
+
+/** Result-set column count, and whether column definitions follow (optional/cached metadata). */
+function readColumnCount(head: Buffer, flagByte: boolean): { columns: number; metadataFollows: boolean } {
+  const count = readLenEnc(head, 0);
+  if (!count || count[0] === 0) throw new WireParseError('bad result-set column count');
+  const flag = flagByte ? head[count[1]] : 1;
+  if (flag === undefined) throw new WireParseError('column count packet lacks its metadata flag');
+  return { columns: count[0], metadataFollows: flag !== 0 };
+}
+
+type Phase = 'greeting' | 'handshakeResponse' | 'auth' | 'command' | 'stopped' | 'closed';
+
+export interface MysqlSessionOptions {
+  /** `refuse`: clear CLIENT_SSL in the greeting so the client stays in plain text; `passthrough`: let TLS through, uncounted. */
+  tls: 'refuse' | 'passthrough';
+}
+
+/**
+ * The MySQL/MariaDB conversation of one connection: handshake (capabilities decide DEPRECATE_EOF and cached
+ * metadata), then each client command and the server packets that answer it, matched in FIFO order so pipelined
+ * commands (the MariaDB connector writes N COM_STMT_EXECUTE at once) each close their own round trip.
+ */
+export class MysqlSession implements WireSession {
+  readonly tally = new ConnectionTally('mysql');
+  #serverConnectionId: number | null = null;
+  readonly #client = new MysqlPacketParser();
+  readonly #server = new MysqlPacketParser();
+  readonly #tls: 'refuse' | 'passthrough';
+  #phase: Phase = 'greeting';
+  /** Last sequence id of the handshake, which counts up across both directions. */
+  #handshakeSeq = 0;
+  #serverCapabilities = 0;
+  #serverExtended = 0;
+  #deprecateEof = false;
+  #optionalMetadata = false;
+  #cacheMetadata = false;
+  #compressed = false;
+  /** Commands waiting for their answer, oldest first; `#pendingHead` avoids O(n) shifts under deep pipelines. */
+  #pending: PendingCommand[] = [];
+  #pendingHead = 0;
+  /** Server bytes held until the greeting is whole, so CLIENT_SSL can be cleared before the client sees it. */
+  #greetingHold: Buffer | null = null;
+  #quitSent = false;
+
+  readonly #onClientFrame = (frame: MysqlFrame): void => this.#clientFrame(frame);
+  readonly #onServerFrame = (frame: MysqlFrame): void => this.#serverFrame(frame);
+
+  constructor(options: MysqlSessionOptions) {
+    this.#tls = options.tls;
+    if (this.#tls === 'refuse') this.#greetingHold = Buffer.alloc(0);
+  }
+
+  get serverConnectionId(): number | null {
+    return this.#serverConnectionId;
+  }
+
+  unanswered(): number {
+    return this.#pending.length - this.#pendingHead;
+  }
+
+  fromClient(chunk: Buffer): Buffer | null {
+    this.tally.receivedFromClient(chunk.length);
+    if (this.#phase === 'stopped' || this.#phase === 'closed') return chunk;
+    try {
+      this.#client.parse(chunk, this.#onClientFrame);
+    } catch (error) {
+      this.#stop(error);
+    }
+    return chunk;
+  }
+
+  fromServer(chunk: Buffer): Buffer | null {
+    this.tally.receivedFromServer(chunk.length);
+    let out: Buffer = chunk;
+    if (this.#greetingHold) {
+      const held = Buffer.concat([this.#greetingHold, chunk]);
+      if (held.length < HEADER_LENGTH || held.length < HEADER_LENGTH + held.readUIntLE(0, 3)) {
+        this.#greetingHold = held;
+        return null;
+      }
+      this.#greetingHold = null;
+      out = clearSslInGreeting(held);
+    }
+    if (this.#phase === 'stopped' || this.#phase === 'closed') return out;
+    try {
+      this.#server.parse(out, this.#onServerFrame);
+    } catch (error) {
+      this.#stop(error);
+    }
+    return out;
+  }
+
+  end(detail: string): void {
+    if (this.#phase === 'stopped') return;
+    if (this.#greetingHold && this.#greetingHold.length > 0) this.tally.fail(`${detail} before the greeting was whole`);
+    if (this.#client.midFrame) this.tally.fail(`${detail} in the middle of a client packet`);
+    if (this.#server.midFrame) this.tally.fail(`${detail} in the middle of a server packet`);
+    const open = this.unanswered();
+    if (open > 0) this.tally.fail(`${detail} with ${open} command(s) unanswered`);
+    this.#phase = 'closed';
+  }
+
+  #stop(error: unknown): void {
+    const reason = error instanceof WireParseError ? error.message : `internal counter error: ${String(error)}`;
+    this.tally.fail(`parse stopped: ${reason}`);
+    this.#phase = 'stopped';
+  }
+
+  #checkHandshakeSeq(frame: MysqlFrame): void {
+    const expected = (this.#handshakeSeq + 1) & 0xff;
+    if (frame.seq !== expected) throw new WireParseError(`bad handshake sequence id ${frame.seq} (expected ${expected})`);
+    this.#handshakeSeq = frame.lastSeq;
+  }
+
+  #clientFrame(frame: MysqlFrame): void {
+    switch (this.#phase) {
+      case 'greeting':
+        throw new WireParseError('client sent data before the server greeting');
+      case 'handshakeResponse':
+        this.#checkHandshakeSeq(frame);
+        this.#handshakeResponse(frame);
+        return;
+      case 'auth':
+        // Auth data continues the handshake's sequence; a packet with id 0 is a command pipelined behind it.
+        if (frame.seq === 0) {
+          this.#command(frame);
+          return;
+        }
+        this.#checkHandshakeSeq(frame);
+        this.tally.setupFromClient(frame.wireBytes);
+        return;
+      case 'command':
+        this.#command(frame);
+        return;
+      default:
+        return;
+    }
+  }
+
+  #handshakeResponse(frame: MysqlFrame): void {
+    this.tally.setupFromClient(frame.wireBytes);
+    const { capabilities, extended } = readHandshakeResponse(frame.head, this.#serverCapabilities);
+    if (capabilities & CLIENT_SSL) {
+      this.tally.fail('the client started TLS: the encrypted session cannot be counted');
+      this.#phase = 'stopped';
+      return;
+    }
+    const both = capabilities & this.#serverCapabilities;
+    this.#deprecateEof = (both & CLIENT_DEPRECATE_EOF) !== 0;
+    this.#optionalMetadata = (both & CLIENT_OPTIONAL_RESULTSET_METADATA) !== 0;
+    this.#cacheMetadata = (extended & this.#serverExtended & MARIADB_CLIENT_CACHE_METADATA) !== 0;
+    this.#compressed = (both & (CLIENT_COMPRESS | CLIENT_ZSTD_COMPRESSION)) !== 0;
+    this.#phase = 'auth';
+  }
+
+  #command(frame: MysqlFrame): void {
+    if (frame.seq !== 0) throw new WireParseError(`bad sequence id ${frame.seq} at the start of a client command`);
+    const code = frame.head[0];
+    if (code === undefined) throw new WireParseError('empty client command packet');
+    const known = COMMANDS.get(code);
+    const name = known?.name ?? mysqlCommandName(code);
+    this.tally.command(name, frame.chunk);
+    if (code === Command.Quit) this.#quitSent = true;
+    // An unknown command gets ERR from a real server; anything else in reply is flagged, never guessed.
+    const response = known?.response ?? 'status';
+    if (response === 'none') return;
+    if (response === 'unparsed') throw new WireParseError(`${name} starts an exchange this counter does not follow`);
+    // Cursor flags sit right after the statement id.
+    const cursor = code === Command.StmtExecute && ((frame.head[5] ?? 0) & 0x07) !== 0;
+    if (cursor && this.#deprecateEof) {
+      throw new WireParseError('COM_STMT_EXECUTE with a cursor under DEPRECATE_EOF is not parsed');
+    }
+    this.#pending.push({ name, code, response, nextSeq: (frame.lastSeq + 1) & 0xff, steps: [{ kind: 'first' }], cursor });
+  }
+
+  #serverFrame(frame: MysqlFrame): void {
+    switch (this.#phase) {
+      case 'greeting':
+        this.#greeting(frame);
+        return;
+      case 'handshakeResponse':
+        throw new WireParseError('server sent a packet before the client answered the greeting');
+      case 'auth':
+        this.#checkHandshakeSeq(frame);
+        this.#authReply(frame);
+        return;
+      case 'command':
+        this.#reply(frame);
+        return;
+      default:
+        return;
+    }
+  }
+
+  #greeting(frame: MysqlFrame): void {
+    if (frame.seq !== 0) throw new WireParseError(`bad sequence id ${frame.seq} in the server greeting`);
+    this.tally.setupFromServer(frame.wireBytes);
+    this.#handshakeSeq = frame.lastSeq;
+    if (frame.head[0] === Response.Err) {
+      // Refused before the handshake (too many connections, host blocked): the server closes next.
+      this.#phase = 'closed';
+      return;
+    }
+    const greeting = readGreeting(frame.head);
+    this.#serverConnectionId = greeting.connectionId;
+    this.#serverCapabilities = greeting.capabilities;
+    this.#serverExtended = greeting.extended;
+    this.#phase = 'handshakeResponse';
+  }
+
+  #authReply(frame: MysqlFrame): void {
+    this.tally.setupFromServer(frame.wireBytes);
+    switch (frame.head[0]) {
+      case Response.Ok:
+        if (this.#compressed) {
+          this.tally.fail('compressed protocol negotiated: packets cannot be counted');
+          this.#phase = 'stopped';
+          return;
+        }
+        this.#phase = 'command';
+        return;
+      case Response.Err:
+        this.#phase = 'closed';
+        return;
+      case Response.Eof: // AuthSwitchRequest
+      case Response.AuthMoreData:
+        return;
+      default:
+        throw new WireParseError(`unexpected packet 0x${String(frame.head[0]?.toString(16))} during authentication`);
+    }
+  }
+
+  #reply(frame: MysqlFrame): void {
+    const command = this.#pending[this.#pendingHead];
+    if (!command) {
+      // A server may send ERR before closing (killed, shutdown, timeout) with nothing asked.
+      if (frame.head[0] === Response.Err) {
+        this.tally.serverMessage('ERR');
+        return;
+      }
+      throw new WireParseError(`server packet 0x${String(frame.head[0]?.toString(16))} with no command pending`);
+    }
+    if (frame.seq !== command.nextSeq) {
+      throw new WireParseError(`bad sequence id ${frame.seq} answering ${command.name} (expected ${command.nextSeq})`);
+    }
+    command.nextSeq = (frame.lastSeq + 1) & 0xff;
+    const step = command.steps[0] as Step;
+    switch (step.kind) {
+      case 'first':
+        this.#firstPacket(command, frame);
+        return;
+      case 'definitions':
+        if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
+        this.tally.serverMessage(step.what);
+        step.left -= 1;
+        if (step.left === 0) this.#nextStep(command);
+        return;
+      case 'intermediateEof':
+        this.#intermediateEof(command, frame);
+        return;
+      case 'rows':
+        this.#row(command, frame);
+        return;
+      case 'columnsUntilEof':
+        this.#columnUntilEof(command, frame);
+        return;
+    }
+  }
+
+  /** COM_FIELD_LIST: column definitions until EOF (or an OK-style terminator under DEPRECATE_EOF). */
+  #columnUntilEof(command: PendingCommand, frame: MysqlFrame): void {
+    if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
+    if (frame.head[0] === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) return this.#finish(command, 'EOF');
+    this.tally.serverMessage('ColumnDefinition');
+  }
+
+  #firstPacket(command: PendingCommand, frame: MysqlFrame): void {
+    const first = frame.head[0];
+    if (command.response === 'statistics') return this.#finish(command, 'Statistics');
+    if (first === Response.Err) return this.#finish(command, 'ERR');
+    if (command.response === 'rows') {
+      command.steps[0] = { kind: 'rows' };
+      return this.#row(command, frame);
+    }
+    if (command.response === 'columns') {
+      command.steps[0] = { kind: 'columnsUntilEof' };
+      return this.#columnUntilEof(command, frame);
+    }
+    if (first === Response.Ok) {
+      if (command.response === 'prepare') return this.#prepareOk(command, frame);
+      const ok = readOk(frame.head);
+      this.tally.rowsAffected(ok.affectedRows);
+      return this.#endOfResult(command, 'OK', ok.status);
+    }
+    if (first === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) {
+      const status = this.#deprecateEof && frame.firstLength >= 7 ? readOk(frame.head).status : readEof(frame.head);
+      return this.#endOfResult(command, 'EOF', status);
+    }
+    if (first === Response.LocalInfile) throw new WireParseError('LOCAL INFILE exchange is not parsed');
+    if (command.response !== 'results') {
+      throw new WireParseError(`unexpected packet 0x${String(first?.toString(16))} answering ${command.name}`);
+    }
+    const flagByte = this.#optionalMetadata || (this.#cacheMetadata && command.code === Command.StmtExecute);
+    const { columns, metadataFollows } = readColumnCount(frame.head, flagByte);
+    this.tally.serverMessage('ResultSet');
+    const steps: Step[] = [];
+    if (metadataFollows) steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
+    if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
+    steps.push({ kind: 'rows' });
+    command.steps = steps;
+  }
+
+  #prepareOk(command: PendingCommand, frame: MysqlFrame): void {
+    const { columns, params, metadataFollows } = readPrepareOk(frame.head);
+    this.tally.serverMessage('PrepareOK');
+    const steps: Step[] = [];
+    // MySQL's optional metadata may leave out both definition blocks (and their EOFs).
+    const definitions = !this.#optionalMetadata || metadataFollows;
+    if (params > 0 && definitions) {
+      steps.push({ kind: 'definitions', left: params, what: 'ParameterDefinition' });
+      if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
+    }
+    if (columns > 0 && definitions) {
+      steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
+      if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
+    }
+    if (steps.length === 0) return this.#finish(command, null);
+    command.steps = steps;
+  }
+
+  #intermediateEof(command: PendingCommand, frame: MysqlFrame): void {
+    if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
+    if (frame.head[0] !== Response.Eof || frame.firstLength >= 9) {
+      throw new WireParseError(`expected EOF after definitions answering ${command.name}`);
+    }
+    const status = readEof(frame.head);
+    this.tally.serverMessage('EOF');
+    // A cursor was opened: no rows now, they come with COM_STMT_FETCH.
+    if (command.cursor && command.steps[1]?.kind === 'rows' && status & SERVER_STATUS_CURSOR_EXISTS) {
+      return this.#finish(command, null);
+    }
+    this.#nextStep(command);
+  }
+
+  #row(command: PendingCommand, frame: MysqlFrame): void {
+    const first = frame.head[0];
+    if (first === Response.Err) return this.#finish(command, 'ERR');
+    // A row can start with 0xFE only as an 8-byte length prefix, so its first packet is a full 0xFFFFFF one.
+    const terminator = this.#deprecateEof ? frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD : frame.firstLength < 9;
+    if (first === Response.Eof && terminator) {
+      const status = this.#deprecateEof ? readOk(frame.head).status : readEof(frame.head);
+      return this.#endOfResult(command, this.#deprecateEof ? 'OK' : 'EOF', status);
+    }
+    this.tally.serverMessage('Row');
+  }
+
+  #endOfResult(command: PendingCommand, message: string, status: number): void {
+    this.tally.serverMessage(message);
+    if (status & SERVER_MORE_RESULTS_EXISTS && command.response === 'results') {
+      command.steps = [{ kind: 'first' }];
+      return;
+    }
+    this.#finish(command, null);
+  }
+
+  #nextStep(command: PendingCommand): void {
+    command.steps.shift();
+    if (command.steps.length === 0) this.#finish(command, null);
+  }
+
+  #finish(command: PendingCommand, message: string | null): void {
+    if (message) this.tally.serverMessage(message);
+    this.tally.roundTrip();
+    if (this.#pending[this.#pendingHead] !== command) throw new WireParseError('answer matched to the wrong command');
+    this.#pendingHead += 1;
+    if (this.#pendingHead === this.#pending.length) {
+      this.#pending = [];
+      this.#pendingHead = 0;
+    } else if (this.#pendingHead > 1024) {
+      this.#pending = this.#pending.slice(this.#pendingHead);
+      this.#pendingHead = 0;
+    }
+  }
+
+  /** Whether the client said COM_QUIT (a server close after it is the normal end). */
+  get quitSent(): boolean {
+    return this.#quitSent;
+  }
+}
+
+/**
+ * Clears CLIENT_SSL in a held server greeting (the first packet of `bytes`) so the client does not start TLS and
+ * the session stays countable. Anything that is not a protocol-10 greeting is returned unchanged for the parser to
+ * judge.
+ */
+export function clearSslInGreeting(bytes: Buffer): Buffer {
+  if (bytes.length < HEADER_LENGTH + 1 || bytes[HEADER_LENGTH] !== 10) return bytes;
+  const nul = bytes.indexOf(0, HEADER_LENGTH + 1);
+  const capsLow = nul + 1 + 4 + 8 + 1;
+  const end = HEADER_LENGTH + bytes.readUIntLE(0, 3);
+  if (nul < 0 || capsLow + 2 > end) return bytes;
+  const patched = Buffer.from(bytes);
+  patched.writeUInt16LE(patched.readUInt16LE(capsLow) & ~CLIENT_SSL, capsLow);
+  return patched;
+}

@@ -1,0 +1,439 @@
+import { ConnectionTally, WireParseError } from './tally';
+import type { WireSession } from './tally';
+
+/** The server refuses messages above 1 GiB; a larger length is a broken stream, not a big message. */
+export const PG_MAX_MESSAGE_LENGTH = 0x40000000;
+/** PostgreSQL's own limit for a startup packet (MAX_STARTUP_PACKET_LENGTH). */
+const MAX_STARTUP_LENGTH = 10000;
+/** Body bytes kept per message: startup codes, auth type, backend pid, command tags. */
+const HEAD_BYTES = 64;
+
+// Startup request codes (no type byte; a 4-byte length then this code).
+const SSL_REQUEST_CODE = 80877103;
+const GSSENC_REQUEST_CODE = 80877104;
+const CANCEL_REQUEST_CODE = 80877102;
+const PROTOCOL_MAJOR_3 = 3;
+
+/**
+ * How the next message starts: `typed` (type byte + length), `untyped` (startup family: length + code), `byte`
+ * (the single-byte answer to SSLRequest/GSSENCRequest).
+ */
+export type PgFrameShape = 'typed' | 'untyped' | 'byte';
+
+/** One PostgreSQL message. */
+export interface PgFrame {
+  /** Type byte; 0 for an untyped startup-family message; for a `byte` frame, the byte itself. */
+  type: number;
+  /** Value of the length field (includes itself); 0 for a `byte` frame. */
+  length: number;
+  /** The first bytes of the body after the length (at most 64). */
+  head: Buffer;
+  /** All bytes of the message on the wire. */
+  wireBytes: number;
+  /** Number of the `parse` call the message's first byte arrived in (client write bursts). */
+  chunk: number;
+}
+
+/**
+ * Incremental PostgreSQL message framing over a byte stream. The session sets `next` between messages (startup
+ * messages have no type byte); lengths below 4 or above 1 GiB are refused, since no split can make them right.
+ */
+export class PgMessageParser {
+  /** Shape of the next message; the session changes it from inside `onFrame`. */
+  next: PgFrameShape;
+  readonly #header = Buffer.alloc(5);
+  #headerFill = 0;
+  #headerSize = 0;
+  /** Body bytes still to come; -1 between messages. */
+  #remaining = -1;
+  #frame: PgFrame | null = null;
+  #headFill = 0;
+  #chunks = 0;
+
+  constructor(first: PgFrameShape) {
+    this.next = first;
+  }
+
+  get midFrame(): boolean {
+    return this.#headerFill > 0 || this.#remaining >= 0;
+  }
+
+  parse(chunk: Buffer, onFrame: (frame: PgFrame) => void): void {
+    const chunkNo = this.#chunks++;
+    const end = chunk.length;
+    let i = 0;
+    while (i < end) {
+      if (this.#remaining < 0) {
+        if (this.#headerFill === 0) this.#headerSize = this.next === 'typed' ? 5 : this.next === 'untyped' ? 4 : 1;
+        const size = this.#headerSize;
+        let header: Buffer;
+        let at: number;
+        if (this.#headerFill === 0 && end - i >= size) {
+          header = chunk;
+          at = i;
+          i += size;
+        } else {
+          const take = Math.min(size - this.#headerFill, end - i);
+          chunk.copy(this.#header, this.#headerFill, i, i + take);
+          this.#headerFill += take;
+          i += take;
+          if (this.#headerFill < size) break;
+          this.#headerFill = 0;
+          header = this.#header;
+          at = 0;
+        }
+        if (size === 1) {
+          onFrame({ type: header[at] as number, length: 0, head: Buffer.alloc(0), wireBytes: 1, chunk: chunkNo });
+          continue;
+        }
+        const type = size === 5 ? (header[at] as number) : 0;
+        const length = header.readUInt32BE(at + size - 4);
+        this.#checkLength(type, length, size);
+        const body = length - 4;
+        this.#frame = { type, length, head: Buffer.allocUnsafe(Math.min(body, HEAD_BYTES)), wireBytes: size + body, chunk: chunkNo };
+        this.#headFill = 0;
+        this.#remaining = body;
+        if (body === 0) this.#endMessage(onFrame);
+        continue;
+      }
+      const take = Math.min(this.#remaining, end - i);
+      const frame = this.#frame as PgFrame;
+      if (this.#headFill < frame.head.length) {
+        const copy = Math.min(take, frame.head.length - this.#headFill);
+        chunk.copy(frame.head, this.#headFill, i, i + copy);
+        this.#headFill += copy;
+      }
+      this.#remaining -= take;
+      i += take;
+      if (this.#remaining === 0) this.#endMessage(onFrame);
+    }
+  }
+
+  #checkLength(type: number, length: number, size: number): void {
+    if (size === 4) {
+      if (length < 8 || length > MAX_STARTUP_LENGTH) {
+        throw new WireParseError(`impossible startup message length ${length}`);
+      }
+      return;
+    }
+    if (length < 4 || length > PG_MAX_MESSAGE_LENGTH) {
+      throw new WireParseError(`impossible length ${length} for message ${describeType(type)}`);
+    }
+  }
+
+  #endMessage(onFrame: (frame: PgFrame) => void): void {
+    const frame = this.#frame as PgFrame;
+    this.#frame = null;
+    this.#remaining = -1;
+    onFrame(frame);
+  }
+}
+
+function describeType(type: number): string {
+  return type >= 0x20 && type < 0x7f ? `'${String.fromCharCode(type)}'` : `0x${type.toString(16).padStart(2, '0')}`;
+}
+
+/** Frontend (client) message types. */
+const enum Frontend {
+  Bind = 0x42, // B
+  Close = 0x43, // C
+  Describe = 0x44, // D
+  Execute = 0x45, // E
+  FunctionCall = 0x46, // F
+  Flush = 0x48, // H
+  Parse = 0x50, // P
+  Query = 0x51, // Q
+  Sync = 0x53, // S
+  Terminate = 0x58, // X
+  CopyDone = 0x63, // c
+  CopyData = 0x64, // d
+  CopyFail = 0x66, // f
+  Password = 0x70, // p (PasswordMessage, SASLInitialResponse, SASLResponse, GSSResponse)
+}
+
+/** Backend (server) message types: the same letter can mean another thing than in the frontend table. */
+const enum Backend {
+  ParseComplete = 0x31, // 1
+  BindComplete = 0x32, // 2
+  CloseComplete = 0x33, // 3
+  NotificationResponse = 0x41, // A
+  CommandComplete = 0x43, // C
+  DataRow = 0x44, // D
+  ErrorResponse = 0x45, // E
+  CopyInResponse = 0x47, // G
+  CopyOutResponse = 0x48, // H
+  EmptyQueryResponse = 0x49, // I
+  BackendKeyData = 0x4b, // K
+  NoticeResponse = 0x4e, // N
+  Authentication = 0x52, // R
+  ParameterStatus = 0x53, // S
+  RowDescription = 0x54, // T
+  FunctionCallResponse = 0x56, // V
+  CopyBothResponse = 0x57, // W
+  ReadyForQuery = 0x5a, // Z
+  CopyDone = 0x63, // c
+  CopyData = 0x64, // d
+  NoData = 0x6e, // n
+  PortalSuspended = 0x73, // s
+  ParameterDescription = 0x74, // t
+  NegotiateProtocolVersion = 0x76, // v
+}
+
+const FRONTEND_NAMES: ReadonlyMap<number, string> = new Map([
+  [Frontend.Bind, 'Bind'],
+  [Frontend.Close, 'Close'],
+  [Frontend.Describe, 'Describe'],
+  [Frontend.Execute, 'Execute'],
+  [Frontend.FunctionCall, 'FunctionCall'],
+  [Frontend.Flush, 'Flush'],
+  [Frontend.Parse, 'Parse'],
+  [Frontend.Query, 'Query'],
+  [Frontend.Sync, 'Sync'],
+  [Frontend.Terminate, 'Terminate'],
+  [Frontend.CopyDone, 'CopyDone'],
+  [Frontend.CopyData, 'CopyData'],
+  [Frontend.CopyFail, 'CopyFail'],
+]);
+
+const BACKEND_NAMES: ReadonlyMap<number, string> = new Map([
+  [Backend.ParseComplete, 'ParseComplete'],
+  [Backend.BindComplete, 'BindComplete'],
+  [Backend.CloseComplete, 'CloseComplete'],
+  [Backend.NotificationResponse, 'NotificationResponse'],
+  [Backend.CommandComplete, 'CommandComplete'],
+  [Backend.DataRow, 'DataRow'],
+  [Backend.ErrorResponse, 'ErrorResponse'],
+  [Backend.CopyInResponse, 'CopyInResponse'],
+  [Backend.CopyOutResponse, 'CopyOutResponse'],
+  [Backend.EmptyQueryResponse, 'EmptyQueryResponse'],
+  [Backend.BackendKeyData, 'BackendKeyData'],
+  [Backend.NoticeResponse, 'NoticeResponse'],
+  [Backend.Authentication, 'Authentication'],
+  [Backend.ParameterStatus, 'ParameterStatus'],
+  [Backend.RowDescription, 'RowDescription'],
+  [Backend.FunctionCallResponse, 'FunctionCallResponse'],
+  [Backend.CopyBothResponse, 'CopyBothResponse'],
+  [Backend.ReadyForQuery, 'ReadyForQuery'],
+  [Backend.CopyDone, 'CopyDone'],
+  [Backend.CopyData, 'CopyData'],
+  [Backend.NoData, 'NoData'],
+  [Backend.PortalSuspended, 'PortalSuspended'],
+  [Backend.ParameterDescription, 'ParameterDescription'],
+  [Backend.NegotiateProtocolVersion, 'NegotiateProtocolVersion'],
+]);
+
+/** Messages a server may send during startup, before the first ReadyForQuery. */
+const STARTUP_BACKEND: ReadonlySet<number> = new Set([
+  Backend.Authentication,
+  Backend.ParameterStatus,
+  Backend.BackendKeyData,
+  Backend.ErrorResponse,
+  Backend.NoticeResponse,
+  Backend.NegotiateProtocolVersion,
+]);
+
+/** Client messages that the server answers with exactly one ReadyForQuery. */
+const ANSWERED_BY_READY: ReadonlySet<number> = new Set([Frontend.Query, Frontend.Sync, Frontend.FunctionCall]);
+
+/** Rows from a CommandComplete tag: `INSERT 0 5000`, `UPDATE 3`, `DELETE 1`, `MERGE 2`, `COPY 10`. */
+function readCommandTag(head: Buffer): number {
+  const end = head.indexOf(0);
+  const tag = head.toString('latin1', 0, end < 0 ? head.length : end);
+  const match = /^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$/.exec(tag);
+  return match ? Number(match[1]) : 0;
+}
+
+type Phase = 'startup' | 'auth' | 'command' | 'stopped' | 'closed';
+
+export interface PgSessionOptions {
+  /** `refuse`: answer SSLRequest/GSSENCRequest with 'N' from the proxy; `passthrough`: forward, and stop counting on 'S'. */
+  tls: 'refuse' | 'passthrough';
+}
+
+/**
+ * The PostgreSQL conversation of one connection: startup (SSL/GSS negotiation, authentication, up to the first
+ * ReadyForQuery), then every frontend message counted by type and every Sync/Query/FunctionCall closed by its
+ * ReadyForQuery. Extended-query messages pipelined in one write each count.
+ */
+export class PgSession implements WireSession {
+  readonly tally = new ConnectionTally('postgres');
+  #serverConnectionId: number | null = null;
+  readonly #client = new PgMessageParser('untyped');
+  readonly #server = new PgMessageParser('typed');
+  readonly #refuseTls: boolean;
+  #phase: Phase = 'startup';
+  #awaitingReady = 0;
+  #terminated = false;
+  /** Refuse mode: client bytes held until the startup message arrives, so SSL/GSS requests never reach the server. */
+  #hold: Buffer[] | null;
+  /** Bytes at the start of `#hold` that were TLS requests answered by the proxy. */
+  #dropBytes = 0;
+  #forwardNow = false;
+  #reply: ((bytes: Buffer) => void) | null = null;
+
+  readonly #onClientFrame = (frame: PgFrame): void => this.#clientFrame(frame);
+  readonly #onServerFrame = (frame: PgFrame): void => this.#serverFrame(frame);
+
+  constructor(options: PgSessionOptions) {
+    this.#refuseTls = options.tls === 'refuse';
+    this.#hold = this.#refuseTls ? [] : null;
+  }
+
+  get serverConnectionId(): number | null {
+    return this.#serverConnectionId;
+  }
+
+  unanswered(): number {
+    return this.#awaitingReady;
+  }
+
+  fromClient(chunk: Buffer, reply: (bytes: Buffer) => void): Buffer | null {
+    this.tally.receivedFromClient(chunk.length);
+    if (this.#phase === 'stopped' || this.#phase === 'closed') return this.#release(chunk);
+    this.#reply = reply;
+    try {
+      this.#client.parse(chunk, this.#onClientFrame);
+    } catch (error) {
+      this.#stop(error);
+    }
+    this.#reply = null;
+    return this.#release(chunk);
+  }
+
+  /** Forwards `chunk`, or holds it while a refused TLS request may still be in it. */
+  #release(chunk: Buffer): Buffer | null {
+    const hold = this.#hold;
+    if (!hold) return chunk;
+    hold.push(chunk);
+    if (!this.#forwardNow && this.#phase === 'startup') return null;
+    this.#hold = null;
+    const all = hold.length === 1 ? chunk : Buffer.concat(hold);
+    const out = all.subarray(this.#dropBytes);
+    return out.length > 0 ? out : null;
+  }
+
+  fromServer(chunk: Buffer): Buffer | null {
+    this.tally.receivedFromServer(chunk.length);
+    if (this.#phase === 'stopped' || this.#phase === 'closed') return chunk;
+    try {
+      this.#server.parse(chunk, this.#onServerFrame);
+    } catch (error) {
+      this.#stop(error);
+    }
+    return chunk;
+  }
+
+  end(detail: string): void {
+    if (this.#phase === 'stopped') return;
+    if (this.#client.midFrame) this.tally.fail(`${detail} in the middle of a client message`);
+    if (this.#server.midFrame) this.tally.fail(`${detail} in the middle of a server message`);
+    if (this.#awaitingReady > 0) this.tally.fail(`${detail} with ${this.#awaitingReady} request(s) unanswered`);
+    this.#phase = 'closed';
+  }
+
+  #stop(error: unknown): void {
+    const reason = error instanceof WireParseError ? error.message : `internal counter error: ${String(error)}`;
+    this.tally.fail(`parse stopped: ${reason}`);
+    this.#phase = 'stopped';
+    this.#forwardNow = true;
+  }
+
+  #clientFrame(frame: PgFrame): void {
+    if (this.#phase === 'startup') return this.#startupRequest(frame);
+    if (this.#phase === 'auth' && frame.type === Frontend.Password) {
+      this.tally.setupFromClient(frame.wireBytes);
+      return;
+    }
+    this.#frontendMessage(frame);
+  }
+
+  #startupRequest(frame: PgFrame): void {
+    if (frame.head.length < 4) throw new WireParseError('startup message too short');
+    const code = frame.head.readInt32BE(0);
+    this.tally.setupFromClient(frame.wireBytes);
+    if (code === SSL_REQUEST_CODE || code === GSSENC_REQUEST_CODE) return this.#encryptionRequest(frame);
+    if (code === CANCEL_REQUEST_CODE) {
+      // A cancel connection carries one request and no session; the server closes it without an answer.
+      this.tally.command('CancelRequest', frame.chunk);
+      this.#forwardNow = true;
+      this.#phase = 'closed';
+      return;
+    }
+    if (code >>> 16 !== PROTOCOL_MAJOR_3) throw new WireParseError(`unknown startup request code ${code}`);
+    this.#client.next = 'typed';
+    this.#forwardNow = true;
+    this.#phase = 'auth';
+  }
+
+  #encryptionRequest(frame: PgFrame): void {
+    if (this.#refuseTls) {
+      // Answer 'N' for the server: the client falls back to plain text (unless it requires encryption, and then it hangs up).
+      this.#dropBytes += frame.wireBytes;
+      this.tally.tlsRefused();
+      this.#reply?.(Buffer.from('N'));
+      return;
+    }
+    this.#server.next = 'byte';
+  }
+
+  #frontendMessage(frame: PgFrame): void {
+    const name = FRONTEND_NAMES.get(frame.type);
+    if (!name || frame.type === Frontend.Password) {
+      throw new WireParseError(`unknown frontend message type ${describeType(frame.type)}`);
+    }
+    this.tally.command(name, frame.chunk);
+    if (ANSWERED_BY_READY.has(frame.type)) this.#awaitingReady += 1;
+    if (frame.type === Frontend.Terminate) this.#terminated = true;
+  }
+
+  #serverFrame(frame: PgFrame): void {
+    if (frame.length === 0 && frame.wireBytes === 1) return this.#encryptionAnswer(frame);
+    if (this.#phase === 'startup') throw new WireParseError(`server sent ${describeType(frame.type)} before the startup message`);
+    if (this.#phase === 'auth') return this.#startupReply(frame);
+    this.#backendMessage(frame);
+  }
+
+  #encryptionAnswer(frame: PgFrame): void {
+    this.tally.setupFromServer(1);
+    this.#server.next = 'typed';
+    if (frame.type === 0x4e /* N */) return;
+    if (frame.type === 0x53 /* S */ || frame.type === 0x47 /* G */) {
+      this.tally.fail(`the server accepted ${frame.type === 0x53 ? 'TLS' : 'GSS encryption'}: the encrypted session cannot be counted`);
+      this.#phase = 'stopped';
+      return;
+    }
+    throw new WireParseError(`unexpected answer ${describeType(frame.type)} to an encryption request`);
+  }
+
+  #startupReply(frame: PgFrame): void {
+    if (frame.type === Backend.ReadyForQuery) {
+      this.tally.setupFromServer(frame.wireBytes);
+      this.#phase = 'command';
+      return;
+    }
+    if (!STARTUP_BACKEND.has(frame.type)) {
+      throw new WireParseError(`unexpected message ${describeType(frame.type)} during startup`);
+    }
+    this.tally.setupFromServer(frame.wireBytes);
+    if (frame.type === Backend.BackendKeyData && frame.head.length >= 4) {
+      this.#serverConnectionId = frame.head.readInt32BE(0);
+    }
+    if (frame.type === Backend.ErrorResponse) this.#phase = 'closed';
+  }
+
+  #backendMessage(frame: PgFrame): void {
+    const name = BACKEND_NAMES.get(frame.type);
+    if (!name) throw new WireParseError(`unknown backend message type ${describeType(frame.type)}`);
+    this.tally.serverMessage(name);
+    if (frame.type === Backend.CommandComplete) this.tally.rowsAffected(readCommandTag(frame.head));
+    if (frame.type !== Backend.ReadyForQuery) return;
+    if (this.#awaitingReady === 0) throw new WireParseError('ReadyForQuery with no Sync or Query pending');
+    this.#awaitingReady -= 1;
+    this.tally.roundTrip();
+  }
+
+  /** Whether the client said Terminate (a close after it is the normal end). */
+  get terminated(): boolean {
+    return this.#terminated;
+  }
+}

@@ -1,0 +1,300 @@
+import { SqltallyError } from '../../containers/errors';
+import type { WireConnection, WireCounts, WireSetup, WireSnapshot } from './types';
+
+export type WireProtocol = WireCounts['protocol'];
+
+/**
+ * Thrown by the protocol parsers when the stream cannot be what the protocol says (impossible length, bad sequence
+ * id, unknown message type). The session catches it, marks the connection `incomplete` and stops parsing: the bytes
+ * keep flowing, but nothing after the fault is counted as a command.
+ */
+export class WireParseError extends Error {
+  override readonly name = 'WireParseError';
+}
+
+/**
+ * One protocol conversation on one proxied connection. The proxy hands it every chunk before forwarding it and
+ * forwards what it returns; the session never does I/O itself.
+ */
+export interface WireSession {
+  readonly tally: ConnectionTally;
+  /** MySQL connection id or PostgreSQL backend pid, once the handshake showed it. */
+  readonly serverConnectionId: number | null;
+  /**
+   * Parses bytes the client sent and returns the bytes to forward to the server now: normally `chunk` itself; null
+   * while a TLS request is being held back to be refused. `reply` sends bytes straight back to the client.
+   */
+  fromClient(chunk: Buffer, reply: (bytes: Buffer) => void): Buffer | null;
+  /** Parses bytes the server sent and returns the bytes to forward to the client now (null while held). */
+  fromServer(chunk: Buffer): Buffer | null;
+  /** Requests sent and not yet answered. */
+  unanswered(): number;
+  /** The connection is over: a frame cut in half or a request never answered makes the counts incomplete. */
+  end(detail: string): void;
+}
+
+function increment(map: Map<string, number>, key: string, by = 1): void {
+  map.set(key, (map.get(key) ?? 0) + by);
+}
+
+/**
+ * Mutable per-connection counters a session writes into. Bytes are counted on receipt; a handshake frame's bytes
+ * move to the setup bucket when the frame completes, so the command bytes are `total - setup`.
+ */
+export class ConnectionTally {
+  readonly protocol: WireProtocol;
+  readonly #commands = new Map<string, number>();
+  readonly #serverMessages = new Map<string, number>();
+  #commandsTotal = 0;
+  #roundTrips = 0;
+  #clientWrites = 0;
+  #lastWriteChunk = -1;
+  #rowsAffected = 0;
+  #bytesFromClient = 0;
+  #bytesFromServer = 0;
+  readonly #setup: Omit<WireSetup, 'connectionsOpened'> = {
+    bytesClientToServer: 0,
+    bytesServerToClient: 0,
+    clientMessages: 0,
+    serverMessages: 0,
+    tlsRefused: 0,
+  };
+  readonly #incompleteReasons: string[] = [];
+
+  constructor(protocol: WireProtocol) {
+    this.protocol = protocol;
+  }
+
+  get incomplete(): boolean {
+    return this.#incompleteReasons.length > 0;
+  }
+
+  receivedFromClient(bytes: number): void {
+    this.#bytesFromClient += bytes;
+  }
+
+  receivedFromServer(bytes: number): void {
+    this.#bytesFromServer += bytes;
+  }
+
+  /**
+   * A client command/message after the handshake. `chunk` is the parser's number for the socket read the command
+   * started in: the first command of each read counts one client write.
+   */
+  command(name: string, chunk: number): void {
+    increment(this.#commands, name);
+    this.#commandsTotal += 1;
+    if (chunk !== this.#lastWriteChunk) {
+      this.#lastWriteChunk = chunk;
+      this.#clientWrites += 1;
+    }
+  }
+
+  serverMessage(name: string): void {
+    increment(this.#serverMessages, name);
+  }
+
+  roundTrip(): void {
+    this.#roundTrips += 1;
+  }
+
+  rowsAffected(rows: number): void {
+    this.#rowsAffected += rows;
+  }
+
+  setupFromClient(wireBytes: number): void {
+    this.#setup.clientMessages += 1;
+    this.#setup.bytesClientToServer += wireBytes;
+  }
+
+  setupFromServer(wireBytes: number): void {
+    this.#setup.serverMessages += 1;
+    this.#setup.bytesServerToClient += wireBytes;
+  }
+
+  tlsRefused(): void {
+    this.#setup.tlsRefused += 1;
+  }
+
+  /** Marks the connection incomplete; the same reason is kept once. */
+  fail(reason: string): void {
+    if (!this.#incompleteReasons.includes(reason)) this.#incompleteReasons.push(reason);
+  }
+
+  toCounts(unanswered: number): WireCounts {
+    return {
+      protocol: this.protocol,
+      commands: Object.fromEntries(this.#commands),
+      commandsTotal: this.#commandsTotal,
+      roundTrips: this.#roundTrips,
+      bytesClientToServer: this.#bytesFromClient - this.#setup.bytesClientToServer,
+      bytesServerToClient: this.#bytesFromServer - this.#setup.bytesServerToClient,
+      clientWrites: this.#clientWrites,
+      connections: 1,
+      incomplete: this.incomplete,
+      incompleteReasons: [...this.#incompleteReasons],
+      serverMessages: Object.fromEntries(this.#serverMessages),
+      rowsAffected: this.#rowsAffected,
+      unansweredRequests: unanswered,
+      setup: { connectionsOpened: 1, ...this.#setup },
+    };
+  }
+}
+
+/** Counts with nothing in them, for a window that saw no connection. */
+export function emptyWireCounts(protocol: WireProtocol): WireCounts {
+  return {
+    protocol,
+    commands: {},
+    commandsTotal: 0,
+    roundTrips: 0,
+    bytesClientToServer: 0,
+    bytesServerToClient: 0,
+    clientWrites: 0,
+    connections: 0,
+    incomplete: false,
+    incompleteReasons: [],
+    serverMessages: {},
+    rowsAffected: 0,
+    unansweredRequests: 0,
+    setup: emptySetup(),
+  };
+}
+
+function emptySetup(): WireSetup {
+  return {
+    connectionsOpened: 0,
+    bytesClientToServer: 0,
+    bytesServerToClient: 0,
+    clientMessages: 0,
+    serverMessages: 0,
+    tlsRefused: 0,
+  };
+}
+
+function addRecord(into: Record<string, number>, after: Record<string, number>, before: Record<string, number> = {}): void {
+  for (const [name, value] of Object.entries(after)) {
+    const delta = value - (before[name] ?? 0);
+    if (delta !== 0) into[name] = (into[name] ?? 0) + delta;
+  }
+}
+
+/**
+ * The traffic of a window: `after - before`, summed over every connection open at some point in it. A connection
+ * opened inside the window brings its handshake in `setup`, never in the command counts. The result is incomplete
+ * when a connection that carried traffic in the window could not be parsed, or when a request was in flight at
+ * either edge (its answer or its command would fall on the wrong side).
+ */
+export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): WireCounts {
+  if (before.proxyId !== after.proxyId) {
+    throw new SqltallyError(`wire snapshots come from two proxies (${before.proxyId} and ${after.proxyId})`, {
+      phase: 'wire',
+      hint: 'diff snapshots taken from the same WireProxy',
+    });
+  }
+  if (before.takenAtNs > after.takenAtNs) {
+    throw new SqltallyError('wire snapshot "before" was taken after "after"', { phase: 'wire', hint: 'swap the arguments' });
+  }
+  const protocol = after.connections[0]?.counts.protocol ?? before.connections[0]?.counts.protocol ?? 'mysql';
+  const out = emptyWireCounts(protocol);
+  const setup = emptySetup();
+  const serverMessages: Record<string, number> = {};
+  const previous = new Map(before.connections.map((c) => [c.id, c] as const));
+  for (const connection of after.connections) {
+    const prev = previous.get(connection.id);
+    if (prev && prev.closedAtNs !== null) continue;
+    const a = connection.counts;
+    const b = prev?.counts;
+    out.connections += 1;
+    addRecord(out.commands, a.commands, b?.commands);
+    addRecord(serverMessages, a.serverMessages ?? {}, b?.serverMessages);
+    out.commandsTotal += a.commandsTotal - (b?.commandsTotal ?? 0);
+    out.roundTrips += a.roundTrips - (b?.roundTrips ?? 0);
+    const bytesUp = a.bytesClientToServer - (b?.bytesClientToServer ?? 0);
+    const bytesDown = a.bytesServerToClient - (b?.bytesServerToClient ?? 0);
+    out.bytesClientToServer += bytesUp;
+    out.bytesServerToClient += bytesDown;
+    out.clientWrites += a.clientWrites - (b?.clientWrites ?? 0);
+    out.rowsAffected = (out.rowsAffected ?? 0) + (a.rowsAffected ?? 0) - (b?.rowsAffected ?? 0);
+    const setupAfter = a.setup ?? emptySetup();
+    const setupBefore = b?.setup ?? { ...emptySetup(), connectionsOpened: 0 };
+    if (!prev) setup.connectionsOpened += 1;
+    setup.bytesClientToServer += setupAfter.bytesClientToServer - setupBefore.bytesClientToServer;
+    setup.bytesServerToClient += setupAfter.bytesServerToClient - setupBefore.bytesServerToClient;
+    setup.clientMessages += setupAfter.clientMessages - setupBefore.clientMessages;
+    setup.serverMessages += setupAfter.serverMessages - setupBefore.serverMessages;
+    setup.tlsRefused += setupAfter.tlsRefused - setupBefore.tlsRefused;
+
+    const movedSetup = setupAfter.bytesClientToServer + setupAfter.bytesServerToClient !==
+      setupBefore.bytesClientToServer + setupBefore.bytesServerToClient;
+    const carriedTraffic = !prev || bytesUp > 0 || bytesDown > 0 || movedSetup;
+    const newReasons = a.incompleteReasons.filter((r) => !(b?.incompleteReasons ?? []).includes(r));
+    const reasons = carriedTraffic ? a.incompleteReasons : newReasons;
+    for (const reason of reasons) out.incompleteReasons.push(`connection ${connection.id}: ${reason}`);
+    const inFlightBefore = b?.unansweredRequests ?? 0;
+    const inFlightAfter = connection.closedAtNs === null ? (a.unansweredRequests ?? 0) : 0;
+    if (inFlightBefore > 0) {
+      out.incompleteReasons.push(`connection ${connection.id}: ${inFlightBefore} request(s) in flight when the window opened`);
+    }
+    if (inFlightAfter > 0) {
+      out.incompleteReasons.push(`connection ${connection.id}: ${inFlightAfter} request(s) still unanswered when the window closed`);
+    }
+    out.unansweredRequests = (out.unansweredRequests ?? 0) + inFlightAfter;
+  }
+  out.serverMessages = serverMessages;
+  out.setup = setup;
+  out.incomplete = out.incompleteReasons.length > 0;
+  return out;
+}
+
+/** Sums counts of several windows or proxies (same protocol); for a report over connections of one cell. */
+export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
+  const first = parts[0];
+  if (!first) return null;
+  const out = emptyWireCounts(first.protocol);
+  const setup = emptySetup();
+  const serverMessages: Record<string, number> = {};
+  for (const p of parts) {
+    if (p.protocol !== first.protocol) {
+      throw new SqltallyError(`cannot sum ${p.protocol} and ${first.protocol} wire counts`, { phase: 'wire' });
+    }
+    addRecord(out.commands, p.commands);
+    addRecord(serverMessages, p.serverMessages ?? {});
+    out.commandsTotal += p.commandsTotal;
+    out.roundTrips += p.roundTrips;
+    out.bytesClientToServer += p.bytesClientToServer;
+    out.bytesServerToClient += p.bytesServerToClient;
+    out.clientWrites += p.clientWrites;
+    out.connections += p.connections;
+    out.rowsAffected = (out.rowsAffected ?? 0) + (p.rowsAffected ?? 0);
+    out.unansweredRequests = (out.unansweredRequests ?? 0) + (p.unansweredRequests ?? 0);
+    out.incompleteReasons.push(...p.incompleteReasons);
+    const s = p.setup ?? emptySetup();
+    setup.connectionsOpened += s.connectionsOpened;
+    setup.bytesClientToServer += s.bytesClientToServer;
+    setup.bytesServerToClient += s.bytesServerToClient;
+    setup.clientMessages += s.clientMessages;
+    setup.serverMessages += s.serverMessages;
+    setup.tlsRefused += s.tlsRefused;
+  }
+  out.serverMessages = serverMessages;
+  out.setup = setup;
+  out.incomplete = out.incompleteReasons.length > 0;
+  return out;
+}
+
+/** Helper for snapshot building: one connection's record. */
+export function connectionRecord(
+  id: number,
+  session: WireSession,
+  openedAtNs: number,
+  closedAtNs: number | null,
+): WireConnection {
+  return {
+    id,
+    serverConnectionId: session.serverConnectionId,
+    openedAtNs,
+    closedAtNs,
+    counts: session.tally.toCounts(closedAtNs === null ? session.unanswered() : 0),
+  };
+}
