@@ -8,6 +8,8 @@ export type Command = {
 
 // Loaded lazily so `sqltally backends` does not pay for loading every driver.
 const COMMANDS: Record<string, () => Promise<Command>> = {
+  gate: async () => (await import('./gate')).command,
+  merge: async () => (await import('./merge')).command,
 };
 
 function usage(): string {

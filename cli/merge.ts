@@ -1,0 +1,61 @@
+import { parseArgs } from 'node:util';
+import { SqltallyError } from '../containers/errors';
+import type { Command } from './main';
+import { mergeReports } from '../reports/merge';
+import { writeReport } from '../reports/output';
+import { readReportFile } from '../reports/schema';
+import { renderTable } from '../reports/table';
+
+const USAGE = `usage: sqltally merge --out <dir> [--force] <report.json|dir>...
+
+Combines the reports of CI matrix jobs (one backend per job) into one report.json, report.md and bench.json.
+Each job's environment is kept; a cell key present in two reports, or reports of another schema, are refused.
+  --out    directory to write (must not exist or be empty, unless --force)
+  --force  replace report files in an existing non-empty directory`;
+
+async function run(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        out: { type: 'string' },
+        force: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: true,
+    });
+  } catch (err) {
+    console.error(`sqltally merge: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (!values.out || positionals.length === 0) {
+    console.error(`sqltally merge: --out and at least one report are required\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    const sources = positionals.map((p) => ({ label: p, report: readReportFile(p) }));
+    const merged = mergeReports(sources);
+    await writeReport(values.out, merged, { force: values.force });
+    console.log(renderTable(merged));
+    console.log(`\nmerged ${sources.length} report(s), ${merged.cells.length} cell(s), status ${merged.status}: wrote ${values.out}/report.json, report.md, bench.json`);
+    return 0;
+  } catch (err) {
+    if (err instanceof SqltallyError) {
+      console.error(`sqltally merge: ${err.message}\n  nothing was written.`);
+      return 2;
+    }
+    throw err;
+  }
+}
+
+export const command: Command = {
+  summary: 'combine the reports of CI matrix jobs into one report, report.md and bench.json',
+  run,
+};

@@ -1,0 +1,49 @@
+import { redactSecrets } from '../containers/errors';
+import type { SqltallyError } from '../containers/errors';
+import { writeOutputDir } from './atomic';
+import type { RenderedFile, WriteOutputOptions } from './atomic';
+import { toBenchJson } from './bench-json';
+import { renderMarkdown } from './markdown';
+import { ReportSchema, SCHEMA_VERSION, parseValue, toJson } from './schema';
+import type { Failure, Report } from './schema';
+
+/** Everything of a report except the fixed header. */
+export type ReportInput = Omit<Report, 'schemaVersion' | 'kind'>;
+
+/** Stamps the header and validates, so an invalid report fails where it is built, not when read back. */
+export function buildReport(input: ReportInput): Report {
+  return parseValue(ReportSchema, { schemaVersion: SCHEMA_VERSION, kind: 'report', ...input }, 'report');
+}
+
+/** The failure field of a report from any thrown value; the message is already password-free. */
+export function failureOf(err: unknown): Failure {
+  const e = err as Partial<SqltallyError> & { message?: unknown };
+  const failure: Failure = { message: redactSecrets(typeof e?.message === 'string' ? e.message : String(err)) };
+  if (typeof e?.backend === 'string') failure.backend = e.backend;
+  if (typeof e?.phase === 'string') failure.phase = e.phase;
+  if (typeof e?.statement === 'string') failure.statement = redactSecrets(e.statement);
+  return failure;
+}
+
+/** Marks a report as failed, keeping every cell it has: a failed run never looks like a success. */
+export function markFailed(report: ReportInput, err: unknown): ReportInput {
+  return { ...report, status: 'failed', failure: failureOf(err) };
+}
+
+/**
+ * Renders report.json, report.md and bench.json in memory. Any URL password is stripped from all three as a last
+ * line of defence; report.json comes last so a reader that waits for it sees the others already in place.
+ */
+export function renderOutput(report: Report): RenderedFile[] {
+  const valid = parseValue(ReportSchema, report, 'report');
+  return [
+    { name: 'report.md', content: redactSecrets(renderMarkdown(valid)) },
+    { name: 'bench.json', content: redactSecrets(toJson(toBenchJson(valid))) },
+    { name: 'report.json', content: redactSecrets(toJson(valid)) },
+  ];
+}
+
+/** Renders everything first, then writes the directory (see writeOutputDir): no partial report on disk. */
+export async function writeReport(dir: string, report: Report, options: WriteOutputOptions = {}): Promise<void> {
+  await writeOutputDir(dir, renderOutput(report), options);
+}

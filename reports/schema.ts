@@ -1,0 +1,514 @@
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { BackendDescriptionSchema, BackendNameSchema, DriverNameSchema, FlavourSchema } from '../containers/types';
+import { SqltallyError } from '../containers/errors';
+import { DriverLayerSchema } from '../counters/events';
+import { WireCountsSchema } from '../counters/wire/types';
+import { ServerLayerSchema } from '../counters/probes/types';
+import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
+import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
+
+/**
+ * The one description of every file sqltally writes or reads back: report.json, the gate's baseline and the CLI's
+ * JSON output. Bump SCHEMA_VERSION on any incompatible change; readers refuse other versions by name.
+ */
+export const SCHEMA_VERSION = 1 as const;
+export const SchemaVersionSchema = z.literal(SCHEMA_VERSION);
+
+const int = () => z.number().int();
+const count = () => z.number().int().nonnegative();
+const isoTime = () => z.iso.datetime({ offset: true });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Environment
+
+/** The machine, runtime and code a report was produced with. Servers are described in `backends`. */
+export const EnvironmentSchema = z.object({
+  /**
+   * Names this environment inside a report; cells point at it. A single run uses the CI job name or `local`;
+   * `sqltally merge` keeps one entry per source report and makes the ids unique.
+   */
+  id: z.string().min(1),
+  collectedAt: isoTime(),
+  os: z.object({
+    platform: z.string(),
+    /** Kernel release (`os.release()`). */
+    release: z.string(),
+    /** `/etc/os-release` PRETTY_NAME, when the file exists. */
+    prettyName: z.string().nullable(),
+  }),
+  arch: z.string(),
+  cpu: z.object({ model: z.string(), cores: z.number().int().positive() }),
+  memoryBytes: count(),
+  node: z.string(),
+  sqltallyVersion: z.string(),
+  /** Each driver's installed version as its package.json says; null when it is not installed. */
+  drivers: z.record(DriverNameSchema, z.string().nullable()),
+  git: z.object({
+    commit: z.string().nullable(),
+    /** Uncommitted changes in the work tree; null when git could not tell (no git, not a repository). */
+    dirty: z.boolean().nullable(),
+  }),
+  /** The CI job that produced it, when there was one. */
+  ci: z
+    .object({ provider: z.string(), job: z.string().nullable(), runId: z.string().nullable(), runner: z.string().nullable() })
+    .nullable(),
+});
+export type Environment = z.infer<typeof EnvironmentSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Timings
+
+/** Nearest-rank percentiles over the measured samples; `n` is always shown beside them. */
+export const TimingSummarySchema = z.object({
+  n: z.number().int().positive(),
+  minNs: count(),
+  p50Ns: count(),
+  p95Ns: count(),
+  p99Ns: count(),
+  maxNs: count(),
+});
+export type TimingSummary = z.infer<typeof TimingSummarySchema>;
+
+/**
+ * Event-loop delay while the measured runs executed (`perf_hooks.monitorEventLoopDelay`), as the excess over the
+ * timer's own interval: a synchronous driver shows its whole insert here. Null values: the timer never fired.
+ */
+export const EventLoopDelaySchema = z.object({
+  resolutionNs: z.number().int().positive(),
+  /** Timer ticks observed. */
+  count: count(),
+  maxNs: count().nullable(),
+  p99Ns: count().nullable(),
+});
+export type EventLoopDelay = z.infer<typeof EventLoopDelaySchema>;
+
+/** Wall time of the insert path. Raw samples are kept; the summary is checked against them on read. */
+export const TimingsSchema = z
+  .object({
+    /** Runs made before measuring (connection warm, statement caches filled); never in the summary. */
+    warmupNs: z.array(count()),
+    samplesNs: z.array(count()).min(MIN_MEASURED_REPEATS),
+    summary: TimingSummarySchema,
+    eventLoop: EventLoopDelaySchema.nullable(),
+  })
+  .superRefine((t, ctx) => {
+    if (t.samplesNs.length < MIN_MEASURED_REPEATS) return;
+    const expected = summariseSamples(t.samplesNs);
+    for (const field of Object.keys(expected) as (keyof TimingSummary)[]) {
+      if (expected[field] !== t.summary[field]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['summary', field],
+          message: `does not match the samples (${t.summary[field]} written, ${expected[field]} computed)`,
+        });
+      }
+    }
+  });
+export type Timings = z.infer<typeof TimingsSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Cells
+
+/** The three layers side by side; a layer the backend cannot have (wire on SQLite) or that was off is null. */
+export const CellLayersSchema = z.object({
+  driver: DriverLayerSchema.nullable(),
+  wire: WireCountsSchema.nullable(),
+  server: ServerLayerSchema.nullable(),
+});
+export type CellLayers = z.infer<typeof CellLayersSchema>;
+
+export const CellErrorSchema = z.object({
+  message: z.string(),
+  phase: z.string(),
+  statement: z.string().optional(),
+});
+export type CellError = z.infer<typeof CellErrorSchema>;
+
+/** What identifies a cell; the key is derived from these and nothing else. */
+export const CellIdentitySchema = z.object({
+  /** Backend id as in `backends[].id` (`mariadb@10.11`). */
+  backend: z.string().min(1),
+  backendName: BackendNameSchema,
+  /** As the server reported it. */
+  serverVersion: z.string().min(1),
+  flavour: FlavourSchema,
+  driver: DriverNameSchema,
+  driverVersion: z.string().min(1),
+  strategy: z.string().min(1),
+  rows: z.number().int().positive(),
+  /** A repeat on a warm table/connection (the "hot" point of the curve). */
+  hot: z.boolean(),
+});
+export type CellIdentity = z.infer<typeof CellIdentitySchema>;
+
+/** A stable, readable key: `mariadb@10.11|10.11.14-MariaDB|mysql2@3.24.6|mysql2.query-multirow|5000|cold`. */
+export function cellKey(c: CellIdentity): string {
+  return [c.backend, c.serverVersion, `${c.driver}@${c.driverVersion}`, c.strategy, String(c.rows), c.hot ? 'hot' : 'cold'].join('|');
+}
+
+/**
+ * The same cell across version upgrades: what the gate pairs when the exact key is gone because a driver or a
+ * server moved on, so the diff can say "driver 3.4 -> 3.5" instead of "cell missing".
+ */
+export function cellLineage(c: CellIdentity): string {
+  return [c.backendName, c.driver, c.strategy, String(c.rows), c.hot ? 'hot' : 'cold'].join('|');
+}
+
+/** One backend x server version x driver x strategy x rows point of the matrix. */
+export const CellSchema = CellIdentitySchema.extend({
+  key: z.string(),
+  /** `environments[].id` of the machine this cell ran on. */
+  environment: z.string().min(1),
+  layers: CellLayersSchema,
+  /** Rows found by a fresh connection after the window; null when not verified (the workload failed). */
+  verifiedRows: count().nullable(),
+  verdict: VerdictSchema,
+  timings: TimingsSchema.nullable(),
+  /** The workload's own error, when it threw: shown instead of a count mismatch. */
+  error: CellErrorSchema.optional(),
+}).superRefine((c, ctx) => {
+  const expected = cellKey(c);
+  if (c.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${c.key}" but the cell's fields make "${expected}"` });
+});
+export type Cell = z.infer<typeof CellSchema>;
+
+/** What a cell is built from: everything except the derived key. */
+export type CellInput = Omit<Cell, 'key'>;
+
+/** Builds a cell with its key and validates it, so a bad cell fails where it is made, not when read back. */
+export function makeCell(input: CellInput): Cell {
+  return parseValue(CellSchema, { ...input, key: cellKey(input) }, 'cell');
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+/** What was asked for; the gate refuses to compare reports of different matrices. */
+export const MatrixSchema = z.object({
+  /** Backends as requested (`sqlite`, `mariadb`, `mariadb@11.4`), including those that turned out unavailable. */
+  backends: z.array(z.string()),
+  strategies: z.array(z.string()),
+  rows: z.array(z.number().int().positive()),
+  /** Row counts that also get a hot repeat. */
+  hotRows: z.array(z.number().int().positive()),
+  warmups: count(),
+  repeats: z.number().int().min(MIN_MEASURED_REPEATS),
+});
+export type Matrix = z.infer<typeof MatrixSchema>;
+
+export const FailureSchema = z.object({
+  message: z.string(),
+  backend: z.string().optional(),
+  phase: z.string().optional(),
+  statement: z.string().optional(),
+});
+export type Failure = z.infer<typeof FailureSchema>;
+
+/** A requested backend that could not be had, with the reason in words. */
+export const SkippedBackendSchema = z.object({ backend: z.string(), reason: z.string(), environment: z.string() });
+export type SkippedBackend = z.infer<typeof SkippedBackendSchema>;
+
+export const ReportSchema = z
+  .object({
+    schemaVersion: SchemaVersionSchema,
+    kind: z.literal('report'),
+    status: z.enum(['ok', 'failed']),
+    failure: FailureSchema.optional(),
+    matrix: MatrixSchema,
+    /** One per machine that contributed cells: one for a local run, one per CI job after `merge`. */
+    environments: z.array(EnvironmentSchema).min(1),
+    backends: z.array(BackendDescriptionSchema),
+    skipped: z.array(SkippedBackendSchema),
+    cells: z.array(CellSchema),
+    startedAt: isoTime(),
+    finishedAt: isoTime(),
+  })
+  .superRefine((r, ctx) => {
+    // A failed run must say why, and a run that says why cannot claim success.
+    if (r.status === 'failed' && !r.failure) ctx.addIssue({ code: 'custom', path: ['failure'], message: 'is required when status is "failed"' });
+    if (r.status === 'ok' && r.failure) ctx.addIssue({ code: 'custom', path: ['status'], message: 'is "ok" but a failure is recorded' });
+    const envIds = new Set<string>();
+    r.environments.forEach((e, i) => {
+      if (envIds.has(e.id)) ctx.addIssue({ code: 'custom', path: ['environments', i, 'id'], message: `duplicate environment id "${e.id}"` });
+      envIds.add(e.id);
+    });
+    const backendIds = new Set(r.backends.map((b) => b.id));
+    const keys = new Set<string>();
+    r.cells.forEach((c, i) => {
+      if (keys.has(c.key)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'key'], message: `duplicate cell key "${c.key}"` });
+      keys.add(c.key);
+      if (!envIds.has(c.environment)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'environment'], message: `"${c.environment}" is not in environments` });
+      if (!backendIds.has(c.backend)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'backend'], message: `"${c.backend}" is not in backends` });
+    });
+  });
+export type Report = z.infer<typeof ReportSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Baseline
+
+/** Counter name -> value; nested maps are flattened (`byKind.batch`, `commands.COM_QUERY`). */
+export const CounterMapSchema = z.record(z.string(), int());
+export type CounterMap = z.infer<typeof CounterMapSchema>;
+
+export const LAYER_NAMES = ['driver', 'wire', 'server'] as const;
+export type LayerName = (typeof LAYER_NAMES)[number];
+
+/** Counts only: timings are noise on shared CI and never gated. A null layer was not measured. */
+export const CountsSchema = z.object({
+  driver: CounterMapSchema.nullable(),
+  wire: CounterMapSchema.nullable(),
+  server: CounterMapSchema.nullable(),
+});
+export type Counts = z.infer<typeof CountsSchema>;
+
+export const BaselineCellSchema = CellIdentitySchema.extend({
+  key: z.string(),
+  environment: z.string(),
+  /** The verdict when approved, for the reader; the gate uses the current report's verdict. */
+  verdict: VerdictKindSchema,
+  counts: CountsSchema,
+}).superRefine((c, ctx) => {
+  const expected = cellKey(c);
+  if (c.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${c.key}" but the cell's fields make "${expected}"` });
+});
+export type BaselineCell = z.infer<typeof BaselineCellSchema>;
+
+export const BaselineSchema = z
+  .object({
+    schemaVersion: SchemaVersionSchema,
+    kind: z.literal('baseline'),
+    approvedAt: isoTime(),
+    matrix: MatrixSchema,
+    environments: z.array(EnvironmentSchema).min(1),
+    cells: z.array(BaselineCellSchema),
+  })
+  .superRefine((b, ctx) => {
+    const keys = new Set<string>();
+    b.cells.forEach((c, i) => {
+      if (keys.has(c.key)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'key'], message: `duplicate cell key "${c.key}"` });
+      keys.add(c.key);
+    });
+  });
+export type Baseline = z.infer<typeof BaselineSchema>;
+
+// Counters whose maps only list what occurred: an absent name means zero, not "no longer measured".
+const SPARSE_MAPS = ['byKind', 'byClass', 'commands'] as const;
+
+/** True when a counter missing from one side of a comparison simply did not occur (it counts 0). */
+export function absentMeansZero(counter: string): boolean {
+  return SPARSE_MAPS.some((m) => counter.startsWith(`${m}.`));
+}
+
+/**
+ * The deterministic counts of a cell, flattened. Only numbers that a rerun reproduces exactly: socket writes
+ * (which depend on when the kernel flushes a pipelined batch) and server-to-client bytes (which carry
+ * server-version strings) are left out, as are timings.
+ */
+export function countsOf(cell: Cell): Counts {
+  const { driver, wire, server } = cell.layers;
+  return {
+    driver: driver
+      ? {
+          calls: driver.calls,
+          ...prefixed('byKind', driver.byKind),
+          ...prefixed('byClass', driver.byClass),
+          parameterSets: driver.parameterSets,
+          bindValues: driver.bindValues,
+          maxBindValuesPerCall: driver.maxBindValuesPerCall,
+          rowsAffected: driver.rowsAffected,
+          errors: driver.errors,
+        }
+      : null,
+    wire: wire
+      ? {
+          ...prefixed('commands', wire.commands),
+          commandsTotal: wire.commandsTotal,
+          roundTrips: wire.roundTrips,
+          bytesClientToServer: wire.bytesClientToServer,
+          connections: wire.connections,
+        }
+      : null,
+    server: server
+      ? Object.fromEntries(
+          Object.entries(server.summary).filter((e): e is [string, number] => e[1] !== null),
+        )
+      : null,
+  };
+}
+
+function prefixed(prefix: string, map: Partial<Record<string, number>>): CounterMap {
+  const out: CounterMap = {};
+  // Zeros are dropped so that a counter map does not change shape when a new enum member appears.
+  for (const [k, v] of Object.entries(map)) if (v !== undefined && v !== 0) out[`${prefix}.${k}`] = v;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reading and validating
+
+type FileKind = 'report' | 'baseline';
+
+const REGENERATE: Record<FileKind, string> = {
+  report: 'regenerate it with sqltally run (or the version of sqltally that wrote it)',
+  baseline: 'regenerate with sqltally gate --update',
+};
+
+/** `['cells', 3, 'counts', 'driver', 'calls']` -> `cells[3].counts.driver.calls`. */
+export function formatIssuePath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out ? `.${String(p)}` : String(p);
+  return out || '(root)';
+}
+
+const ISSUES_SHOWN = 8;
+
+/** A zod error as lines a person reads: `label: path: expected number, received string`. */
+export function formatZodError(label: string, error: z.ZodError): string {
+  const lines = error.issues.slice(0, ISSUES_SHOWN).map((i) => `${label}: ${formatIssuePath(i.path)}: ${i.message.replace(/^Invalid input: /, '')}`);
+  if (error.issues.length > ISSUES_SHOWN) lines.push(`${label}: ... and ${error.issues.length - ISSUES_SHOWN} more problems`);
+  return lines.join('\n');
+}
+
+/** Validates any value against a schema, throwing a SqltallyError (phase `report`) with readable paths. */
+export function parseValue<S extends z.ZodType>(schema: S, value: unknown, label: string): z.infer<S> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new SqltallyError(`invalid ${label}:\n${formatZodError(label, result.error)}`, { phase: 'report', statement: label });
+  return result.data;
+}
+
+/** Why a file is not readable as a given kind; `older` lets `gate --update` replace an outdated baseline. */
+export class UnreadableFileError extends SqltallyError {
+  readonly problem: 'missing' | 'json' | 'version' | 'kind' | 'invalid';
+  constructor(message: string, problem: UnreadableFileError['problem'], file: string, hint?: string, cause?: unknown) {
+    super(message, { phase: 'report', statement: file, hint, cause });
+    this.name = 'UnreadableFileError';
+    this.problem = problem;
+  }
+}
+
+function checkHeader(raw: unknown, kind: FileKind, label: string): void {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new UnreadableFileError(`${label}: not a sqltally ${kind} (expected a JSON object)`, 'kind', label);
+  }
+  const header = raw as { schemaVersion?: unknown; kind?: unknown };
+  if (header.schemaVersion === undefined) {
+    throw new UnreadableFileError(`${label}: not a sqltally ${kind} (no schemaVersion)`, 'kind', label);
+  }
+  if (header.schemaVersion !== SCHEMA_VERSION) {
+    throw new UnreadableFileError(
+      `${label}: written by sqltally schema ${JSON.stringify(header.schemaVersion)}; this is ${SCHEMA_VERSION}: ${REGENERATE[kind]}`,
+      'version',
+      label,
+    );
+  }
+  if (header.kind !== kind) {
+    throw new UnreadableFileError(`${label}: is a sqltally ${JSON.stringify(header.kind)}, not a ${kind}`, 'kind', label);
+  }
+}
+
+/** Parses already-loaded JSON text as a report or baseline; `label` (usually the path) prefixes every message. */
+export function parseReportText(text: string, label: string): Report {
+  return parseText(text, label, 'report', ReportSchema);
+}
+
+export function parseBaselineText(text: string, label: string): Baseline {
+  return parseText(text, label, 'baseline', BaselineSchema);
+}
+
+function parseText<S extends z.ZodType>(text: string, label: string, kind: FileKind, schema: S): z.infer<S> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new UnreadableFileError(`${label}: not valid JSON (${(err as Error).message})`, 'json', label, REGENERATE[kind], err);
+  }
+  checkHeader(raw, kind, label);
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    throw new UnreadableFileError(`${label} is not a valid sqltally ${kind}:\n${formatZodError(label, result.error)}`, 'invalid', label);
+  }
+  return result.data;
+}
+
+function readText(file: string, kind: FileKind): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : (err as Error).message;
+    throw new UnreadableFileError(`${file}: cannot read ${kind}: ${why}`, code === 'ENOENT' ? 'missing' : 'json', file, undefined, err);
+  }
+}
+
+/** Reads a report from `report.json` or from a run's output directory. */
+export function readReportFile(fileOrDir: string): Report {
+  let file = fileOrDir;
+  try {
+    if (statSync(fileOrDir).isDirectory()) file = join(fileOrDir, 'report.json');
+  } catch {
+    // Missing: readText says so with the path.
+  }
+  return parseReportText(readText(file, 'report'), file);
+}
+
+export function readBaselineFile(file: string): Baseline {
+  return parseBaselineText(readText(file, 'baseline'), file);
+}
+
+/** Serialises a validated value the same way everywhere, so files diff cleanly in review. */
+export function toJson(value: unknown): string {
+  return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The gate's verdict (`sqltally gate --json`)
+
+/** One counter that differs; null on a side means the counter was not measured there. */
+export const CounterDiffSchema = z.object({
+  layer: z.enum(LAYER_NAMES),
+  counter: z.string(),
+  baseline: int().nullable(),
+  actual: int().nullable(),
+  /** Whether this counter can fail the gate for this cell's verdict. */
+  gated: z.boolean(),
+});
+export type CounterDiff = z.infer<typeof CounterDiffSchema>;
+
+export const CellComparisonSchema = z.object({
+  /** The baseline's key, or the report's for a new cell. */
+  key: z.string(),
+  /** The report's key when it differs from the baseline's (paired across a version change). */
+  reportKey: z.string().nullable(),
+  status: z.enum(['same', 'changed', 'missing', 'new', 'incomplete', 'errored']),
+  diffs: z.array(CounterDiffSchema),
+  /** "driver mysql2 3.24.6 -> 3.25.0", "server 10.11.14 -> 11.4.2", "node v20.1.0 -> v20.20.2". */
+  environmentChanges: z.array(z.string()),
+  notes: z.array(z.string()),
+  /** Why this cell fails the gate; empty when it passes. */
+  failures: z.array(z.string()),
+});
+export type CellComparison = z.infer<typeof CellComparisonSchema>;
+
+export const GateResultSchema = z.object({
+  schemaVersion: SchemaVersionSchema,
+  kind: z.literal('gate-result'),
+  pass: z.boolean(),
+  /** Failures not tied to one cell: the run failed, the matrix differs. */
+  failures: z.array(z.string()),
+  matrixDifferences: z.array(z.string()),
+  /** Every environment difference seen across cells, deduplicated. */
+  environmentChanges: z.array(z.string()),
+  cells: z.array(CellComparisonSchema),
+  totals: z.object({
+    same: count(),
+    increased: count(),
+    decreased: count(),
+    missing: count(),
+    new: count(),
+    incomplete: count(),
+    errored: count(),
+  }),
+});
+export type GateResult = z.infer<typeof GateResultSchema>;
