@@ -209,7 +209,7 @@ main() {
   trap 'remove_tree "$BUILD"' EXIT
   say "building $SUITE root filesystem with $PACKAGES from $MIRROR into $BUILD"
   started=$(date +%s)
-  LOG="$CACHE/$NAME-debootstrap.log"
+  LOG="$CACHE/.log-$NAME-debootstrap"
   # shellcheck disable=SC2086 # DEBOOTSTRAP may carry arguments in tests
   if ! $DEBOOTSTRAP --variant=minbase --include="$PACKAGES" "$SUITE" "$BUILD" "$MIRROR" >"$LOG" 2>&1; then
     tail -n 15 "$LOG" >&2 || true
