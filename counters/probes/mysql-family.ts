@@ -84,6 +84,10 @@ export class MysqlFamilySource implements SnapshotSource {
     return this.#perfSchema === 'on' ? 'performance_schema' : null;
   }
 
+  get degraded(): string[] {
+    return this.#perfSchema === 'unreadable' && this.#perfSchemaNote ? [this.#perfSchemaNote] : [];
+  }
+
   get comparable(): { global: string; perConnection: string }[] {
     if (this.#perfSchema !== 'on') return [];
     const pairs = [

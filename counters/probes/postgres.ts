@@ -14,6 +14,8 @@ const PRE15_STABLE_FOR_MS = 600;
 const PRE15_POLL_MS = 50;
 const DEFAULT_SETTLE_TIMEOUT_MS = 5000;
 const QUERY_CHARS = 200;
+/** Enough of each pg_stat_statements text to classify and show it; a 5000-row VALUES list is 70 KB otherwise. */
+const STATEMENT_TEXT_READ = 400;
 
 const SQL_FORCE_FLUSH = 'SELECT pg_stat_force_next_flush()';
 
@@ -39,7 +41,7 @@ function mainReadSql(forcedFlush: boolean): string {
 function statementsReadSql(forcedFlush: boolean): string {
   return [
     'SELECT',
-    "(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', s.query, 'calls', s.calls, 'rows', s.rows)), '[]'::json)",
+    "(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', left(s.query, ${STATEMENT_TEXT_READ}), 'calls', s.calls, 'rows', s.rows)), '[]'::json)",
     '  FROM pg_stat_statements s',
     '  WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())',
     '    AND s.userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)) AS statements',
@@ -85,6 +87,10 @@ export class PostgresSource implements SnapshotSource {
     this.description = description;
     this.#connection = connection;
     this.#settleTimeoutMs = opts.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
+  }
+
+  get degraded(): string[] {
+    return this.#statementStats === 'on' ? [] : [this.#statementStats];
   }
 
   get #forcedFlush(): boolean {
@@ -193,20 +199,6 @@ export class PostgresSource implements SnapshotSource {
       }
     }
 
-    let statements: Snapshot['statements'] = null;
-    if (this.#statementStats === 'on') {
-      try {
-        const res = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
-          statementsReadSql(this.#forcedFlush),
-        );
-        statements = new Map((res.rows[0]?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
-      } catch (err) {
-        failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);
-      }
-    } else {
-      notes.push(this.#statementStats);
-    }
-
     let global: Counters = {};
     let sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
     try {
@@ -229,6 +221,23 @@ export class PostgresSource implements SnapshotSource {
     } catch (err) {
       failures.push(`statistics read failed: ${messageOf(err)}`);
     }
+    // Settled means visible: the main read above is what a reader would see, so the clock stops there.
+    const ns = Number(process.hrtime.bigint() - startNs);
+
+    let statements: Snapshot['statements'] = null;
+    if (this.#statementStats === 'on') {
+      try {
+        const res = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
+          statementsReadSql(this.#forcedFlush),
+        );
+        statements = new Map((res.rows[0]?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
+      } catch (err) {
+        failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);
+      }
+    } else {
+      notes.push(this.#statementStats);
+    }
+
     if (statements) {
       let calls = 0;
       let rows = 0;
@@ -247,7 +256,6 @@ export class PostgresSource implements SnapshotSource {
         'statements.commit_calls': byClass.commit ?? 0,
       });
     }
-    const ns = Number(process.hrtime.bigint() - startNs);
     return {
       global,
       perConnection: null,

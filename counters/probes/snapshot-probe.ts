@@ -46,6 +46,8 @@ export interface SnapshotSource {
   /** Global key and the per-connection key meaning the same thing. */
   readonly comparable: { global: string; perConnection: string }[];
   readonly attributionMethod: 'performance_schema' | 'total_changes' | null;
+  /** Sources found unreadable at open (see `ServerLayer.degraded`). */
+  readonly degraded: string[];
   close(): Promise<void>;
 }
 
@@ -163,6 +165,7 @@ export class SnapshotProbe implements ServerProbe {
       incompleteReasons,
       attribution,
       comparable: this.#source.comparable,
+      degraded: this.#source.degraded,
       calibrationPairs: cost.pairs,
     };
   }

@@ -26,6 +26,7 @@ function firstNumber(rows: unknown[]): number {
 export class SqliteSource implements SnapshotSource {
   readonly description: BackendDescription;
   readonly attributionMethod = 'total_changes' as const;
+  readonly degraded: string[] = [];
   readonly comparable = [{ global: 'table.rows', perConnection: 'total_changes' }];
 
   constructor(description: BackendDescription) {

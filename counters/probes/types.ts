@@ -76,6 +76,11 @@ export const ServerLayerSchema = z.object({
    * how much the whole server moved beyond the workload's own connections.
    */
   comparable: z.array(z.object({ global: z.string(), perConnection: z.string() })).optional(),
+  /**
+   * Sources this backend normally has that could not be read (a missing privilege, `pg_stat_statements` not
+   * loaded). What remains is exact, but a verdict must not assert on what is missing: it reports, with these words.
+   */
+  degraded: z.array(z.string()).optional(),
   /** Empty windows taken to measure `probeCost`; all of them agreed, or the layer is incomplete. */
   calibrationPairs: z.number().int().nonnegative().optional(),
 });
