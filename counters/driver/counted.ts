@@ -170,6 +170,12 @@ export type MethodHook<T> = (original: AnyFunction, target: T, wrapper: T) => An
 /** Methods to count, by name; the rest of the object passes through. */
 export type MethodHooks<T> = Partial<Record<string, MethodHook<T>>>;
 
+/**
+ * Object-valued properties to hand out wrapped (mysql2's `promiseConnection.connection`), so a caller reaching
+ * past the wrapper still gets counted. The driver's own code reads the original through the bound target.
+ */
+export type PropertyHooks = Partial<Record<string, (value: object) => unknown>>;
+
 // One wrapper per (sink, original): wrapping the same object twice for the same sink returns the same wrapper.
 const WRAPPERS = new WeakMap<StatementSink, WeakMap<object, object>>();
 
@@ -213,7 +219,12 @@ export function wrapOnce<T extends object>(driver: DriverName, target: T, sink: 
  * so chaining stays counted. Non-configurable read-only functions are returned untouched, as Proxy invariants
  * demand.
  */
-export function countedProxy<T extends object>(target: T, mark: WrapperMark, hooks: MethodHooks<T>): T {
+export function countedProxy<T extends object>(
+  target: T,
+  mark: WrapperMark,
+  hooks: MethodHooks<T>,
+  properties: PropertyHooks = {},
+): T {
   const counted = new Map<PropertyKey, AnyFunction>();
   const bound = new Map<AnyFunction, AnyFunction>();
   const proxy: T = new Proxy(target, {
@@ -222,9 +233,16 @@ export function countedProxy<T extends object>(target: T, mark: WrapperMark, hoo
       const cached = counted.get(prop);
       if (cached) return cached;
       const value: unknown = Reflect.get(t, prop);
-      if (typeof value !== 'function' || prop === 'constructor') return value;
+      if (typeof value !== 'function' || prop === 'constructor') {
+        const wrapProperty =
+          typeof prop === 'string' && value !== null && typeof value === 'object' && Object.hasOwn(properties, prop)
+            ? properties[prop]
+            : undefined;
+        return wrapProperty ? wrapProperty(value as object) : value;
+      }
       const original = value as AnyFunction;
-      const hook = typeof prop === 'string' ? hooks[prop] : undefined;
+      // `hasOwn`: a hooks object literal inherits `toString` and friends, which are not hooks.
+      const hook = typeof prop === 'string' && Object.hasOwn(hooks, prop) ? hooks[prop] : undefined;
       if (hook) {
         const replacement = hook((...args: unknown[]) => original.apply(t, args), t, proxy);
         counted.set(prop, replacement);

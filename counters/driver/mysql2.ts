@@ -1,0 +1,360 @@
+import { SqltallyError } from '../../containers/errors';
+import type { StatementSink } from '../events';
+import { classifyStatement } from '../tokenizer';
+import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
+import {
+  callbackIndex,
+  countedProxy,
+  countExpandedValues,
+  countParameterValues,
+  emit,
+  nowNs,
+  toCount,
+  track,
+  trackCallback,
+  wrapOnce,
+} from './counted';
+
+const DRIVER = 'mysql2';
+
+/**
+ * The subset of mysql2's promise `Connection` / `PoolConnection` (from `mysql2/promise`) that is counted.
+ * `query` (text protocol; `VALUES ?` arrays are expanded on the client, so nested values are counted as the
+ * scalars they become), `execute` (binary protocol; the driver's implicit prepare is not a separate event),
+ * `prepare` (the returned statement's `execute` is counted), and `beginTransaction`/`commit`/`rollback`, which
+ * send `START TRANSACTION`/`COMMIT`/`ROLLBACK` as text queries. Not counted: `ping`, `changeUser`, `reset`,
+ * `end`, `unprepare`, statement `close` (none of them is a statement the server counts as a query).
+ * `connection` (the callback connection underneath) is handed out wrapped.
+ */
+export interface Mysql2PromiseConnection {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: unknown, values?: unknown): Promise<unknown>;
+  prepare(options: unknown): Promise<unknown>;
+  beginTransaction(): Promise<void>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+  readonly connection: object;
+}
+
+/**
+ * The subset of mysql2's promise `Pool` that is counted: `query` and `execute` (recorded without a connection
+ * id: the pool picks the connection internally and does not say which), and `getConnection`, whose connection
+ * is returned wrapped (its calls carry their thread id).
+ */
+export interface Mysql2PromisePool {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: unknown, values?: unknown): Promise<unknown>;
+  getConnection(): Promise<unknown>;
+  readonly pool: object;
+}
+
+/**
+ * The subset of mysql2's callback `Connection` / `PoolConnection` that is counted: `query`, `execute`,
+ * `prepare(options, cb)`, `beginTransaction`, `commit`, `rollback`; `promise()` returns a wrapped promise
+ * connection. A call without a callback (event-emitter or streaming mode) is recorded when its command ends,
+ * without error or row count: adding an `error` listener would swallow errors the caller never handles.
+ */
+export interface Mysql2CallbackConnection {
+  query(...args: unknown[]): unknown;
+  execute(...args: unknown[]): unknown;
+  prepare(...args: unknown[]): unknown;
+  promise(promiseImpl?: unknown): unknown;
+  readonly threadId: number | null;
+}
+
+/** The subset of mysql2's callback `Pool` that is counted: `query`, `execute`, `getConnection(cb)`, `promise()`. */
+export interface Mysql2CallbackPool {
+  query(...args: unknown[]): unknown;
+  execute(...args: unknown[]): unknown;
+  getConnection(cb: (err: unknown, connection: unknown) => void): void;
+  promise(promiseImpl?: unknown): unknown;
+}
+
+/** Any mysql2 object `wrapMysql2` accepts. */
+export type Mysql2Countable = Mysql2PromiseConnection | Mysql2PromisePool | Mysql2CallbackConnection | Mysql2CallbackPool;
+
+type Shape = 'promiseConnection' | 'promisePool' | 'callbackConnection' | 'callbackPool';
+
+type Loose = Record<string, unknown>;
+
+function fn(o: Loose, name: string): boolean {
+  return typeof o[name] === 'function';
+}
+
+function shapeOfTarget(target: object): Shape | null {
+  const o = target as Loose;
+  if (fn(o, 'getConnection')) {
+    if (o.pool !== null && typeof o.pool === 'object' && fn(o.pool as Loose, 'getConnection')) return 'promisePool';
+    if (fn(o, 'promise')) return 'callbackPool';
+    return null;
+  }
+  if (!fn(o, 'query') || !fn(o, 'execute')) return null;
+  if (fn(o, 'promise')) return 'callbackConnection';
+  if (o.connection !== null && typeof o.connection === 'object' && fn(o.connection as Loose, 'promise')) {
+    return 'promiseConnection';
+  }
+  return null;
+}
+
+/** `affectedRows` of a ResultSetHeader, or the sum over a multi-statement result; null for row sets. */
+export function mysql2RowsAffected(result: unknown): number | null {
+  if (isResultSetHeader(result)) return toCount(result.affectedRows);
+  if (!Array.isArray(result)) return null;
+  let sum: number | null = null;
+  for (const part of result) {
+    if (isResultSetHeader(part)) sum = (sum ?? 0) + (toCount(part.affectedRows) ?? 0);
+  }
+  return sum;
+}
+
+/** Structural, so a bundled (minified) mysql2 is recognised too; row objects never carry all three keys. */
+function isResultSetHeader(value: unknown): value is { affectedRows: unknown } {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    'affectedRows' in value &&
+    'insertId' in value &&
+    'fieldCount' in value
+  );
+}
+
+/** Promise results are `[result, fields]`. */
+function promiseRows(value: unknown): number | null {
+  return Array.isArray(value) ? mysql2RowsAffected(value[0]) : null;
+}
+
+const noRows = (): null => null;
+
+function sqlOf(sql: unknown): string {
+  if (typeof sql === 'string') return sql;
+  if (sql !== null && typeof sql === 'object' && typeof (sql as Loose).sql === 'string') return (sql as Loose).sql as string;
+  return String(sql);
+}
+
+/** mysql2 takes values either as the second argument or inside an options object. */
+function valuesOf(sql: unknown, values: unknown): unknown {
+  if (values !== undefined && typeof values !== 'function') return values;
+  if (sql !== null && typeof sql === 'object') return (sql as Loose).values;
+  return undefined;
+}
+
+function shape(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets = 1): CallShape {
+  return { method, kind, sql, statementClass: classifyStatement(sql, 'mysql'), bindValues, parameterSets };
+}
+
+function queryShape(args: unknown[]): CallShape {
+  return shape('query', 'query', sqlOf(args[0]), countExpandedValues(valuesOf(args[0], args[1])));
+}
+
+function executeShape(args: unknown[]): CallShape {
+  return shape('execute', 'execute', sqlOf(args[0]), countParameterValues(valuesOf(args[0], args[1])));
+}
+
+const TRANSACTION_CONTROL = {
+  beginTransaction: 'START TRANSACTION',
+  commit: 'COMMIT',
+  rollback: 'ROLLBACK',
+} as const;
+
+function threadIdOf(connection: unknown): number | null {
+  const id = (connection as Loose | null)?.threadId;
+  return typeof id === 'number' ? id : null;
+}
+
+/**
+ * Counts every call on a mysql2 connection or pool (promise or callback API) into `sink`. The wrapper has the
+ * same type and behaviour as the original; connections obtained from a wrapped pool are wrapped too.
+ */
+export function wrapMysql2<T extends object>(target: T, sink: StatementSink, _opts?: WrapOptions): T {
+  return wrapOnce(DRIVER, target, sink, () => {
+    const kind = shapeOfTarget(target);
+    if (!kind) {
+      throw new SqltallyError('not a mysql2 connection or pool (promise or callback API)', {
+        phase: 'wrap',
+        hint: 'pass what mysql2.createConnection/createPool or mysql2/promise returned; pool clusters are not counted',
+      });
+    }
+    const mark: WrapperMark = { driver: DRIVER, sink, target };
+    switch (kind) {
+      case 'promiseConnection':
+        return wrapPromiseConnection(target, sink, mark);
+      case 'promisePool':
+        return wrapPromisePool(target, sink, mark);
+      case 'callbackConnection':
+        return wrapCallbackConnection(target, sink, mark, { driver: DRIVER, sink, connectionId: () => threadIdOf(target) });
+      case 'callbackPool':
+        return wrapCallbackConnection(target, sink, mark, { driver: DRIVER, sink, connectionId: () => null });
+    }
+  });
+}
+
+function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
+  const site: CallSite = {
+    driver: DRIVER,
+    sink,
+    connectionId: () => threadIdOf((target as Loose).connection),
+  };
+  const hooks: MethodHooks<T> = {
+    query: (original) =>
+      function query(...args: unknown[]) {
+        return track(site, queryShape(args), () => original(...args), promiseRows);
+      },
+    execute: (original) =>
+      function execute(...args: unknown[]) {
+        return track(site, executeShape(args), () => original(...args), promiseRows);
+      },
+    prepare: (original) =>
+      function prepare(...args: unknown[]) {
+        const sql = sqlOf(args[0]);
+        const prepared = track(site, shape('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows) as Promise<object>;
+        return prepared.then((statement) => wrapPromiseStatement(statement, sink, site, sql));
+      },
+  };
+  for (const [method, sql] of Object.entries(TRANSACTION_CONTROL)) {
+    hooks[method] = (original) =>
+      function transactionControl(...args: unknown[]) {
+        return track(site, shape(method, 'query', sql, 0), () => original(...args), noRows);
+      };
+  }
+  return countedProxy(target, mark, hooks, { connection: (core) => wrapMysql2(core, sink) });
+}
+
+function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
+  const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
+  const hooks: MethodHooks<T> = {
+    query: (original) =>
+      function query(...args: unknown[]) {
+        return track(site, queryShape(args), () => original(...args), promiseRows);
+      },
+    execute: (original) =>
+      function execute(...args: unknown[]) {
+        return track(site, executeShape(args), () => original(...args), promiseRows);
+      },
+    getConnection: (original) =>
+      function getConnection(...args: unknown[]) {
+        return (original(...args) as Promise<object>).then((connection) => wrapMysql2(connection, sink));
+      },
+  };
+  return countedProxy(target, mark, hooks, { pool: (core) => wrapMysql2(core, sink) });
+}
+
+/**
+ * One counted call on the callback API: with a callback the event is recorded just before it runs; without one
+ * (event-emitter mode) when the returned command emits `end`.
+ */
+function callbackCall(
+  site: CallSite,
+  callShape: CallShape,
+  args: unknown[],
+  original: (...a: unknown[]) => unknown,
+): unknown {
+  const cb = callbackIndex(args);
+  if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected);
+  const start = nowNs();
+  let command: unknown;
+  try {
+    command = original(...args);
+  } catch (error) {
+    emit(site, callShape, start, nowNs(), null, error);
+    throw error;
+  }
+  const emitter = command as { once?: (event: string, listener: () => void) => unknown } | null;
+  if (emitter && typeof emitter.once === 'function') {
+    emitter.once('end', () => emit(site, callShape, start, nowNs(), null, null));
+  } else {
+    emit(site, callShape, start, nowNs(), null, null);
+  }
+  return command;
+}
+
+function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink, mark: WrapperMark, site: CallSite): T {
+  const hooks: MethodHooks<T> = {
+    query: (original) =>
+      function query(...args: unknown[]) {
+        return callbackCall(site, queryShape(args), args, original);
+      },
+    execute: (original) =>
+      function execute(...args: unknown[]) {
+        return callbackCall(site, executeShape(args), args, original);
+      },
+    promise: (original) =>
+      function promise(...args: unknown[]) {
+        return wrapMysql2(original(...args) as object, sink);
+      },
+  };
+  if (fn(target as Loose, 'getConnection')) {
+    hooks.getConnection = (original) =>
+      function getConnection(...args: unknown[]) {
+        const cb = args[0] as (this: unknown, err: unknown, connection?: unknown) => unknown;
+        return original(function (this: unknown, err: unknown, connection?: unknown) {
+          return cb.call(this, err, connection ? wrapMysql2(connection, sink) : connection);
+        });
+      };
+  } else {
+    hooks.prepare = (original) =>
+      function prepare(...args: unknown[]) {
+        const sql = sqlOf(args[0]);
+        const cb = callbackIndex(args);
+        if (cb >= 0) {
+          const user = args[cb] as (this: unknown, err: unknown, statement?: unknown) => unknown;
+          args[cb] = function (this: unknown, err: unknown, statement?: unknown) {
+            return user.call(this, err, statement ? wrapCallbackStatement(statement as object, sink, site, sql) : statement);
+          };
+        }
+        return callbackCall(site, shape('prepare', 'prepare', sql, 0, 0), args, original);
+      };
+    for (const [method, sql] of Object.entries(TRANSACTION_CONTROL)) {
+      hooks[method] = (original) =>
+        function transactionControl(...args: unknown[]) {
+          return callbackCall(site, shape(method, 'query', sql, 0), args, original);
+        };
+    }
+  }
+  return countedProxy(target, mark, hooks);
+}
+
+/** The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. */
+function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
+  return wrapOnce(DRIVER, statement, sink, () => {
+    const statementClass = classifyStatement(sql, 'mysql');
+    const hooks: MethodHooks<object> = {
+      execute: (original) =>
+        function execute(...args: unknown[]) {
+          const callShape: CallShape = {
+            method: 'execute',
+            kind: 'execute',
+            sql,
+            statementClass,
+            bindValues: countParameterValues(args[0]),
+            parameterSets: 1,
+          };
+          return track(site, callShape, () => original(...args), promiseRows);
+        },
+    };
+    return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
+  });
+}
+
+/** The statement from callback `prepare(sql, cb)`: `execute(values, cb)` is counted. */
+function wrapCallbackStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
+  return wrapOnce(DRIVER, statement, sink, () => {
+    const statementClass = classifyStatement(sql, 'mysql');
+    const hooks: MethodHooks<object> = {
+      execute: (original) =>
+        function execute(...args: unknown[]) {
+          const values = typeof args[0] === 'function' ? undefined : args[0];
+          const callShape: CallShape = {
+            method: 'execute',
+            kind: 'execute',
+            sql,
+            statementClass,
+            bindValues: countParameterValues(values),
+            parameterSets: 1,
+          };
+          return callbackCall(site, callShape, args, original);
+        },
+    };
+    return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
+  });
+}
