@@ -96,6 +96,8 @@ export interface StartedBackend extends AsyncDisposable {
 export interface Unavailable {
   available: false;
   backend: BackendName;
+  /** The id as addressed (`mariadb`, `postgres@15`). */
+  id?: string;
   reason: string;
   /** What each provider said, in the order they were tried. */
   tried: { provider: ProviderKind; reason: string }[];
@@ -105,6 +107,10 @@ export interface Unavailable {
 export interface Available {
   available: true;
   backend: BackendName;
+  /** The id as addressed (`mariadb`, `postgres@15`). */
+  id?: string;
+  /** Version the provider expects to start, when known before starting (a local binary's `--version`). */
+  expectedVersion?: string;
   provider: ProviderKind;
   /** Binary, image or redacted URL that will be used. */
   origin: string;

@@ -9,6 +9,8 @@ const HEADER_LENGTH = 4;
  * a handshake response's capability block, an OK/EOF/prepare-OK packet. Rows are never copied whole.
  */
 const HEAD_BYTES = 256;
+/** A server greeting is about 100 bytes; refuse mode holds server bytes only while they can still be one. */
+const MAX_GREETING_LENGTH = 1024;
 
 // Capability flags (low 32 bits; MariaDB's extended ones are a separate 32-bit word).
 const CLIENT_MYSQL = 0x1; // MariaDB clears it in the greeting to say "extended capabilities follow"
@@ -48,6 +50,7 @@ export interface MysqlFrame {
  * logical message, checks continuation sequence ids. Any split of the stream gives the same frames.
  */
 export class MysqlPacketParser {
+  readonly #checkHeader: ((length: number, seq: number) => void) | undefined;
   readonly #header = Buffer.alloc(HEADER_LENGTH);
   #headerFill = 0;
   /** Payload bytes still to come in the current packet; -1 between packets. */
@@ -56,6 +59,14 @@ export class MysqlPacketParser {
   #frame: MysqlFrame | null = null;
   #headFill = 0;
   #chunks = 0;
+
+  /**
+   * `checkHeader` sees the header of each message's first packet before its payload arrives, so garbage that reads
+   * as a 16 MB packet is refused at once instead of being waited for.
+   */
+  constructor(checkHeader?: (length: number, seq: number) => void) {
+    this.#checkHeader = checkHeader;
+  }
 
   /** True when a frame has started and not finished: the stream was cut if it ends here. */
   get midFrame(): boolean {
@@ -114,6 +125,7 @@ export class MysqlPacketParser {
       open.packets += 1;
       open.wireBytes += HEADER_LENGTH + length;
     } else {
+      this.#checkHeader?.(length, seq);
       this.#frame = {
         seq,
         lastSeq: seq,
@@ -327,8 +339,8 @@ export interface MysqlSessionOptions {
 export class MysqlSession implements WireSession {
   readonly tally = new ConnectionTally('mysql');
   #serverConnectionId: number | null = null;
-  readonly #client = new MysqlPacketParser();
-  readonly #server = new MysqlPacketParser();
+  readonly #client = new MysqlPacketParser((_length, seq) => this.#checkClientSeq(seq));
+  readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq));
   readonly #tls: 'refuse' | 'passthrough';
   #phase: Phase = 'greeting';
   /** Last sequence id of the handshake, which counts up across both directions. */
@@ -362,7 +374,7 @@ export class MysqlSession implements WireSession {
     return this.#pending.length - this.#pendingHead;
   }
 
-  fromClient(chunk: Buffer): Buffer | null {
+  fromClient(chunk: Buffer, _reply?: (bytes: Buffer) => void): Buffer | null {
     this.tally.receivedFromClient(chunk.length);
     if (this.#phase === 'stopped' || this.#phase === 'closed') return chunk;
     try {
@@ -378,7 +390,9 @@ export class MysqlSession implements WireSession {
     let out: Buffer = chunk;
     if (this.#greetingHold) {
       const held = Buffer.concat([this.#greetingHold, chunk]);
-      if (held.length < HEADER_LENGTH || held.length < HEADER_LENGTH + held.readUIntLE(0, 3)) {
+      // Something that cannot be a greeting is not held: it goes through as it is and the parser judges it.
+      const plausible = held.length < HEADER_LENGTH || (held[3] === 0 && held.readUIntLE(0, 3) <= MAX_GREETING_LENGTH);
+      if (plausible && (held.length < HEADER_LENGTH || held.length < HEADER_LENGTH + held.readUIntLE(0, 3))) {
         this.#greetingHold = held;
         return null;
       }
@@ -408,6 +422,23 @@ export class MysqlSession implements WireSession {
     const reason = error instanceof WireParseError ? error.message : `internal counter error: ${String(error)}`;
     this.tally.fail(`parse stopped: ${reason}`);
     this.#phase = 'stopped';
+  }
+
+  #checkClientSeq(seq: number): void {
+    const handshakeNext = (this.#handshakeSeq + 1) & 0xff;
+    const ok =
+      this.#phase === 'command' ? seq === 0 : this.#phase === 'auth' ? seq === 0 || seq === handshakeNext : this.#phase === 'handshakeResponse' ? seq === handshakeNext : true;
+    if (!ok) throw new WireParseError(`bad sequence id ${seq} in a client packet during ${this.#phase}`);
+  }
+
+  #checkServerSeq(seq: number): void {
+    let expected: number | null = null;
+    if (this.#phase === 'greeting') expected = 0;
+    else if (this.#phase === 'auth') expected = (this.#handshakeSeq + 1) & 0xff;
+    else if (this.#phase === 'command') expected = this.#pending[this.#pendingHead]?.nextSeq ?? null;
+    if (expected !== null && seq !== expected) {
+      throw new WireParseError(`bad sequence id ${seq} in a server packet during ${this.#phase} (expected ${expected})`);
+    }
   }
 
   #checkHandshakeSeq(frame: MysqlFrame): void {

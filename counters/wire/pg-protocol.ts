@@ -50,8 +50,12 @@ export class PgMessageParser {
   #headFill = 0;
   #chunks = 0;
 
-  constructor(first: PgFrameShape) {
+  readonly #checkType: ((type: number) => void) | undefined;
+
+  /** `checkType` sees each typed message's type before its body arrives, so garbage is refused at once. */
+  constructor(first: PgFrameShape, checkType?: (type: number) => void) {
     this.next = first;
+    this.#checkType = checkType;
   }
 
   get midFrame(): boolean {
@@ -88,6 +92,7 @@ export class PgMessageParser {
         }
         const type = size === 5 ? (header[at] as number) : 0;
         const length = header.readUInt32BE(at + size - 4);
+        if (size === 5) this.#checkType?.(type);
         this.#checkLength(type, length, size);
         const body = length - 4;
         this.#frame = { type, length, head: Buffer.allocUnsafe(Math.min(body, HEAD_BYTES)), wireBytes: size + body, chunk: chunkNo };
@@ -258,8 +263,8 @@ export interface PgSessionOptions {
 export class PgSession implements WireSession {
   readonly tally = new ConnectionTally('postgres');
   #serverConnectionId: number | null = null;
-  readonly #client = new PgMessageParser('untyped');
-  readonly #server = new PgMessageParser('typed');
+  readonly #client = new PgMessageParser('untyped', (type) => this.#checkFrontendType(type));
+  readonly #server = new PgMessageParser('typed', (type) => this.#checkBackendType(type));
   readonly #refuseTls: boolean;
   #phase: Phase = 'startup';
   #awaitingReady = 0;
@@ -336,6 +341,16 @@ export class PgSession implements WireSession {
     this.tally.fail(`parse stopped: ${reason}`);
     this.#phase = 'stopped';
     this.#forwardNow = true;
+  }
+
+  #checkFrontendType(type: number): void {
+    const known = FRONTEND_NAMES.has(type) || (type === Frontend.Password && this.#phase === 'auth');
+    if (!known) throw new WireParseError(`unknown frontend message type ${describeType(type)} during ${this.#phase}`);
+  }
+
+  #checkBackendType(type: number): void {
+    const known = this.#phase === 'auth' ? STARTUP_BACKEND.has(type) || type === Backend.ReadyForQuery : BACKEND_NAMES.has(type);
+    if (!known) throw new WireParseError(`unknown backend message type ${describeType(type)} during ${this.#phase}`);
   }
 
   #clientFrame(frame: PgFrame): void {

@@ -1,0 +1,68 @@
+import { describe, startedBackend } from './backend';
+import type { BackendModule } from './backend';
+import { SqltallyError } from './errors';
+import type { NetworkConnection, StartedBackend } from './types';
+
+/** Driver error codes that mean "your credentials", "your host/port" and "your database name". */
+const ACCESS_DENIED = new Set(['ER_ACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', '28P01', '28000']);
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET']);
+const NO_DATABASE = new Set(['ER_BAD_DB_ERROR', '3D000']);
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') return code;
+  // mysql2 reports a failed connect timeout without a code; pg says so in the message.
+  const message = err instanceof Error ? err.message : '';
+  return /timeout|timed out/i.test(message) ? 'ETIMEDOUT' : undefined;
+}
+
+/** Turns a driver's connect failure into one message naming the backend, the URL (redacted) and what to do. */
+export function explainConnectFailure(cause: unknown, id: string, variable: string, origin: string, connection: NetworkConnection): SqltallyError {
+  const code = errorCode(cause);
+  const context = { backend: id, phase: 'connect' as const, provider: 'external', cause };
+  if (code && ACCESS_DENIED.has(code)) {
+    return new SqltallyError(`access denied for user "${connection.user}" at ${origin}`, { ...context, hint: `check the user and password in ${variable}` });
+  }
+  if (code && NO_DATABASE.has(code)) {
+    return new SqltallyError(`database "${connection.database}" does not exist at ${origin}`, {
+      ...context,
+      hint: `create it, or name an existing database in the path of ${variable}`,
+    });
+  }
+  if (code && UNREACHABLE.has(code)) {
+    return new SqltallyError(`cannot reach ${connection.host}:${connection.port} (${code}) from ${variable}=${origin}`, {
+      ...context,
+      hint: `start the server or correct the host and port in ${variable}`,
+    });
+  }
+  return new SqltallyError(`could not connect to ${origin}`, { ...context, hint: `check ${variable}` });
+}
+
+/** Connects to a server someone else runs: nothing to start or stop, but the same proof that it answers. */
+export async function startExternal(
+  module: BackendModule,
+  connection: NetworkConnection,
+  options: { id: string; variable: string; origin: string; variant: string | undefined },
+): Promise<StartedBackend> {
+  const { identify } = module;
+  if (!identify) throw new SqltallyError(`${module.name} takes no external URL`, { backend: options.id, phase: 'config', provider: 'external' });
+  const t0 = process.hrtime.bigint();
+  let identity;
+  try {
+    identity = await identify(connection);
+  } catch (cause) {
+    throw explainConnectFailure(cause, options.id, options.variable, options.origin, connection);
+  }
+  const readyNs = process.hrtime.bigint() - t0;
+  const label = module.variantLabel(identity.serverVersion);
+  if (options.variant !== undefined && label !== options.variant && !label.startsWith(`${options.variant}.`)) {
+    throw new SqltallyError(`${options.variable} points at version ${identity.serverVersion}, not ${options.variant}`, {
+      backend: options.id,
+      phase: 'connect',
+      provider: 'external',
+      hint: `point ${options.variable} at a ${module.name} ${options.variant} server, or use the plain id ${module.name}`,
+    });
+  }
+  return startedBackend(describe(module, identity, 'external', options.origin, readyNs, false), connection, async () => undefined);
+}

@@ -1,0 +1,10 @@
+// The public face of backends: what other folders import.
+export { BACKENDS, envKey, listBackends, parseBackendId, resolveBackend, startBackend, variantIds } from './registry';
+export type { BackendId } from './registry';
+export type { BackendModule, ContainerPlan, InstallFinder, InstallSearch, LocalInstall, ServerIdentity, StartOptions } from './backend';
+export { CAPABILITIES } from './capabilities';
+export { DATADIR_PREFIX } from './local-process';
+export { redactUrl, parseExternalUrl } from './url';
+export { SqltallyError, redactSecrets, truncateStatement } from './errors';
+export type { Phase, SqltallyErrorContext } from './errors';
+export * from './types';

@@ -1,0 +1,115 @@
+import fs from 'node:fs';
+
+/**
+ * Every server process and private directory this process created and has not yet cleaned up. If the process
+ * ends (normally, by an uncaught error, or by Ctrl-C) with some still here, they are stopped synchronously so
+ * nothing outlives us.
+ */
+export interface LiveResource {
+  /** `mariadb (local, pid 1234)`, for messages. */
+  label: string;
+  /** Server process id; it leads its own process group (spawned detached), so the group can be killed too. */
+  pid?: number;
+  /** Signal that asks this server for a quick clean shutdown. */
+  stopSignal?: NodeJS.Signals;
+  /** Private data directory to remove. */
+  dir?: string;
+}
+
+const LIVE = new Set<LiveResource>();
+const SYNC_STOP_WAIT_MS = 5_000;
+const POLL_MS = 20;
+const EXIT_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+let hooksInstalled = false;
+
+/** Adds a resource to the live set; returns the function that removes it again (after an orderly stop). */
+export function trackLive(resource: LiveResource): () => void {
+  installHooks();
+  LIVE.add(resource);
+  return () => {
+    LIVE.delete(resource);
+    if (LIVE.size === 0) removeSignalHooks();
+  };
+}
+
+export function liveResources(): readonly LiveResource[] {
+  return [...LIVE];
+}
+
+/** True while the process exists and is not a zombie waiting to be reaped. */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The state letter follows the parenthesised command name, which may itself contain spaces or parentheses.
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function signalQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Stops one resource without the event loop: used at 'exit' and on signals, where awaiting is impossible.
+ * Polite signal first, then SIGKILL to the whole process group (PostgreSQL's children share it).
+ */
+export function stopSync(resource: LiveResource): void {
+  if (resource.pid !== undefined) {
+    signalQuietly(resource.pid, resource.stopSignal ?? 'SIGTERM');
+    const deadline = Date.now() + SYNC_STOP_WAIT_MS;
+    while (processAlive(resource.pid) && Date.now() < deadline) sleepSync(POLL_MS);
+    signalQuietly(-resource.pid, 'SIGKILL');
+    signalQuietly(resource.pid, 'SIGKILL');
+  }
+  if (resource.dir) fs.rmSync(resource.dir, { recursive: true, force: true, maxRetries: 3 });
+  LIVE.delete(resource);
+}
+
+export function stopAllSync(): void {
+  for (const resource of [...LIVE]) {
+    try {
+      stopSync(resource);
+    } catch (err) {
+      process.stderr.write(`sqltally: could not clean up ${resource.label}: ${String(err)}\n`);
+    }
+  }
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  stopAllSync();
+  removeSignalHooks();
+  // With our listener gone, re-raising gives the default behaviour (exit with 128+n) unless someone else listens.
+  if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+}
+
+const signalListeners = new Map<NodeJS.Signals, () => void>();
+
+function installHooks(): void {
+  if (!hooksInstalled) {
+    hooksInstalled = true;
+    process.on('exit', stopAllSync);
+  }
+  if (signalListeners.size > 0) return;
+  for (const signal of EXIT_SIGNALS) {
+    const listener = (): void => onSignal(signal);
+    signalListeners.set(signal, listener);
+    process.on(signal, listener);
+  }
+}
+
+function removeSignalHooks(): void {
+  for (const [signal, listener] of signalListeners) process.off(signal, listener);
+  signalListeners.clear();
+}

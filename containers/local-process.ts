@@ -1,0 +1,368 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { SqltallyError } from './errors';
+import { findExecutable } from './binaries';
+import { processAlive, trackLive } from './live';
+import type { LiveResource } from './live';
+
+/** Every private directory sqltally makes starts with this, so a leak check can find them. */
+export const DATADIR_PREFIX = 'sqltally-';
+const MAX_BIND_ATTEMPTS = 4;
+const READY_POLL_MS = 100;
+const DEFAULT_READY_TIMEOUT_MS = 120_000;
+const DEFAULT_STOP_TIMEOUT_MS = 20_000;
+const LOG_TAIL_CHARS = 16_000;
+const SHOWN_LOG_LINES = 12;
+
+/** A user a server must run as (PostgreSQL refuses root). */
+export interface RunAs {
+  user: string;
+  uid: number;
+  gid: number;
+}
+
+/** Run id stamped into directory names, so the leak check of one test run ignores another helper's run. */
+export function runTag(env: NodeJS.ProcessEnv = process.env): string {
+  const tag = env['SQLTALLY_RUN_ID'] ?? 'cli';
+  return tag.replace(/[^A-Za-z0-9]/g, '').slice(0, 24) || 'cli';
+}
+
+export function tempBase(env: NodeJS.ProcessEnv = process.env): string {
+  return env['TMPDIR'] || os.tmpdir();
+}
+
+/** A private directory, tracked as live from the moment it exists so a failure anywhere still removes it. */
+export interface PrivateDir {
+  path: string;
+  resource: LiveResource;
+  /** Removes the directory and forgets it; safe to call twice. */
+  remove(): Promise<void>;
+}
+
+/**
+ * Creates a fresh mode-0700 directory under `$TMPDIR` (or the OS temp dir), owned by `owner` when given.
+ */
+export function makePrivateDir(backend: string, env: NodeJS.ProcessEnv, owner?: RunAs): PrivateDir {
+  const base = tempBase(env);
+  let dir: string;
+  try {
+    dir = fs.mkdtempSync(path.join(base, `${DATADIR_PREFIX}${runTag(env)}-${backend.replace(/[^a-z0-9]/gi, '')}-`));
+    fs.chmodSync(dir, 0o700);
+    if (owner) fs.chownSync(dir, owner.uid, owner.gid);
+    // Root writes through permission bits, so prove writability with a real file rather than trusting mode.
+    const probe = path.join(dir, '.sqltally-write-check');
+    fs.writeFileSync(probe, '');
+    fs.rmSync(probe);
+  } catch (cause) {
+    throw new SqltallyError(`cannot create a private data directory under ${base}`, {
+      backend,
+      phase: 'provision',
+      provider: 'local',
+      cause,
+      hint: 'set TMPDIR to a writable directory with free space',
+    });
+  }
+  const resource: LiveResource = { label: `${backend} data directory ${dir}`, dir };
+  const untrack = trackLive(resource);
+  let removed: Promise<void> | undefined;
+  return {
+    path: dir,
+    resource,
+    remove: () =>
+      (removed ??= fs.promises.rm(dir, { recursive: true, force: true, maxRetries: 3 }).then(() => {
+        // Only forget the resource when no server is still registered on it (stop clears pid first).
+        if (resource.pid === undefined) untrack();
+      })),
+  };
+}
+
+/** A port the kernel just called free on 127.0.0.1; another process may still take it before the server binds. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error('no port assigned'))));
+    });
+  });
+}
+
+/** How to run and watch one server process. */
+export interface ServerLaunch {
+  /** Backend id for messages. */
+  id: string;
+  binary: string;
+  /** Arguments for the server bound to `port`. */
+  args(port: number): string[];
+  dir: PrivateDir;
+  runAs?: RunAs;
+  /** The signal the server treats as "shut down now, cleanly". */
+  stopSignal: NodeJS.Signals;
+  /** Log text meaning the port was taken between probe and bind. */
+  bindFailure: RegExp;
+  /** A real query against the server; rejects while it is not ready. */
+  ping(port: number): Promise<void>;
+  /** A ping failure that waiting cannot cure (login refused): stop polling at once. */
+  isFatal?(err: unknown): boolean;
+  pickPort?: () => Promise<number>;
+  readyTimeoutMs?: number;
+  env: NodeJS.ProcessEnv;
+}
+
+/** A server process that has answered a real query. */
+export interface RunningServer {
+  pid: number;
+  port: number;
+  /** process.hrtime.bigint() at spawn of the attempt that succeeded, and at first successful query. */
+  spawnedAt: bigint;
+  readyAt: bigint;
+  /** Stops the process (polite signal, SIGKILL after a timeout), then removes the data directory. */
+  stop(): Promise<void>;
+  logTail(): string;
+}
+
+class BindRace extends Error {}
+
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-SHOWN_LOG_LINES).join('\n    ');
+}
+
+function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  // The servers get a small, predictable environment: no inherited locale or option-file surprises.
+  return { PATH: env['PATH'] ?? process.env['PATH'] ?? '/usr/bin:/bin', LANG: 'C', LC_ALL: 'C', TZ: 'UTC' };
+}
+
+/**
+ * Wraps the command in `setpriv --pdeathsig` when available: if this Node process dies without running any
+ * handler (SIGKILL, a killed Jest worker), the kernel still tells the server to shut down.
+ */
+function withParentDeathSignal(binary: string, args: string[], signal: NodeJS.Signals): [string, string[]] {
+  const setpriv = findExecutable('setpriv', ['/usr/bin', '/bin']);
+  return setpriv ? [setpriv, ['--pdeathsig', signal.replace(/^SIG/, ''), '--', binary, ...args]] : [binary, args];
+}
+
+function exited(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
+}
+
+function waitExit(child: ChildProcess, timeoutMs: number): Promise<boolean> {
+  if (exited(child)) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+function signalQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function attempt(launch: ServerLaunch, port: number): Promise<RunningServer> {
+  const [command, args] = withParentDeathSignal(launch.binary, launch.args(port), launch.stopSignal);
+  let log = '';
+  const spawnedAt = process.hrtime.bigint();
+  const child = spawn(command, args, {
+    cwd: launch.dir.path,
+    env: childEnv(launch.env),
+    // Own process group: terminal Ctrl-C reaches us, not the server, so we stop it in order; and the whole
+    // group (PostgreSQL's helpers included) can be killed by one signal.
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(launch.runAs ? { uid: launch.runAs.uid, gid: launch.runAs.gid } : {}),
+  });
+  const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+  const append = (chunk: Buffer): void => {
+    log = (log + chunk.toString('utf8')).slice(-LOG_TAIL_CHARS);
+  };
+  child.stdout?.on('data', append);
+  child.stderr?.on('data', append);
+  // A forgotten stop must not keep Node alive; the 'exit' hook in live.ts still kills the server.
+  child.unref();
+  (child.stdout as net.Socket | null)?.unref?.();
+  (child.stderr as net.Socket | null)?.unref?.();
+
+  const pid = child.pid;
+  if (pid === undefined) {
+    const err = await Promise.race([spawnError, sleep(1000).then(() => new Error('no pid'))]);
+    throw new SqltallyError(`could not spawn ${launch.binary}`, {
+      backend: launch.id,
+      phase: 'start',
+      provider: 'local',
+      cause: err,
+      hint: 'check that the server binary is installed and executable',
+    });
+  }
+  const resource = launch.dir.resource;
+  resource.pid = pid;
+  resource.stopSignal = launch.stopSignal;
+  resource.label = `${launch.id} (local, pid ${pid}, ${launch.dir.path})`;
+
+  let stopping: Promise<void> | undefined;
+  const stopProcess = async (): Promise<void> => {
+    if (!exited(child)) {
+      signalQuietly(pid, launch.stopSignal);
+      if (!(await waitExit(child, DEFAULT_STOP_TIMEOUT_MS))) {
+        signalQuietly(-pid, 'SIGKILL');
+        await waitExit(child, DEFAULT_STOP_TIMEOUT_MS);
+      }
+    }
+    // Stragglers in the group (a PostgreSQL backend that missed the shutdown) go with the leader.
+    signalQuietly(-pid, 'SIGKILL');
+  };
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      await stopProcess();
+      if (processAlive(pid)) {
+        throw new SqltallyError(`server pid ${pid} did not exit after SIGKILL`, {
+          backend: launch.id,
+          phase: 'stop',
+          provider: 'local',
+        });
+      }
+      resource.pid = undefined;
+    })());
+
+  const deadline = Date.now() + (launch.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS);
+  let lastError: unknown;
+  for (;;) {
+    if (exited(child)) {
+      resource.pid = undefined;
+      if (launch.bindFailure.test(log)) throw new BindRace(`port ${port} taken`);
+      throw new SqltallyError(`${path.basename(launch.binary)} exited before it was ready (code ${child.exitCode ?? child.signalCode})`, {
+        backend: launch.id,
+        phase: 'start',
+        provider: 'local',
+        statement: undefined,
+        cause: lastError,
+        hint: `server log:\n    ${lastLines(log) || '(empty)'}`,
+      });
+    }
+    try {
+      await launch.ping(port);
+      const readyAt = process.hrtime.bigint();
+      return { pid, port, spawnedAt, readyAt, stop, logTail: () => log };
+    } catch (err) {
+      lastError = err;
+    }
+    const fatal = launch.isFatal?.(lastError) ?? false;
+    if (fatal || Date.now() > deadline) {
+      await stop();
+      const what = fatal ? 'server refused the login sqltally set up' : `server did not answer a query within ${launch.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS} ms`;
+      throw new SqltallyError(what, {
+        backend: launch.id,
+        phase: 'start',
+        provider: 'local',
+        cause: lastError,
+        hint: `server log:\n    ${lastLines(log) || '(empty)'}`,
+      });
+    }
+    await sleep(READY_POLL_MS);
+  }
+}
+
+/**
+ * Spawns a server on a free loopback port and waits for a real query to succeed. If the port was taken between
+ * the probe and the server's bind, tries again with another port. On any failure the process is stopped and
+ * the data directory removed before the error is thrown.
+ */
+export async function launchServer(launch: ServerLaunch): Promise<RunningServer> {
+  const pick = launch.pickPort ?? freePort;
+  const taken: number[] = [];
+  try {
+    for (let i = 0; i < MAX_BIND_ATTEMPTS; i++) {
+      const port = await pick();
+      try {
+        const running = await attempt(launch, port);
+        return {
+          ...running,
+          stop: async () => {
+            await running.stop();
+            await launch.dir.remove();
+          },
+        };
+      } catch (err) {
+        if (!(err instanceof BindRace)) throw err;
+        taken.push(port);
+      }
+    }
+    throw new SqltallyError(`every port tried was taken before the server could bind: ${taken.join(', ')}`, {
+      backend: launch.id,
+      phase: 'start',
+      provider: 'local',
+      hint: 'another process is grabbing loopback ports; retry, or free some ports',
+    });
+  } catch (err) {
+    await launch.dir.remove();
+    throw err;
+  }
+}
+
+/** Runs a one-shot helper (initdb, mariadb-install-db) to completion; throws with its output on failure. */
+export function runTool(
+  id: string,
+  binary: string,
+  args: string[],
+  options: { cwd: string; runAs?: RunAs; env: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const child = spawn(binary, args, {
+      cwd: options.cwd,
+      env: childEnv(options.env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(options.runAs ? { uid: options.runAs.uid, gid: options.runAs.gid } : {}),
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+    const append = (chunk: Buffer): void => {
+      out = (out + chunk.toString('utf8')).slice(-LOG_TAIL_CHARS);
+    };
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
+    child.once('error', (cause) => {
+      clearTimeout(timer);
+      reject(new SqltallyError(`could not run ${binary}`, { backend: id, phase: 'provision', provider: 'local', cause }));
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(out);
+      else
+        reject(
+          new SqltallyError(`${path.basename(binary)} failed (${code ?? signal})`, {
+            backend: id,
+            phase: 'provision',
+            provider: 'local',
+            hint: `its output:\n    ${lastLines(out) || '(empty)'}`,
+          }),
+        );
+    });
+  });
+}
+
+/** The uid/gid of an OS user, read from /etc/passwd (no native getpwnam in Node). */
+export function lookupUser(user: string): RunAs | undefined {
+  try {
+    for (const line of fs.readFileSync('/etc/passwd', 'utf8').split('\n')) {
+      const [name, , uid, gid] = line.split(':');
+      if (name === user && uid !== undefined && gid !== undefined) return { user, uid: Number(uid), gid: Number(gid) };
+    }
+  } catch {
+    // No passwd file: no such user.
+  }
+  return undefined;
+}

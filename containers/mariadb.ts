@@ -1,0 +1,163 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, leadingVersion, startedBackend } from './backend';
+import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
+import { findExecutable, searchDirs, versionOutput } from './binaries';
+import { SqltallyError } from './errors';
+import { launchServer, makePrivateDir, runTool } from './local-process';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
+import type { NetworkConnection, StartedBackend } from './types';
+
+const SERVER_BINARY = 'mariadbd';
+const INSTALL_DB_BINARY = 'mariadb-install-db';
+const DEFAULT_IMAGE = 'mariadb:11.4';
+const DEFAULT_PORT = 3306;
+const DATABASE = 'sqltally';
+const USER = 'root';
+// The wire tests send a single 22 MB statement.
+const MAX_ALLOWED_PACKET = '64M';
+const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
+const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port/i;
+const VERSION_PATTERN = /Ver\s+(\S+)/;
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+/** Server options that make every private MariaDB ready for counting and reachable only from loopback. */
+export function mariadbServerArgs(dataDir: string, port: number, initFile: string): string[] {
+  return [
+    '--no-defaults',
+    `--datadir=${dataDir}`,
+    `--socket=${path.join(dataDir, 'mysqld.sock')}`,
+    `--pid-file=${path.join(dataDir, 'mysqld.pid')}`,
+    `--port=${port}`,
+    '--bind-address=127.0.0.1',
+    '--skip-networking=0',
+    // Clients on 127.0.0.1 then match 'root'@'127.0.0.1' exactly, not whatever 'localhost' resolves to.
+    '--skip-name-resolve',
+    // Off by default on MariaDB; the per-thread statement probes need it.
+    '--performance-schema=ON',
+    `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+    `--init-file=${initFile}`,
+    '--innodb-buffer-pool-size=64M',
+    // A private throwaway server: durability costs time and buys nothing.
+    '--innodb-flush-log-at-trx-commit=0',
+    '--skip-log-bin',
+    ...(isRoot() ? ['--user=root'] : []),
+  ];
+}
+
+async function startLocal(install: { binary: string; installDb: string }, options: StartOptions): Promise<StartedBackend> {
+  const dir = makePrivateDir('mariadb', options.env);
+  const password = randomBytes(12).toString('hex');
+  try {
+    await runTool(
+      options.id,
+      install.installDb,
+      [
+        '--no-defaults',
+        `--datadir=${dir.path}`,
+        '--skip-test-db',
+        '--auth-root-authentication-method=normal',
+        // A smaller redo log makes the install and the datadir a fraction of the default size.
+        '--innodb-log-file-size=16M',
+        ...(isRoot() ? ['--user=root'] : []),
+      ],
+      { cwd: dir.path, env: options.env },
+    );
+    const initFile = path.join(dir.path, 'sqltally-init.sql');
+    fs.writeFileSync(
+      initFile,
+      [
+        // The install may already have made this account without a password: set ours either way.
+        `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `GRANT ALL PRIVILEGES ON *.* TO '${USER}'@'127.0.0.1' WITH GRANT OPTION;`,
+        `CREATE DATABASE IF NOT EXISTS ${DATABASE};`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  } catch (err) {
+    await dir.remove();
+    throw err;
+  }
+  const connectionFor = (port: number): NetworkConnection => ({
+    kind: 'network',
+    host: '127.0.0.1',
+    port,
+    user: USER,
+    password,
+    database: DATABASE,
+  });
+  const running = await launchServer({
+    id: options.id,
+    binary: install.binary,
+    args: (port) => mariadbServerArgs(dir.path, port, path.join(dir.path, 'sqltally-init.sql')),
+    dir,
+    stopSignal: STOP_SIGNAL,
+    bindFailure: BIND_FAILURE,
+    ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
+    isFatal: isMysqlAuthFailure,
+    env: options.env,
+    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
+  });
+  const connection = connectionFor(running.port);
+  try {
+    const identity = await identifyMysqlFamily(connection);
+    return startedBackend(
+      describe(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
+      connection,
+      running.stop,
+    );
+  } catch (cause) {
+    await running.stop();
+    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
+  }
+}
+
+/** Finds `mariadbd` + `mariadb-install-db` and asks the binary its version. */
+async function findLocalMariadb(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
+  const { dirs, described } = searchDirs(env, 'mariadb');
+  const binary = findExecutable(SERVER_BINARY, dirs);
+  const installDb = findExecutable(INSTALL_DB_BINARY, dirs);
+  if (!binary) return { installs: [], missing: [`no ${SERVER_BINARY} on ${described}`] };
+  if (!installDb) return { installs: [], missing: [`${SERVER_BINARY} found but no ${INSTALL_DB_BINARY} on ${described}`] };
+  const output = await versionOutput(binary);
+  const version = output ? VERSION_PATTERN.exec(output)?.[1] : undefined;
+  if (!version) return { installs: [], missing: [`${binary} --version did not answer`] };
+  const install: LocalInstall = {
+    backend: 'mariadb',
+    provider: 'local',
+    version,
+    label: MARIADB.variantLabel(version),
+    origin: binary,
+    start: (options) => startLocal({ binary, installDb }, options),
+  };
+  return { installs: [install], missing: [] };
+}
+
+export const MARIADB = {
+  name: 'mariadb',
+  providers: ['external', 'testcontainers', 'local'],
+  urlSchemes: ['mariadb', 'mysql'],
+  defaultPort: DEFAULT_PORT,
+  defaultImage: DEFAULT_IMAGE,
+  unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',
+  installFinders: [findLocalMariadb],
+  variantLabel: (version: string) => leadingVersion(version, 2),
+  identify: identifyMysqlFamily,
+  ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
+  containerPlan: (image: string): ContainerPlan => ({
+    image,
+    command: ['--performance-schema=ON', `--max-allowed-packet=${MAX_ALLOWED_PACKET}`],
+    environment: {},
+    reuse: false,
+    containerPort: DEFAULT_PORT,
+    user: USER,
+    password: 'sqltally',
+    database: DATABASE,
+  }),
+} satisfies BackendModule;

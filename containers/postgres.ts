@@ -1,0 +1,254 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client } from 'pg';
+import { describe, leadingVersion, startedBackend } from './backend';
+import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, ServerIdentity, StartOptions } from './backend';
+import { findExecutable, searchDirs, versionOutput } from './binaries';
+import { SqltallyError } from './errors';
+import { launchServer, lookupUser, makePrivateDir, runTool } from './local-process';
+import type { RunAs } from './local-process';
+import type { NetworkConnection, StartedBackend } from './types';
+
+const DEFAULT_IMAGE = 'postgres:17';
+const DEFAULT_PORT = 5432;
+const DATABASE = 'sqltally';
+const SUPERUSER = 'postgres';
+// PostgreSQL refuses to run as root; when we are root the server runs as this OS user.
+const OS_USER = 'postgres';
+/** Debian installs each major version side by side here. */
+const DEBIAN_VERSIONED_ROOT = '/usr/lib/postgresql';
+// SIGTERM is "smart" shutdown, which waits for every client to leave; SIGINT is "fast": roll back and exit.
+const STOP_SIGNAL: NodeJS.Signals = 'SIGINT';
+const BIND_FAILURE = /could not bind IPv[46] address.*Address already in use|could not create any TCP\/IP sockets/i;
+const VERSION_PATTERN = /\(PostgreSQL\)\s+(\S+)/;
+const CONNECT_TIMEOUT_MS = 3_000;
+const STATEMENTS_EXTENSION = 'pg_stat_statements';
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+/** Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. */
+export function postgresServerArgs(dataDir: string, port: number): string[] {
+  const settings = {
+    listen_addresses: '127.0.0.1',
+    port: String(port),
+    unix_socket_directories: dataDir,
+    shared_preload_libraries: STATEMENTS_EXTENSION,
+    fsync: 'off',
+    synchronous_commit: 'off',
+    full_page_writes: 'off',
+    max_connections: '100',
+  };
+  return ['-D', dataDir, ...Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
+}
+
+async function withClient<T>(connection: NetworkConnection, database: string, use: (c: Client) => Promise<T>): Promise<T> {
+  const client = new Client({
+    host: connection.host,
+    port: connection.port,
+    user: connection.user,
+    password: connection.password,
+    database,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+  });
+  // A server dying mid-conversation emits 'error' on the client; without a listener that would crash the process.
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export async function pingPostgres(connection: NetworkConnection, database = connection.database): Promise<void> {
+  await withClient(connection, database, async (c) => {
+    await c.query('SELECT 1');
+  });
+}
+
+/** Reads `SELECT VERSION()` and whether pg_stat_statements is usable in the target database. */
+export async function identifyPostgres(connection: NetworkConnection): Promise<ServerIdentity> {
+  return withClient(connection, connection.database, async (c) => {
+    const result = await c.query<{ version: string; statements: boolean }>(
+      `SELECT VERSION() AS version, EXISTS (SELECT 1 FROM pg_extension WHERE extname = '${STATEMENTS_EXTENSION}') AS statements`,
+    );
+    const row = result.rows[0];
+    const full = String(row?.version ?? '');
+    // "PostgreSQL 15.20 (Debian 15.20-0+deb12u1) on x86_64-pc-linux-gnu, ..." -> "15.20 (Debian 15.20-0+deb12u1)"
+    const match = /^PostgreSQL\s+(.+?)\s+on\s/.exec(full);
+    if (!match?.[1]) {
+      throw new Error(`server does not say it is PostgreSQL: ${full}`);
+    }
+    return { flavour: 'postgres', serverVersion: match[1], refined: { statementStats: Boolean(row?.statements) } };
+  });
+}
+
+/** Creates the sqltally database and the statement-statistics extension in it, as the superuser. */
+export async function preparePostgres(connection: NetworkConnection): Promise<void> {
+  await withClient(connection, 'postgres', async (c) => {
+    const exists = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [connection.database]);
+    if (exists.rowCount === 0) await c.query(`CREATE DATABASE ${connection.database}`);
+  });
+  await withClient(connection, connection.database, async (c) => {
+    await c.query(`CREATE EXTENSION IF NOT EXISTS ${STATEMENTS_EXTENSION}`);
+  });
+}
+
+interface PostgresBinaries {
+  bindir: string;
+  postgres: string;
+  initdb: string;
+}
+
+async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): Promise<StartedBackend> {
+  const dir = makePrivateDir('postgres', options.env, runAs);
+  try {
+    await runTool(
+      options.id,
+      binaries.initdb,
+      ['-D', dir.path, '-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
+      { cwd: dir.path, env: options.env, ...(runAs ? { runAs } : {}) },
+    );
+  } catch (err) {
+    await dir.remove();
+    throw err;
+  }
+  const connectionFor = (port: number): NetworkConnection => ({
+    kind: 'network',
+    host: '127.0.0.1',
+    port,
+    user: SUPERUSER,
+    password: '',
+    database: DATABASE,
+  });
+  const running = await launchServer({
+    id: options.id,
+    binary: binaries.postgres,
+    args: (port) => postgresServerArgs(dir.path, port),
+    dir,
+    ...(runAs ? { runAs } : {}),
+    stopSignal: STOP_SIGNAL,
+    bindFailure: BIND_FAILURE,
+    ping: (port) => pingPostgres(connectionFor(port), 'postgres'),
+    isFatal: (err) => ['28P01', '28000'].includes(String((err as { code?: unknown } | null)?.code)),
+    env: options.env,
+    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
+  });
+  const connection = connectionFor(running.port);
+  let statement = `CREATE DATABASE ${DATABASE}; CREATE EXTENSION ${STATEMENTS_EXTENSION}`;
+  try {
+    await preparePostgres(connection);
+    statement = 'SELECT VERSION()';
+    const identity = await identifyPostgres(connection);
+    return startedBackend(
+      describe(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),
+      connection,
+      running.stop,
+    );
+  } catch (cause) {
+    await running.stop();
+    throw new SqltallyError('could not prepare the private server', { backend: options.id, phase: 'setup', provider: 'local', statement, cause });
+  }
+}
+
+/** The directory with PostgreSQL's loadable modules for this bindir (Debian: /usr/lib/postgresql/15/lib). */
+function hasStatementsLibrary(bindir: string, pkglibdir: string | undefined): boolean {
+  const dirs = [pkglibdir, path.join(bindir, '..', 'lib'), path.join(bindir, '..', 'lib', 'postgresql')];
+  return dirs.some((d) => d !== undefined && fs.existsSync(path.join(d, `${STATEMENTS_EXTENSION}.so`)));
+}
+
+/** Candidate bin directories: the forced one, else `pg_config --bindir`, Debian's versioned dirs, PATH. */
+async function candidateBindirs(env: NodeJS.ProcessEnv): Promise<{ bindirs: string[]; described: string }> {
+  const { dirs, described } = searchDirs(env, 'postgres');
+  if (env['SQLTALLY_POSTGRES_BINDIR'] !== undefined) return { bindirs: dirs, described };
+  const found: string[] = [];
+  const pgConfig = findExecutable('pg_config', dirs);
+  const fromConfig = pgConfig ? await versionOutput(pgConfig, ['--bindir']) : undefined;
+  if (fromConfig) found.push(fromConfig.trim());
+  try {
+    for (const entry of fs.readdirSync(DEBIAN_VERSIONED_ROOT)) found.push(path.join(DEBIAN_VERSIONED_ROOT, entry, 'bin'));
+  } catch {
+    // Not a Debian layout.
+  }
+  for (const dir of dirs) if (findExecutable('initdb', [dir])) found.push(dir);
+  return { bindirs: found, described: `pg_config --bindir, ${DEBIAN_VERSIONED_ROOT}/*/bin or PATH` };
+}
+
+/** Every PostgreSQL install on this machine with initdb, postgres and pg_stat_statements; newest first. */
+async function findLocalPostgres(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
+  const { bindirs, described } = await candidateBindirs(env);
+  const missing: string[] = [];
+  const byRealPath = new Map<string, LocalInstall>();
+  let runAs: RunAs | undefined;
+  if (isRoot()) {
+    runAs = lookupUser(OS_USER);
+    if (!runAs) return { installs: [], missing: [`running as root and there is no '${OS_USER}' OS user to run PostgreSQL as`] };
+  }
+  for (const bindir of bindirs) {
+    const postgres = findExecutable('postgres', [bindir]);
+    const initdb = findExecutable('initdb', [bindir]);
+    if (!postgres || !initdb) continue;
+    const real = fs.realpathSync(postgres);
+    if (byRealPath.has(real)) continue;
+    const version = VERSION_PATTERN.exec((await versionOutput(postgres)) ?? '')?.[1];
+    if (!version) {
+      missing.push(`${postgres} --version did not answer`);
+      continue;
+    }
+    const pgConfig = findExecutable('pg_config', [bindir]);
+    const pkglibdir = pgConfig ? (await versionOutput(pgConfig, ['--pkglibdir']))?.trim() : undefined;
+    if (!hasStatementsLibrary(bindir, pkglibdir)) {
+      missing.push(`PostgreSQL ${version} in ${bindir} lacks ${STATEMENTS_EXTENSION} (install postgresql-contrib)`);
+      continue;
+    }
+    const binaries = { bindir, postgres: real, initdb: fs.realpathSync(initdb) };
+    byRealPath.set(real, {
+      backend: 'postgres',
+      provider: 'local',
+      version,
+      label: POSTGRES.variantLabel(version),
+      origin: real,
+      start: (options) => startLocal(binaries, runAs, options),
+    });
+  }
+  const installs = [...byRealPath.values()].sort((a, b) => compareVersions(b.version, a.version));
+  if (installs.length === 0 && missing.length === 0) missing.push(`no initdb and postgres in ${described}`);
+  return { installs, missing };
+}
+
+function compareVersions(a: string, b: string): number {
+  const pa = a.split(/[.-]/).map((p) => Number.parseInt(p, 10) || 0);
+  const pb = b.split(/[.-]/).map((p) => Number.parseInt(p, 10) || 0);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const diff = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (diff !== 0) return diff;
+  }
+  return 0;
+}
+
+export const POSTGRES = {
+  name: 'postgres',
+  providers: ['external', 'testcontainers', 'local'],
+  urlSchemes: ['postgres', 'postgresql'],
+  defaultPort: DEFAULT_PORT,
+  defaultImage: DEFAULT_IMAGE,
+  unavailableHint: 'install postgresql (apt-get install postgresql) or set SQLTALLY_POSTGRES_URL',
+  installFinders: [findLocalPostgres],
+  // From 10 on the major version is one number: postgres@15, postgres@17.
+  variantLabel: (version: string) => leadingVersion(version, 1),
+  identify: identifyPostgres,
+  ping: (connection: NetworkConnection) => pingPostgres(connection),
+  prepare: preparePostgres,
+  containerPlan: (image: string): ContainerPlan => ({
+    image,
+    command: ['-c', `shared_preload_libraries=${STATEMENTS_EXTENSION}`],
+    environment: {},
+    reuse: false,
+    containerPort: DEFAULT_PORT,
+    user: SUPERUSER,
+    password: 'sqltally',
+    database: DATABASE,
+  }),
+} satisfies BackendModule;
