@@ -22,7 +22,6 @@ import type {
   Matrix,
   Report,
 } from './schema';
-import { shortVersion } from './table';
 
 /**
  * Which layers a verdict lets the gate fail on. `report` means the server's counters could not be attributed to
@@ -168,7 +167,6 @@ function compareCell(b: BaselineCell, cell: Cell, baseline: Baseline, report: Re
     notes: [],
     failures: [],
   };
-  if (result.reportKey) result.notes.push(`paired across a version change: the baseline key is ${b.key}`);
   if (cell.error) {
     result.status = 'errored';
     result.failures.push(`the workload failed in phase ${cell.error.phase}: ${cell.error.message}`);
@@ -283,7 +281,7 @@ function diffLine(d: CounterDiff, width: number): string {
   const b = d.baseline === null ? 'not measured' : String(d.baseline);
   const a = d.actual === null ? 'not measured' : String(d.actual);
   const delta = d.baseline !== null && d.actual !== null ? ` (${signed(d.actual - d.baseline)})` : '';
-  const flag = failsGate(d) ? '' : isDecrease(d) ? '   decrease: approve with --update' : d.gated ? '' : '   not gated';
+  const flag = failsGate(d) ? '   <- FAIL' : isDecrease(d) ? '   decrease: approve with --update' : d.gated ? '' : '   not gated';
   return `    ${name}  ${b} -> ${a}${delta}${flag}`;
 }
 
@@ -304,7 +302,10 @@ export function renderGateResult(result: GateResult, labels: { report: string; b
   for (const c of shown) {
     const head = c.failures.length > 0 ? 'FAIL' : c.status === 'new' ? 'NEW ' : 'note';
     out.push(`${head} ${c.key}${c.reportKey ? `\n     now ${c.reportKey}` : ''}`);
-    for (const f of c.failures) out.push(`  - ${f}`);
+    // Counter failures are the diff lines marked FAIL below; list only the others here.
+    const counterFailures = c.diffs.filter(failsGate).length;
+    if (counterFailures > 0) out.push(`  - ${counterFailures} gated counter(s) went up or are no longer measured`);
+    else for (const f of c.failures) out.push(`  - ${f}`);
     const width = Math.max(0, ...c.diffs.map((d) => d.layer.length + 1 + d.counter.length));
     for (const layer of LAYER_NAMES) {
       const ds = c.diffs.filter((d) => d.layer === layer);
@@ -341,9 +342,4 @@ export function renderApproval(result: GateResult | null, baseline: Baseline): s
   for (const m of result.matrixDifferences) lines.push(`  matrix ${m}`);
   if (lines.length === 1) lines.push('  (no count changed)');
   return lines.join('\n');
-}
-
-/** Short backend@version label used in summaries. */
-export function cellLabel(c: Pick<Cell, 'backendName' | 'serverVersion' | 'strategy' | 'rows' | 'hot'>): string {
-  return `${c.backendName}@${shortVersion(c.serverVersion)} ${c.strategy} ${c.rows}${c.hot ? ' hot' : ''}`;
 }
