@@ -1,0 +1,113 @@
+import BetterSqlite3 from 'better-sqlite3';
+import * as mariadb from 'mariadb';
+import * as mysql2 from 'mysql2/promise';
+import * as pg from 'pg';
+import { SqltallyError } from '../containers/errors';
+import type { BackendName, ConnectionInfo, DriverName, NetworkConnection } from '../containers/types';
+import type { DriverHandle } from './strategies/types';
+
+/** A plain (uncounted) driver connection and how to close it. */
+export interface PlainConnection<D extends DriverName> {
+  driver: D;
+  handle: DriverHandle[D];
+  close(): Promise<void>;
+}
+
+/** Row-reading over any of the four handles: the read and verify paths need nothing more. */
+export interface RowSource {
+  /** Runs a SELECT with positional parameters (`?` or `$n`, as the dialect writes them) and returns its rows. */
+  all(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
+}
+
+/** Which driver reads back on each backend (verify, read path): the one with no batching surprises. */
+export const READ_DRIVER_BY_BACKEND = {
+  sqlite: 'better-sqlite3',
+  mariadb: 'mysql2',
+  mysql: 'mysql2',
+  postgres: 'pg',
+} as const satisfies Record<BackendName, DriverName>;
+
+function network(connection: ConnectionInfo, driver: DriverName, backend?: string): NetworkConnection {
+  if (connection.kind !== 'network') {
+    throw new SqltallyError(`driver ${driver} needs a network server, got a ${connection.kind} connection`, { backend, phase: 'connect' });
+  }
+  return connection;
+}
+
+type Opener<D extends DriverName> = (connection: ConnectionInfo, options: Record<string, unknown>, backend?: string) => Promise<PlainConnection<D>>;
+
+const OPENERS: { [D in DriverName]: Opener<D> } = {
+  async mysql2(connection, options, backend) {
+    const { host, port, user, password, database } = network(connection, 'mysql2', backend);
+    // BIGINT and DECIMAL come back as strings, so no value above 2^53 is rounded on the way back.
+    const handle = await mysql2.createConnection({ host, port, user, password, database, supportBigNumbers: true, bigNumberStrings: true, ...options });
+    return { driver: 'mysql2', handle, close: () => handle.end() };
+  },
+  async mariadb(connection, options, backend) {
+    const { host, port, user, password, database } = network(connection, 'mariadb', backend);
+    const handle = await mariadb.createConnection({ host, port, user, password, database, ...options });
+    return { driver: 'mariadb', handle, close: () => handle.end() };
+  },
+  async pg(connection, options, backend) {
+    const { host, port, user, password, database } = network(connection, 'pg', backend);
+    const handle = new pg.Client({ host, port, user, password, database, ...options });
+    await handle.connect();
+    return { driver: 'pg', handle, close: () => handle.end() };
+  },
+  async 'better-sqlite3'(connection, options, backend) {
+    if (connection.kind !== 'file') {
+      throw new SqltallyError(`driver better-sqlite3 needs a database file, got a ${connection.kind} connection`, { backend, phase: 'connect' });
+    }
+    const handle = new BetterSqlite3(connection.filename, options as BetterSqlite3.Options);
+    return {
+      driver: 'better-sqlite3',
+      handle,
+      close: async () => void handle.close(),
+    };
+  },
+};
+
+/**
+ * Opens a plain connection of `driver` to a started backend's connection info. Failures become a connect-phase
+ * SqltallyError (password never shown). These connections are not counted; counted ones come from counters/driver.
+ */
+export async function openPlainConnection<D extends DriverName>(
+  driver: D,
+  connection: ConnectionInfo,
+  options: Readonly<Record<string, unknown>> = {},
+  backend?: string,
+): Promise<PlainConnection<D>> {
+  const opener = OPENERS[driver] as Opener<D>;
+  try {
+    return await opener(connection, { ...options }, backend);
+  } catch (err) {
+    if (err instanceof SqltallyError) throw err;
+    const where = connection.kind === 'network' ? `${connection.host}:${connection.port}` : connection.filename;
+    throw new SqltallyError(`could not open a ${driver} connection to ${where}`, { backend, phase: 'connect', cause: err });
+  }
+}
+
+/** A {@link RowSource} over a handle of any driver. */
+export function rowSource<D extends DriverName>(driver: D, handle: DriverHandle[D]): RowSource {
+  switch (driver) {
+    case 'mysql2': {
+      const h = handle as DriverHandle['mysql2'];
+      return { all: async (sql, params = []) => (await h.query(sql, [...params]))[0] as Record<string, unknown>[] };
+    }
+    case 'mariadb': {
+      const h = handle as DriverHandle['mariadb'];
+      return { all: async (sql, params = []) => [...((await h.query(sql, [...params])) as Record<string, unknown>[])] };
+    }
+    case 'pg': {
+      const h = handle as DriverHandle['pg'];
+      return { all: async (sql, params = []) => (await h.query(sql, [...params])).rows as Record<string, unknown>[] };
+    }
+    case 'better-sqlite3': {
+      const h = handle as DriverHandle['better-sqlite3'];
+      // safeIntegers: SQLite integers above 2^53 come back as bigint instead of being rounded.
+      return { all: async (sql, params = []) => h.prepare(sql).safeIntegers(true).all(...params) as Record<string, unknown>[] };
+    }
+    default:
+      throw new SqltallyError(`no row source for driver ${String(driver)}`, { phase: 'config' });
+  }
+}
