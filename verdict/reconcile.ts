@@ -96,7 +96,7 @@ function mysqlProtocol(event: StatementEvent, ctx: ModelContext): Contribution {
         wire: { COM_STMT_PREPARE: prepare, COM_STMT_EXECUTE: one() },
         // Questions counts COM_STMT_EXECUTE but not COM_STMT_PREPARE.
         server: { statements: one(), prepares: prepare, executes: one(), bulkExecutes: one(0), ...classCounts(event, one()) },
-        wireWords: `${prepare.max === 0 ? '' : '0-1 COM_STMT_PREPARE + '}1 COM_STMT_EXECUTE`,
+        wireWords: '1 COM_STMT_EXECUTE (+ 1 COM_STMT_PREPARE per connection and SQL, unless cached)',
         serverWords: '1 execute',
       };
     }
@@ -124,14 +124,14 @@ function mysqlProtocol(event: StatementEvent, ctx: ModelContext): Contribution {
 }
 
 /** node-postgres: values given => extended protocol, one round trip; none => simple Query. Named statements parse once. */
-function pgProtocol(event: StatementEvent, ctx: ModelContext): Contribution {
+function pgProtocol(event: StatementEvent): Contribution {
   const calls = event.kind === 'prepare' ? one(0) : one();
   if (event.bindValues > 0 || event.kind === 'execute') {
-    const parse = implicitPrepare(event, ctx);
     return {
+      // The unnamed statement is parsed on every call; a named one once per connection: 0 or 1 either way.
       wire: { Parse: { min: 0, max: 1 }, Bind: one(), Execute: one(), Sync: one(), Describe: upTo(1) },
       server: { statements: calls, ...classCounts(event, calls) },
-      wireWords: `${parse.max === 0 ? '' : 'Parse/'}Bind/Describe?/Execute/Sync`,
+      wireWords: 'Parse/Bind/Describe?/Execute/Sync',
       serverWords: '1 pg_stat_statements call',
     };
   }
@@ -208,13 +208,16 @@ export function predict(input: ReconcileInput): Prediction {
   return { wire, server, lines, gaps };
 }
 
+const FELL_BACK = 'the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)';
+
 /** Likely causes, by layer and direction: the first thing to check when a count is off. */
 function serverCause(field: string, actual: number, r: Range, input: ReconcileInput): string {
   const batches = input.driver.events.filter((e) => e.kind === 'batch');
   const sets = batches.reduce((n, e) => n + e.parameterSets, 0);
-  if ((field === 'executes' || field === 'statements') && batches.length > 0 && actual > r.max && actual >= sets) {
-    return `${batches.length} driver batch(es) became ${actual} server ${field}: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)`;
+  if ((field === 'executes' || field === 'statements') && batches.length > 0 && actual >= sets && actual > batches.length) {
+    return `${batches.length} driver batch(es) became ${actual} server ${field}: ${FELL_BACK}`;
   }
+  if (field === 'bulkExecutes' && batches.length > 0 && actual < r.min) return `${batches.length} driver batch(es) became ${actual} bulk commands: ${FELL_BACK}`;
   if (field === 'rowsInserted') {
     return actual > r.max
       ? 'more rows than the driver reported: another writer, or triggers'
@@ -243,7 +246,11 @@ export function reconcile(input: ReconcileInput): Reconciliation {
       if (actual < r.min || actual > r.max) {
         discrepancies.push(
           `wire layer: ${actual} ${cmd}, model predicts ${rangeText(r)} from ${input.driver.calls} driver calls (${
-            actual > r.max ? 'extra commands: another client on the proxied port, or driver-internal commands' : 'missing commands: the driver batched or skipped calls'
+            actual > r.max
+              ? 'extra commands: another client on the proxied port, or driver-internal commands'
+              : cmd === 'COM_STMT_BULK_EXECUTE'
+                ? `${seen.COM_STMT_EXECUTE ?? 0} COM_STMT_EXECUTE instead: ${FELL_BACK}`
+                : 'missing commands: the driver batched or skipped calls'
           })`,
         );
       }
@@ -251,13 +258,19 @@ export function reconcile(input: ReconcileInput): Reconciliation {
     if (parts.length > 0) reconciliation.push(`wire: ${parts.join(', ')}`);
   }
 
+  const batches = input.driver.events.filter((e) => e.kind === 'batch');
+  const bulkExpected = batches.length > 0 && input.capabilities.bulkExecute && input.driverOptions?.bulk !== false;
+  const bulkBatches = batches.length;
+  const bulkSets = batches.reduce((n, e) => n + e.parameterSets, 0);
   if (input.server) {
     const parts: string[] = [];
     for (const [field, r] of Object.entries(prediction.server) as [keyof ServerSummary, Range][]) {
       const actual = input.server[field];
       if (actual === null || actual === undefined) continue;
       parts.push(`${field} ${actual}`);
-      if (actual < r.min || actual > r.max) {
+      // One execute per parameter set fits the bulk range too, but it is what a fallback looks like.
+      const fellBack = bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches;
+      if (actual < r.min || actual > r.max || fellBack) {
         discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, input)}`);
       }
     }

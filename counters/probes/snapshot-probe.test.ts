@@ -1,0 +1,147 @@
+import type { BackendDescription } from '../../containers/types';
+import type { WindowContext } from './probe';
+import { SnapshotProbe, type Snapshot, type SnapshotSource } from './snapshot-probe';
+import type { ServerSummary } from './types';
+import type { Counters } from './window';
+
+const DESCRIPTION: BackendDescription = {
+  name: 'mariadb',
+  id: 'mariadb@10.11',
+  flavour: 'mariadb',
+  serverVersion: '10.11.19-MariaDB',
+  provider: 'local',
+  origin: '/usr/sbin/mariadbd',
+  capabilities: {
+    wireProtocol: 'mysql',
+    perThreadStatements: true,
+    statementStats: false,
+    rowCounter: 'Handler_write',
+    bulkExecute: true,
+    maxBindValues: 65535,
+    privateServer: true,
+  },
+  readyMs: 1,
+};
+
+const CTX: WindowContext = { workloadConnectionIds: [7], table: { name: 't' } };
+
+/**
+ * A server whose global Questions grow by the probe's own cost (4) at every snapshot, plus whatever the test
+ * makes "happen" between snapshots.
+ */
+class ScriptedSource implements SnapshotSource {
+  readonly description = DESCRIPTION;
+  readonly comparable = [{ global: 'Questions', perConnection: 'Questions' }];
+  readonly attributionMethod = 'performance_schema' as const;
+  readonly degraded: string[] = [];
+  questions = 100;
+  workloadQuestions = 0;
+  costPerSnapshot = 4;
+  /** Extra cost added at a given snapshot index, to make calibration unstable. */
+  jitterAt = new Map<number, number>();
+  snapshots = 0;
+  failures: string[] = [];
+  attributed = [7];
+
+  async open(): Promise<void> {}
+  async close(): Promise<void> {}
+
+  /** Something happening on the server between two snapshots. */
+  happen(global: number, workload: number): void {
+    this.questions += global;
+    this.workloadQuestions += workload;
+  }
+
+  async snapshot(): Promise<Snapshot> {
+    this.questions += this.costPerSnapshot + (this.jitterAt.get(this.snapshots) ?? 0);
+    this.snapshots += 1;
+    return {
+      global: { Questions: this.questions },
+      perConnection: { Questions: this.workloadQuestions },
+      attributed: this.attributed,
+      statements: null,
+      sessions: { foreign: [], background: [], canSeeOtherSessions: true },
+      notes: [],
+      failures: this.failures,
+    };
+  }
+
+  summarize(global: Counters, perConnection: Counters | null): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+    const q = perConnection ? perConnection.Questions : global.Questions;
+    return {
+      summary: { statements: q ?? null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: null },
+      source: perConnection ? 'perConnection' : 'global',
+      notes: [],
+    };
+  }
+}
+
+describe('SnapshotProbe', () => {
+  it('measures the cost from empty windows and reports it', async () => {
+    const source = new ScriptedSource();
+    const probe = new SnapshotProbe(source, { calibrationPairs: 3 });
+    const cost = await probe.calibrate(CTX);
+    expect(cost).toEqual({ counters: { Questions: 4 }, pairs: 3, stable: true, unstable: {} });
+    expect(source.snapshots).toBe(4);
+  });
+
+  it('gives control 0 and the exact window when nothing else talks', async () => {
+    const source = new ScriptedSource();
+    const probe = new SnapshotProbe(source);
+    const win = await probe.begin(CTX);
+    source.happen(3, 3);
+    const layer = await win.end();
+    expect(layer.control).toEqual({ Questions: 0, 'perConnection.Questions': 0 });
+    expect(layer.global).toEqual({ Questions: 3 });
+    expect(layer.perConnection).toEqual({ Questions: 3 });
+    expect(layer.probeCost).toEqual({ Questions: 4 });
+    expect(layer.incomplete).toBe(false);
+    expect(layer.attribution).toEqual({ method: 'performance_schema', requested: [7], found: [7], exact: true });
+  });
+
+  it('shows a control residue when another client talks during the control window', async () => {
+    const source = new ScriptedSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    // The intruder's statement lands between the control window's two snapshots.
+    const realSnapshot = source.snapshot.bind(source);
+    let calls = 0;
+    source.snapshot = async () => {
+      calls += 1;
+      if (calls === 2) source.happen(2, 0);
+      return realSnapshot();
+    };
+    const layer = await (await probe.begin(CTX)).end();
+    expect(layer.control.Questions).toBe(2);
+    expect(layer.notes).toContain('control window moved: Questions +2');
+  });
+
+  it('is incomplete when the cost is not stable', async () => {
+    const source = new ScriptedSource();
+    source.jitterAt.set(2, 1);
+    const probe = new SnapshotProbe(source, { calibrationPairs: 3 });
+    const cost = await probe.calibrate(CTX);
+    expect(cost.stable).toBe(false);
+    const layer = await (await probe.begin(CTX)).end();
+    expect(layer.incomplete).toBe(true);
+    expect(layer.incompleteReasons[0]).toMatch(/probe cost was not stable over 3 empty windows \(Questions: 4\/5\/4\)/);
+  });
+
+  it('is incomplete when a read failed, never a silent 0', async () => {
+    const source = new ScriptedSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    source.failures = ['performance_schema read failed: SELECT command denied'];
+    const layer = await (await probe.begin(CTX)).end();
+    expect(layer.incomplete).toBe(true);
+    expect(layer.incompleteReasons).toEqual(['performance_schema read failed: SELECT command denied']);
+  });
+
+  it('marks attribution inexact when a workload connection was not found', async () => {
+    const source = new ScriptedSource();
+    source.attributed = [];
+    const probe = new SnapshotProbe(source);
+    const layer = await (await probe.begin({ ...CTX, workloadConnectionIds: [7, 8] })).end();
+    expect(layer.attribution).toEqual({ method: 'performance_schema', requested: [7, 8], found: [], exact: false });
+  });
+});

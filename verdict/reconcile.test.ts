@@ -1,0 +1,179 @@
+import { backend, driverLayer, event } from './fixtures';
+import { predict, reconcile } from './reconcile';
+import type { ServerSummary } from '../counters/probes/types';
+import type { WireCounts } from '../counters/wire/types';
+
+const caps = (bulkExecute: boolean) => ({ ...backend().capabilities, bulkExecute });
+
+function server(overrides: Partial<ServerSummary>): ServerSummary {
+  return { statements: null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: null, ...overrides };
+}
+
+function wire(commands: Record<string, number>): WireCounts {
+  const total = Object.values(commands).reduce((a, b) => a + b, 0);
+  return {
+    protocol: 'mysql', commands, commandsTotal: total, roundTrips: total, bytesClientToServer: 0, bytesServerToClient: 0,
+    clientWrites: total, connections: 1, incomplete: false, incompleteReasons: [],
+  };
+}
+
+const BATCH_SQL = 'INSERT INTO t (a, b) VALUES (?, ?)';
+const batch = (n: number) => event({ driver: 'mariadb', method: 'batch', kind: 'batch', sql: BATCH_SQL, bindValues: 2 * n, parameterSets: n, rowsAffected: n });
+
+describe('reconcile', () => {
+  it('a multi-row INSERT is one statement on every layer', () => {
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer([event({ method: 'query', kind: 'query', bindValues: 10000, rowsAffected: 5000 })]),
+      wire: wire({ COM_QUERY: 1 }),
+      server: server({ statements: 1, inserts: 1, prepares: 0, executes: 0, rowsInserted: 5000 }),
+    });
+    expect(r.reconciliation).toEqual([
+      '1 driver query [insert] -> 1 COM_QUERY -> 1 statement',
+      'wire: COM_QUERY 1',
+      'server: statements 1, prepares 0, executes 0, inserts 1, rowsInserted 5000',
+    ]);
+    expect(r.discrepancies).toEqual([]);
+  });
+
+  it('a mysql2 execute per row prepares once per connection and SQL, then executes N times', () => {
+    const events = Array.from({ length: 5 }, () => event({ method: 'execute', kind: 'execute' }));
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer(events),
+      wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_EXECUTE: 5 }),
+      server: server({ statements: 5, prepares: 1, executes: 5, rowsInserted: 5 }),
+    });
+    expect(r.discrepancies).toEqual([]);
+    expect(r.prediction.server.prepares).toEqual({ min: 0, max: 1 });
+    expect(r.prediction.server.executes).toEqual({ min: 5, max: 5 });
+  });
+
+  it('a statement cached before the window needs no prepare in it', () => {
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer([event({ method: 'execute', kind: 'execute' })]),
+      wire: wire({ COM_STMT_EXECUTE: 1 }),
+      server: server({ statements: 1, prepares: 0, executes: 1, rowsInserted: 1 }),
+    });
+    expect(r.discrepancies).toEqual([]);
+  });
+
+  it('a mariadb batch on MariaDB with bulk is one COM_STMT_BULK_EXECUTE and one server execute for 5000 rows', () => {
+    const r = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(5000)]),
+      wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_BULK_EXECUTE: 1 }),
+      server: server({ statements: 1, prepares: 1, executes: 1, bulkExecutes: 1, rowsInserted: 5000 }),
+    });
+    expect(r.reconciliation[0]).toBe('1 driver batch [insert] (5000 parameter sets) -> 1-5000 COM_STMT_BULK_EXECUTE -> as many executes as bulk commands');
+    expect(r.discrepancies).toEqual([]);
+  });
+
+  it('says the connector fell back from bulk when 1 batch became N server executes', () => {
+    const r = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(5000)]),
+      wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_EXECUTE: 5000 }),
+      server: server({ statements: 5000, prepares: 1, executes: 5000, bulkExecutes: 0, rowsInserted: 5000 }),
+    });
+    expect(r.discrepancies).toContain(
+      'server layer: executes 5000, model predicts 1-5000: ' +
+        '1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
+    );
+    expect(r.discrepancies).toContain(
+      'server layer: bulkExecutes 0, model predicts 1-5000: 1 driver batch(es) became 0 bulk commands: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
+    );
+    expect(r.discrepancies).toContain(
+      'wire layer: 0 COM_STMT_BULK_EXECUTE, model predicts 1-5000 from 1 driver calls (5000 COM_STMT_EXECUTE instead: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed))',
+    );
+  });
+
+  it('flags a fallback from global counters alone, where the bulk range would hide it', () => {
+    const r = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(5000)]),
+      wire: null,
+      server: server({ statements: 5000, prepares: 1, executes: 5000, bulkExecutes: null, rowsInserted: 5000 }),
+    });
+    expect(r.discrepancies).toEqual([
+      'server layer: statements 5000, model predicts 1-5000: 1 driver batch(es) became 5000 server statements: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
+      'server layer: executes 5000, model predicts 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
+    ]);
+  });
+
+  it('with bulk off (or on MySQL) a batch is prepare + N executes, as the model predicts', () => {
+    for (const input of [
+      { capabilities: caps(true), driverOptions: { bulk: false } },
+      { capabilities: caps(false), driverOptions: {} },
+    ]) {
+      const r = reconcile({
+        driverName: 'mariadb',
+        ...input,
+        driver: driverLayer([batch(100)]),
+        wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_EXECUTE: 100 }),
+        server: server({ statements: 100, prepares: 1, executes: 100, rowsInserted: 100 }),
+      });
+      expect(r.discrepancies).toEqual([]);
+      expect(r.reconciliation[0]).toBe('1 driver batch [insert] (100 parameter sets) -> 100 COM_STMT_EXECUTE (no bulk) -> 100 executes');
+    }
+  });
+
+  it('names extra server statements with the amount and likely cause', () => {
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer([event({ rowsAffected: 3 })]),
+      wire: null,
+      server: server({ statements: 3, rowsInserted: 4 }),
+    });
+    expect(r.discrepancies).toEqual([
+      'server layer: statements 3, model predicts 1: 2 more than the driver calls explain: another connection, driver-internal statements (SET, ping), or retries',
+      'server layer: rowsInserted 4, model predicts 3: more rows than the driver reported: another writer, or triggers',
+    ]);
+  });
+
+  it('pg: a parameterised query is one extended-protocol round trip and one pg_stat_statements call', () => {
+    const r = reconcile({
+      driverName: 'pg',
+      capabilities: { bulkExecute: false, wireProtocol: 'postgres' },
+      driver: driverLayer([event({ driver: 'pg', sql: 'INSERT INTO t SELECT * FROM unnest($1::int[], $2::text[])', bindValues: 2, rowsAffected: 5000 })]),
+      wire: { ...wire({ Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }), protocol: 'postgres' },
+      server: server({ statements: 1, inserts: 1, rowsInserted: 5000 }),
+    });
+    expect(r.discrepancies).toEqual([]);
+    expect(r.reconciliation[0]).toBe('1 driver query [insert] -> Parse/Bind/Describe?/Execute/Sync -> 1 pg_stat_statements call');
+  });
+
+  it('better-sqlite3: rows reconcile with total_changes; no statement counter to compare', () => {
+    const events = [
+      event({ driver: 'better-sqlite3', method: 'transaction', kind: 'query', sql: 'BEGIN', statementClass: 'begin', bindValues: 0, rowsAffected: null }),
+      ...Array.from({ length: 3 }, () => event({ driver: 'better-sqlite3', method: 'run', kind: 'execute' })),
+      event({ driver: 'better-sqlite3', method: 'transaction', kind: 'query', sql: 'COMMIT', statementClass: 'commit', bindValues: 0, rowsAffected: null }),
+    ];
+    const r = reconcile({
+      driverName: 'better-sqlite3',
+      capabilities: { bulkExecute: false, wireProtocol: null },
+      driver: driverLayer(events),
+      wire: null,
+      server: server({ rowsInserted: 3 }),
+    });
+    expect(r.discrepancies).toEqual([]);
+    expect(r.reconciliation).toContain('server: rowsInserted 3');
+  });
+
+  it('says what it could not model', () => {
+    const layer = { ...driverLayer([event({ rowsAffected: null })]), eventsOmitted: 10 };
+    const p = predict({ driverName: 'mysql2', capabilities: caps(true), driver: layer, wire: null, server: null });
+    expect(p.gaps).toEqual([
+      'some INSERT calls did not report affected rows: rows not predicted',
+      '10 driver events were omitted from the layer: the model saw only 1',
+    ]);
+  });
+});
