@@ -20,6 +20,11 @@ function md(text: string): string {
   return text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
 }
 
+/** Escapes text for inline HTML (the <details> summaries), where Markdown escapes would show literally. */
+function html(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
 function table(header: readonly string[], rows: readonly (readonly string[])[], numeric: readonly boolean[] = []): string {
   const align = header.map((_, i) => (numeric[i] ? '---:' : '---'));
   return [header, align, ...rows].map((r) => `| ${r.map(md).join(' | ')} |`).join('\n');
@@ -151,7 +156,7 @@ function notes(cells: readonly Cell[]): string[] {
       ...(c.layers.server?.incompleteReasons ?? []).map((n) => `- server incomplete: ${md(n)}`),
       ...(c.timings ? [`- timings: ${describePercentile(c.timings.summary, 50)}, ${describePercentile(c.timings.summary, 95)}`] : []),
     ];
-    out.push('<details>', `<summary><code>${md(c.key)}</code>: ${v.kind}</summary>`, '', ...body, '', '</details>', '');
+    out.push('<details>', `<summary><code>${html(c.key)}</code>: ${v.kind}</summary>`, '', ...body, '', '</details>', '');
   }
   return out;
 }
