@@ -18,6 +18,9 @@ const config: Config = {
       testEnvironment: 'node',
       transform: tsJest,
       testMatch: ['<rootDir>/integration/**/*.test.ts'],
+      // Resolves the backends once for all files and enforces SQLTALLY_REQUIRE; teardown fails the run on leaks.
+      globalSetup: '<rootDir>/integration/global-setup.ts',
+      globalTeardown: '<rootDir>/integration/global-teardown.ts',
       // Real servers on two shared cores: starting one can take tens of seconds.
       testTimeout: 180_000,
     },

@@ -8,6 +8,7 @@ export type Command = {
 
 // Loaded lazily so `sqltally backends` does not pay for loading every driver.
 const COMMANDS: Record<string, () => Promise<Command>> = {
+  backends: async () => (await import('./backends')).command,
   gate: async () => (await import('./gate')).command,
   merge: async () => (await import('./merge')).command,
 };

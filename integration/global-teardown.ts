@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { DATADIR_PREFIX, runTag, tempBase } from '../containers/local-process';
+
+/** A process or directory sqltally made that is still here. */
+export interface Leak {
+  kind: 'process' | 'directory';
+  what: string;
+  pid?: number;
+  path?: string;
+}
+
+/** `/tmp/sqltally-<run>-`: every private directory of one run starts with this. */
+export function runPrefix(env: NodeJS.ProcessEnv = process.env): string {
+  return path.join(tempBase(env), `${DATADIR_PREFIX}${runTag(env)}-`);
+}
+
+function readQuietly(read: () => string): string {
+  try {
+    return read();
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Processes whose command line or working directory lies under `prefix`. PostgreSQL's helper processes rename
+ * themselves ("postgres: checkpointer"), but keep the data directory as working directory, so both are checked.
+ */
+export function leakedProcesses(prefix: string): Leak[] {
+  const leaks: Leak[] = [];
+  for (const entry of readQuietly(() => fs.readdirSync('/proc').join('\n')).split('\n')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    const cmdline = readQuietly(() => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8')).replace(/\0/g, ' ').trim();
+    const cwd = readQuietly(() => fs.readlinkSync(`/proc/${pid}/cwd`));
+    if (cmdline.includes(prefix) || cwd.startsWith(prefix)) {
+      leaks.push({ kind: 'process', pid, what: `pid ${pid}: ${cmdline.slice(0, 160) || '(no cmdline)'} (cwd ${cwd})` });
+    }
+  }
+  return leaks;
+}
+
+export function leakedDirectories(prefix: string): Leak[] {
+  const base = path.dirname(prefix);
+  const start = path.basename(prefix);
+  return readQuietly(() => fs.readdirSync(base).join('\n'))
+    .split('\n')
+    .filter((name) => name.startsWith(start))
+    .map((name) => ({ kind: 'directory' as const, path: path.join(base, name), what: path.join(base, name) }));
+}
+
+export function findLeaks(prefix: string): Leak[] {
+  return [...leakedProcesses(prefix), ...leakedDirectories(prefix)];
+}
+
+/** Kills leaked process groups and removes leaked directories, so one failed run does not poison the next. */
+export function sweepLeaks(leaks: Leak[]): void {
+  for (const leak of leaks) {
+    if (leak.pid === undefined) continue;
+    for (const target of [-leak.pid, leak.pid]) {
+      try {
+        process.kill(target, 'SIGKILL');
+      } catch {
+        // Gone, or not a group leader.
+      }
+    }
+  }
+  for (const leak of leaks) if (leak.path) fs.rmSync(leak.path, { recursive: true, force: true, maxRetries: 3 });
+}
+
+
+const SETTLE_MS = 2_000;
+const POLL_MS = 100;
+
+/**
+ * Fails the run if any server process or private directory from this run outlived the tests. A process that is
+ * just finishing its shutdown gets a short grace period; whatever is left is reported, then killed and removed.
+ */
+export default async function globalTeardown(): Promise<void> {
+  if (!process.env['SQLTALLY_RUN_ID']) return;
+  const prefix = runPrefix(process.env);
+  const deadline = Date.now() + SETTLE_MS;
+  let leaks = findLeaks(prefix);
+  while (leaks.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, POLL_MS));
+    leaks = findLeaks(prefix);
+  }
+  if (leaks.length === 0) return;
+  sweepLeaks(leaks);
+  throw new Error(`sqltally leaked ${leaks.length} thing(s) from this test run (now killed/removed):\n  ${leaks.map((l) => l.what).join('\n  ')}`);
+}
