@@ -6,6 +6,7 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOp
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool } from './local-process';
+import { rootfsFinder } from './rootfs';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
@@ -146,7 +147,8 @@ export const MARIADB = {
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',
-  installFinders: [findLocalMariadb],
+  // MariaDB 11.x (Debian testing) from a provisioned root filesystem, listed after the host's own server.
+  installFinders: [findLocalMariadb, rootfsFinder('mariadb11', (): BackendModule => MARIADB)],
   variantLabel: (version: string) => leadingVersion(version, 2),
   identify: identifyMysqlFamily,
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),

