@@ -280,3 +280,17 @@ describe('sqltally gate (CLI)', () => {
     expect(err.join('\n')).toContain('no such file');
   });
 });
+
+describe('version upgrades with equal counts', () => {
+  it('pass, and still show the paired cell with a reminder to re-key the baseline', () => {
+    const baseline = baselineFromReport(fixtureReport([batchCell(5000)]));
+    const { key: _k, ...rest } = batchCell(5000);
+    const upgraded = makeCell({ ...rest, driverVersion: '3.5.5' });
+    const result = compareWithBaseline(fixtureReport([upgraded]), baseline);
+    expect(result.pass).toBe(true);
+    const text = renderGateResult(result, LABELS);
+    expect(text).toContain(`now ${upgraded.key}`);
+    expect(text).toContain('what else changed: driver mariadb 3.5.4 -> 3.5.5');
+    expect(text).toContain('Passed with changes to approve');
+  });
+});

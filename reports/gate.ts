@@ -167,6 +167,7 @@ function compareCell(b: BaselineCell, cell: Cell, baseline: Baseline, report: Re
     notes: [],
     failures: [],
   };
+  if (result.reportKey) result.notes.push('paired across a version change: approve with --update to record the new versions in the baseline');
   if (cell.error) {
     result.status = 'errored';
     result.failures.push(`the workload failed in phase ${cell.error.phase}: ${cell.error.message}`);
@@ -298,7 +299,7 @@ export function renderGateResult(result: GateResult, labels: { report: string; b
   for (const m of result.matrixDifferences) out.push(`  matrix ${m}`);
   if (result.failures.length > 0) out.push('');
   const order: Record<CellComparison['status'], number> = { errored: 0, incomplete: 1, missing: 2, changed: 3, new: 4, same: 5 };
-  const shown = result.cells.filter((c) => c.status !== 'same').sort((a, b) => order[a.status] - order[b.status] || a.key.localeCompare(b.key));
+  const shown = result.cells.filter((c) => c.status !== 'same' || c.reportKey !== null).sort((a, b) => order[a.status] - order[b.status] || a.key.localeCompare(b.key));
   for (const c of shown) {
     const head = c.failures.length > 0 ? 'FAIL' : c.status === 'new' ? 'NEW ' : 'note';
     out.push(`${head} ${c.key}${c.reportKey ? `\n     now ${c.reportKey}` : ''}`);
@@ -319,7 +320,9 @@ export function renderGateResult(result: GateResult, labels: { report: string; b
   }
   if (result.environmentChanges.length > 0) out.push(`Environment changes since the baseline: ${result.environmentChanges.join('; ')}`, '');
   if (!result.pass) out.push('If these counts are intended, approve them: sqltally gate --report <report> --baseline <file> --update');
-  else if (t.decreased > 0 || t.new > 0) out.push('Passed with changes to approve: run with --update to record them in the baseline.');
+  else if (t.decreased > 0 || t.new > 0 || result.cells.some((c) => c.reportKey !== null)) {
+    out.push('Passed with changes to approve: run with --update to record them in the baseline.');
+  }
   return out.join('\n').trimEnd();
 }
 
