@@ -48,6 +48,11 @@ const RUN_RAW = {
   },
 } satisfies { [D in DriverName]: (handle: DriverHandle<D>, sql: string) => Promise<unknown[]> };
 
+/** Runs sqltally's own SQL (DDL, truncation) on a raw handle, outside any window. */
+export function runUncounted<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
+  return (RUN_RAW[driver] as (h: DriverHandle<D>, s: string) => Promise<unknown[]>)(handle, sql);
+}
+
 function errorOf(err: unknown): WorkloadError {
   if (err instanceof SqltallyError) {
     return { message: err.message, phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null };

@@ -11,6 +11,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   backends: async () => (await import('./backends')).command,
   gate: async () => (await import('./gate')).command,
   merge: async () => (await import('./merge')).command,
+  run: async () => (await import('./run')).command,
 };
 
 function usage(): string {
@@ -37,4 +38,10 @@ export async function main(argv: string[]): Promise<number> {
     console.error(err instanceof SqltallyError ? `sqltally: ${err.message}` : err);
     return err instanceof SqltallyError ? 1 : 2;
   }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
 }

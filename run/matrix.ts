@@ -1,0 +1,263 @@
+import { z } from 'zod';
+import { CaptureSession, runUncounted, type Captured } from '../capture/capture';
+import { SqltallyError } from '../containers/errors';
+import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
+import type { BackendDescription, DriverName, Resolution, StartedBackend } from '../containers/types';
+import { EventLoopDelayRecorder, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
+import { collectEnvironment, packageVersion } from '../reports/environment';
+import { countsOf, makeCell, type Cell, type Matrix, type SkippedBackend } from '../reports/schema';
+import { buildReport, failureOf, type ReportInput } from '../reports/output';
+import type { Report } from '../reports/schema';
+import { makeRows } from '../workload/rows';
+import { findStrategy, STRATEGY_NAMES, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
+import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
+import { verifyRows } from '../workload/verify';
+import type { Verdict } from '../verdict/types';
+
+/** The curve every backend runs unless told otherwise. */
+export const DEFAULT_ROWS = [100, 500, 1000, 2500, 5000, 10000] as const;
+export const DEFAULT_HOT_ROWS = [5000] as const;
+export const DEFAULT_WARMUPS = 1;
+export const DEFAULT_REPEATS = MIN_MEASURED_REPEATS;
+
+/** What a run is asked to do; validated before any server starts. */
+export const RunPlanSchema = z.object({
+  /** Backend ids; empty means every backend and variant reachable here. */
+  backends: z.array(z.string().min(1)),
+  /** Strategy names; empty means every strategy of each backend. */
+  strategies: z.array(z.string().min(1)),
+  rows: z.array(z.number().int().positive()).min(1),
+  hotRows: z.array(z.number().int().positive()),
+  warmups: z.number().int().nonnegative(),
+  repeats: z.number().int().min(MIN_MEASURED_REPEATS),
+});
+export type RunPlan = z.infer<typeof RunPlanSchema>;
+
+export interface RunHooks {
+  /** One line per finished cell or event, for a person watching. */
+  progress?: (line: string) => void;
+  env?: NodeJS.ProcessEnv;
+}
+
+function checkStrategiesExist(names: readonly string[]): void {
+  for (const name of names) {
+    if (!(STRATEGY_NAMES as readonly string[]).includes(name)) {
+      throw new SqltallyError(`unknown strategy "${name}"; known: ${STRATEGY_NAMES.join(', ')}`, { phase: 'config' });
+    }
+  }
+}
+
+function strategiesOn(backend: BackendDescription, wanted: readonly string[]): AnyInsertStrategy[] {
+  if (wanted.length === 0) return strategiesFor(backend.name);
+  return strategiesFor(backend.name).filter((s) => wanted.includes(s.name));
+}
+
+/** Counts a rerun must reproduce exactly; if two measured repeats differ, something else touched the server. */
+function countsKey(cell: Cell): string {
+  return JSON.stringify(countsOf(cell));
+}
+
+function driverVersion(driver: DriverName): string {
+  return packageVersion(driver) ?? 'unknown';
+}
+
+interface CellRun {
+  tallies: Captured<void>[];
+  warmupNs: number[];
+  verifiedRows: number | null;
+  eventLoop: ReturnType<EventLoopDelayRecorder['result']> | null;
+}
+
+/**
+ * Runs one strategy at one row count: warm-ups, then measured repeats, each on a fresh connection with a fresh
+ * table (so a statement cache never hides a prepare), or, for the hot point, all on one warm connection.
+ * Every run's rows are verified through a fresh connection.
+ */
+async function runCell(
+  session: CaptureSession<DriverName>,
+  backend: StartedBackend,
+  strategy: AnyInsertStrategy,
+  rows: number,
+  plan: RunPlan,
+  hot: boolean,
+): Promise<CellRun> {
+  const table = workloadTable(backend.description.name);
+  const insertPlan = strategy.plan(rows, backend.description.capabilities);
+  const input = strategy.prepare(makeRows(rows), table, insertPlan);
+  const recreate = async (handle: unknown) => {
+    await runUncounted(session.driver, handle as never, dropTableSql(table));
+    await runUncounted(session.driver, handle as never, createTableSql(table));
+  };
+  const result: CellRun = { tallies: [], warmupNs: [], verifiedRows: null, eventLoop: null };
+  const loop = new EventLoopDelayRecorder();
+  if (hot) {
+    // The hot point reuses the connection that just ran the same insert: prepared statements are cached.
+    await session.prepare(recreate);
+    await session.measure((h) => strategy.run(h as never, input), { hot: true });
+  }
+  for (let i = 0; i < plan.warmups + plan.repeats; i++) {
+    const measured = i >= plan.warmups;
+    await session.prepare(recreate, { hot });
+    const run = () => session.measure((h) => strategy.run(h as never, input), { hot: true });
+    const tally = measured ? await loop.around(run) : await run();
+    if (tally.workloadError) {
+      result.tallies = [tally];
+      return result;
+    }
+    result.verifiedRows = await verifyRows(backend, table, rows);
+    if (measured) result.tallies.push(tally);
+    else result.warmupNs.push(tally.durationNs);
+  }
+  result.eventLoop = loop.result();
+  return result;
+}
+
+function cellFrom(
+  run: CellRun,
+  backend: BackendDescription,
+  strategy: AnyInsertStrategy,
+  rows: number,
+  hot: boolean,
+  environment: string,
+): Cell {
+  const first = run.tallies[0]!;
+  const base = {
+    backend: backend.id,
+    backendName: backend.name,
+    serverVersion: backend.serverVersion,
+    flavour: backend.flavour,
+    driver: strategy.driver,
+    driverVersion: driverVersion(strategy.driver),
+    strategy: strategy.name,
+    rows,
+    hot,
+    environment,
+  };
+  if (first.workloadError) {
+    return makeCell({
+      ...base,
+      layers: first.layers,
+      verifiedRows: null,
+      verdict: first.verdict,
+      timings: null,
+      error: { message: first.workloadError.message, phase: first.workloadError.phase, ...(first.workloadError.statement ? { statement: first.workloadError.statement } : {}) },
+    });
+  }
+  const cells = run.tallies.map((t) =>
+    makeCell({ ...base, layers: t.layers, verifiedRows: run.verifiedRows, verdict: t.verdict, timings: null }),
+  );
+  let verdict: Verdict = first.verdict;
+  const worst = run.tallies.find((t) => t.verdict.kind === 'incomplete') ?? run.tallies.find((t) => t.verdict.kind === 'report');
+  if (worst && worst.verdict.kind !== verdict.kind) verdict = worst.verdict;
+  const keys = cells.map(countsKey);
+  const differing = keys.findIndex((k) => k !== keys[0]);
+  if (differing > 0 && verdict.kind === 'assert') {
+    verdict = {
+      ...verdict,
+      kind: 'report',
+      reason: `counts differed between measured repeats (repeat 1 vs repeat ${differing + 1}): a rerun must reproduce them exactly, so something else moved them; ${verdict.reason}`,
+    };
+  }
+  return makeCell({
+    ...base,
+    layers: first.layers,
+    verifiedRows: run.verifiedRows,
+    verdict,
+    timings: timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop),
+  });
+}
+
+/**
+ * The main job: every requested backend that is reachable here, every strategy, every row count, with the three
+ * layers and a verdict per cell. Never throws for a backend or cell that fails: the report says it failed.
+ * Throws only for bad input, before anything starts.
+ */
+export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promise<Report> {
+  const plan = RunPlanSchema.parse(planInput);
+  const env = hooks.env ?? process.env;
+  const progress = hooks.progress ?? (() => undefined);
+  checkStrategiesExist(plan.strategies);
+  for (const id of plan.backends) parseBackendId(id);
+  const startedAt = new Date().toISOString();
+  const environment = collectEnvironment();
+
+  const resolutions: Resolution[] =
+    plan.backends.length > 0 ? await Promise.all(plan.backends.map((id) => resolveBackend(id, env))) : await listBackends(env);
+  if (plan.strategies.length > 0) {
+    const reachable = resolutions.map((r) => r.backend);
+    for (const name of plan.strategies) {
+      const runsSomewhere = reachable.some((b) => strategiesFor(b).some((s) => s.name === name));
+      if (!runsSomewhere) findStrategy(name, reachable[0] ?? 'sqlite');
+    }
+  }
+  const matrix: Matrix = {
+    backends: plan.backends.length > 0 ? plan.backends : resolutions.map((r) => r.id ?? r.backend),
+    strategies: plan.strategies,
+    rows: plan.rows,
+    hotRows: plan.hotRows,
+    warmups: plan.warmups,
+    repeats: plan.repeats,
+  };
+  const skipped: SkippedBackend[] = [];
+  const backends: BackendDescription[] = [];
+  const cells: Cell[] = [];
+  let failure: ReturnType<typeof failureOf> | undefined;
+
+  for (const resolution of resolutions) {
+    if (!resolution.available) {
+      skipped.push({ backend: resolution.id ?? resolution.backend, reason: resolution.reason, environment: environment.id });
+      progress(`skip ${resolution.id ?? resolution.backend}: ${resolution.reason}`);
+      continue;
+    }
+    let started: StartedBackend | undefined;
+    try {
+      progress(`start ${resolution.id ?? resolution.backend} (${resolution.provider}: ${resolution.origin})`);
+      started = await resolution.start();
+      const description = started.description;
+      backends.push(description);
+      progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
+      for (const strategy of strategiesOn(description, plan.strategies)) {
+        const session = await CaptureSession.open({
+          backend: started,
+          driver: strategy.driver,
+          driverOptions: strategy.connectionOptions as Record<string, unknown> | undefined,
+          table: { ...(description.name === 'postgres' ? { schema: 'public' } : {}), name: workloadTable(description.name).name },
+        });
+        try {
+          const points: [number, boolean][] = [
+            ...plan.rows.map((r): [number, boolean] => [r, false]),
+            ...plan.hotRows.map((r): [number, boolean] => [r, true]),
+          ];
+          for (const [rows, hot] of points) {
+            const run = await runCell(session, started, strategy, rows, plan, hot);
+            const cell = cellFrom(run, description, strategy, rows, hot, environment.id);
+            cells.push(cell);
+            const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
+            progress(`${description.id} ${strategy.name} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
+            if (cell.error && !failure) failure = { message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`, backend: description.id, phase: cell.error.phase, ...(cell.error.statement ? { statement: cell.error.statement } : {}) };
+          }
+        } finally {
+          await session.close();
+        }
+      }
+    } catch (err) {
+      failure ??= failureOf(err);
+      progress(`FAILED ${resolution.id ?? resolution.backend}: ${failureOf(err).message}`);
+    } finally {
+      await started?.stop();
+    }
+  }
+
+  const report: ReportInput = {
+    status: failure ? 'failed' : 'ok',
+    ...(failure ? { failure } : {}),
+    matrix,
+    environments: [environment],
+    backends,
+    skipped,
+    cells,
+    startedAt,
+    finishedAt: new Date().toISOString(),
+  };
+  return buildReport(report);
+}
