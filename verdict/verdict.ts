@@ -51,6 +51,11 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
       )}`,
     );
   }
+  if (server.connectionsOpened) {
+    reasons.push(
+      `${server.connectionsOpened} client connection(s) were opened during the window: a short-lived client may have come and gone between the session listings`,
+    );
+  }
   if (!server.canSeeOtherSessions) reasons.push('the account cannot see other sessions, so isolation cannot be verified');
   if (!backend.capabilities.privateServer) {
     reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen`);

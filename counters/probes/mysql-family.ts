@@ -84,6 +84,10 @@ export class MysqlFamilySource implements SnapshotSource {
     return this.#perfSchema === 'on' ? 'performance_schema' : null;
   }
 
+  get connectionsKey(): string | null {
+    return this.#tracked.includes('Connections') ? 'Connections' : null;
+  }
+
   get degraded(): string[] {
     return this.#perfSchema === 'unreadable' && this.#perfSchemaNote ? [this.#perfSchemaNote] : [];
   }

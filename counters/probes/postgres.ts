@@ -9,6 +9,8 @@ import type { Counters } from './window';
 
 /** `pg_stat_force_next_flush()` and `stats_fetch_consistency` arrived in 15; before that a collector process ran. */
 const FORCED_FLUSH_MIN_VERSION = 150000;
+/** `pg_stat_database.sessions` (client sessions established) arrived in 14. */
+const SESSIONS_MIN_VERSION = 140000;
 /** Pre-15 backends send statistics to the collector at most every PGSTAT_STAT_INTERVAL (500 ms). */
 const PRE15_STABLE_FOR_MS = 600;
 const PRE15_POLL_MS = 50;
@@ -24,11 +26,12 @@ const SQL_FORCE_FLUSH = 'SELECT pg_stat_force_next_flush()';
  * every probe transaction is visible to the next reading: without it the probe's own `xact_commit` shows up
  * whenever its backend happens to flush (at most once a second) and the probe cost wanders.
  */
-function mainReadSql(forcedFlush: boolean): string {
+function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
   return [
     'SELECT',
     "(SELECT json_build_object('xact_commit', xact_commit, 'xact_rollback', xact_rollback, 'tup_inserted', tup_inserted,",
-    "  'tup_updated', tup_updated, 'tup_deleted', tup_deleted) FROM pg_stat_database WHERE datname = current_database()) AS db,",
+    `  'tup_updated', tup_updated, 'tup_deleted', tup_deleted${sessions ? ", 'sessions', sessions" : ''})`,
+    '  FROM pg_stat_database WHERE datname = current_database()) AS db,',
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
     '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
     "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
@@ -89,6 +92,10 @@ export class PostgresSource implements SnapshotSource {
     this.#settleTimeoutMs = opts.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
   }
 
+  get connectionsKey(): string | null {
+    return this.#versionNum >= SESSIONS_MIN_VERSION ? 'db.sessions' : null;
+  }
+
   get degraded(): string[] {
     return this.#statementStats === 'on' ? [] : [this.#statementStats];
   }
@@ -126,7 +133,7 @@ export class PostgresSource implements SnapshotSource {
 
   async #readMain(ctx: WindowContext): Promise<MainRow> {
     if (!this.#client) throw this.#fail('probe connection is not open', 'read', undefined);
-    const sql = mainReadSql(this.#forcedFlush);
+    const sql = mainReadSql(this.#forcedFlush, this.#versionNum >= SESSIONS_MIN_VERSION);
     const res = await this.#client.query<MainRow>(sql, [ctx.table.schema ?? 'public', ctx.table.name]);
     const row = res.rows[0];
     if (!row) throw this.#fail('statistics read returned no row', sql, undefined);

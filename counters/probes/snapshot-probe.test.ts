@@ -34,6 +34,7 @@ class ScriptedSource implements SnapshotSource {
   readonly comparable = [{ global: 'Questions', perConnection: 'Questions' }];
   readonly attributionMethod = 'performance_schema' as const;
   readonly degraded: string[] = [];
+  readonly connectionsKey = null;
   questions = 100;
   workloadQuestions = 0;
   costPerSnapshot = 4;

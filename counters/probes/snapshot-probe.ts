@@ -46,6 +46,8 @@ export interface SnapshotSource {
   /** Global key and the per-connection key meaning the same thing. */
   readonly comparable: { global: string; perConnection: string }[];
   readonly attributionMethod: 'performance_schema' | 'total_changes' | null;
+  /** The global counter of accepted client connections, if the server has one. */
+  readonly connectionsKey: string | null;
   /** Sources found unreadable at open (see `ServerLayer.degraded`). */
   readonly degraded: string[];
   close(): Promise<void>;
@@ -166,6 +168,7 @@ export class SnapshotProbe implements ServerProbe {
       attribution,
       comparable: this.#source.comparable,
       degraded: this.#source.degraded,
+      connectionsOpened: this.#source.connectionsKey ? (global[this.#source.connectionsKey] ?? null) : null,
       calibrationPairs: cost.pairs,
     };
   }

@@ -27,6 +27,7 @@ export class SqliteSource implements SnapshotSource {
   readonly description: BackendDescription;
   readonly attributionMethod = 'total_changes' as const;
   readonly degraded: string[] = [];
+  readonly connectionsKey = null;
   readonly comparable = [{ global: 'table.rows', perConnection: 'total_changes' }];
 
   constructor(description: BackendDescription) {

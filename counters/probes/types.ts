@@ -81,6 +81,11 @@ export const ServerLayerSchema = z.object({
    * loaded). What remains is exact, but a verdict must not assert on what is missing: it reports, with these words.
    */
   degraded: z.array(z.string()).optional(),
+  /**
+   * Client connections the server accepted during the window (MySQL `Connections`, PostgreSQL
+   * `pg_stat_database.sessions`): a short-lived client that came and went between two session listings shows here.
+   */
+  connectionsOpened: z.number().int().nullable().optional(),
   /** Empty windows taken to measure `probeCost`; all of them agreed, or the layer is incomplete. */
   calibrationPairs: z.number().int().nonnegative().optional(),
 });
