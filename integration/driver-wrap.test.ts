@@ -1,0 +1,451 @@
+import dc from 'node:diagnostics_channel';
+import mysql2Callback from 'mysql2';
+import mysql2 from 'mysql2/promise';
+import * as mariadb from 'mariadb';
+import pg from 'pg';
+import type { NetworkConnection } from '../containers/types';
+import { DriverTally } from '../counters/driver-layer';
+import type { StatementEvent } from '../counters/events';
+import { wrapMariadb } from '../counters/driver/mariadb';
+import { wrapMysql2 } from '../counters/driver/mysql2';
+import { openCountedConnection, openRawConnection } from '../counters/driver/open';
+import { wrapPg } from '../counters/driver/pg';
+import { describeEachBackend, withBackend } from './harness';
+
+// Driver wrapping is about the driver, not the server version: the plain backend ids are enough.
+const NETWORK_BACKENDS = new Set(['mariadb', 'mysql', 'postgres']);
+
+const COLUMNS = 3;
+function rows(n: number, offset = 0): [number, string, number][] {
+  return Array.from({ length: n }, (_, i) => [offset + i + 1, `row-${offset + i + 1}`, (offset + i) * 1.5]);
+}
+
+function network(connection: unknown): NetworkConnection {
+  const c = connection as NetworkConnection;
+  if (c.kind !== 'network') throw new Error('expected a network backend');
+  return c;
+}
+
+function brief(events: StatementEvent[]): string[] {
+  return events.map((e) => `${e.method}/${e.kind}/${e.statementClass}/b${e.bindValues}/p${e.parameterSets}/r${e.rowsAffected}`);
+}
+
+/**
+ * Replaces `method` on the ORIGINAL object (before wrapping) with a pass-through that remembers the rejection
+ * the driver produced, so a test can check the wrapper rethrows that very instance.
+ */
+function rememberRejection(target: object, method: string): { seen: () => unknown } {
+  const o = target as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const original = o[method]!;
+  let seen: unknown;
+  o[method] = function (this: unknown, ...args: unknown[]) {
+    const p = original.apply(this, args);
+    p.catch((e: unknown) => {
+      seen = e;
+    });
+    return p;
+  };
+  return { seen: () => seen };
+}
+
+async function rejectionOf(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+
+    if (b.backend === 'postgres') {
+      describe('pg', () => {
+        it('counts every query form with bind values, rows affected and the backend pid', async () => {
+          const tally = new DriverTally();
+          const conn = await openCountedConnection('pg', backend().connection, tally);
+          try {
+            const client = conn.handle;
+            await client.query('DROP TABLE IF EXISTS wrap_pg');
+            await client.query('CREATE TABLE wrap_pg (id int PRIMARY KEY, label text, score double precision)');
+            const mark = tally.mark();
+            const five = rows(5);
+            const text = `INSERT INTO wrap_pg VALUES ${five.map((_, i) => `($${i * 3 + 1}, $${i * 3 + 2}, $${i * 3 + 3})`).join(', ')}`;
+            expect((await client.query(text, five.flat())).rowCount).toBe(5);
+            await client.query({ name: 'one_row', text: 'INSERT INTO wrap_pg VALUES ($1, $2, $3)', values: rows(1, 5)[0] });
+            await client.query({ name: 'one_row', text: 'INSERT INTO wrap_pg VALUES ($1, $2, $3)', values: rows(1, 6)[0] });
+            const unnest = rows(4, 7);
+            await client.query('INSERT INTO wrap_pg SELECT * FROM unnest($1::int[], $2::text[], $3::float8[])', [
+              unnest.map((r) => r[0]),
+              unnest.map((r) => r[1]),
+              unnest.map((r) => r[2]),
+            ]);
+            const viaCallback = await new Promise<number>((resolve, reject) =>
+              client.query('SELECT count(*)::int AS n FROM wrap_pg', (err: Error | null, res: pg.QueryResult) =>
+                err ? reject(err) : resolve(res.rows[0].n as number),
+              ),
+            );
+            expect(viaCallback).toBe(11);
+            const submitted = client.query(new pg.Query('SELECT 1'));
+            await new Promise((resolve) => submitted.on('end', resolve));
+            const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+
+            const events = tally.since(mark);
+            expect(brief(events)).toEqual([
+              'query/query/insert/b15/p1/r5',
+              'query/query/insert/b3/p1/r1',
+              'query/query/insert/b3/p1/r1',
+              // One value per array: pg sends each array as one parameter.
+              'query/query/insert/b3/p1/r4',
+              'query/query/select/b0/p1/rnull',
+              'query/query/select/b0/p1/rnull',
+              'query/query/select/b0/p1/rnull',
+            ]);
+            expect(conn.connectionId).toBe(pid);
+            expect(events.every((e) => e.connectionId === pid && e.driver === 'pg')).toBe(true);
+            expect(events.every((e) => e.error === null && e.durationNs > 0)).toBe(true);
+          } finally {
+            await conn.close();
+          }
+        });
+
+        it('returns the same results and rethrows the driver’s own error instance', async () => {
+          const info = backend().connection;
+          const raw = await openRawConnection('pg', info);
+          const rawClient = raw.handle;
+          const tally = new DriverTally();
+          const other = await openRawConnection('pg', info);
+          const spy = rememberRejection(other.handle, 'query');
+          const wrapped = wrapPg(other.handle, tally);
+          try {
+            await rawClient.query('CREATE TABLE IF NOT EXISTS wrap_pg_same (id int PRIMARY KEY, label text)');
+            await rawClient.query('TRUNCATE wrap_pg_same');
+            const inserted = await wrapped.query('INSERT INTO wrap_pg_same VALUES ($1, $2), ($3, $4) RETURNING id', [1, 'a', 2, 'b']);
+            expect(inserted.rows).toEqual([{ id: 1 }, { id: 2 }]);
+            const fromRaw = await rawClient.query('SELECT * FROM wrap_pg_same ORDER BY id');
+            const fromWrapped = await wrapped.query('SELECT * FROM wrap_pg_same ORDER BY id');
+            expect(fromWrapped.rows).toEqual(fromRaw.rows);
+            expect(fromWrapped.rowCount).toBe(fromRaw.rowCount);
+            expect(fromWrapped.fields.map((f) => f.name)).toEqual(fromRaw.fields.map((f) => f.name));
+
+            const error = await rejectionOf(wrapped.query('INSERT INTO wrap_pg_same VALUES ($1, $2)', [1, 'dup']));
+            expect(error).toBe(spy.seen());
+            expect((error as { code?: string }).code).toBe('23505');
+            expect(tally.events.at(-1)).toMatchObject({ error: (error as Error).message, rowsAffected: null });
+            // The client is still usable and still an EventEmitter.
+            expect(wrapped.listenerCount('error')).toBe(other.handle.listenerCount('error'));
+            expect((await wrapped.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+          } finally {
+            await raw.close();
+            await other.close();
+          }
+        });
+
+        it('counts once when wrapped twice, and counts pool queries and pool clients', async () => {
+          const info = network(backend().connection);
+          const tally = new DriverTally();
+          const conn = await openRawConnection('pg', info);
+          try {
+            const once = wrapPg(conn.handle, tally);
+            const twice = wrapPg(once, tally);
+            expect(twice).toBe(once);
+            expect(wrapPg(conn.handle, tally)).toBe(once);
+            await twice.query('SELECT 1');
+            expect(tally.size).toBe(1);
+          } finally {
+            await conn.close();
+          }
+
+          const poolTally = new DriverTally();
+          const pool = wrapPg(
+            new pg.Pool({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database, max: 2 }),
+            poolTally,
+          );
+          try {
+            await pool.query('SELECT 1');
+            const client = await pool.connect();
+            const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+            client.release();
+            await new Promise<void>((resolve, reject) =>
+              pool.connect((err, c, release) => {
+                if (err || !c) return reject(err ?? new Error('no client'));
+                c.query('SELECT 2', (qerr: Error | null) => {
+                  release();
+                  return qerr ? reject(qerr) : resolve();
+                });
+              }),
+            );
+            expect(poolTally.events.map((e) => e.sql)).toEqual(['SELECT 1', 'SELECT pg_backend_pid() AS pid', 'SELECT 2']);
+            // The pool does not say which client ran pool.query; a checked-out client does.
+            expect(poolTally.events[0]!.connectionId).toBeNull();
+            expect(poolTally.events[1]!.connectionId).toBe(pid);
+            expect(poolTally.events[2]!.connectionId).not.toBeNull();
+          } finally {
+            await pool.end();
+          }
+        });
+      });
+      return;
+    }
+
+    describe('mysql2', () => {
+      it('counts query, execute, prepare and transaction control with expanded bind values', async () => {
+        const tally = new DriverTally();
+        const conn = await openCountedConnection('mysql2', backend().connection, tally);
+        try {
+          const c = conn.handle;
+          await c.query('DROP TABLE IF EXISTS wrap_m2');
+          await c.query('CREATE TABLE wrap_m2 (id INT PRIMARY KEY, label VARCHAR(40), score DOUBLE)');
+          const mark = tally.mark();
+          await c.beginTransaction();
+          const [header] = await c.query('INSERT INTO wrap_m2 (id, label, score) VALUES ?', [rows(7)]);
+          expect((header as mysql2.ResultSetHeader).affectedRows).toBe(7);
+          await c.execute('INSERT INTO wrap_m2 VALUES (?, ?, ?), (?, ?, ?)', rows(2, 7).flat());
+          const statement = await c.prepare('INSERT INTO wrap_m2 VALUES (?, ?, ?)');
+          await statement.execute(rows(1, 9)[0]);
+          await statement.close();
+          await c.commit();
+          const [counted] = await c.query('SELECT COUNT(*) AS n FROM wrap_m2');
+          // BIGINT comes back as a string (openCountedConnection sets bigNumberStrings on both MySQL drivers).
+          expect(counted).toEqual([{ n: '10' }]);
+          const [[{ id }]] = (await c.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
+          expect(brief(tally.since(mark))).toEqual([
+            'beginTransaction/query/begin/b0/p1/rnull',
+            `query/query/insert/b${7 * COLUMNS}/p1/r7`,
+            `execute/execute/insert/b${2 * COLUMNS}/p1/r2`,
+            'prepare/prepare/insert/b0/p0/rnull',
+            `execute/execute/insert/b${COLUMNS}/p1/r1`,
+            'commit/query/commit/b0/p1/rnull',
+            'query/query/select/b0/p1/rnull',
+            'query/query/select/b0/p1/rnull',
+          ]);
+          expect(conn.connectionId).toBe(Number(id));
+          expect(tally.since(mark).every((e) => e.connectionId === Number(id))).toBe(true);
+        } finally {
+          await conn.close();
+        }
+      });
+
+      it('returns the same results and rethrows the driver’s own error instance', async () => {
+        const info = backend().connection;
+        const raw = await openRawConnection('mysql2', info);
+        const other = await openRawConnection('mysql2', info);
+        const spy = rememberRejection(other.handle, 'execute');
+        const tally = new DriverTally();
+        const wrapped = wrapMysql2(other.handle, tally);
+        try {
+          await raw.handle.query('CREATE TABLE IF NOT EXISTS wrap_m2_same (id INT PRIMARY KEY, label VARCHAR(40))');
+          await raw.handle.query('DELETE FROM wrap_m2_same');
+          const [fromWrappedInsert] = await wrapped.query('INSERT INTO wrap_m2_same VALUES ?', [[[1, 'a'], [2, 'b']]]);
+          const [fromRawInsert] = await raw.handle.query('INSERT INTO wrap_m2_same VALUES ?', [[[3, 'c'], [4, 'd']]]);
+          expect({ ...(fromWrappedInsert as object) }).toEqual({ ...(fromRawInsert as object) });
+          const [rawRows, rawFields] = await raw.handle.query('SELECT * FROM wrap_m2_same ORDER BY id');
+          const [wrappedRows, wrappedFields] = await wrapped.query('SELECT * FROM wrap_m2_same ORDER BY id');
+          expect(wrappedRows).toEqual(rawRows);
+          expect(wrappedFields.map((f) => f.name)).toEqual(rawFields.map((f) => f.name));
+          expect(wrapped.threadId).toBe(other.connectionId);
+
+          const error = await rejectionOf(wrapped.execute('INSERT INTO wrap_m2_same VALUES (?, ?)', [1, 'dup']));
+          expect(error).toBe(spy.seen());
+          expect((error as { code?: string }).code).toBe('ER_DUP_ENTRY');
+          expect(tally.events.at(-1)).toMatchObject({ method: 'execute', error: (error as Error).message, rowsAffected: null });
+        } finally {
+          await raw.close();
+          await other.close();
+        }
+      });
+
+      it('counts the callback API and pool paths once, even when wrapped twice', async () => {
+        const info = network(backend().connection);
+        const options = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };
+        const tally = new DriverTally();
+        const core = mysql2Callback.createConnection(options);
+        const once = wrapMysql2(core, tally);
+        const c = wrapMysql2(once, tally);
+        expect(c).toBe(once);
+        try {
+          const id = await new Promise<number>((resolve, reject) =>
+            c.query('SELECT CONNECTION_ID() AS id', (err, result) => (err ? reject(err) : resolve((result as { id: number }[])[0]!.id))),
+          );
+          await new Promise<void>((resolve, reject) => c.execute('SELECT ? AS v', [1], (err) => (err ? reject(err) : resolve())));
+          await new Promise<void>((resolve) => c.query('SELECT 2').on('end', () => resolve()));
+          // promise() on a wrapped callback connection hands back a counted promise connection.
+          await c.promise().query('SELECT 3');
+          expect(tally.events.map((e) => `${e.kind}:${e.sql}:${e.connectionId}`)).toEqual([
+            `query:SELECT CONNECTION_ID() AS id:${id}`,
+            `execute:SELECT ? AS v:${id}`,
+            `query:SELECT 2:${id}`,
+            `query:SELECT 3:${id}`,
+          ]);
+        } finally {
+          await new Promise<void>((resolve) => core.end(() => resolve()));
+        }
+
+        const poolTally = new DriverTally();
+        const pool = wrapMysql2(mysql2.createPool({ ...options, connectionLimit: 2 }), poolTally);
+        try {
+          await pool.query('SELECT 1');
+          await pool.execute('SELECT ? AS v', [2]);
+          const pc = await pool.getConnection();
+          const [[{ id }]] = (await pc.query('SELECT CONNECTION_ID() AS id')) as unknown as [[{ id: number }]];
+          pc.release();
+          expect(poolTally.events.map((e) => `${e.kind}:${e.connectionId === null ? 'pool' : e.connectionId}`)).toEqual([
+            'query:pool',
+            'execute:pool',
+            `query:${id}`,
+          ]);
+        } finally {
+          await pool.end();
+        }
+      });
+
+      it('agrees with mysql2’s own diagnostics_channel on query and execute counts', async () => {
+        const seen = { query: 0, execute: 0 };
+        const handlers = (name: keyof typeof seen) => ({
+          start: () => {
+            seen[name]++;
+          },
+          end: () => undefined,
+          asyncStart: () => undefined,
+          asyncEnd: () => undefined,
+          error: () => undefined,
+        });
+        const queryHandlers = handlers('query');
+        const executeHandlers = handlers('execute');
+        const queryChannel = dc.tracingChannel('mysql2:query');
+        const executeChannel = dc.tracingChannel('mysql2:execute');
+        const tally = new DriverTally();
+        const conn = await openCountedConnection('mysql2', backend().connection, tally);
+        queryChannel.subscribe(queryHandlers);
+        executeChannel.subscribe(executeHandlers);
+        try {
+          const c = conn.handle;
+          await c.query('CREATE TEMPORARY TABLE wrap_dc (id INT PRIMARY KEY, label VARCHAR(40), score DOUBLE)');
+          await c.query('INSERT INTO wrap_dc VALUES ?', [rows(20)]);
+          for (const r of rows(5, 20)) await c.execute('INSERT INTO wrap_dc VALUES (?, ?, ?)', r);
+          await c.beginTransaction();
+          await c.query('SELECT * FROM wrap_dc');
+          await c.rollback();
+          await rejectionOf(c.query('SELECT * FROM no_such_table'));
+          // The callback connection underneath is handed out counted too (typings omit `.connection`).
+          const core = (c as unknown as { connection: mysql2Callback.Connection }).connection;
+          await new Promise<void>((resolve) => core.query('SELECT 1', () => resolve()));
+        } finally {
+          queryChannel.unsubscribe(queryHandlers);
+          executeChannel.unsubscribe(executeHandlers);
+          await conn.close();
+        }
+        const events = tally.events;
+        expect(events.filter((e) => e.kind === 'query')).toHaveLength(seen.query);
+        expect(events.filter((e) => e.kind === 'execute')).toHaveLength(seen.execute);
+        expect(seen).toEqual({ query: 7, execute: 5 });
+      });
+    });
+
+    describe('mariadb', () => {
+      for (const bulk of [true, false]) {
+        it(`records batch() as one event with N parameter sets (bulk ${bulk ? 'on' : 'off'})`, async () => {
+          const tally = new DriverTally();
+          const conn = await openCountedConnection('mariadb', backend().connection, tally, { driverOptions: { bulk } });
+          try {
+            const c = conn.handle;
+            await c.query('DROP TABLE IF EXISTS wrap_mdb');
+            await c.query('CREATE TABLE wrap_mdb (id INT PRIMARY KEY, label VARCHAR(40), score DOUBLE)');
+            const mark = tally.mark();
+            const n = 250;
+            const result = await c.batch('INSERT INTO wrap_mdb VALUES (?, ?, ?)', rows(n));
+            const count = await c.query('SELECT COUNT(*) AS n FROM wrap_mdb');
+            const threadId = await c.query('SELECT CONNECTION_ID() AS id');
+            expect(Number((count as { n: bigint }[])[0]!.n)).toBe(n);
+            // One OK packet, or one per row (no bulk, or a server sending bulk unit results): rows add up either way.
+            const packets = (Array.isArray(result) ? result : [result]) as { affectedRows: number }[];
+            expect(packets.reduce((sum, p) => sum + Number(p.affectedRows), 0)).toBe(n);
+            expect(brief(tally.since(mark))).toEqual([
+              `batch/batch/insert/b${n * COLUMNS}/p${n}/r${n}`,
+              'query/query/select/b0/p1/rnull',
+              'query/query/select/b0/p1/rnull',
+            ]);
+            const id = Number((threadId as { id: number }[])[0]!.id);
+            expect(conn.connectionId).toBe(id);
+            expect(tally.since(mark).every((e) => e.connectionId === id)).toBe(true);
+          } finally {
+            await conn.close();
+          }
+        });
+      }
+
+      it('counts query, execute, prepare and transaction control, with the same results and errors', async () => {
+        const info = backend().connection;
+        const raw = await openRawConnection('mariadb', info);
+        const other = await openRawConnection('mariadb', info);
+        const tally = new DriverTally();
+        const spy = rememberRejection(other.handle, 'query');
+        const c = wrapMariadb(other.handle, tally);
+        expect(wrapMariadb(c, tally)).toBe(c);
+        try {
+          await raw.handle.query('CREATE TABLE IF NOT EXISTS wrap_mdb_same (id INT PRIMARY KEY, label VARCHAR(40))');
+          await raw.handle.query('DELETE FROM wrap_mdb_same');
+          const mark = tally.mark();
+          await c.beginTransaction();
+          // The connector expands an array parameter to a value list: `(?)` with [1, 'a'] becomes `(1,'a')`.
+          await c.query('INSERT INTO wrap_mdb_same VALUES (?), (?)', [
+            [1, 'a'],
+            [2, 'b'],
+          ]);
+          await c.execute('INSERT INTO wrap_mdb_same VALUES (?, ?)', [3, 'c']);
+          const prepared = await c.prepare('INSERT INTO wrap_mdb_same VALUES (?, ?)');
+          await prepared.execute([4, 'd']);
+          prepared.close();
+          await c.commit();
+          expect(await c.query('SELECT * FROM wrap_mdb_same ORDER BY id')).toEqual(
+            await raw.handle.query('SELECT * FROM wrap_mdb_same ORDER BY id'),
+          );
+          expect(brief(tally.since(mark))).toEqual([
+            'beginTransaction/query/begin/b0/p1/rnull',
+            'query/query/insert/b4/p1/r2',
+            'execute/execute/insert/b2/p1/r1',
+            'prepare/prepare/insert/b0/p0/rnull',
+            'execute/execute/insert/b2/p1/r1',
+            'commit/query/commit/b0/p1/rnull',
+            'query/query/select/b0/p1/rnull',
+          ]);
+          expect(c.threadId).toBe(other.connectionId);
+
+          const error = await rejectionOf(c.query('INSERT INTO wrap_mdb_same VALUES (1, "dup")'));
+          expect(error).toBe(spy.seen());
+          expect((error as { code?: string }).code).toBe('ER_DUP_ENTRY');
+          expect(tally.events.at(-1)).toMatchObject({ error: (error as Error).message });
+        } finally {
+          await raw.close();
+          await other.close();
+        }
+      });
+
+      it('counts pool queries and pool connections', async () => {
+        const info = network(backend().connection);
+        const tally = new DriverTally();
+        const pool = wrapMariadb(
+          mariadb.createPool({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database, connectionLimit: 2 }),
+          tally,
+        );
+        try {
+          await pool.query('CREATE TABLE IF NOT EXISTS wrap_mdb_pool (id INT)');
+          await pool.batch('INSERT INTO wrap_mdb_pool VALUES (?)', [[1], [2]]);
+          const pc = await pool.getConnection();
+          const [{ id }] = (await pc.query('SELECT CONNECTION_ID() AS id')) as [{ id: number }];
+          await pc.release();
+          expect(tally.events.map((e) => `${e.kind}:${e.parameterSets}:${e.connectionId === null ? 'pool' : e.connectionId}`)).toEqual([
+            'query:1:pool',
+            'batch:2:pool',
+            `query:1:${Number(id)}`,
+          ]);
+        } finally {
+          await pool.end();
+        }
+      });
+    });
+  },
+  (b) => NETWORK_BACKENDS.has(b.id),
+);
