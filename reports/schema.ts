@@ -3,9 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { BackendDescriptionSchema, BackendNameSchema, DriverNameSchema, FlavourSchema } from '../containers/types';
 import { SqltallyError } from '../containers/errors';
-import { DriverLayerSchema } from '../counters/events';
-import { WireCountsSchema } from '../counters/wire/types';
-import { ServerLayerSchema } from '../counters/probes/types';
+import { LayersSchema } from '../capture/tally';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
 
@@ -111,12 +109,8 @@ export type Timings = z.infer<typeof TimingsSchema>;
 // ---------------------------------------------------------------------------------------------------------------
 // Cells
 
-/** The three layers side by side; a layer the backend cannot have (wire on SQLite) or that was off is null. */
-export const CellLayersSchema = z.object({
-  driver: DriverLayerSchema.nullable(),
-  wire: WireCountsSchema.nullable(),
-  server: ServerLayerSchema.nullable(),
-});
+/** The three layers side by side, exactly as a capture window produced them (capture/tally.ts). */
+export const CellLayersSchema = LayersSchema;
 export type CellLayers = z.infer<typeof CellLayersSchema>;
 
 export const CellErrorSchema = z.object({

@@ -83,6 +83,14 @@ describe('measureRuns', () => {
     expect(t.eventLoop).toBeNull();
   });
 
+  it('takes the sample a run reports itself (a capture window times only the user\'s function)', async () => {
+    let i = 0;
+    const t = await measureRuns({ warmups: 1, repeats: 5, eventLoop: false, run: () => 1000 * ++i });
+    expect(t.warmupNs).toEqual([1000]);
+    expect(t.samplesNs).toEqual([2000, 3000, 4000, 5000, 6000]);
+    await expect(measureRuns({ warmups: 0, repeats: 5, eventLoop: false, run: () => 1.5 })).rejects.toThrow(/reported 1.5 ns/);
+  });
+
   it('refuses fewer than 5 measured repeats before running anything', async () => {
     const run = jest.fn();
     await expect(measureRuns({ warmups: 0, repeats: 4, run })).rejects.toThrow(SqltallyError);

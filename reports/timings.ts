@@ -75,8 +75,11 @@ export interface MeasureRunsOptions {
   repeats: number;
   /** Untimed preparation before each run (truncate the table, reset a counter window). */
   beforeEach?: (phase: 'warmup' | 'measured', index: number) => Promise<void> | void;
-  /** The insert path under test. */
-  run: (phase: 'warmup' | 'measured', index: number) => Promise<void> | void;
+  /**
+   * The insert path under test. When it returns a number, that is taken as the sample (integer ns) instead of
+   * the time around the call: a capture window times the user's function alone, without the server probe.
+   */
+  run: (phase: 'warmup' | 'measured', index: number) => Promise<number | void> | number | void;
   /** Untimed clean-up after each run. */
   afterEach?: (phase: 'warmup' | 'measured', index: number) => Promise<void> | void;
   /** Skip the event-loop monitor (tests that must not wait on timers). Default true. */
@@ -137,8 +140,13 @@ export async function measureRuns(options: MeasureRunsOptions): Promise<Timings>
     await options.beforeEach?.(phase, index);
     const timed = async () => {
       const start = process.hrtime.bigint();
-      await options.run(phase, index);
-      return Number(process.hrtime.bigint() - start);
+      const own = await options.run(phase, index);
+      const around = Number(process.hrtime.bigint() - start);
+      if (typeof own !== 'number') return around;
+      if (!Number.isInteger(own) || own < 0) {
+        throw new SqltallyError(`a run reported ${own} ns; expected a non-negative integer`, { phase: 'report' });
+      }
+      return own;
     };
     const ns = phase === 'measured' && loop ? await loop.around(timed) : await timed();
     await options.afterEach?.(phase, index);

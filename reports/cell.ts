@@ -1,0 +1,38 @@
+import type { Tally } from '../capture/tally';
+import { makeCell } from './schema';
+import type { Cell, Environment, Timings } from './schema';
+
+/** What a cell adds to a capture window's tally: where it sits in the matrix and how long it took. */
+export interface CellPlacement {
+  strategy: string;
+  rows: number;
+  hot: boolean;
+  /** The environment the window ran in; its `drivers` supply the driver version unless given. */
+  environment: Environment;
+  driverVersion?: string;
+  /** Rows a fresh connection found afterwards; null when not verified. */
+  verifiedRows: number | null;
+  timings: Timings | null;
+}
+
+/** Turns a capture window's tally into a report cell (key derived, validated). */
+export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
+  const e = tally.workloadError;
+  return makeCell({
+    backend: tally.backend.id,
+    backendName: tally.backend.name,
+    serverVersion: tally.backend.serverVersion,
+    flavour: tally.backend.flavour,
+    driver: tally.driver,
+    driverVersion: placement.driverVersion ?? placement.environment.drivers[tally.driver] ?? 'unknown',
+    strategy: placement.strategy,
+    rows: placement.rows,
+    hot: placement.hot,
+    environment: placement.environment.id,
+    layers: tally.layers,
+    verifiedRows: placement.verifiedRows,
+    verdict: tally.verdict,
+    timings: placement.timings,
+    ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),
+  });
+}
