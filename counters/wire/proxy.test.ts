@@ -1,0 +1,264 @@
+import net from 'node:net';
+import { once } from 'node:events';
+import { startWireProxy } from './proxy';
+import type { WireProxy } from './proxy';
+import { CAP, command, greeting, handshakeResponse, mysqlPacket, ok, pg } from './frames.fixture';
+
+/**
+ * Fault tests with real loopback sockets: a tiny fake server stands in for the database so each fault can be
+ * produced on purpose. Every test ends with no socket left open on either side.
+ */
+
+const CLIENT_CAPS = CAP.PROTOCOL_41 | CAP.SECURE_CONNECTION | CAP.PLUGIN_AUTH | CAP.DEPRECATE_EOF;
+
+interface FakeServer {
+  server: net.Server;
+  port: number;
+  received: () => Buffer;
+  sockets: net.Socket[];
+  stop: () => Promise<void>;
+}
+
+/** A server that runs `behave` on each connection and records everything it received. */
+async function fakeServer(behave: (socket: net.Socket, data: Buffer, all: () => Buffer) => void, onConnect?: (socket: net.Socket) => void): Promise<FakeServer> {
+  const chunks: Buffer[] = [];
+  const all = (): Buffer => {
+    if (chunks.length > 1) chunks.splice(0, chunks.length, Buffer.concat(chunks));
+    return chunks[0] ?? Buffer.alloc(0);
+  };
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((socket) => {
+    sockets.push(socket);
+    socket.on('error', () => undefined);
+    onConnect?.(socket);
+    socket.on('data', (data) => {
+      chunks.push(data);
+      behave(socket, data, all);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    server,
+    port: (server.address() as net.AddressInfo).port,
+    received: all,
+    sockets,
+    stop: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A MySQL-speaking fake: greeting, OK to the handshake, OK to every COM_PING / COM_QUERY unless told otherwise. */
+function mysqlFake(onCommand?: (socket: net.Socket, code: number) => boolean) {
+  let state = 0;
+  let parts: Buffer[] = [];
+  let have = 0;
+  let continuing = false;
+  return fakeServer(
+    (socket, data) => {
+      parts.push(data);
+      have += data.length;
+      for (;;) {
+        const head = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts.slice(0, 2));
+        if (have < 4 || head.length < 5) break;
+        const length = head.readUIntLE(0, 3);
+        if (have < 4 + length) break;
+        const code = continuing ? -1 : (head[4] as number);
+        const seq = head[3] as number;
+        continuing = length === 0xffffff;
+        const rest = Buffer.concat(parts).subarray(4 + length);
+        parts = rest.length > 0 ? [rest] : [];
+        have = rest.length;
+        if (continuing) continue;
+        if (state === 0) {
+          state = 1;
+          socket.write(ok(2));
+        } else if (!onCommand || !onCommand(socket, code)) {
+          if (code !== 0x01) socket.write(ok(seq + 1));
+        }
+      }
+    },
+    (socket) => socket.write(greeting(1234)),
+  );
+}
+
+async function connectClient(port: number): Promise<{ socket: net.Socket; data: () => Buffer; closed: Promise<void> }> {
+  const socket = net.connect({ host: '127.0.0.1', port });
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  socket.on('data', (d) => chunks.push(d));
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  await once(socket, 'connect');
+  return { socket, data: () => Buffer.concat(chunks), closed };
+}
+
+async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+function tcpHandles(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap' || r === 'TCPServerWrap').length;
+}
+
+async function serverConnections(server: net.Server): Promise<number> {
+  return new Promise((resolve, reject) => server.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+}
+
+describe('WireProxy with real sockets', () => {
+  let handlesBefore = 0;
+  let proxy: WireProxy | null = null;
+  let fake: FakeServer | null = null;
+  beforeEach(() => {
+    handlesBefore = tcpHandles();
+  });
+  afterEach(async () => {
+    await proxy?.close();
+    await fake?.stop();
+    proxy = null;
+    fake = null;
+    await until(() => tcpHandles() <= handlesBefore, 'TCP handles to be released');
+  });
+
+  async function handshaken(): Promise<Awaited<ReturnType<typeof connectClient>>> {
+    const c = await connectClient((proxy as WireProxy).port);
+    await until(() => c.data().length >= greeting(1234).length, 'greeting');
+    c.socket.write(handshakeResponse(CLIENT_CAPS));
+    await until(() => c.data().length >= greeting(1234).length + ok(2).length, 'handshake OK');
+    return c;
+  }
+
+  it('forwards bytes unchanged both ways and counts a window, with set-up outside it', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port }, tls: 'passthrough' });
+    const c = await handshaken();
+    const before = proxy.snapshot();
+    c.socket.write(Buffer.concat([command(0x0e), command(0x03, 'SELECT 1')]));
+    await until(() => c.data().length >= greeting(1234).length + 3 * ok(1).length, 'two answers');
+    const after = proxy.snapshot();
+    const window = proxy.diff(before, after);
+    expect(window).toMatchObject({ commands: { COM_PING: 1, COM_QUERY: 1 }, roundTrips: 2, clientWrites: 1, connections: 1, incomplete: false });
+    expect(window.setup?.connectionsOpened).toBe(0);
+    expect(proxy.diff(proxy.snapshot(), proxy.snapshot()).commandsTotal).toBe(0);
+    expect(proxy.connections()[0]?.serverConnectionId).toBe(1234);
+    expect(fake.received().equals(Buffer.concat([handshakeResponse(CLIENT_CAPS), command(0x0e), command(0x03, 'SELECT 1')]))).toBe(true);
+    expect(c.data().equals(Buffer.concat([greeting(1234), ok(2), ok(1), ok(1)]))).toBe(true);
+    c.socket.end(command(0x01));
+    await c.closed;
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
+    expect(proxy.connections()[0]?.counts.incomplete).toBe(false);
+  });
+
+  it('passes a 22 MB command intact with backpressure and counts it once', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const c = await handshaken();
+    const payload = Buffer.alloc(22 * 1024 * 1024, 0x62);
+    payload[0] = 0x03;
+    const big = mysqlPacket(0, payload);
+    const before = proxy.snapshot();
+    c.socket.write(big);
+    await until(() => c.data().length >= greeting(1234).length + 2 * ok(1).length, 'answer to the big query', 20000);
+    const window = proxy.diff(before, proxy.snapshot());
+    expect(window).toMatchObject({ commands: { COM_QUERY: 1 }, roundTrips: 1, incompleteReasons: [] });
+    expect(window.bytesClientToServer).toBe(big.length);
+    expect(fake.received().subarray(-big.length).equals(big)).toBe(true);
+  }, 30_000);
+
+  it('marks garbage from the client incomplete and still forwards it', async () => {
+    fake = await mysqlFake(() => true);
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const c = await handshaken();
+    const garbage = Buffer.from('\x05\x00\x00\x07hello');
+    c.socket.write(garbage);
+    await until(() => fake?.received().subarray(-garbage.length).equals(garbage) === true, 'garbage to arrive');
+    const counts = proxy.connections()[0]?.counts;
+    expect(counts?.incomplete).toBe(true);
+    expect(counts?.incompleteReasons).toEqual(['parse stopped: bad sequence id 7 in a client packet during command']);
+    c.socket.destroy();
+  });
+
+  it('marks an impossible PostgreSQL length incomplete and still forwards it', async () => {
+    fake = await fakeServer((socket, _data, all) => {
+      if (all().length === pg.startup().length) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(99, 1), pg.ready()]));
+    });
+    proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: fake.port } });
+    const c = await connectClient(proxy.port);
+    c.socket.write(pg.startup());
+    await until(() => c.data().length > 0 && c.data().at(-6) === 0x5a, 'ReadyForQuery');
+    const bad = Buffer.from([0x51, 0, 0, 0, 2]);
+    c.socket.write(bad);
+    await until(() => fake?.received().subarray(-5).equals(bad) === true, 'bad message to arrive');
+    const [connection] = proxy.connections();
+    expect(connection?.serverConnectionId).toBe(99);
+    expect(connection?.counts.incompleteReasons).toEqual(["parse stopped: impossible length 2 for message 'Q'"]);
+    c.socket.destroy();
+  });
+
+  it('closes the client cleanly when the server dies mid-answer, and marks the cut', async () => {
+    fake = await mysqlFake((socket, code) => {
+      if (code !== 0x03) return false;
+      socket.write(ok(1).subarray(0, 5));
+      setTimeout(() => socket.destroy(), 10);
+      return true;
+    });
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const c = await handshaken();
+    c.socket.write(command(0x03, 'SELECT SLEEP(1)'));
+    await c.closed;
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'proxy to see the close');
+    const counts = proxy.connections()[0]?.counts;
+    expect(counts?.incomplete).toBe(true);
+    expect(counts?.incompleteReasons).toEqual([
+      'connection closed (server closed) in the middle of a server packet',
+      'connection closed (server closed) with 1 command(s) unanswered',
+    ]);
+    expect(await serverConnections(fake.server)).toBe(0);
+  });
+
+  it('closes the server side when the client disconnects with a command in flight', async () => {
+    fake = await mysqlFake(() => true);
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const c = await handshaken();
+    c.socket.write(command(0x03, 'SELECT SLEEP(10)'));
+    await until(() => fake?.received().includes(Buffer.from('SLEEP(10)')) === true, 'query to arrive');
+    c.socket.destroy();
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'proxy to see the close');
+    await until(() => fake?.sockets.every((s) => s.destroyed || s.readableEnded) === true, 'server socket to end');
+    expect(proxy.connections()[0]?.counts.incompleteReasons).toEqual(['connection closed (client closed) with 1 command(s) unanswered']);
+  });
+
+  it('survives a server that refuses the connection', async () => {
+    const closedPort = await (async () => {
+      const s = net.createServer().listen(0, '127.0.0.1');
+      await once(s, 'listening');
+      const port = (s.address() as net.AddressInfo).port;
+      await new Promise<void>((r) => s.close(() => r()));
+      return port;
+    })();
+    proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: closedPort } });
+    const c = await connectClient(proxy.port);
+    c.socket.write(pg.startup());
+    await c.closed;
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'proxy to see the close');
+    expect(proxy.connections()[0]?.counts.incompleteReasons).toEqual(['could not connect to the server: ECONNREFUSED']);
+  });
+
+  it('close() ends open connections on both sides and leaks nothing', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const a = await handshaken();
+    const b = await handshaken();
+    expect(await serverConnections(fake.server)).toBe(2);
+    await proxy.close();
+    await Promise.all([a.closed, b.closed]);
+    await until(() => fake?.sockets.every((s) => s.destroyed || s.readableEnded) === true, 'server sockets to end');
+    expect(proxy.connections().every((c) => c.closedAtNs !== null)).toBe(true);
+    await proxy.close();
+  });
+});
