@@ -80,7 +80,9 @@ const installCache = new Map<string, Promise<InstallSearch>>();
 
 /** Local installs of a backend, from every finder in order; cached per PATH so listing stays cheap. */
 export function localInstalls(module: BackendModule, env: NodeJS.ProcessEnv): Promise<InstallSearch> {
-  const key = [module.name, env['PATH'], env[`SQLTALLY_${module.name.toUpperCase()}_BINDIR`], env['TMPDIR']].join('\0');
+  // Everything a finder may read: PATH, TMPDIR and the SQLTALLY_* overrides (bindirs, root filesystem cache).
+  const relevant = Object.entries(env).filter(([k]) => k === 'PATH' || k === 'TMPDIR' || k.startsWith('SQLTALLY_'));
+  const key = [module.name, ...relevant.sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`)].join('\0');
   let search = installCache.get(key);
   if (!search) {
     search = Promise.all(module.installFinders.map((find) => find(env))).then((results) => ({

@@ -34,7 +34,7 @@ interface StartedContainer {
 }
 
 /** Builds the Testcontainers container from a plan; loaded lazily, only once an engine has answered. */
-async function buildContainer(name: BackendName, plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }> {
+export async function buildContainer(name: BackendName, plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }> {
   switch (name) {
     case 'mysql': {
       const { MySqlContainer } = await import('@testcontainers/mysql');

@@ -27,7 +27,8 @@ export function parseExternalUrl(module: BackendModule, raw: string, variable: s
       backend: id,
       phase: 'config',
       provider: 'external',
-      hint: `set ${variable} like ${module.urlSchemes[0] ?? module.name}://user:password@127.0.0.1:${module.defaultPort ?? 0}/${DEFAULT_DATABASE}`,
+      // Written so the redaction of URLs in messages leaves the example readable.
+      hint: `set ${variable} to ${module.urlSchemes[0] ?? module.name}://USER@HOST:${module.defaultPort ?? 0}/DATABASE (with a password: USER:PASSWORD@HOST)`,
     });
   };
   let url: URL;

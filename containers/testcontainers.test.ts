@@ -1,0 +1,58 @@
+import { MARIADB } from './mariadb';
+import { MYSQL } from './mysql';
+import { POSTGRES } from './postgres';
+import { SQLITE } from './sqlite';
+import { buildContainer, containerPlanFor, imageFor } from './testcontainers';
+
+describe('container plans (checked without an engine)', () => {
+  it('pins the default images', () => {
+    expect(imageFor(MYSQL, undefined, {})).toBe('mysql:8.4');
+    expect(imageFor(MARIADB, undefined, {})).toBe('mariadb:11.4');
+    expect(imageFor(POSTGRES, undefined, {})).toBe('postgres:17');
+    expect(imageFor(SQLITE, undefined, {})).toBeUndefined();
+  });
+
+  it('lets SQLTALLY_<BACKEND>_IMAGE override the image of the plain id', () => {
+    expect(imageFor(POSTGRES, undefined, { SQLTALLY_POSTGRES_IMAGE: 'registry.local/pg:17.2' })).toBe('registry.local/pg:17.2');
+    expect(imageFor(MARIADB, undefined, { SQLTALLY_MARIADB_IMAGE: 'mariadb:10.11' })).toBe('mariadb:10.11');
+  });
+
+  it('turns a variant into an image tag, unless a variant image is named', () => {
+    expect(imageFor(POSTGRES, '16', {})).toBe('postgres:16');
+    expect(imageFor(MARIADB, '10.11', {})).toBe('mariadb:10.11');
+    expect(imageFor(MARIADB, '10.11', { SQLTALLY_MARIADB_10_11_IMAGE: 'quay.io/mariadb:10.11.9' })).toBe('quay.io/mariadb:10.11.9');
+  });
+
+  it('loads pg_stat_statements on PostgreSQL', () => {
+    const plan = containerPlanFor(POSTGRES, undefined, {});
+    expect(plan).toMatchObject({ image: 'postgres:17', command: ['-c', 'shared_preload_libraries=pg_stat_statements'], reuse: false, containerPort: 5432 });
+  });
+
+  it('turns performance_schema on for MariaDB and MySQL, with room for a 22 MB statement', () => {
+    for (const module of [MARIADB, MYSQL]) {
+      const plan = containerPlanFor(module, undefined, {});
+      expect(plan?.command).toContain('--performance-schema=ON');
+      expect(plan?.command).toContain('--max-allowed-packet=64M');
+      expect(plan).toMatchObject({ reuse: false, containerPort: 3306, user: 'root', database: 'sqltally' });
+    }
+  });
+
+  it('has no plan for the embedded SQLite', () => {
+    expect(containerPlanFor(SQLITE, undefined, {})).toBeUndefined();
+  });
+
+  // Reads Testcontainers' own (protected) fields: the only way to see, without an engine, that the plan reached
+  // the container it will create.
+  it.each([
+    ['postgres', POSTGRES],
+    ['mariadb', MARIADB],
+    ['mysql', MYSQL],
+  ] as const)('applies the %s plan to the Testcontainers container, reuse off', async (name, module) => {
+    const plan = containerPlanFor(module, undefined, {});
+    if (!plan) throw new Error('no plan');
+    const container = (await buildContainer(name, plan)) as unknown as { createOpts: { Image: string; Cmd: string[] }; reuse: boolean };
+    expect(container.createOpts.Image).toBe(plan.image);
+    expect(container.createOpts.Cmd).toEqual(plan.command);
+    expect(container.reuse).toBe(false);
+  });
+});
