@@ -304,3 +304,82 @@ describe('mysqldArgs', () => {
     expect(args).toContain('--performance-schema=ON');
   });
 });
+
+// The images built from these root filesystems (scripts/docker-stage.sh) must accept the official images'
+// environment, so @testcontainers/* work unchanged; the entrypoints' dry run shows what they would do.
+describe('docker entrypoints', () => {
+  const DOCKER_DIR = path.resolve(__dirname, '..', 'docker');
+
+  function entrypoint(script: string, env: Record<string, string>, args: string[] = []): Run {
+    const result = spawnSync('bash', [path.join(DOCKER_DIR, script), ...args], {
+      encoding: 'utf8',
+      env: { PATH: process.env['PATH'], SQLTALLY_ENTRYPOINT_DRY_RUN: '1', ...env },
+    });
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  it('mysql: creates the database, the user and root@% from MYSQL_*, and passes extra server options last', () => {
+    const run = entrypoint(
+      'mysql-entrypoint.sh',
+      { SQLTALLY_FLAVOUR: 'mysql', MYSQL_ROOT_PASSWORD: "ro'ot", MYSQL_DATABASE: 'test', MYSQL_USER: 'test', MYSQL_PASSWORD: 'pw' },
+      ['--performance-schema=ON', '--max-allowed-packet=64M'],
+    );
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain("ALTER USER 'root'@'localhost' IDENTIFIED BY 'ro''ot';");
+    expect(run.stdout).toContain("CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY 'ro''ot';");
+    expect(run.stdout).toContain('CREATE DATABASE IF NOT EXISTS `test`;');
+    expect(run.stdout).toContain("GRANT ALL PRIVILEGES ON `test`.* TO 'test'@'%';");
+    const server = run.stdout.split('-- server\n')[1]?.trim().split('\n') ?? [];
+    expect(server[0]).toBe('/usr/sbin/mysqld');
+    expect(server).toContain('--mysqlx=OFF');
+    expect(server.slice(-2)).toEqual(['--performance-schema=ON', '--max-allowed-packet=64M']);
+  });
+
+  it('mariadb: prefers MARIADB_* over MYSQL_* and drops a leading "mariadbd"', () => {
+    const run = entrypoint(
+      'mysql-entrypoint.sh',
+      { SQLTALLY_FLAVOUR: 'mariadb', MARIADB_ROOT_PASSWORD: 'a', MYSQL_ROOT_PASSWORD: 'b', MARIADB_DATABASE: 'db1' },
+      ['mariadbd', '--performance-schema=ON'],
+    );
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain("IDENTIFIED BY 'a';");
+    expect(run.stdout).not.toContain("'b'");
+    expect(run.stdout).toContain('CREATE DATABASE IF NOT EXISTS `db1`;');
+    const server = run.stdout.split('-- server\n')[1]?.trim().split('\n') ?? [];
+    expect(server[0]).toBe('/usr/sbin/mariadbd');
+    expect(server).not.toContain('--mysqlx=OFF');
+    expect(server.at(-1)).toBe('--performance-schema=ON');
+  });
+
+  it('mysql family: refuses to start without a root password setting, like the official images', () => {
+    const run = entrypoint('mysql-entrypoint.sh', { SQLTALLY_FLAVOUR: 'mariadb', MARIADB_DATABASE: 'x' });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('MARIADB_ROOT_PASSWORD, MARIADB_ALLOW_EMPTY_PASSWORD and MARIADB_RANDOM_ROOT_PASSWORD');
+    const allowed = entrypoint('mysql-entrypoint.sh', { SQLTALLY_FLAVOUR: 'mariadb', MARIADB_ALLOW_EMPTY_ROOT_PASSWORD: '1' });
+    expect(allowed.status).toBe(0);
+    expect(allowed.stdout).toContain("ALTER USER 'root'@'localhost' IDENTIFIED BY '';");
+  });
+
+  it('postgres: honours POSTGRES_USER/DB/PASSWORD and passes -c options to the server', () => {
+    const run = entrypoint(
+      'postgres-entrypoint.sh',
+      { POSTGRES_USER: 'test', POSTGRES_DB: 'te"st', POSTGRES_PASSWORD: 'pw' },
+      ['-c', 'shared_preload_libraries=pg_stat_statements'],
+    );
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('initdb -D /var/lib/postgresql/data -U test --auth-local=trust --auth-host=scram-sha-256');
+    expect(run.stdout).toContain('host all all all scram-sha-256');
+    expect(run.stdout).toContain('CREATE DATABASE "te""st"');
+    const server = run.stdout.split('-- server\n')[1]?.trim().split('\n') ?? [];
+    expect(server.slice(-2)).toEqual(['-c', 'shared_preload_libraries=pg_stat_statements']);
+    expect(server).toContain('listen_addresses=*');
+  });
+
+  it('postgres: refuses an empty password unless POSTGRES_HOST_AUTH_METHOD=trust', () => {
+    expect(entrypoint('postgres-entrypoint.sh', {}).status).toBe(1);
+    const trust = entrypoint('postgres-entrypoint.sh', { POSTGRES_HOST_AUTH_METHOD: 'trust' });
+    expect(trust.status).toBe(0);
+    expect(trust.stdout).toContain('host all all all trust');
+    expect(trust.stdout).not.toContain('-- single-user');
+  });
+});

@@ -30,6 +30,14 @@ const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port|another mysqld server running on port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
+/** What mariadb-install-db feeds to `mariadbd --bootstrap`, in its order (without the help tables). */
+const MARIADB_BOOTSTRAP_SQL = [
+  'mariadb_system_tables.sql',
+  'mariadb_performance_tables.sql',
+  'mariadb_system_tables_data.sql',
+  'maria_add_gis_sp_bootstrap.sql',
+  'mariadb_sys_schema.sql',
+];
 
 export const ROOTFS_NAMES = ['mysql', 'mariadb11'] as const;
 export type RootfsName = (typeof ROOTFS_NAMES)[number];
@@ -57,9 +65,22 @@ const RECIPES = {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
+    // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
+    // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
     initialize: (dataDir) => ({
-      binary: '/usr/bin/mariadb-install-db',
-      args: ['--no-defaults', `--datadir=${dataDir}`, '--user=root', '--skip-test-db', '--auth-root-authentication-method=normal'],
+      binary: '/bin/sh',
+      args: [
+        '-c',
+        [
+          `mkdir -p ${dataDir} &&`,
+          // Bootstrap mode reads one statement per line.
+          `{ printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;';`,
+          ...MARIADB_BOOTSTRAP_SQL.map((f) => `cat /usr/share/mariadb/${f};`),
+          '} |',
+          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --log-warnings=0`,
+          '--enforce-storage-engine= --max-allowed-packet=8M --net-buffer-length=16K',
+        ].join(' '),
+      ],
     }),
   },
 } as const satisfies Record<RootfsName, RootfsRecipe>;
@@ -112,7 +133,7 @@ export function locateRootfs(name: RootfsName, env: NodeJS.ProcessEnv = process.
       found: false,
       reason: exists
         ? `root filesystem ${dir} has no stamp (half-built): ${provision}`
-        : `no root filesystem built in ${rootfsCacheDir(env)}: ${provision}`,
+        : `no ${name} root filesystem built in ${rootfsCacheDir(env)}: ${provision}`,
     };
   }
   let stamp: RootfsStamp;
