@@ -1,0 +1,204 @@
+import { EventEmitter } from 'node:events';
+import { DriverTally } from '../driver-layer';
+import type { CallShape, CallSite } from './counted';
+import {
+  countedProxy,
+  countExpandedValues,
+  countParameterValues,
+  toCount,
+  track,
+  trackCallback,
+  WRAPPED,
+  wrapOnce,
+} from './counted';
+import { countBatch, mariadbRowsAffected } from './mariadb';
+import { mysql2RowsAffected } from './mysql2';
+import { pgRowsAffected } from './pg';
+
+const SHAPE: CallShape = { method: 'query', kind: 'query', sql: 'SELECT 1', statementClass: 'select', bindValues: 0, parameterSets: 1 };
+
+function site(tally: DriverTally, id: number | null = 9): CallSite {
+  return { driver: 'mysql2', sink: tally, connectionId: () => id };
+}
+
+describe('countExpandedValues (text protocol, client-side expansion)', () => {
+  it('flattens nested arrays to their scalars', () => {
+    expect(countExpandedValues(undefined)).toBe(0);
+    expect(countExpandedValues([])).toBe(0);
+    expect(countExpandedValues([1, 'a', null])).toBe(3);
+    // mysql2 `VALUES ?` with rows: [[[1, 'a'], [2, 'b']]]
+    expect(countExpandedValues([[[1, 'a'], [2, 'b']]])).toBe(4);
+    expect(countExpandedValues([[1, 2, 3], 4])).toBe(4);
+    expect(countExpandedValues([[[[1]]]])).toBe(1);
+  });
+
+  it('counts one value per key of an object, and one for Buffers, Dates, bigints and toSqlString objects', () => {
+    expect(countExpandedValues([{ a: 1, b: 2, c: 3 }])).toBe(3);
+    expect(countExpandedValues({ id: 1, name: 'x' })).toBe(2);
+    expect(countExpandedValues([Buffer.from('ab'), new Date(0), 5n, { toSqlString: () => 'NOW()' }])).toBe(4);
+    expect(countExpandedValues(7)).toBe(1);
+  });
+});
+
+describe('countParameterValues (binary protocol)', () => {
+  it('counts top-level elements: an array parameter is one value', () => {
+    expect(countParameterValues(undefined)).toBe(0);
+    expect(countParameterValues([1, 2, 3])).toBe(3);
+    expect(countParameterValues([[1, 2], ['a', 'b']])).toBe(2);
+    expect(countParameterValues({ a: 1, b: 2 })).toBe(2);
+    expect(countParameterValues(null)).toBe(1);
+    expect(countParameterValues('x')).toBe(1);
+  });
+});
+
+describe('countBatch (mariadb batch shapes)', () => {
+  const sql2 = 'INSERT INTO t VALUES (?, ?)';
+  const sql1 = 'INSERT INTO t VALUES (?) -- (?)';
+  it('counts rows of arrays and rows of named objects', () => {
+    expect(countBatch(sql2, [[1, 'a'], [2, 'b'], [3, 'c']])).toEqual({ parameterSets: 3, bindValues: 6 });
+    expect(countBatch(sql2, [{ a: 1, b: 2 }, { a: 3, b: 4 }])).toEqual({ parameterSets: 2, bindValues: 4 });
+  });
+  it('shapes a flat array like the connector: one row per value for one placeholder, else one row', () => {
+    expect(countBatch(sql1, [1, 2, 3])).toEqual({ parameterSets: 3, bindValues: 3 });
+    expect(countBatch(sql2, [1, 'a'])).toEqual({ parameterSets: 1, bindValues: 2 });
+    expect(countBatch(sql2, 5)).toEqual({ parameterSets: 1, bindValues: 1 });
+    expect(countBatch(sql2, [])).toEqual({ parameterSets: 0, bindValues: 0 });
+  });
+});
+
+describe('rows affected', () => {
+  it('reads mysql2 ResultSetHeaders and ignores row sets', () => {
+    const header = { fieldCount: 0, affectedRows: 5, insertId: 1, info: '', serverStatus: 2, warningStatus: 0 };
+    expect(mysql2RowsAffected(header)).toBe(5);
+    expect(mysql2RowsAffected([header, [{ a: 1 }], { ...header, affectedRows: 2 }])).toBe(7);
+    expect(mysql2RowsAffected([{ affectedRows: 1 }])).toBeNull();
+    expect(mysql2RowsAffected([])).toBeNull();
+  });
+  it('reads mariadb OK packets with number or bigint counts', () => {
+    expect(mariadbRowsAffected({ affectedRows: 3n, insertId: 0n, warningStatus: 0 })).toBe(3);
+    expect(mariadbRowsAffected([{ affectedRows: 1, insertId: 0, warningStatus: 0 }, { affectedRows: 1, insertId: 0, warningStatus: 0 }])).toBe(2);
+    expect(mariadbRowsAffected(Object.assign([{ id: 1 }], { meta: [] }))).toBeNull();
+  });
+  it('reads pg rowCount only for INSERT/UPDATE/DELETE/MERGE', () => {
+    expect(pgRowsAffected({ command: 'INSERT', rowCount: 4 })).toBe(4);
+    expect(pgRowsAffected({ command: 'SELECT', rowCount: 4 })).toBeNull();
+    expect(pgRowsAffected([{ command: 'INSERT', rowCount: 1 }, { command: 'SELECT', rowCount: 9 }, { command: 'DELETE', rowCount: 2 }])).toBe(3);
+    expect(pgRowsAffected(undefined)).toBeNull();
+  });
+  it('never turns garbage into a count', () => {
+    expect(toCount(-1)).toBeNull();
+    expect(toCount(Number.NaN)).toBeNull();
+    expect(toCount('3')).toBeNull();
+    expect(toCount(2n)).toBe(2);
+  });
+});
+
+describe('track', () => {
+  it('records a resolved promise once, with integer ns times and the rows', async () => {
+    const tally = new DriverTally();
+    const value = { affected: 2 };
+    const out = await track(site(tally), SHAPE, () => Promise.resolve(value), (v) => (v as typeof value).affected);
+    expect(out).toBe(value);
+    expect(tally.events).toHaveLength(1);
+    const [e] = tally.events;
+    expect(e).toMatchObject({ rowsAffected: 2, error: null, connectionId: 9 });
+    expect(Number.isInteger(e!.startNs) && Number.isInteger(e!.durationNs)).toBe(true);
+  });
+
+  it('rethrows the same error instance, sync or async, and records its message', async () => {
+    const tally = new DriverTally();
+    const boom = new Error('boom');
+    expect(() =>
+      track(site(tally), SHAPE, () => {
+        throw boom;
+      }, () => 1),
+    ).toThrow(boom);
+    await expect(track(site(tally), SHAPE, () => Promise.reject(boom), () => 1)).rejects.toBe(boom);
+    expect(tally.events.map((e) => [e.error, e.rowsAffected])).toEqual([
+      ['boom', null],
+      ['boom', null],
+    ]);
+  });
+});
+
+describe('trackCallback', () => {
+  it('records before the callback runs, with the same this and arguments', () => {
+    const tally = new DriverTally();
+    const seen: unknown[] = [];
+    const receiver = { name: 'receiver' };
+    const callback = function (this: unknown, ...args: unknown[]) {
+      seen.push(this, tally.size, ...args);
+    };
+    trackCallback(site(tally), SHAPE, ['SELECT 1', callback], 1, (args) => {
+      (args[1] as (...a: unknown[]) => void).call(receiver, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields');
+    }, mysql2RowsAffected);
+    expect(seen).toEqual([receiver, 1, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields']);
+    expect(tally.events[0]!.rowsAffected).toBe(3);
+  });
+});
+
+class Secretive extends EventEmitter {
+  #secret = 41;
+  get secret(): number {
+    return this.#secret;
+  }
+  bump(): this {
+    this.#secret++;
+    return this;
+  }
+  read(): number {
+    return this.#secret;
+  }
+}
+
+describe('countedProxy', () => {
+  it('keeps #private state, getters, chaining and EventEmitter behaviour working', () => {
+    const tally = new DriverTally();
+    const target = new Secretive();
+    const mark = { driver: 'mysql2' as const, sink: tally, target };
+    const proxy = countedProxy(target, mark, {
+      read: (original) => () => track(site(tally), SHAPE, () => original(), () => null),
+    });
+    expect(proxy.secret).toBe(41);
+    expect(proxy.bump()).toBe(proxy);
+    expect(proxy.read()).toBe(42);
+    expect(tally.size).toBe(1);
+    let heard = 0;
+    proxy.on('x', () => heard++);
+    target.emit('x');
+    expect(heard).toBe(1);
+    expect(proxy instanceof Secretive).toBe(true);
+    expect((proxy as unknown as Record<symbol, unknown>)[WRAPPED]).toBe(mark);
+    // Inherited members of the hooks object are not hooks.
+    expect(String(proxy)).toBe(String(target));
+    proxy.setMaxListeners(3);
+    expect(target.getMaxListeners()).toBe(3);
+  });
+
+  it('returns read-only non-configurable functions untouched (Proxy invariant)', () => {
+    const target = {};
+    const frozen = (): number => 1;
+    Object.defineProperty(target, 'frozen', { value: frozen, writable: false, configurable: false });
+    const tally = new DriverTally();
+    const proxy = countedProxy(target, { driver: 'pg', sink: tally, target }, {}) as { frozen: () => number };
+    expect(proxy.frozen).toBe(frozen);
+  });
+
+  it('wrapOnce returns the same wrapper per sink and original', () => {
+    const tally = new DriverTally();
+    const target = new Secretive();
+    let created = 0;
+    const make = () => {
+      created++;
+      return countedProxy(target, { driver: 'mysql2', sink: tally, target }, {});
+    };
+    const a = wrapOnce('mysql2', target, tally, make);
+    const b = wrapOnce('mysql2', target, tally, make);
+    const c = wrapOnce('mysql2', a, tally, make);
+    expect(b).toBe(a);
+    expect(c).toBe(a);
+    expect(created).toBe(1);
+    const other = new DriverTally();
+    expect(wrapOnce('mysql2', target, other, () => countedProxy(target, { driver: 'mysql2', sink: other, target }, {}))).not.toBe(a);
+  });
+});
