@@ -126,12 +126,15 @@ export function startedBackend(
   description: BackendDescription,
   connection: ConnectionInfo,
   stop: () => Promise<void>,
+  resources: { pid?: number; dataDir?: string } = {},
 ): StartedBackend {
   let stopping: Promise<void> | undefined;
   const once = (): Promise<void> => (stopping ??= stop());
   return {
     description,
     connection,
+    ...(resources.pid !== undefined ? { pid: resources.pid } : {}),
+    ...(resources.dataDir !== undefined ? { dataDir: resources.dataDir } : {}),
     stop: once,
     [Symbol.asyncDispose]: once,
   };

@@ -120,6 +120,7 @@ export interface ServerLaunch {
 export interface RunningServer {
   pid: number;
   port: number;
+  dataDir: string;
   /** process.hrtime.bigint() at spawn of the attempt that succeeded, and at first successful query. */
   spawnedAt: bigint;
   readyAt: bigint;
@@ -256,7 +257,7 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
     try {
       await launch.ping(port);
       const readyAt = process.hrtime.bigint();
-      return { pid, port, spawnedAt, readyAt, stop, logTail: () => log };
+      return { pid, port, dataDir: launch.dir.path, spawnedAt, readyAt, stop, logTail: () => log };
     } catch (err) {
       lastError = err;
     }

@@ -112,6 +112,7 @@ async function startLocal(install: { binary: string; installDb: string }, option
       describe(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
+      running,
     );
   } catch (cause) {
     await running.stop();

@@ -147,6 +147,7 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
       describe(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
+      running,
     );
   } catch (cause) {
     await running.stop();

@@ -40,6 +40,7 @@ async function startEmbedded(options: StartOptions): Promise<StartedBackend> {
     describe(SQLITE, { flavour: 'sqlite', serverVersion: version, refined: {} }, 'embedded', LIBRARY, readyAt - spawnedAt, true),
     { kind: 'file', filename },
     () => dir.remove(),
+    { dataDir: dir.path },
   );
 }
 

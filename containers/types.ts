@@ -88,6 +88,10 @@ export type BackendDescription = z.infer<typeof BackendDescriptionSchema>;
 export interface StartedBackend extends AsyncDisposable {
   readonly description: BackendDescription;
   readonly connection: ConnectionInfo;
+  /** The server process sqltally spawned (local provider only), so a test can prove it is gone after stop. */
+  readonly pid?: number;
+  /** The private directory sqltally created (local and embedded), removed by stop. */
+  readonly dataDir?: string;
   /** Stops the server if sqltally started it and removes its private data; idempotent. */
   stop(): Promise<void>;
 }
