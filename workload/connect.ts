@@ -3,7 +3,9 @@ import * as mariadb from 'mariadb';
 import * as mysql2 from 'mysql2/promise';
 import * as pg from 'pg';
 import { SqltallyError } from '../containers/errors';
-import type { BackendName, ConnectionInfo, DriverName, NetworkConnection } from '../containers/types';
+import type { BackendName, ConnectionInfo, DriverName, NetworkConnection, StartedBackend } from '../containers/types';
+import { createTableSql, dropTableSql } from './table';
+import type { WorkloadTable } from './table';
 import type { DriverHandle } from './strategies/types';
 
 /** A plain (uncounted) driver connection and how to close it. */
@@ -109,5 +111,56 @@ export function rowSource<D extends DriverName>(driver: D, handle: DriverHandle[
     }
     default:
       throw new SqltallyError(`no row source for driver ${String(driver)}`, { phase: 'config' });
+  }
+}
+
+/** Runs one statement that returns no rows (DDL, TRUNCATE) on a handle of any driver. */
+export async function executeSql<D extends DriverName>(driver: D, handle: DriverHandle[D], sql: string): Promise<void> {
+  switch (driver) {
+    case 'mysql2':
+      await (handle as DriverHandle['mysql2']).query(sql);
+      return;
+    case 'mariadb':
+      await (handle as DriverHandle['mariadb']).query(sql);
+      return;
+    case 'pg':
+      await (handle as DriverHandle['pg']).query(sql);
+      return;
+    case 'better-sqlite3':
+      (handle as DriverHandle['better-sqlite3']).exec(sql);
+      return;
+    default:
+      throw new SqltallyError(`no statement runner for driver ${String(driver)}`, { phase: 'config' });
+  }
+}
+
+/**
+ * Drops and creates the workload table through a fresh connection of the backend's read driver, so the workload's
+ * own (possibly counted) connection never carries the DDL.
+ */
+export async function recreateTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
+  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+  const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
+  try {
+    for (const sql of [dropTableSql(table), createTableSql(table)]) {
+      try {
+        await executeSql(driver, opened.handle, sql);
+      } catch (err) {
+        throw new SqltallyError(`could not set up table ${table.name}`, { backend: backend.description.id, phase: 'setup', statement: sql, cause: err });
+      }
+    }
+  } finally {
+    await opened.close();
+  }
+}
+
+/** Drops the workload table through a fresh connection; a missing table is fine. */
+export async function dropTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
+  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+  const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
+  try {
+    await executeSql(driver, opened.handle, dropTableSql(table));
+  } finally {
+    await opened.close();
   }
 }

@@ -1,0 +1,39 @@
+import net from 'node:net';
+import { SqltallyError } from '../containers/errors';
+import type { NetworkConnection } from '../containers/types';
+import { openPlainConnection, READ_DRIVER_BY_BACKEND } from './connect';
+
+/** A loopback port nothing listens on: bind one, note it, close it. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('openPlainConnection', () => {
+  it('refuses a file connection for a network driver, and a network one for better-sqlite3', async () => {
+    await expect(openPlainConnection('pg', { kind: 'file', filename: '/tmp/x.db' }, {}, 'postgres')).rejects.toThrow(
+      /driver pg needs a network server, got a file connection/,
+    );
+    const network: NetworkConnection = { kind: 'network', host: '127.0.0.1', port: 1, user: 'u', password: 'p', database: 'd' };
+    await expect(openPlainConnection('better-sqlite3', network)).rejects.toThrow(/needs a database file/);
+  });
+
+  it.each(['mysql2', 'mariadb', 'pg'] as const)('%s: an unreachable server is a connect-phase error without the password', async (driver) => {
+    const port = await closedPort();
+    const secret = 's3cr3t-pw';
+    const error = await openPlainConnection(driver, { kind: 'network', host: '127.0.0.1', port, user: 'root', password: secret, database: 'x' }, { connectTimeout: 2_000 }, 'mariadb').catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(SqltallyError);
+    expect((error as SqltallyError).phase).toBe('connect');
+    expect((error as Error).message).toContain(`127.0.0.1:${port}`);
+    expect((error as Error).message).not.toContain(secret);
+  });
+
+  it('reads back with one driver per backend', () => {
+    expect(READ_DRIVER_BY_BACKEND).toEqual({ sqlite: 'better-sqlite3', mariadb: 'mysql2', mysql: 'mysql2', postgres: 'pg' });
+  });
+});
