@@ -272,6 +272,8 @@ describeEachBackend(
     const connect = async () => {
       const c = network(get());
       const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+      // The server stops in withBackend's afterAll; an idle client then emits 'error', which must not crash the run.
+      client.on('error', () => undefined);
       await client.connect();
       return client;
     };

@@ -120,6 +120,8 @@ export class MysqlFamilySource implements SnapshotSource {
     const c = this.#connection;
     try {
       this.#conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+      // A server stopping under an idle connection emits 'error'; unheard, that would take the whole process down.
+      this.#conn.on('error', () => undefined);
     } catch (err) {
       throw this.#fail(`probe could not connect to ${c.host}:${c.port} as ${c.user}: ${messageOf(err)}`, 'connect', err);
     }

@@ -44,7 +44,7 @@ function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
 function statementsReadSql(forcedFlush: boolean): string {
   return [
     'SELECT',
-    "(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', left(s.query, ${STATEMENT_TEXT_READ}), 'calls', s.calls, 'rows', s.rows)), '[]'::json)",
+    `(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', left(s.query, ${STATEMENT_TEXT_READ}), 'calls', s.calls, 'rows', s.rows)), '[]'::json)`,
     '  FROM pg_stat_statements s',
     '  WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())',
     '    AND s.userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)) AS statements',
@@ -85,6 +85,7 @@ export class PostgresSource implements SnapshotSource {
   #ownPid = -1;
   #versionNum = 0;
   #statementStats: 'on' | string = 'on';
+  #lostConnection: string | null = null;
 
   constructor(description: BackendDescription, connection: NetworkConnection, opts: ProbeOptions = {}) {
     this.description = description;
@@ -116,6 +117,10 @@ export class PostgresSource implements SnapshotSource {
     } catch (err) {
       throw this.#fail(`probe could not connect to ${c.host}:${c.port} as ${c.user}: ${messageOf(err)}`, 'connect', err);
     }
+    // A server stopping under an idle client emits 'error'; unheard, that would take the whole process down.
+    client.on('error', (err) => {
+      this.#lostConnection = messageOf(err);
+    });
     this.#client = client;
     const info = await client.query<{ v: string; pid: number }>(
       "SELECT current_setting('server_version_num') AS v, pg_backend_pid() AS pid",
@@ -129,6 +134,8 @@ export class PostgresSource implements SnapshotSource {
     } catch (err) {
       this.#statementStats = `pg_stat_statements is not available (${messageOf(err)}): no per-statement counts`;
     }
+    // The statements above are the probe's own; flush them now so they do not land in the first measured interval.
+    if (this.#forcedFlush) await client.query(SQL_FORCE_FLUSH);
   }
 
   async #readMain(ctx: WindowContext): Promise<MainRow> {
@@ -186,6 +193,7 @@ export class PostgresSource implements SnapshotSource {
     const startNs = process.hrtime.bigint();
     const failures: string[] = [];
     const notes: string[] = [];
+    if (this.#lostConnection) failures.push(`probe connection lost: ${this.#lostConnection}`);
     let settleDetail = 'forced flush of the writer session (pg_stat_force_next_flush)';
     let settled = true;
 

@@ -83,7 +83,7 @@ describe('SnapshotProbe', () => {
     const probe = new SnapshotProbe(source, { calibrationPairs: 3 });
     const cost = await probe.calibrate(CTX);
     expect(cost).toEqual({ counters: { Questions: 4 }, pairs: 3, stable: true, unstable: {} });
-    expect(source.snapshots).toBe(4);
+    expect(source.snapshots).toBe(5);
   });
 
   it('gives control 0 and the exact window when nothing else talks', async () => {
@@ -119,7 +119,7 @@ describe('SnapshotProbe', () => {
 
   it('is incomplete when the cost is not stable', async () => {
     const source = new ScriptedSource();
-    source.jitterAt.set(2, 1);
+    source.jitterAt.set(3, 1);
     const probe = new SnapshotProbe(source, { calibrationPairs: 3 });
     const cost = await probe.calibrate(CTX);
     expect(cost.stable).toBe(false);

@@ -92,6 +92,9 @@ export class SnapshotProbe implements ServerProbe {
   }
 
   async calibrate(ctx: WindowContext): Promise<ProbeCost> {
+    // A first, discarded snapshot absorbs whatever was pending before (statistics not yet flushed, a first read that
+    // creates a pg_stat_statements entry), so the pairs measure the steady cost only.
+    await this.#source.snapshot(ctx, 'calibrate');
     const snapshots: Snapshot[] = [];
     for (let i = 0; i <= this.#pairs; i++) snapshots.push(await this.#source.snapshot(ctx, 'calibrate'));
     const windows: Counters[] = [];
