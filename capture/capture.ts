@@ -148,7 +148,10 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
    * One counted window around `fn`. The server probe's control window runs first; the user's error, if any, is
    * kept in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
    */
-  async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T>, opts: { hot?: boolean } = {}): Promise<Captured<T>> {
+  async measure<T>(
+    fn: (handle: DriverHandle<D>) => Promise<T>,
+    opts: { hot?: boolean; around?: <R>(work: () => Promise<R>) => Promise<R> } = {},
+  ): Promise<Captured<T>> {
     if (this.#closed) throw new SqltallyError('capture session already closed', { backend: this.backend.description.id, phase: 'workload' });
     const conn = await this.#connection(opts.hot ?? false);
     const context: WindowContext = {
@@ -171,13 +174,18 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
 
     let result: T | undefined;
     let workloadError: WorkloadError | null = null;
-    const started = process.hrtime.bigint();
-    try {
-      result = await fn(conn.counted);
-    } catch (err) {
-      workloadError = errorOf(err);
-    }
-    const durationNs = Number(process.hrtime.bigint() - started);
+    let durationNs = 0;
+    // `around` (an event-loop delay recorder) sees the user's function alone, not the probe's windows.
+    const timed = async () => {
+      const started = process.hrtime.bigint();
+      try {
+        result = await fn(conn.counted);
+      } catch (err) {
+        workloadError = errorOf(err);
+      }
+      durationNs = Number(process.hrtime.bigint() - started);
+    };
+    await (opts.around ? opts.around(timed) : timed());
     // Taken before the probe closes its window: PostgreSQL's forced flush runs on this same connection, through the
     // proxy, and is the probe's traffic, not the workload's. The last answer has arrived, so the proxy saw it all.
     const wireAfter = this.#proxy?.snapshot();

@@ -82,7 +82,7 @@ async function runCell(
   hot: boolean,
 ): Promise<CellRun> {
   const table = workloadTable(backend.description.name);
-  const insertPlan = strategy.plan(rows, backend.description.capabilities);
+  const insertPlan = strategy.plan(rows, backend.description.capabilities, { backend: backend.description.name });
   const input = strategy.prepare(makeRows(rows), table, insertPlan);
   const recreate = async (handle: unknown) => {
     await runUncounted(session.driver, handle as never, dropTableSql(table));
@@ -98,8 +98,10 @@ async function runCell(
   for (let i = 0; i < plan.warmups + plan.repeats; i++) {
     const measured = i >= plan.warmups;
     await session.prepare(recreate, { hot });
-    const run = () => session.measure((h) => strategy.run(h as never, input), { hot: true });
-    const tally = measured ? await loop.around(run) : await run();
+    const tally = await session.measure((h) => strategy.run(h as never, input), {
+      hot: true,
+      ...(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {}),
+    });
     if (tally.workloadError) {
       result.tallies = [tally];
       return result;

@@ -1,0 +1,103 @@
+import { capture, CaptureSession } from '../capture/capture';
+import type { BackendName, DriverName, StartedBackend } from '../containers/types';
+import type { CountSpec } from '../jest/expectations';
+import { installSqltallyMatchers } from '../jest/matchers';
+import { describeEachBackend, withBackend } from './harness';
+
+installSqltallyMatchers();
+
+/** Three rows in one statement, written the way each driver's users write it, and the SQL to make its table. */
+interface Scenario {
+  driver: DriverName;
+  table: { schema?: string; name: string };
+  create: string;
+  insertThree: (handle: any) => Promise<unknown>;
+  failing: (handle: any) => Promise<unknown>;
+  /** Every count below comes from the real server in the test, compared exactly. */
+  expected: CountSpec;
+}
+
+const MYSQL_FAMILY: Scenario = {
+  driver: 'mysql2',
+  table: { name: 'items' },
+  create: 'CREATE TABLE items (id INT)',
+  insertThree: (c) => c.query('INSERT INTO items VALUES ?', [[[1], [2], [3]]]),
+  failing: (c) => c.query('INSERT INTO no_such_table VALUES (1)'),
+  expected: {
+    driver: { calls: 1, byKind: { query: 1 }, byClass: { insert: 1 }, bindValues: 3 },
+    wire: { commands: { COM_QUERY: 1 }, commandsTotal: 1, roundTrips: 1 },
+    server: { statements: 1, inserts: 1, prepares: 0, executes: 0, rowsInserted: 3 },
+  },
+};
+
+const SCENARIOS = {
+  sqlite: {
+    driver: 'better-sqlite3',
+    table: { name: 'items' },
+    create: 'CREATE TABLE items (id INTEGER)',
+    insertThree: async (db) => db.prepare('INSERT INTO items VALUES (?), (?), (?)').run(1, 2, 3),
+    failing: async (db) => db.prepare('INSERT INTO no_such_table VALUES (1)').run(),
+    expected: {
+      driver: { calls: 2, byKind: { prepare: 1, execute: 1 }, byClass: { insert: 2 }, bindValues: 3 },
+      server: { rowsInserted: 3 },
+    },
+  },
+  mariadb: MYSQL_FAMILY,
+  mysql: MYSQL_FAMILY,
+  postgres: {
+    driver: 'pg',
+    table: { schema: 'public', name: 'items' },
+    create: 'CREATE TABLE items (id int)',
+    insertThree: (c) => c.query('INSERT INTO items VALUES ($1), ($2), ($3)', [1, 2, 3]),
+    failing: (c) => c.query('INSERT INTO no_such_table VALUES (1)'),
+    expected: {
+      driver: { calls: 1, byKind: { query: 1 }, byClass: { insert: 1 }, bindValues: 3 },
+      wire: { commands: { Parse: 1, Bind: 1, Execute: 1, Sync: 1, Query: 0 }, roundTrips: 1 },
+      server: { statements: 1, rowsInserted: 3 },
+    },
+  },
+} satisfies Record<BackendName, Scenario>;
+
+async function runSql(driver: DriverName, handle: any, sql: string): Promise<void> {
+  if (driver === 'better-sqlite3') handle.exec(sql);
+  else await handle.query(sql);
+}
+
+describeEachBackend((b) => {
+  const backend = withBackend(b.id);
+  const scenario: Scenario = SCENARIOS[b.backend];
+  const setup = async (handle: unknown) => {
+    await runSql(scenario.driver, handle, 'DROP TABLE IF EXISTS items');
+    await runSql(scenario.driver, handle, scenario.create);
+  };
+
+  it('captures the three layers of one multi-row insert exactly, with an assert verdict', async () => {
+    const tally = await capture({ backend: backend(), driver: scenario.driver, table: scenario.table }, scenario.insertThree, { setup });
+    expect(tally).toHaveVerdict('assert');
+    expect(tally).toHaveCounts(scenario.expected);
+    expect(tally).toHaveCountsAtMost({ driver: { calls: 2 } });
+  });
+
+  it('fails a wrong count with the evidence: expected vs actual and the numbered statements', async () => {
+    const tally = await capture({ backend: backend(), driver: scenario.driver, table: scenario.table }, scenario.insertThree, { setup });
+    expect(() => expect(tally).toHaveCounts({ driver: { calls: 5 } })).toThrow(/driver\.calls: expected 5, actual \d[\s\S]*1\. /);
+  });
+
+  it('shows the workload error, not a count mismatch, when the captured code throws', async () => {
+    const tally = await capture({ backend: backend(), driver: scenario.driver, table: scenario.table }, scenario.failing, { setup });
+    expect(tally.workloadError?.message).toMatch(/no_such_table|doesn't exist|does not exist/);
+    expect(tally).toHaveVerdict('incomplete');
+    expect(() => expect(tally).toHaveCounts({ driver: { calls: 1 } })).toThrow(/the captured code threw/);
+  });
+
+  it('counts a second window on a warm connection apart from the first', async () => {
+    const started: StartedBackend = backend();
+    await using session = await CaptureSession.open({ backend: started, driver: scenario.driver, table: scenario.table });
+    await session.prepare(setup);
+    const first = await session.measure(scenario.insertThree, { hot: true });
+    const second = await session.measure(scenario.insertThree, { hot: true });
+    expect(first).toHaveCounts(scenario.expected);
+    // Each window holds its own calls only; the table's rows keep growing, the window's count does not.
+    expect(second).toHaveCounts({ driver: scenario.expected.driver, server: { rowsInserted: 3 } });
+  });
+});
