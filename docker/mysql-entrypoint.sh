@@ -121,7 +121,15 @@ if [ ! -d "$DATADIR/mysql" ]; then
     # --initialize refuses a non-empty directory; a fresh volume may hold lost+found.
     "$SERVER" --no-defaults --initialize-insecure --user=root "--datadir=$DATADIR"
   else
-    mariadb-install-db --no-defaults --user=root "--datadir=$DATADIR" --skip-test-db --auth-root-authentication-method=normal >/dev/null
+    # mariadb-install-db needs my_print_defaults, absent from mariadb-server-core; it only feeds these scripts
+    # to the server in bootstrap mode (one statement per line), which is done here directly.
+    {
+      printf '%s\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;'
+      for f in mariadb_system_tables mariadb_performance_tables mariadb_system_tables_data maria_add_gis_sp_bootstrap mariadb_sys_schema; do
+        cat "/usr/share/mariadb/$f.sql"
+      done
+    } | "$SERVER" --no-defaults --bootstrap --user=root "--datadir=$DATADIR" --log-warnings=0 --enforce-storage-engine= \
+      --max-allowed-packet=8M --net-buffer-length=16K
   fi
 fi
 ( umask 077; init_sql >"$RUNDIR/init.sql" )

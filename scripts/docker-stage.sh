@@ -96,7 +96,7 @@ main() {
     tag="sqltally/rootfs-$name:$(basename "$dir" | sed "s/^$name-//")"
     if ! dk image inspect "$tag" >/dev/null 2>&1; then
       say "importing $dir as $tag" >&2
-      tar -C "$dir" --exclude=./var/tmp/sqltally-* -c . | dk import - "$tag" >/dev/null
+      tar -C "$dir" --exclude='./var/tmp/sqltally-*' --exclude='./var/cache/sqltally-templates' -c . | dk import - "$tag" >/dev/null
     fi
     echo "$tag"
   }
