@@ -259,6 +259,7 @@ async function startInRootfs(
       describe(module, identity, 'local', `chroot ${rootfs} ${recipe.serverBinary}`, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
+      running,
     );
   } catch (cause) {
     await running.stop();
