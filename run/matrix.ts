@@ -4,8 +4,9 @@ import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
 import type { BackendDescription, DriverName, Resolution, StartedBackend } from '../containers/types';
 import { EventLoopDelayRecorder, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
-import { collectEnvironment, packageVersion } from '../reports/environment';
-import { countsOf, makeCell, type Cell, type Matrix, type SkippedBackend } from '../reports/schema';
+import { collectEnvironment } from '../reports/environment';
+import { cellFromTally } from '../reports/cell';
+import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend } from '../reports/schema';
 import { buildReport, failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
@@ -57,9 +58,6 @@ function countsKey(cell: Cell): string {
   return JSON.stringify(countsOf(cell));
 }
 
-function driverVersion(driver: DriverName): string {
-  return packageVersion(driver) ?? 'unknown';
-}
 
 interface CellRun {
   tallies: Captured<void>[];
@@ -114,44 +112,14 @@ async function runCell(
   return result;
 }
 
-function cellFrom(
-  run: CellRun,
-  backend: BackendDescription,
-  strategy: AnyInsertStrategy,
-  rows: number,
-  hot: boolean,
-  environment: string,
-): Cell {
+function cellFrom(run: CellRun, strategy: AnyInsertStrategy, rows: number, hot: boolean, environment: Environment): Cell {
   const first = run.tallies[0]!;
-  const base = {
-    backend: backend.id,
-    backendName: backend.name,
-    serverVersion: backend.serverVersion,
-    flavour: backend.flavour,
-    driver: strategy.driver,
-    driverVersion: driverVersion(strategy.driver),
-    strategy: strategy.name,
-    rows,
-    hot,
-    environment,
-  };
-  if (first.workloadError) {
-    return makeCell({
-      ...base,
-      layers: first.layers,
-      verifiedRows: null,
-      verdict: first.verdict,
-      timings: null,
-      error: { message: first.workloadError.message, phase: first.workloadError.phase, ...(first.workloadError.statement ? { statement: first.workloadError.statement } : {}) },
-    });
-  }
-  const cells = run.tallies.map((t) =>
-    makeCell({ ...base, layers: t.layers, verifiedRows: run.verifiedRows, verdict: t.verdict, timings: null }),
-  );
+  const place = { strategy: strategy.name, rows, hot, environment, verifiedRows: run.verifiedRows };
+  if (first.workloadError) return cellFromTally(first, { ...place, verifiedRows: null, timings: null });
   let verdict: Verdict = first.verdict;
   const worst = run.tallies.find((t) => t.verdict.kind === 'incomplete') ?? run.tallies.find((t) => t.verdict.kind === 'report');
   if (worst && worst.verdict.kind !== verdict.kind) verdict = worst.verdict;
-  const keys = cells.map(countsKey);
+  const keys = run.tallies.map((t) => countsKey(cellFromTally(t, { ...place, timings: null })));
   const differing = keys.findIndex((k) => k !== keys[0]);
   if (differing > 0 && verdict.kind === 'assert') {
     verdict = {
@@ -160,13 +128,8 @@ function cellFrom(
       reason: `counts differed between measured repeats (repeat 1 vs repeat ${differing + 1}): a rerun must reproduce them exactly, so something else moved them; ${verdict.reason}`,
     };
   }
-  return makeCell({
-    ...base,
-    layers: first.layers,
-    verifiedRows: run.verifiedRows,
-    verdict,
-    timings: timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop),
-  });
+  const timings = timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop);
+  return cellFromTally({ ...first, verdict }, { ...place, timings });
 }
 
 /**
@@ -232,7 +195,7 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           ];
           for (const [rows, hot] of points) {
             const run = await runCell(session, started, strategy, rows, plan, hot);
-            const cell = cellFrom(run, description, strategy, rows, hot, environment.id);
+            const cell = cellFrom(run, strategy, rows, hot, environment);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
             progress(`${description.id} ${strategy.name} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
