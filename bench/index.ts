@@ -1,0 +1,40 @@
+/**
+ * Runs every benchmark, one after another, each in its own process so one's servers and heap never colour the
+ * next. Every figure is a ratio of two things measured side by side in the same process (wrapped vs unwrapped,
+ * proxied vs direct, strategy vs raw SQL) or a median with its sample count: never a bare wall-clock number to
+ * compare across machines. Nothing here is asserted; tests never gate on time.
+ *
+ *   npm run bench                     # all of them
+ *   npm run bench -- settle wire      # a subset, by name
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+const BENCHES = {
+  driver: { file: 'driver-overhead.ts', what: 'driver-layer counting proxy: wrapped / unwrapped 5000-row insert, cost per call' },
+  wire: { file: 'wire-overhead.ts', what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL' },
+  settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
+  raw: { file: 'strategy-vs-raw.ts', what: 'each insert strategy / the raw-SQL twin, 5000 rows' },
+} as const;
+
+function main(argv: string[]): number {
+  const wanted = argv.length > 0 ? argv : Object.keys(BENCHES);
+  let failed = 0;
+  for (const name of wanted) {
+    const bench = BENCHES[name as keyof typeof BENCHES];
+    if (!bench) {
+      console.error(`unknown bench "${name}"; known: ${Object.keys(BENCHES).join(', ')}`);
+      return 2;
+    }
+    console.log(`\n== ${name}: ${bench.what}`);
+    const tsx = join(__dirname, '..', 'node_modules', '.bin', 'tsx');
+    const result = spawnSync(tsx, [join(__dirname, bench.file)], { stdio: 'inherit' });
+    if (result.status !== 0) {
+      console.error(`bench ${name} exited ${result.status ?? result.signal}`);
+      failed++;
+    }
+  }
+  return failed === 0 ? 0 : 1;
+}
+
+process.exitCode = main(process.argv.slice(2));
