@@ -180,7 +180,8 @@ function addRecord(into: Record<string, number>, after: Record<string, number>, 
 }
 
 /**
- * The traffic of a window: `after - before`, summed over every connection open at some point in it. A connection
+ * The traffic of a window: `after - before`, summed over connections; `connections` counts those that carried
+ * traffic in the window (or were opened in it), not idle ones that merely stayed open. A connection
  * opened inside the window brings its handshake in `setup`, never in the command counts. The result is incomplete
  * when a connection that carried traffic in the window could not be parsed, or when a request was in flight at
  * either edge (its answer or its command would fall on the wrong side).
@@ -205,7 +206,6 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     if (prev && prev.closedAtNs !== null) continue;
     const a = connection.counts;
     const b = prev?.counts;
-    out.connections += 1;
     addRecord(out.commands, a.commands, b?.commands);
     addRecord(serverMessages, a.serverMessages ?? {}, b?.serverMessages);
     out.commandsTotal += a.commandsTotal - (b?.commandsTotal ?? 0);
@@ -228,6 +228,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     const movedSetup = setupAfter.bytesClientToServer + setupAfter.bytesServerToClient !==
       setupBefore.bytesClientToServer + setupBefore.bytesServerToClient;
     const carriedTraffic = !prev || bytesUp > 0 || bytesDown > 0 || movedSetup;
+    if (carriedTraffic) out.connections += 1;
     const newReasons = a.incompleteReasons.filter((r) => !(b?.incompleteReasons ?? []).includes(r));
     const reasons = carriedTraffic ? a.incompleteReasons : newReasons;
     for (const reason of reasons) out.incompleteReasons.push(`connection ${connection.id}: ${reason}`);

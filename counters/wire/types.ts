@@ -33,7 +33,7 @@ export const WireCountsSchema = z.object({
   bytesServerToClient: z.number().int().nonnegative(),
   /** Socket writes from the client carrying at least one command: N commands in 1 write is pipelining. */
   clientWrites: z.number().int().nonnegative(),
-  /** Connections these counts cover. */
+  /** Connections these counts cover (for a window: those that carried traffic in it or were opened in it). */
   connections: z.number().int().nonnegative(),
   /** True when any covered connection could not be parsed to the end (TLS, parse error, cut mid-frame). */
   incomplete: z.boolean(),
