@@ -170,7 +170,13 @@ EOF
   (
     cd "$root"
     # shellcheck disable=SC2086 # extra jest arguments are a word list
+    # Local installs are hidden (empty bindirs, no root filesystem cache), so the suite's variant list is exactly
+    # the images: a chroot MariaDB 11.8 would otherwise become "mariadb@11.8" and ask the engine for mariadb:11.8.
     env DOCKER_HOST="unix://$sock" \
+      SQLTALLY_ROOTFS_CACHE=/nonexistent/sqltally-docker-stage \
+      SQLTALLY_MARIADB_BINDIR=/nonexistent/sqltally-docker-stage \
+      SQLTALLY_MYSQL_BINDIR=/nonexistent/sqltally-docker-stage \
+      SQLTALLY_POSTGRES_BINDIR=/nonexistent/sqltally-docker-stage \
       TESTCONTAINERS_RYUK_DISABLED=true \
       TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 \
       SQLTALLY_PROVIDER=testcontainers \
