@@ -2,7 +2,7 @@ import { SqltallyError, truncateStatement } from '../containers/errors';
 import { startBackend } from '../containers/registry';
 import type { DriverName, StartedBackend } from '../containers/types';
 import { DRIVERS_BY_BACKEND } from '../containers/types';
-import { DriverTally } from '../counters/driver-layer';
+import { DriverTally, summarizeDriverEvents } from '../counters/driver-layer';
 import { openRawConnection, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
@@ -190,7 +190,10 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
     // proxy, and is the probe's traffic, not the workload's. The last answer has arrived, so the proxy saw it all.
     const wireAfter = this.#proxy?.snapshot();
 
-    const driver = this.#sink.summarize(mark);
+    const events = this.#sink.since(mark);
+    const driver = summarizeDriverEvents(events);
+    // The layer keeps a capped list of calls for the report; the driver model must see every one of them.
+    const modelled = driver.eventsOmitted > 0 ? summarizeDriverEvents(events, { maxEvents: events.length }) : driver;
     let server: ServerLayer | null = null;
     if (window) {
       try {
@@ -205,7 +208,7 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
       backend: this.backend.description,
       driverName: this.driver,
       driverOptions: this.#options.driverOptions as { bulk?: boolean } | undefined,
-      driver,
+      driver: modelled,
       wire,
       server,
       workloadError,
