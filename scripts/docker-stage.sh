@@ -9,7 +9,8 @@
 # usage: scripts/docker-stage.sh            build images, run the integration suite through Testcontainers
 #        scripts/docker-stage.sh --images   only build the images (leaves no daemon running)
 # Environment: SQLTALLY_DOCKER_ROOT (engine state, default /var/lib/sqltally-docker), SQLTALLY_DOCKER_LOG
-#              (daemon log, default /tmp/sqltally-dockerd.log), SQLTALLY_JEST_ARGS (extra jest arguments).
+#              (daemon log, default /tmp/sqltally-dockerd.log), SQLTALLY_JEST_ARGS (extra jest arguments),
+#              SQLTALLY_DOCKERD (daemon binary, default dockerd; a failing one shows the "will not start" path).
 # Exit codes: 0 passed, 1 integration suite failed, 4 docker.io cannot be installed, 5 the daemon does not start,
 #             6 no image could be built.
 # The daemon is started by hand on a private socket and stopped again on exit, whatever happens.
@@ -36,7 +37,8 @@ main() {
 
   [ "$(id -u)" = 0 ] || unavailable 4 "the docker stage needs root (it starts dockerd by hand)"
 
-  if ! command -v dockerd >/dev/null 2>&1; then
+  local dockerd="${SQLTALLY_DOCKERD:-dockerd}"
+  if ! command -v "$dockerd" >/dev/null 2>&1; then
     say "installing docker.io from the Debian archive"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io >/tmp/sqltally-apt-docker.log 2>&1 ||
       { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io >/tmp/sqltally-apt-docker.log 2>&1; } ||
@@ -66,9 +68,9 @@ main() {
     local driver ok=''
     for driver in overlay2 vfs; do
       say "starting dockerd (storage driver $driver, ports published on 127.0.0.1, log $log)"
-      mkdir -p "$data_root" "$exec_root"
+      mkdir -p "$data_root" "$exec_root" || unavailable 5 "cannot create $data_root or $exec_root for the daemon"
       # --ip: every published port binds to loopback unless a container asks otherwise.
-      dockerd -H "unix://$sock" --data-root "$data_root" --exec-root "$exec_root" --pidfile "$pidfile" \
+      "$dockerd" -H "unix://$sock" --data-root "$data_root" --exec-root "$exec_root" --pidfile "$pidfile" \
         --storage-driver "$driver" --ip 127.0.0.1 >>"$log" 2>&1 &
       daemon_pid=$!
       for _ in $(seq 1 60); do
