@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import * as mariadb from 'mariadb';
 import * as mysql2 from 'mysql2/promise';
+import type { ExecuteValues } from 'mysql2';
 import * as pg from 'pg';
 import { SqltallyError } from '../containers/errors';
 import type { BackendName, ConnectionInfo, DriverName, NetworkConnection, StartedBackend } from '../containers/types';
@@ -92,13 +93,15 @@ export async function openPlainConnection<D extends DriverName>(
 /** A {@link RowSource} over a handle of any driver. */
 export function rowSource<D extends DriverName>(driver: D, handle: DriverHandle[D]): RowSource {
   switch (driver) {
+    // MySQL-family reads go through the binary protocol: MariaDB's text protocol prints a DOUBLE with 15
+    // significant digits (942.9155000039999 reads back as 942.915500004), the binary one sends its 8 bytes.
     case 'mysql2': {
       const h = handle as DriverHandle['mysql2'];
-      return { all: async (sql, params = []) => (await h.query(sql, [...params]))[0] as Record<string, unknown>[] };
+      return { all: async (sql, params = []) => (await h.execute(sql, [...params] as ExecuteValues[]))[0] as Record<string, unknown>[] };
     }
     case 'mariadb': {
       const h = handle as DriverHandle['mariadb'];
-      return { all: async (sql, params = []) => [...((await h.query(sql, [...params])) as Record<string, unknown>[])] };
+      return { all: async (sql, params = []) => [...((await h.execute(sql, [...params])) as Record<string, unknown>[])] };
     }
     case 'pg': {
       const h = handle as DriverHandle['pg'];

@@ -2,7 +2,7 @@ import { SqltallyError } from '../containers/errors';
 import type { DriverName, StartedBackend } from '../containers/types';
 import { openPlainConnection, READ_DRIVER_BY_BACKEND, rowSource } from './connect';
 import type { RowSource } from './connect';
-import { toRow } from './read';
+import { READ_LIMIT, toRow } from './read';
 import { checksumOf, COLUMN_NAMES, DEFAULT_SEED, makeRows, rowAt, sampleIndexes } from './rows';
 import type { Row, RowsChecksum } from './rows';
 import { workloadTable } from './table';
@@ -41,8 +41,9 @@ function showRow(row: Row): string {
 
 /**
  * Checks through `source` that the table holds exactly `makeRows(expectedRows)`: the row count, exact integer
- * sums (c5 split so no server overflows), the UTF-8 bytes of the text columns, and a sample of rows compared
- * value for value (the quote, backslash, emoji and extreme-number cases included). Returns the verified count;
+ * sums (c5 split so no server overflows), the UTF-8 bytes of the text columns, and then every row (up to
+ * READ_LIMIT rows) or a sample (the quote, backslash, emoji and extreme-number cases included) compared value for
+ * value, doubles to the last bit. Returns the verified count;
  * any difference is a verify-phase SqltallyError listing what differed.
  */
 export async function verifyRowsWith(source: RowSource, table: WorkloadTable, expectedRows: number, options: VerifyOptions = {}): Promise<number> {
@@ -63,11 +64,14 @@ export async function verifyRowsWith(source: RowSource, table: WorkloadTable, ex
   );
   if (differences.length > 0) fail(`table ${table.name} has ${count} rows but not the expected content: ${differences.join('; ')}`, checksumSql);
 
-  const indexes = sampleIndexes(expectedRows);
+  // Up to the read limit every row is compared value for value (doubles to the last bit); above it, a sample.
+  const whole = expectedRows <= READ_LIMIT;
+  const indexes = whole ? Array.from({ length: expectedRows }, (_, i) => i) : sampleIndexes(expectedRows);
   if (indexes.length > 0) {
-    const sampleSql = `SELECT ${COLUMN_NAMES.join(', ')} FROM ${table.quoted} WHERE c1 IN (${indexes.join(', ')}) ORDER BY c1`;
+    const where = whole ? '' : ` WHERE c1 IN (${indexes.join(', ')})`;
+    const sampleSql = `SELECT ${COLUMN_NAMES.join(', ')} FROM ${table.quoted}${where} ORDER BY c1`;
     const sampled = (await source.all(sampleSql)).map((record) => toRow(record, table));
-    if (sampled.length !== indexes.length) fail(`sample read ${sampled.length} rows for ${indexes.length} distinct c1 values`, sampleSql);
+    if (sampled.length !== indexes.length) fail(`read ${sampled.length} rows for ${indexes.length} distinct c1 values`, sampleSql);
     sampled.forEach((row, i) => {
       const expected = rowAt(indexes[i] as number, seed);
       if (!sameRow(row, expected)) fail(`row c1=${expected[0]} reads back as ${showRow(row)}, expected ${showRow(expected)}`, sampleSql);

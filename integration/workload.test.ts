@@ -1,0 +1,130 @@
+import type { DriverName, StartedBackend } from '../containers/types';
+import { DriverTally } from '../counters/driver-layer';
+import type { StatementSink } from '../counters/events';
+import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
+import { wrapMariadb } from '../counters/driver/mariadb';
+import { wrapMysql2 } from '../counters/driver/mysql2';
+import { wrapPg } from '../counters/driver/pg';
+import { SqltallyError } from '../containers/errors';
+import { dropTable, openPlainConnection, recreateTable } from '../workload/connect';
+import { READ_LIMIT, readRows } from '../workload/read';
+import { makeRows } from '../workload/rows';
+import type { Row } from '../workload/rows';
+import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
+import type { AnyInsertStrategy, DriverHandle } from '../workload/strategies';
+import { workloadTable } from '../workload/table';
+import { verifyRows } from '../workload/verify';
+import { describeEachBackend, withBackend } from './harness';
+
+const ROW_COUNTS = [100, 5_000, 10_000] as const;
+// jest's testTimeout is a global option, not a project one: per-row strategies at 10000 rows take seconds.
+const CASE_TIMEOUT_MS = 180_000;
+
+/** The counting proxy for each driver; strategies must behave the same through it as through the raw handle. */
+const WRAP = {
+  mysql2: (h, sink) => wrapMysql2(h, sink),
+  mariadb: (h, sink) => wrapMariadb(h, sink),
+  pg: (h, sink) => wrapPg(h, sink),
+  'better-sqlite3': (h, sink) => wrapBetterSqlite3(h, sink),
+} satisfies { [D in DriverName]: (handle: DriverHandle[D], sink: StatementSink) => DriverHandle[D] };
+
+function tableFor(backend: StartedBackend, strategy: AnyInsertStrategy, rows: number) {
+  return workloadTable(backend.description.name, `w_${strategy.name.replace(/[.-]/g, '_')}_${rows}`);
+}
+
+/** Runs one strategy through a counted connection of its own driver; returns the driver events. */
+async function insertCounted(backend: StartedBackend, strategy: AnyInsertStrategy, rows: readonly Row[], table: ReturnType<typeof workloadTable>) {
+  const { name, capabilities } = backend.description;
+  const plan = strategy.plan(rows.length, capabilities, { backend: name });
+  const input = strategy.prepare(rows, table, plan);
+  const opened = await openPlainConnection(strategy.driver, backend.connection, strategy.connectionOptions, backend.description.id);
+  const tally = new DriverTally();
+  try {
+    const wrap = WRAP[strategy.driver] as (h: unknown, sink: StatementSink) => DriverHandle[DriverName];
+    await runStrategy(strategy, wrap(opened.handle, tally), input);
+  } finally {
+    await opened.close();
+  }
+  return { events: tally.events, expected: strategy.expectedDriverCounts(rows.length, capabilities, { backend: name }) };
+}
+
+describeEachBackend((b) => {
+  const backend = withBackend(b.id);
+
+  for (const strategy of strategiesFor(b.backend)) {
+    describe(strategy.name, () => {
+      it.each(ROW_COUNTS)('%i rows land, as the driver was asked, and verify through a fresh connection', async (count) => {
+        const started = backend();
+        const table = tableFor(started, strategy, count);
+        await recreateTable(started, table);
+        try {
+          const { events, expected } = await insertCounted(started, strategy, makeRows(count), table);
+
+          expect(await verifyRows(started, table, count)).toBe(count);
+
+          // Driver layer, from the counting proxy around the real driver talking to the real server.
+          expect(events.filter((e) => e.error !== null).map((e) => e.error)).toEqual([]);
+          expect(events.length).toBe(expected.calls);
+          expect(events.reduce((sum, e) => sum + e.parameterSets, 0)).toBe(expected.parameterSets);
+          expect(events.map((e) => e.bindValues)).toEqual(expected.bindValuesPerCall);
+          expect(events.map((e) => `${e.kind}/${e.statementClass}`)).toEqual(expected.sequence.map((c) => `${c.kind}/${c.statementClass}`));
+        } finally {
+          await dropTable(started, table);
+        }
+      }, CASE_TIMEOUT_MS);
+    });
+  }
+
+  describe('read path', () => {
+    it(`returns ${READ_LIMIT} rows and refuses ${READ_LIMIT + 1}, returning none`, async () => {
+      const started = backend();
+      const strategy = strategiesFor(b.backend).find((s) => s.name.endsWith('raw-sql'));
+      if (!strategy) throw new Error(`no raw-sql strategy for ${b.backend}`);
+      const table = workloadTable(started.description.name, 'w_read_path');
+      await recreateTable(started, table);
+      try {
+        await insertCounted(started, strategy, makeRows(READ_LIMIT), table);
+        expect(await readRows(started, table)).toEqual(makeRows(READ_LIMIT));
+
+        await recreateTable(started, table);
+        await insertCounted(started, strategy, makeRows(READ_LIMIT + 1), table);
+        expect(await verifyRows(started, table, READ_LIMIT + 1)).toBe(READ_LIMIT + 1);
+        let returned: Row[] | undefined;
+        const error = await readRows(started, table).then(
+          (rows) => {
+            returned = rows;
+            return undefined;
+          },
+          (err: unknown) => err,
+        );
+        expect(returned).toBeUndefined();
+        expect(error).toBeInstanceOf(SqltallyError);
+        expect((error as SqltallyError).phase).toBe('workload');
+        expect((error as Error).message).toMatch(/holds more than 5000 rows/);
+      } finally {
+        await dropTable(started, table);
+      }
+    }, CASE_TIMEOUT_MS);
+  });
+
+  describe('bad input is refused before anything is sent', () => {
+    it('a bad row, an over-limit budget and a foreign strategy leave the table empty', async () => {
+      const started = backend();
+      const { name, capabilities } = started.description;
+      const table = workloadTable(name, 'w_bad_input');
+      await recreateTable(started, table);
+      try {
+        const strategy = strategiesFor(name)[0] as AnyInsertStrategy;
+        const rows: unknown[] = makeRows(10);
+        rows[9] = [9, 1, 'x'.repeat(40), 1.5, 1n, 'y'];
+        expect(() => strategy.prepare(rows as Row[], table, strategy.plan(10, capabilities, { backend: name }))).toThrow(/row 9 column c3 is longer than VARCHAR\(32\)/);
+        expect(() => strategy.plan(10, capabilities, { backend: name, bindBudget: capabilities.maxBindValues + 1 })).toThrow(/above this backend's limit/);
+        const foreign = name === 'postgres' ? 'mysql2.execute-multirow' : 'pg.unnest';
+        expect(() => findStrategy(foreign, name)).toThrow(/does not run on/);
+        expect(await verifyRows(started, table, 0)).toBe(0);
+      } finally {
+        await dropTable(started, table);
+      }
+    }, CASE_TIMEOUT_MS);
+  });
+});
