@@ -106,18 +106,25 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
     // The statement's text never changes, so classify once: `run` is the per-row hot path.
     const statementClass = classifyStatement(sql, 'sqlite');
     let boundValues = 0;
-    const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) =>
-      function counted(...params: unknown[]) {
-        const shape: CallShape = {
-          method,
-          kind: 'execute',
-          sql,
-          statementClass,
-          bindValues: params.length === 0 ? boundValues : countSqliteParams(params),
-          parameterSets: 1,
-        };
-        return track(site, shape, () => original(...params), rowsOf);
+    // `run` is the per-row hot path of the recommended bulk insert: no closure per call, and the call's shape is
+    // reused while the number of bound values stays the same (it always does for one statement in a loop).
+    const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) => {
+      let shape: CallShape | undefined;
+      return function counted(...params: unknown[]) {
+        const bindValues = params.length === 0 ? boundValues : countSqliteParams(params);
+        if (shape?.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
+        const start = nowNs();
+        let result: unknown;
+        try {
+          result = original(...params);
+        } catch (error) {
+          emit(site, shape, start, nowNs(), null, error);
+          throw error;
+        }
+        emit(site, shape, start, nowNs(), rowsOf(result), null);
+        return result;
       };
+    };
     const hooks: MethodHooks<BetterSqlite3Statement> = {
       run: execution('run', runChanges),
       get: execution('get', noRows),

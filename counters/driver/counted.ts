@@ -244,7 +244,8 @@ export function countedProxy<T extends object>(
       // `hasOwn`: a hooks object literal inherits `toString` and friends, which are not hooks.
       const hook = typeof prop === 'string' && Object.hasOwn(hooks, prop) ? hooks[prop] : undefined;
       if (hook) {
-        const replacement = hook((...args: unknown[]) => original.apply(t, args), t, proxy);
+        // A bound function, not a rest/spread closure: this sits on the per-row hot path.
+        const replacement = hook(original.bind(t) as AnyFunction, t, proxy);
         counted.set(prop, replacement);
         return replacement;
       }
