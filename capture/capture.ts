@@ -18,6 +18,8 @@ export interface CaptureOptions<D extends DriverName> {
   driver?: D;
   /** Passed to the driver as they are: mariadb `{ bulk: false }`, pg `{ pipeline: true }`. */
   driverOptions?: Record<string, unknown>;
+  /** Load this package instead of the driver's own name: another release under an npm alias (`mariadb-3.3`). */
+  driverPackage?: string;
   /** Route the connection through the counting wire proxy; default true where the backend has a wire protocol. */
   wire?: boolean;
   /** Read the server's counters around the window; default true. */
@@ -127,6 +129,7 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
       port: this.#proxy?.port,
       driverOptions: this.#options.driverOptions,
       backend: this.backend.description.id,
+      ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),
     });
     return { opened, counted: wrapConnection(this.driver, opened.handle, this.#sink) };
   }

@@ -20,6 +20,8 @@ options:
   --hot-rows 5000       row counts that also get a hot repeat on a warm connection; default ${DEFAULT_HOT_ROWS.join(',')}; "" for none
   --repeats N           measured repeats per cell (>= 5); default ${DEFAULT_REPEATS}
   --warmups N           warm-up runs per cell, kept apart; default ${DEFAULT_WARMUPS}
+  --driver-releases W   all: every installed release of a driver (npm aliases such as mariadb-3.3) side by side;
+                        default: the pinned release only; default all
   --out DIR             output directory; default sqltally-report/<timestamp>
   --force               write into an existing non-empty output directory
   --json                print the report as JSON on stdout (progress goes to stderr)
@@ -48,6 +50,11 @@ function integer(flag: string, value: string | undefined, fallback: number): num
   return n;
 }
 
+function releases(value: string | undefined): 'all' | 'default' {
+  if (value === 'all' || value === 'default') return value;
+  throw new SqltallyError(`--driver-releases takes "all" or "default", got "${value}"`, { phase: 'config' });
+}
+
 function defaultOutDir(): string {
   return join('sqltally-report', new Date().toISOString().replace(/[:.]/g, '-'));
 }
@@ -66,6 +73,7 @@ export const command: Command = {
           'hot-rows': { type: 'string' },
           repeats: { type: 'string' },
           warmups: { type: 'string' },
+          'driver-releases': { type: 'string', default: 'all' },
           out: { type: 'string' },
           force: { type: 'boolean', default: false },
           json: { type: 'boolean', default: false },
@@ -90,6 +98,7 @@ export const command: Command = {
       hotRows: numbers('--hot-rows', v['hot-rows'], DEFAULT_HOT_ROWS),
       repeats: integer('--repeats', v.repeats, DEFAULT_REPEATS),
       warmups: integer('--warmups', v.warmups, DEFAULT_WARMUPS),
+      driverReleases: releases(v['driver-releases']),
     };
     if (plan.repeats < DEFAULT_REPEATS) {
       throw new SqltallyError(`--repeats must be at least ${DEFAULT_REPEATS}, got ${plan.repeats}`, {

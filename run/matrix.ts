@@ -4,7 +4,8 @@ import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
 import type { BackendDescription, DriverName, Resolution, StartedBackend } from '../containers/types';
 import { EventLoopDelayRecorder, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
-import { collectEnvironment } from '../reports/environment';
+import { collectEnvironment, packageVersion } from '../reports/environment';
+import { installedReleases, releaseVersion } from '../counters/driver/releases';
 import { cellFromTally } from '../reports/cell';
 import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend } from '../reports/schema';
 import { buildReport, failureOf, type ReportInput } from '../reports/output';
@@ -31,8 +32,10 @@ export const RunPlanSchema = z.object({
   hotRows: z.array(z.number().int().positive()),
   warmups: z.number().int().nonnegative(),
   repeats: z.number().int().min(MIN_MEASURED_REPEATS),
+  /** `all`: every installed release of each driver (npm aliases) side by side; `default`: the pinned one only. */
+  driverReleases: z.enum(['default', 'all']).default('all'),
 });
-export type RunPlan = z.infer<typeof RunPlanSchema>;
+export type RunPlan = z.input<typeof RunPlanSchema>;
 
 export interface RunHooks {
   /** One line per finished cell or event, for a person watching. */
@@ -112,9 +115,9 @@ async function runCell(
   return result;
 }
 
-function cellFrom(run: CellRun, strategy: AnyInsertStrategy, rows: number, hot: boolean, environment: Environment): Cell {
+function cellFrom(run: CellRun, strategy: AnyInsertStrategy, rows: number, hot: boolean, environment: Environment, driverVersion: string): Cell {
   const first = run.tallies[0]!;
-  const place = { strategy: strategy.name, rows, hot, environment, verifiedRows: run.verifiedRows };
+  const place = { strategy: strategy.name, rows, hot, environment, driverVersion, verifiedRows: run.verifiedRows };
   if (first.workloadError) return cellFromTally(first, { ...place, verifiedRows: null, timings: null });
   let verdict: Verdict = first.verdict;
   const worst = run.tallies.find((t) => t.verdict.kind === 'incomplete') ?? run.tallies.find((t) => t.verdict.kind === 'report');
@@ -181,10 +184,15 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       const description = started.description;
       backends.push(description);
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
-      for (const strategy of strategiesOn(description, plan.strategies)) {
+      const runs = strategiesOn(description, plan.strategies).flatMap((strategy) =>
+        (plan.driverReleases === 'all' ? installedReleases(strategy.driver) : [strategy.driver]).map((release) => ({ strategy, release })),
+      );
+      for (const { strategy, release } of runs) {
+        const driverVersion = releaseVersion(release) ?? packageVersion(release) ?? 'unknown';
         const session = await CaptureSession.open({
           backend: started,
           driver: strategy.driver,
+          ...(release !== strategy.driver ? { driverPackage: release } : {}),
           driverOptions: strategy.connectionOptions as Record<string, unknown> | undefined,
           table: { ...(description.name === 'postgres' ? { schema: 'public' } : {}), name: workloadTable(description.name).name },
         });
@@ -195,10 +203,10 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           ];
           for (const [rows, hot] of points) {
             const run = await runCell(session, started, strategy, rows, plan, hot);
-            const cell = cellFrom(run, strategy, rows, hot, environment);
+            const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
-            progress(`${description.id} ${strategy.name} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
+            progress(`${description.id} ${strategy.name}${release !== strategy.driver ? ` (${release}@${driverVersion})` : ''} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
             if (cell.error && !failure) failure = { message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`, backend: description.id, phase: cell.error.phase, ...(cell.error.statement ? { statement: cell.error.statement } : {}) };
           }
         } finally {

@@ -31,6 +31,11 @@ export interface OpenOptions {
   driverOptions?: Record<string, unknown>;
   /** Backend name for error messages (`mariadb@10.11`). */
   backend?: string;
+  /**
+   * The package to load instead of the driver's own name: a second release installed under an npm alias
+   * (`mariadb-3.3` for `npm:mariadb@3.3.2`), so two releases run side by side in one report.
+   */
+  driverPackage?: string;
 }
 
 /** An open connection. `close()` is idempotent. */
@@ -68,7 +73,7 @@ function network(driver: DriverName, connection: ConnectionInfo, opts: OpenOptio
 const OPENERS: { [D in DriverName]: Opener<D> } = {
   async mysql2(connection, opts) {
     const net = network('mysql2', connection, opts);
-    const mysql = await import('mysql2/promise');
+    const mysql: typeof import('mysql2/promise') = await import(opts.driverPackage ? `${opts.driverPackage}/promise` : 'mysql2/promise');
     const handle = await mysql.createConnection({
       host: net.host,
       port: net.port,
@@ -83,7 +88,7 @@ const OPENERS: { [D in DriverName]: Opener<D> } = {
   },
   async mariadb(connection, opts) {
     const net = network('mariadb', connection, opts);
-    const mariadb = await import('mariadb');
+    const mariadb: typeof import('mariadb') = await import(opts.driverPackage ?? 'mariadb');
     const config: MariadbConfig = {
       host: net.host,
       port: net.port,
@@ -110,7 +115,7 @@ const OPENERS: { [D in DriverName]: Opener<D> } = {
   },
   async pg(connection, opts) {
     const net = network('pg', connection, opts);
-    const pg = await import('pg');
+    const pg: typeof import('pg') = await import(opts.driverPackage ?? 'pg');
     const client = new pg.Client({
       host: net.host,
       port: net.port,
