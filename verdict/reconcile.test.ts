@@ -173,7 +173,21 @@ describe('reconcile', () => {
     const p = predict({ driverName: 'mysql2', capabilities: caps(true), driver: layer, wire: null, server: null });
     expect(p.gaps).toEqual([
       'some INSERT calls did not report affected rows: rows not predicted',
-      '10 driver events were omitted from the layer: the model saw only 1',
+      '10 driver events were omitted from the layer and the full list was not given: the model saw only 1, so no layer is compared',
     ]);
+  });
+
+  it('compares nothing from a capped event list, and everything from the full list', () => {
+    const all = Array.from({ length: 300 }, () => event({ method: 'execute', kind: 'execute' }));
+    const capped = { ...driverLayer(all.slice(0, 200)), calls: 300, eventsOmitted: 100 };
+    const summary = server({ statements: 300, prepares: 1, executes: 300, rowsInserted: 300 });
+    const partial = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, wire: null, server: summary });
+    expect(partial.discrepancies).toEqual([]);
+    expect(partial.reconciliation.some((l) => l.startsWith('not modelled: 100 driver events were omitted'))).toBe(true);
+    const full = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, events: all, wire: null, server: summary });
+    expect(full.discrepancies).toEqual([]);
+    expect(full.reconciliation[0]).toMatch(/^300 driver executes \[insert\]/);
+    const wrong = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, events: all, wire: null, server: { ...summary, executes: 301 } });
+    expect(wrong.discrepancies).toHaveLength(1);
   });
 });

@@ -1,5 +1,5 @@
 import type { BackendDescription, DriverName } from '../containers/types';
-import type { DriverLayer } from '../counters/events';
+import type { DriverLayer, StatementEvent } from '../counters/events';
 import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 import { reconcile, type DriverOptions } from './reconcile';
@@ -11,6 +11,8 @@ export interface VerdictInput {
   driverName?: DriverName;
   driverOptions?: DriverOptions;
   driver: DriverLayer | null;
+  /** The window's full driver event list, when the caller has it (the layer's list is capped); see `reconcile`. */
+  driverEvents?: readonly StatementEvent[];
   wire: WireCounts | null;
   server: ServerLayer | null;
   /** The error the user's own code threw inside the window: shown as such, never as a count mismatch. */
@@ -85,6 +87,7 @@ export function decideVerdict(input: VerdictInput): Verdict {
           driverOptions: input.driverOptions,
           capabilities: backend.capabilities,
           driver: input.driver,
+          events: input.driverEvents,
           wire: input.wire,
           server: server?.summary ?? null,
         })
