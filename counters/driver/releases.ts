@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { DriverName } from '../../containers/types';
 
 /**
@@ -12,13 +14,17 @@ export const EXTRA_RELEASES = {
   'better-sqlite3': [],
 } as const satisfies Record<DriverName, readonly string[]>;
 
-function installed(pkg: string): boolean {
-  try {
-    require.resolve(`${pkg}/package.json`);
-    return true;
-  } catch {
-    return false;
+/** The package.json of an installed package, found on the module paths: `exports` maps may hide it from require. */
+function manifestOf(pkg: string): string | null {
+  for (const dir of require.resolve.paths(pkg) ?? []) {
+    const file = join(dir, pkg, 'package.json');
+    if (existsSync(file)) return file;
   }
+  return null;
+}
+
+function installed(pkg: string): boolean {
+  return manifestOf(pkg) !== null;
 }
 
 /** The packages to load for `driver`: its own name first, then each extra release that is installed here. */
@@ -28,10 +34,8 @@ export function installedReleases(driver: DriverName): string[] {
 
 /** The version an installed release declares; an alias's package.json keeps the real package's name. */
 export function releaseVersion(pkg: string): string | null {
-  try {
-    const json = require(`${pkg}/package.json`) as { version?: unknown };
-    return typeof json.version === 'string' ? json.version : null;
-  } catch {
-    return null;
-  }
+  const file = manifestOf(pkg);
+  if (!file) return null;
+  const json = JSON.parse(readFileSync(file, 'utf8')) as { version?: unknown };
+  return typeof json.version === 'string' ? json.version : null;
 }
