@@ -239,6 +239,37 @@ describeEachBackend(
       expect(wire.bytesClientToServer).toBeLessThan(BIG_QUERY_BYTES + 200);
       expectAgreement(wire, server);
     }, 120_000);
+
+    it('TLS: refuse keeps the client in plain text; passthrough lets TLS through and marks the connection incomplete', async () => {
+      const c = network(get());
+      const params = { user: c.user, password: c.password, database: c.database, ssl: { rejectUnauthorized: false } };
+      // Refused: the greeting the client sees has no CLIENT_SSL, so a client that insists on TLS gives up.
+      const before = proxy.snapshot();
+      await expect(mysql.createConnection({ ...params, host: proxy.host, port: proxy.port })).rejects.toThrow(/secure connection|SSL/i);
+      const refused = proxy.diff(before, proxy.snapshot());
+      expect(refused.commandsTotal).toBe(0);
+      expect(refused.incomplete).toBe(false);
+
+      const serverHasTls = await mysql
+        .createConnection({ ...params, host: c.host, port: c.port })
+        .then(async (direct) => (await direct.end(), true))
+        .catch(() => false);
+      await using passthrough = await startWireProxy({ protocol: 'mysql', target: { host: c.host, port: c.port }, tls: 'passthrough' });
+      const attempt = mysql.createConnection({ ...params, host: passthrough.host, port: passthrough.port });
+      if (!serverHasTls) {
+        // NOT_SUPPORTED here: this server has no TLS, so passthrough has nothing encrypted to step aside for.
+        await expect(attempt).rejects.toThrow(/secure connection|SSL/i);
+        return;
+      }
+      const conn = await attempt;
+      conn.on('error', () => undefined);
+      await conn.query('SELECT 1');
+      const [record] = passthrough.connections();
+      expect(record?.counts.incomplete).toBe(true);
+      expect(record?.counts.incompleteReasons).toEqual(['the client started TLS: the encrypted session cannot be counted']);
+      expect(record?.counts.commandsTotal).toBe(0);
+      await conn.end();
+    });
   },
   (b) => b.backend === 'mariadb' || b.backend === 'mysql',
 );
@@ -387,6 +418,35 @@ describeEachBackend(
       expect(wire.roundTrips).toBe(CONCURRENT);
       expect(wire.clientWrites).toBeLessThan(CONCURRENT);
       expect(calls).toBe(CONCURRENT);
+    });
+
+    it("TLS: refuse answers 'N' for the server; passthrough follows the server's answer", async () => {
+      const c = network(get());
+      const params = { user: c.user, password: c.password, database: c.database, ssl: { rejectUnauthorized: false } };
+      const before = proxy.snapshot();
+      const refusedClient = new Client({ ...params, host: proxy.host, port: proxy.port });
+      refusedClient.on('error', () => undefined);
+      await expect(refusedClient.connect()).rejects.toThrow(/does not support SSL/);
+      const refused = proxy.diff(before, proxy.snapshot());
+      expect(refused.setup?.tlsRefused).toBe(1);
+      expect(refused.commandsTotal).toBe(0);
+      expect(refused.incomplete).toBe(false);
+
+      const sslOn = (await observer.query<{ ssl: string }>('SHOW ssl')).rows[0]?.ssl === 'on';
+      await using passthrough = await startWireProxy({ protocol: 'postgres', target: { host: c.host, port: c.port }, tls: 'passthrough' });
+      const client = new Client({ ...params, host: passthrough.host, port: passthrough.port });
+      client.on('error', () => undefined);
+      if (!sslOn) {
+        // The server itself answers 'N': nothing encrypted, nothing incomplete.
+        await expect(client.connect()).rejects.toThrow(/does not support SSL/);
+        expect(passthrough.connections()[0]?.counts.incomplete).toBe(false);
+        return;
+      }
+      await client.connect();
+      await client.query('SELECT 1');
+      expect(passthrough.connections()[0]?.counts.incompleteReasons).toEqual(['the server accepted TLS: the encrypted session cannot be counted']);
+      expect(passthrough.connections()[0]?.counts.commandsTotal).toBe(0);
+      await client.end();
     });
   },
   (b) => b.backend === 'postgres',
