@@ -131,8 +131,12 @@ export interface RunningServer {
 
 class BindRace extends Error {}
 
+/** The error lines (servers print the cause long before the tail) followed by the last lines of a log. */
 function lastLines(text: string): string {
-  return text.trim().split('\n').slice(-SHOWN_LOG_LINES).join('\n    ');
+  const lines = text.trim().split('\n');
+  const tail = lines.slice(-SHOWN_LOG_LINES);
+  const errors = lines.filter((l) => /\[ERROR\]|^ERROR|FATAL|PANIC/.test(l) && !tail.includes(l)).slice(0, SHOWN_LOG_LINES);
+  return [...errors, ...(errors.length > 0 ? ['...'] : []), ...tail].join('\n    ');
 }
 
 function childEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {

@@ -13,10 +13,14 @@ function listFromEnv(name: string): string[] {
     .filter(Boolean);
 }
 
+/**
+ * Which ids run. By default each backend's plain id only (its default variant), so a suite does not run once per
+ * installed version; `SQLTALLY_BACKENDS=all` runs every variant, and naming a variant id runs that one.
+ */
 function matches(id: string, wanted: string[]): boolean {
-  if (wanted.length === 0) return true;
-  const { name } = parseBackendId(id);
-  return wanted.some((w) => w === id || w === name);
+  if (wanted.includes('all')) return true;
+  if (wanted.length === 0) return !id.includes('@');
+  return wanted.includes(id);
 }
 
 function toIntegration(id: string, r: Resolution): IntegrationBackend {
@@ -34,10 +38,10 @@ export default async function globalSetup(): Promise<void> {
   const wanted = listFromEnv('SQLTALLY_BACKENDS');
   const required = listFromEnv('SQLTALLY_REQUIRE');
   // Validates names early: a typo in SQLTALLY_BACKENDS or SQLTALLY_REQUIRE fails here with the known names.
-  for (const id of [...wanted, ...required]) parseBackendId(id);
+  for (const id of [...wanted, ...required]) if (id !== 'all') parseBackendId(id);
   const known = await variantIds(process.env);
   // A required or explicitly wanted variant that is not in the default list is resolved too.
-  const extra = wanted.filter((w) => !known.includes(w) && w.includes('@'));
+  const extra = wanted.filter((w) => w !== 'all' && !known.includes(w) && w.includes('@'));
   const ids = [...known.filter((id) => matches(id, wanted)), ...new Set(extra)];
   const resolved = await Promise.all(ids.map(async (id) => toIntegration(id, await resolveBackend(id, process.env))));
   process.env[RESOLVED_ENV] = JSON.stringify(resolved);

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { DATADIR_PREFIX, runTag, tempBase } from '../containers/local-process';
+import { rootfsCacheDir } from '../containers/rootfs';
 
 /** A process or directory sqltally made that is still here. */
 export interface Leak {
@@ -10,9 +11,22 @@ export interface Leak {
   path?: string;
 }
 
-/** `/tmp/sqltally-<run>-`: every private directory of one run starts with this. */
-export function runPrefix(env: NodeJS.ProcessEnv = process.env): string {
-  return path.join(tempBase(env), `${DATADIR_PREFIX}${runTag(env)}-`);
+/** `sqltally-<run>-`: every private directory of one run starts with this, wherever it lives. */
+export function runMarker(env: NodeJS.ProcessEnv = process.env): string {
+  return `${DATADIR_PREFIX}${runTag(env)}-`;
+}
+
+/**
+ * Where private directories are made: the temp dir, and the temp dir inside each provisioned root filesystem
+ * (chrooted servers keep their data where they can see it).
+ */
+export function privateDirBases(env: NodeJS.ProcessEnv = process.env): string[] {
+  const bases = [tempBase(env)];
+  const cache = rootfsCacheDir(env);
+  for (const entry of readQuietly(() => fs.readdirSync(cache).join('\n')).split('\n')) {
+    if (entry) bases.push(path.join(cache, entry, 'var', 'tmp'));
+  }
+  return bases;
 }
 
 function readQuietly(read: () => string): string {
@@ -24,10 +38,10 @@ function readQuietly(read: () => string): string {
 }
 
 /**
- * Processes whose command line or working directory lies under `prefix`. PostgreSQL's helper processes rename
- * themselves ("postgres: checkpointer"), but keep the data directory as working directory, so both are checked.
+ * Processes whose command line or working directory names a private directory of this run. PostgreSQL's helper
+ * processes rename themselves ("postgres: checkpointer") but keep the data directory as working directory.
  */
-export function leakedProcesses(prefix: string): Leak[] {
+export function leakedProcesses(marker: string): Leak[] {
   const leaks: Leak[] = [];
   for (const entry of readQuietly(() => fs.readdirSync('/proc').join('\n')).split('\n')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -35,24 +49,25 @@ export function leakedProcesses(prefix: string): Leak[] {
     if (pid === process.pid) continue;
     const cmdline = readQuietly(() => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8')).replace(/\0/g, ' ').trim();
     const cwd = readQuietly(() => fs.readlinkSync(`/proc/${pid}/cwd`));
-    if (cmdline.includes(prefix) || cwd.startsWith(prefix)) {
+    if (cmdline.includes(`/${marker}`) || cwd.includes(`/${marker}`)) {
       leaks.push({ kind: 'process', pid, what: `pid ${pid}: ${cmdline.slice(0, 160) || '(no cmdline)'} (cwd ${cwd})` });
     }
   }
   return leaks;
 }
 
-export function leakedDirectories(prefix: string): Leak[] {
-  const base = path.dirname(prefix);
-  const start = path.basename(prefix);
-  return readQuietly(() => fs.readdirSync(base).join('\n'))
-    .split('\n')
-    .filter((name) => name.startsWith(start))
-    .map((name) => ({ kind: 'directory' as const, path: path.join(base, name), what: path.join(base, name) }));
+export function leakedDirectories(marker: string, bases: string[]): Leak[] {
+  return bases.flatMap((base) =>
+    readQuietly(() => fs.readdirSync(base).join('\n'))
+      .split('\n')
+      .filter((name) => name.startsWith(marker))
+      .map((name) => ({ kind: 'directory' as const, path: path.join(base, name), what: path.join(base, name) })),
+  );
 }
 
-export function findLeaks(prefix: string): Leak[] {
-  return [...leakedProcesses(prefix), ...leakedDirectories(prefix)];
+export function findLeaks(env: NodeJS.ProcessEnv = process.env): Leak[] {
+  const marker = runMarker(env);
+  return [...leakedProcesses(marker), ...leakedDirectories(marker, privateDirBases(env))];
 }
 
 /** Kills leaked process groups and removes leaked directories, so one failed run does not poison the next. */
@@ -80,12 +95,11 @@ const POLL_MS = 100;
  */
 export default async function globalTeardown(): Promise<void> {
   if (!process.env['SQLTALLY_RUN_ID']) return;
-  const prefix = runPrefix(process.env);
   const deadline = Date.now() + SETTLE_MS;
-  let leaks = findLeaks(prefix);
+  let leaks = findLeaks(process.env);
   while (leaks.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, POLL_MS));
-    leaks = findLeaks(prefix);
+    leaks = findLeaks(process.env);
   }
   if (leaks.length === 0) return;
   sweepLeaks(leaks);
