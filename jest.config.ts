@@ -11,7 +11,7 @@ const config: Config = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform: tsJest,
-      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,cli,jest}/**/*.test.ts'],
+      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest}/**/*.test.ts'],
     },
     {
       displayName: 'integration',

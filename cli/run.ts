@@ -14,7 +14,8 @@ Runs the insert-many matrix on every backend reachable here (SQLite always) and 
 bench.json.
 
 options:
-  --backends a,b        backend ids (sqlite, mariadb, mariadb@11.4, postgres@16, mysql); default: all reachable
+  --backends a,b        backend ids (sqlite, mariadb, mariadb@11.8, postgres@16, mysql), or "all" for every installed
+                        version; default: each backend once (those not reachable here are skipped with the reason)
   --strategies a,b      strategy names (see README); default: every strategy of each backend
   --rows 100,5000       row counts; default ${DEFAULT_ROWS.join(',')}
   --hot-rows 5000       row counts that also get a hot repeat on a warm connection; default ${DEFAULT_HOT_ROWS.join(',')}; "" for none

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { CaptureSession, runUncounted, type Captured } from '../capture/capture';
 import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
-import type { BackendDescription, DriverName, Resolution, StartedBackend } from '../containers/types';
+import { BACKEND_NAMES, type BackendDescription, type DriverName, type Resolution, type StartedBackend } from '../containers/types';
 import { EventLoopDelayRecorder, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
 import { collectEnvironment, packageVersion } from '../reports/environment';
 import { installedReleases, releaseVersion } from '../counters/driver/releases';
@@ -24,7 +24,7 @@ export const DEFAULT_REPEATS = MIN_MEASURED_REPEATS;
 
 /** What a run is asked to do; validated before any server starts. */
 export const RunPlanSchema = z.object({
-  /** Backend ids; empty means every backend and variant reachable here. */
+  /** Backend ids; empty means each backend's default variant, `['all']` every variant installed here. */
   backends: z.array(z.string().min(1)),
   /** Strategy names; empty means every strategy of each backend. */
   strategies: z.array(z.string().min(1)),
@@ -145,12 +145,14 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
   const env = hooks.env ?? process.env;
   const progress = hooks.progress ?? (() => undefined);
   checkStrategiesExist(plan.strategies);
-  for (const id of plan.backends) parseBackendId(id);
+  for (const id of plan.backends) if (id !== 'all') parseBackendId(id);
   const startedAt = new Date().toISOString();
   const environment = collectEnvironment();
 
-  const resolutions: Resolution[] =
-    plan.backends.length > 0 ? await Promise.all(plan.backends.map((id) => resolveBackend(id, env))) : await listBackends(env);
+  // Default: each backend's default variant (what `sqltally backends` lists first); `all`: every variant installed.
+  const everyVariant = plan.backends.length === 1 && plan.backends[0] === 'all';
+  const ids = everyVariant ? [] : plan.backends.length > 0 ? plan.backends : [...BACKEND_NAMES];
+  const resolutions: Resolution[] = everyVariant ? await listBackends(env) : await Promise.all(ids.map((id) => resolveBackend(id, env)));
   if (plan.strategies.length > 0) {
     const reachable = resolutions.map((r) => r.backend);
     for (const name of plan.strategies) {
@@ -159,7 +161,7 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     }
   }
   const matrix: Matrix = {
-    backends: plan.backends.length > 0 ? plan.backends : resolutions.map((r) => r.id ?? r.backend),
+    backends: resolutions.map((r) => r.id ?? r.backend),
     strategies: plan.strategies,
     rows: plan.rows,
     hotRows: plan.hotRows,

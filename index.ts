@@ -1,0 +1,23 @@
+/**
+ * sqltally's public API. The folders follow the data: a backend starts (containers/), the driver is wrapped and
+ * the wire and server are read (counters/), a verdict is decided (verdict/), a window is captured (capture/), and
+ * the report is written and gated (reports/, run/).
+ */
+export { capture, CaptureSession } from './capture/capture';
+export type { CaptureOptions, Captured } from './capture/capture';
+export type { Tally, Layers, WorkloadError } from './capture/tally';
+export { installSqltallyMatchers, sqltallyMatchers } from './jest/matchers';
+export { checkCounts } from './jest/expectations';
+export type { CountSpec, CountCheck } from './jest/expectations';
+export { listBackends, resolveBackend, startBackend } from './containers/registry';
+export { SqltallyError, redactSecrets } from './containers/errors';
+export type * from './containers/types';
+export type { StatementEvent, DriverLayer, StatementClass, CallKind } from './counters/events';
+export type { WireCounts } from './counters/wire/types';
+export type { ServerLayer, ServerSummary } from './counters/probes/types';
+export type { Verdict, VerdictKind } from './verdict/types';
+export { runMatrix } from './run/matrix';
+export type { RunPlan } from './run/matrix';
+export { readReportFile, readBaselineFile } from './reports/schema';
+export type { Report, Cell, Baseline } from './reports/schema';
+export { compareWithBaseline } from './reports/gate';
