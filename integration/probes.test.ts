@@ -110,6 +110,24 @@ describeEachBackend(
       }
     });
 
+    it('the probe cost does not depend on who is connected: idle extra connections leave the control window at 0', async () => {
+      const table = tableName();
+      await createTable(table);
+      const ctx = ctxFor(writer.threadId, table);
+      await probe.calibrate(ctx);
+      const idle = await Promise.all([connect(), connect(), connect()]);
+      try {
+        const layer = await (await probe.begin(ctx)).end();
+        expect({ control: nonZero(layer.control), global: nonZero(layer.global) }).toEqual({ control: {}, global: {} });
+        expect(layer.foreignSessions.map((s) => s.id).sort()).toEqual(idle.map((c) => c.threadId).sort());
+        // Idle or not, they are clients the verdict cannot rule out; per-connection attribution still asserts.
+        expect(verdictOf(get(), globalOnly(layer)).kind).toBe('report');
+        expect(verdictOf(get(), layer).kind).toBe('assert');
+      } finally {
+        for (const c of idle) await c.end();
+      }
+    });
+
     it('asserts exact counts for a multi-row INSERT (one statement)', async () => {
       const table = tableName();
       await createTable(table);

@@ -1,4 +1,4 @@
-import type { MysqlFamilyTraits } from './mysql-family';
+import { SQL_PROCESSLIST_INFORMATION_SCHEMA, type MysqlFamilyTraits } from './mysql-family';
 import { MYSQL_FAMILY_TRACKED_STATUS } from './mysql';
 
 /**
@@ -12,6 +12,8 @@ export const MARIADB_TRAITS: MysqlFamilyTraits = {
   rowCounterCandidates: ['Innodb_rows_inserted', 'Handler_write'],
   perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
   bulkExecuteEvent: 'statement/com/Bulk_execute',
+  // MariaDB's view fills a temporary table too, but that moves Handler_tmp_write, which is not watched.
+  processlistSql: [SQL_PROCESSLIST_INFORMATION_SCHEMA],
   backgroundUsers: ['event_scheduler', 'system user'],
   backgroundCommands: ['Daemon', 'Slave_IO', 'Slave_SQL', 'Slave_worker', 'Binlog Dump'],
 };

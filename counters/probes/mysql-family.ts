@@ -20,6 +20,13 @@ export interface MysqlFamilyTraits {
   perThreadStatus: readonly string[];
   /** The per-thread statement event of a bulk command, if this server family has one. */
   bulkExecuteEvent: string | null;
+  /**
+   * Process-list queries in order of preference; the first this account can read is used. Constant texts (see
+   * below). MySQL 8.0.22+ has `performance_schema.processlist`; its `information_schema.PROCESSLIST` materialises
+   * one row per connection into an InnoDB temporary table, which moves `Innodb_rows_inserted` with the number
+   * of connections and so would make the probe's cost depend on who is connected.
+   */
+  processlistSql: readonly string[];
   /** Process-list users and commands that are the server's own threads, named rather than counted as intruders. */
   backgroundUsers: readonly string[];
   backgroundCommands: readonly string[];
@@ -30,7 +37,8 @@ export interface MysqlFamilyTraits {
  * varied (an IN list of thread ids) would make the probe's cost vary too. Filtering happens in JavaScript.
  */
 const SQL_GLOBAL_STATUS = 'SHOW GLOBAL STATUS';
-const SQL_PROCESSLIST = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
+export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
+export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM performance_schema.processlist';
 const SQL_THREAD_EVENTS =
   'SELECT t.PROCESSLIST_ID AS ID, e.EVENT_NAME AS NAME, e.COUNT_STAR AS N ' +
   'FROM performance_schema.events_statements_summary_by_thread_by_event_name e ' +
@@ -73,6 +81,7 @@ export class MysqlFamilySource implements SnapshotSource {
   #perfSchemaNote: string | null = null;
   #hasProcessPrivilege = false;
   #bulkEventKnown = false;
+  #processlistSql: string = SQL_PROCESSLIST_INFORMATION_SCHEMA;
 
   constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
     this.description = description;
@@ -131,6 +140,17 @@ export class MysqlFamilySource implements SnapshotSource {
     this.#rowCounter = this.#traits.rowCounterCandidates.find((name) => name in status) ?? null;
     this.#tracked = [...this.#traits.trackedStatus, ...(this.#rowCounter ? [this.#rowCounter] : [])].filter((n) => n in status);
 
+    for (const sql of this.#traits.processlistSql) {
+      const readable = await this.#query(sql).then(
+        () => true,
+        () => false,
+      );
+      if (readable) {
+        this.#processlistSql = sql;
+        break;
+      }
+    }
+
     const grants = await this.#query<RowDataPacket>('SHOW GRANTS').catch(() => [] as RowDataPacket[]);
     const grantText = grants.map((r) => String(Object.values(r)[0])).join('\n');
     this.#hasProcessPrivilege = /GRANT\s+(ALL PRIVILEGES|[^\n]*\bPROCESS\b)[^\n]*\sON\s+\*\.\*/i.test(grantText);
@@ -168,7 +188,7 @@ export class MysqlFamilySource implements SnapshotSource {
   }
 
   async #readSessions(ctx: WindowContext): Promise<SeenSessions> {
-    const rows = await this.#query<ProcessRow>(SQL_PROCESSLIST);
+    const rows = await this.#query<ProcessRow>(this.#processlistSql);
     const workload = new Set(ctx.workloadConnectionIds);
     const sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: this.#hasProcessPrivilege };
     for (const r of rows) {
