@@ -35,6 +35,18 @@ function rows(n: number): [number, string][] {
   return Array.from({ length: n }, (_, i) => [i, `row-${i}`]);
 }
 
+/**
+ * Waits until the proxy has seen every connection close, so a goodbye (COM_QUIT, Terminate) the driver wrote without
+ * waiting for an answer cannot fall into the next test's window.
+ */
+async function allClosed(proxy: WireProxy | undefined): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (proxy && proxy.connections().some((c) => c.closedAtNs === null)) {
+    if (Date.now() > deadline) throw new Error('proxied connections still open 10 s after the test ended them');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /** What the wire shows in one window, with nothing else in it. */
 function expectCleanWindow(w: WireCounts): void {
   expect(w.incompleteReasons).toEqual([]);
@@ -85,6 +97,7 @@ describeEachBackend(
     // Each test's connections end before the next test (and long before the server stops).
     afterEach(async () => {
       for (const conn of opened.splice(0)) await conn.end().catch(() => undefined);
+      await allClosed(proxy);
     });
     afterAll(async () => {
       await proxy?.close();
@@ -296,6 +309,7 @@ describeEachBackend(
     });
     afterEach(async () => {
       for (const client of opened.splice(0)) await client.end().catch(() => undefined);
+      await allClosed(proxy);
     });
     afterAll(async () => {
       await observer?.end();
