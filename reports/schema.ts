@@ -78,6 +78,7 @@ export const EventLoopDelaySchema = z.object({
   /** Timer ticks observed. */
   count: count(),
   maxNs: count().nullable(),
+  /** The largest per-run p99: an upper bound of the p99 over every tick (histograms of runs cannot be merged). */
   p99Ns: count().nullable(),
 });
 export type EventLoopDelay = z.infer<typeof EventLoopDelaySchema>;
