@@ -103,6 +103,8 @@ describe('wrapBetterSqlite3', () => {
     // `pluck()` returns its statement: the wrapper must come back, still counted.
     expect(stmt.pluck()).toBe(stmt);
     expect(db.exec('SELECT 1')).toBe(db);
+    // Read-only and non-configurable on the statement, so the Proxy must hand out the raw Database.
+    expect(stmt.database).toBe(raw);
   });
 
   it('does not count twice when wrapped twice, and refuses a second sink', () => {

@@ -137,6 +137,8 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
           return result === stmt ? wrapper : result;
         },
     };
+    // `statement.database` stays the raw Database: better-sqlite3 defines it read-only and non-configurable, and a
+    // Proxy must return such a property's own value. Calls made through it are not counted.
     return countedProxy(stmt, mark, hooks);
   });
 }

@@ -238,7 +238,9 @@ export function countedProxy<T extends object>(
           typeof prop === 'string' && value !== null && typeof value === 'object' && Object.hasOwn(properties, prop)
             ? properties[prop]
             : undefined;
-        return wrapProperty ? wrapProperty(value as object) : value;
+        if (!wrapProperty) return value;
+        const own = Object.getOwnPropertyDescriptor(t, prop);
+        return own && !own.configurable && !own.writable ? value : wrapProperty(value as object);
       }
       const original = value as AnyFunction;
       // `hasOwn`: a hooks object literal inherits `toString` and friends, which are not hooks.
