@@ -1,0 +1,35 @@
+/**
+ * The insert-many workload: deterministic rows, the table, the strategies that insert them, and the read and verify
+ * paths. The flow is `findStrategy` -> `plan` -> `prepare` (untimed) -> `runStrategy` (timed) -> `verifyRows`.
+ */
+export { assertRows, checksumOf, COLUMN_COUNT, COLUMN_NAMES, DEFAULT_SEED, makeRows, rowAt, TEXT_MAX_CHARS } from './rows';
+export type { Row, RowOptions, RowsChecksum } from './rows';
+export {
+  BIND_LIMIT_BY_BACKEND,
+  DEFAULT_BIND_BUDGET,
+  effectiveBindLimit,
+  planChunks,
+  readSqliteVariableLimit,
+  TEXT_ROWS_PER_STATEMENT,
+} from './chunking';
+export type { ChunkPlan, ChunkRequest } from './chunking';
+export {
+  assertTableName,
+  backendNameOf,
+  createTableSql,
+  DEFAULT_TABLE_NAME,
+  DIALECT_BY_BACKEND,
+  dropTableSql,
+  TABLE_NAME_PATTERN,
+  workloadTable,
+} from './table';
+export type { Dialect, WorkloadTable } from './table';
+export { findStrategy, RAW_SQL_TWIN, runStrategy, STRATEGIES, STRATEGY_NAMES, strategiesFor } from './strategies';
+export type * from './strategies/types';
+export type { StrategyName } from './strategies';
+export { dropTable, executeSql, openPlainConnection, READ_DRIVER_BY_BACKEND, recreateTable, rowSource } from './connect';
+export type { PlainConnection, RowSource } from './connect';
+export { READ_LIMIT, readRows, readRowsFrom } from './read';
+export type { ReadOptions } from './read';
+export { verifyRows, verifyRowsWith } from './verify';
+export type { VerifyOptions } from './verify';
