@@ -43,6 +43,12 @@ describe('decideVerdict', () => {
     expect(v.reason).toContain('other client connections seen: #12 app@127.0.0.1:5000 (Query: INSERT INTO other VALUES (1))');
   });
 
+  it('reports a client that connected during the window even when it left before the session listing', () => {
+    const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: serverLayer({ connectionsOpened: 1 }) });
+    expect(v.kind).toBe('report');
+    expect(v.reason).toContain('1 client connection(s) were opened during the window');
+  });
+
   it('reports when the account cannot see other sessions', () => {
     const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: serverLayer({ canSeeOtherSessions: false }) });
     expect(v.kind).toBe('report');

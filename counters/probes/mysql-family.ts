@@ -209,7 +209,8 @@ export class MysqlFamilySource implements SnapshotSource {
       });
     }
     // Without PROCESS a user still sees its own other sessions; anything more means someone granted visibility.
-    if (!this.#hasProcessPrivilege && rows.some((r) => r.USER !== this.#connection.user)) sessions.canSeeOtherSessions = true;
+    const otherClientUser = rows.some((r) => r.USER !== this.#connection.user && !this.#traits.backgroundUsers.includes(r.USER ?? ''));
+    if (!this.#hasProcessPrivilege && otherClientUser) sessions.canSeeOtherSessions = true;
     return sessions;
   }
 
