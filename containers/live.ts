@@ -78,7 +78,9 @@ export function stopSync(resource: LiveResource): void {
 }
 
 export function stopAllSync(): void {
-  for (const resource of [...LIVE]) {
+  // Processes first: a directory removed under a running server (or install tool) would be recreated or leak.
+  const ordered = [...LIVE].sort((a, b) => Number(b.pid !== undefined) - Number(a.pid !== undefined));
+  for (const resource of ordered) {
     try {
       stopSync(resource);
     } catch (err) {

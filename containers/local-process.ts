@@ -327,13 +327,20 @@ export function runTool(
 ): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = '';
-    const child = spawn(binary, args, {
+    // Like servers: own process group (initdb and mariadb-install-db run server processes of their own), tracked
+    // as live so Ctrl-C mid-install kills the whole group, and killed by the kernel if Node dies.
+    const [command, commandArgs] = withParentDeathSignal(binary, args, 'SIGKILL');
+    const child = spawn(command, commandArgs, {
       cwd: options.cwd,
       env: childEnv(options.env),
+      detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
       ...(options.runAs ? { uid: options.runAs.uid, gid: options.runAs.gid } : {}),
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+    const untrack = child.pid !== undefined ? trackLive({ label: `${id} ${path.basename(binary)} (pid ${child.pid})`, pid: child.pid, stopSignal: 'SIGKILL' }) : () => undefined;
+    const timer = setTimeout(() => {
+      if (child.pid !== undefined) signalQuietly(-child.pid, 'SIGKILL');
+    }, options.timeoutMs ?? 120_000);
     const append = (chunk: Buffer): void => {
       out = (out + chunk.toString('utf8')).slice(-LOG_TAIL_CHARS);
     };
@@ -341,10 +348,14 @@ export function runTool(
     child.stderr?.on('data', append);
     child.once('error', (cause) => {
       clearTimeout(timer);
+      untrack();
       reject(new SqltallyError(`could not run ${binary}`, { backend: id, phase: 'provision', provider: 'local', cause }));
     });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
+      // Helpers the tool left in its group (a bootstrap server) go with it.
+      if (child.pid !== undefined) signalQuietly(-child.pid, 'SIGKILL');
+      untrack();
       if (code === 0) resolve(out);
       else
         reject(

@@ -1,0 +1,133 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { processAlive } from '../containers/live';
+import { findLeaks, sweepLeaks } from './global-teardown';
+import { integrationBackends, START_TIMEOUT_MS } from './harness';
+import type { AvailableIntegrationBackend } from './harness';
+
+// jest's testTimeout is global, not per project: each case here starts a real server in a child process.
+jest.setTimeout(START_TIMEOUT_MS);
+
+const ROOT = path.resolve(__dirname, '..');
+const SETTLE_MS = 3_000;
+const POLL_MS = 100;
+/** How long the kernel's parent-death signal may take to bring a server down once its Node parent is killed. */
+const ORPHAN_EXIT_MS = 30_000;
+
+/** Servers this machine starts itself: the ones whose cleanup sqltally owns. */
+const owned = integrationBackends().filter(
+  (b): b is AvailableIntegrationBackend => b.available && (b.provider === 'local' || b.provider === 'embedded') && !b.id.includes('@'),
+);
+const servers = owned.filter((b) => b.provider === 'local');
+
+let runCounter = 0;
+/** Each child gets its own run id, so its directories and processes can be found (and only its own). */
+function childEnv(): NodeJS.ProcessEnv {
+  runCounter += 1;
+  return { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'leak'}c${process.pid}n${runCounter}` };
+}
+
+/** Runs TypeScript in a plain Node child (tsx's hooks, which also cover dynamic import()), so signals reach exactly that one process. */
+function spawnTs(code: string, env: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/** Resolves with the first stdout line that parses as JSON; rejects with stderr if the child exits first. */
+function firstJsonLine<T>(child: ChildProcess): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+    child.stdout?.on('data', (c: Buffer) => {
+      out += c.toString();
+      const line = out.split('\n').find((l) => l.startsWith('{'));
+      if (line) resolve(JSON.parse(line) as T);
+    });
+    child.once('exit', (code, signal) => reject(new Error(`child exited (${code ?? signal}) before reporting: ${err.slice(-2000)}`)));
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function settledLeaks(env: NodeJS.ProcessEnv): Promise<string[]> {
+  const deadline = Date.now() + SETTLE_MS;
+  let leaks = findLeaks(env);
+  while (leaks.length > 0 && Date.now() < deadline) {
+    await sleep(POLL_MS);
+    leaks = findLeaks(env);
+  }
+  sweepLeaks(leaks);
+  return leaks.map((l) => l.what);
+}
+
+const HOLD = (id: string): string => `
+  const { startBackend } = require('./containers/registry');
+  startBackend(${JSON.stringify(id)}).then((b) => {
+    console.log(JSON.stringify({ pid: b.pid ?? null, dataDir: b.dataDir ?? null }));
+    setInterval(() => undefined, 1000);
+  }, (err) => { console.error(err.message); process.exit(3); });
+`;
+
+describe.each(owned.map((b) => [b.id] as const))('%s: nothing outlives the Node process', (id) => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('stops the server and removes its data when Node gets %s', async (signal) => {
+    const env = childEnv();
+    const child = spawnTs(HOLD(id), env);
+    const held = await firstJsonLine<{ pid: number | null; dataDir: string | null }>(child);
+    expect(held.dataDir).not.toBeNull();
+    expect(fs.existsSync(held.dataDir ?? '')).toBe(true);
+    if (servers.some((s) => s.id === id)) expect(held.pid !== null && processAlive(held.pid)).toBe(true);
+
+    child.kill(signal);
+    const exit = await exitOf(child);
+    // Re-raised after cleanup, so the shell sees death by the signal, as without sqltally.
+    expect(exit.signal).toBe(signal);
+    if (held.pid !== null) expect(processAlive(held.pid)).toBe(false);
+    expect(fs.existsSync(held.dataDir ?? '')).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+});
+
+describe.each(servers.map((b) => [b.id] as const))('%s: a killed Node process', (id) => {
+  it('takes its server down with it (parent-death signal), leaving only the data directory to sweep', async () => {
+    const env = childEnv();
+    const child = spawnTs(HOLD(id), env);
+    const held = await firstJsonLine<{ pid: number; dataDir: string }>(child);
+    child.kill('SIGKILL');
+    await exitOf(child);
+    const deadline = Date.now() + ORPHAN_EXIT_MS;
+    while (processAlive(held.pid) && Date.now() < deadline) await sleep(POLL_MS);
+    const alive = processAlive(held.pid);
+    // SIGKILL runs no handler, so the directory stays: the suite's teardown is what removes such leftovers.
+    const leftovers = findLeaks(env);
+    sweepLeaks(leftovers);
+    expect(alive).toBe(false);
+    expect(leftovers.filter((l) => l.kind === 'process')).toEqual([]);
+  });
+});
+
+describe.each(servers.map((b) => [b.id] as const))('sqltally backends --check %s', (id) => {
+  it('leaves nothing behind when interrupted with SIGINT mid-check', async () => {
+    const env = childEnv();
+    const child = spawnTs(`require('./cli/main').main(['backends', '--check', ${JSON.stringify(id)}]).then((c) => { process.exitCode = c; });`, env);
+    const exited = exitOf(child);
+    // Interrupt as soon as the server process exists: the worst moment, mid-start.
+    const deadline = Date.now() + START_TIMEOUT_MS / 2;
+    let sawServer = false;
+    while (!sawServer && Date.now() < deadline && child.exitCode === null) {
+      sawServer = findLeaks(env).some((l) => l.kind === 'process');
+      if (!sawServer) await sleep(POLL_MS);
+    }
+    expect(sawServer).toBe(true);
+    child.kill('SIGINT');
+    const exit = await exited;
+    expect(exit.signal).toBe('SIGINT');
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+});
