@@ -205,7 +205,9 @@ describeEachBackend(
       expectCleanWindow(wire);
       expect(wire.commands).toEqual(MARIADB_BATCH_COMMANDS[family]);
       expect(wire.roundTrips).toBe(wire.commandsTotal);
-      expect(wire.rowsAffected).toBe(BATCH_ROWS);
+      // MariaDB 11.5+ answers a bulk with per-row unit results (a result set) instead of one OK: rows not summed then.
+      if (wire.serverMessages?.ResultSet) expect(wire.rowsAffected).toBeUndefined();
+      else expect(wire.rowsAffected).toBe(BATCH_ROWS);
       expectAgreement(wire, server);
     });
 

@@ -203,6 +203,19 @@ describe('MySQL prepared statements, pipelining, bulk', () => {
     expect(counts.rowsAffected).toBe(5000);
   });
 
+  it('leaves rowsAffected out when a bulk is answered with unit results (MariaDB 11.5+), instead of reporting 0', () => {
+    const turns: Turn[] = [
+      ...handshake(CLIENT_CAPS | CAP.DEPRECATE_EOF, MARIADB_BULK, MARIADB_BULK),
+      client(command(0xfa, Buffer.concat([Buffer.from([3, 0, 0, 0, 0xc0, 0]), Buffer.alloc(40, 1)]))),
+      server(columnCount(1, 2), columnDefinition(2, 'Id'), columnDefinition(3, 'Affected_rows'), binaryRow(4, 1), binaryRow(5, 1), ok(6, 0, 0x0002, 0xfe)),
+    ];
+    const counts = splitProof(passthrough, turns);
+    expect(counts.commands).toEqual({ COM_STMT_BULK_EXECUTE: 1 });
+    expect(counts.roundTrips).toBe(1);
+    expect(counts.rowsAffected).toBeUndefined();
+    expect(counts.serverMessages).toMatchObject({ ResultSet: 1, Row: 2 });
+  });
+
   it('follows SERVER_MORE_RESULTS_EXISTS across result sets of one command', () => {
     const turns: Turn[] = [
       ...handshake(CLIENT_CAPS),

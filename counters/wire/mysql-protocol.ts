@@ -22,6 +22,8 @@ const CLIENT_OPTIONAL_RESULTSET_METADATA = 0x2000000;
 const CLIENT_ZSTD_COMPRESSION = 0x4000000;
 const MARIADB_CLIENT_CACHE_METADATA = 0x10; // bit 36 overall = bit 4 of the extended word
 
+const BULK_SEND_UNIT_RESULTS = 64;
+
 // Server status flags carried by OK and EOF packets.
 const SERVER_MORE_RESULTS_EXISTS = 0x8;
 const SERVER_STATUS_CURSOR_EXISTS = 0x40;
@@ -502,6 +504,10 @@ export class MysqlSession implements WireSession {
     if (response === 'unparsed') throw new WireParseError(`${name} starts an exchange this counter does not follow`);
     // Cursor flags sit right after the statement id.
     const cursor = code === Command.StmtExecute && ((frame.head[5] ?? 0) & 0x07) !== 0;
+    // MariaDB 11.5+ bulk with STMT_BULK_FLAG_SEND_UNIT_RESULTS answers with a result set of per-row counts, not an OK.
+    if (code === Command.StmtBulkExecute && frame.head.length >= 7 && frame.head.readUInt16LE(5) & BULK_SEND_UNIT_RESULTS) {
+      this.tally.rowsAffectedUnknown();
+    }
     if (cursor && this.#deprecateEof) {
       throw new WireParseError('COM_STMT_EXECUTE with a cursor under DEPRECATE_EOF is not parsed');
     }

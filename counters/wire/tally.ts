@@ -50,6 +50,7 @@ export class ConnectionTally {
   #clientWrites = 0;
   #lastWriteChunk = -1;
   #rowsAffected = 0;
+  #rowsAffectedKnown = true;
   #bytesFromClient = 0;
   #bytesFromServer = 0;
   readonly #setup: Omit<WireSetup, 'connectionsOpened'> = {
@@ -102,6 +103,11 @@ export class ConnectionTally {
     this.#rowsAffected += rows;
   }
 
+  /** Some answer carried its row counts where this counter does not read them: `rowsAffected` is left out from now on. */
+  rowsAffectedUnknown(): void {
+    this.#rowsAffectedKnown = false;
+  }
+
   setupFromClient(wireBytes: number): void {
     this.#setup.clientMessages += 1;
     this.#setup.bytesClientToServer += wireBytes;
@@ -134,7 +140,7 @@ export class ConnectionTally {
       incomplete: this.incomplete,
       incompleteReasons: [...this.#incompleteReasons],
       serverMessages: Object.fromEntries(this.#serverMessages),
-      rowsAffected: this.#rowsAffected,
+      ...(this.#rowsAffectedKnown ? { rowsAffected: this.#rowsAffected } : {}),
       unansweredRequests: unanswered,
       setup: { connectionsOpened: 1, ...this.#setup },
     };
@@ -201,6 +207,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
   const setup = emptySetup();
   const serverMessages: Record<string, number> = {};
   const previous = new Map(before.connections.map((c) => [c.id, c] as const));
+  let rowsKnown = true;
   for (const connection of after.connections) {
     const prev = previous.get(connection.id);
     if (prev && prev.closedAtNs !== null) continue;
@@ -215,7 +222,8 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     out.bytesClientToServer += bytesUp;
     out.bytesServerToClient += bytesDown;
     out.clientWrites += a.clientWrites - (b?.clientWrites ?? 0);
-    out.rowsAffected = (out.rowsAffected ?? 0) + (a.rowsAffected ?? 0) - (b?.rowsAffected ?? 0);
+    if (a.rowsAffected === undefined) rowsKnown = false;
+    else out.rowsAffected = (out.rowsAffected ?? 0) + a.rowsAffected - (b?.rowsAffected ?? 0);
     const setupAfter = a.setup ?? emptySetup();
     const setupBefore = b?.setup ?? { ...emptySetup(), connectionsOpened: 0 };
     if (!prev) setup.connectionsOpened += 1;
@@ -245,6 +253,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
   out.serverMessages = serverMessages;
   out.setup = setup;
   out.incomplete = out.incompleteReasons.length > 0;
+  if (!rowsKnown) delete out.rowsAffected;
   return out;
 }
 
@@ -255,6 +264,7 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
   const out = emptyWireCounts(first.protocol);
   const setup = emptySetup();
   const serverMessages: Record<string, number> = {};
+  let rowsKnown = true;
   for (const p of parts) {
     if (p.protocol !== first.protocol) {
       throw new SqltallyError(`cannot sum ${p.protocol} and ${first.protocol} wire counts`, { phase: 'wire' });
@@ -267,7 +277,8 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
     out.bytesServerToClient += p.bytesServerToClient;
     out.clientWrites += p.clientWrites;
     out.connections += p.connections;
-    out.rowsAffected = (out.rowsAffected ?? 0) + (p.rowsAffected ?? 0);
+    if (p.rowsAffected === undefined) rowsKnown = false;
+    else out.rowsAffected = (out.rowsAffected ?? 0) + p.rowsAffected;
     out.unansweredRequests = (out.unansweredRequests ?? 0) + (p.unansweredRequests ?? 0);
     out.incompleteReasons.push(...p.incompleteReasons);
     const s = p.setup ?? emptySetup();
@@ -281,6 +292,7 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
   out.serverMessages = serverMessages;
   out.setup = setup;
   out.incomplete = out.incompleteReasons.length > 0;
+  if (!rowsKnown) delete out.rowsAffected;
   return out;
 }
 

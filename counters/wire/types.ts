@@ -43,7 +43,10 @@ export const WireCountsSchema = z.object({
    * `PrepareOK`; PostgreSQL backend messages (`ParseComplete`, `CommandComplete`, `ErrorResponse`, ...).
    */
   serverMessages: z.record(z.string(), z.number().int().nonnegative()).optional(),
-  /** Rows the server reported changed: MySQL OK packets' affected rows; PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY tags. */
+  /**
+   * Rows the server reported changed: MySQL OK packets' affected rows; PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY
+   * tags. Absent when some answer carried its counts elsewhere (MariaDB 11.5+ bulk unit results), never a guess.
+   */
   rowsAffected: z.number().int().nonnegative().optional(),
   /** Requests still waiting for their answer when the count was taken; a window with any is `incomplete`. */
   unansweredRequests: z.number().int().nonnegative().optional(),
