@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { leadingVersion } from './backend';
+import { SqltallyError } from './errors';
+import { liveResources } from './live';
+import { DATADIR_PREFIX, freePort, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
+
+describe('makePrivateDir', () => {
+  let base: string;
+  beforeEach(() => {
+    base = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-unit-base-'));
+  });
+  afterEach(() => fs.rmSync(base, { recursive: true, force: true }));
+
+  it('makes a mode-0700 directory named for the run and backend, tracked until removed', async () => {
+    const env = { TMPDIR: base, SQLTALLY_RUN_ID: 'run-42' };
+    const dir = makePrivateDir('postgres', env);
+    expect(path.dirname(dir.path)).toBe(base);
+    expect(path.basename(dir.path).startsWith(`${DATADIR_PREFIX}run42-postgres-`)).toBe(true);
+    expect(fs.statSync(dir.path).mode & 0o777).toBe(0o700);
+    expect(liveResources()).toContain(dir.resource);
+    await dir.remove();
+    await dir.remove();
+    expect(fs.existsSync(dir.path)).toBe(false);
+    expect(liveResources()).not.toContain(dir.resource);
+  });
+
+  it('fails with a provision-phase error and a hint when TMPDIR cannot hold directories', () => {
+    const file = path.join(base, 'file');
+    fs.writeFileSync(file, '');
+    let err: unknown;
+    try {
+      makePrivateDir('mariadb', { TMPDIR: file });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(SqltallyError);
+    expect((err as SqltallyError).message).toContain(`[backend mariadb, provider local, phase provision] cannot create a private data directory under ${file}`);
+    expect((err as SqltallyError).hint).toBe('set TMPDIR to a writable directory with free space');
+  });
+});
+
+describe('runTag', () => {
+  it('keeps only letters and digits, and defaults to cli', () => {
+    expect(runTag({ SQLTALLY_RUN_ID: 'j-1/2' })).toBe('j12');
+    expect(runTag({})).toBe('cli');
+  });
+});
+
+describe('freePort', () => {
+  it('returns a loopback port that can be bound right away', async () => {
+    const port = await freePort();
+    const server = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', resolve);
+    });
+    await new Promise<void>((r) => server.close(() => r()));
+    expect(port).toBeGreaterThan(0);
+  });
+});
+
+describe('runTool', () => {
+  it('returns the output of a tool that succeeds and forgets its process', async () => {
+    await expect(runTool('sqlite', '/bin/sh', ['-c', 'echo made'], { cwd: os.tmpdir(), env: process.env })).resolves.toContain('made');
+    expect(liveResources().filter((r) => r.pid !== undefined)).toEqual([]);
+  });
+
+  it('shows the error lines of a tool that fails, not just its tail', async () => {
+    const script = 'echo "[ERROR] the cause"; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do echo noise $i; done; exit 7';
+    const err = await runTool('mariadb', '/bin/sh', ['-c', script], { cwd: os.tmpdir(), env: process.env }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqltallyError);
+    expect((err as SqltallyError).message).toContain('sh failed (7)');
+    expect((err as SqltallyError).message).toContain('[ERROR] the cause');
+    expect((err as SqltallyError).message).toContain('noise 14');
+  });
+});
+
+describe('lookupUser and leadingVersion', () => {
+  it('reads root from /etc/passwd and knows no made-up user', () => {
+    expect(lookupUser('root')).toEqual({ user: 'root', uid: 0, gid: 0 });
+    expect(lookupUser('no-such-user-sqltally')).toBeUndefined();
+  });
+
+  it('cuts versions to the parts a variant id names', () => {
+    expect(leadingVersion('10.11.19-MariaDB-0+deb12u1', 2)).toBe('10.11');
+    expect(leadingVersion('15.20 (Debian 15.20-0+deb12u1)', 1)).toBe('15');
+    expect(leadingVersion('3.51.2', 2)).toBe('3.51');
+  });
+});
