@@ -1,8 +1,11 @@
 /**
  * What the driver-layer counting proxy costs.
  *
- *   npx tsx bench/driver-overhead.ts [--backends sqlite,mariadb,postgres] [--strategies a,b] [--rows 5000]
- *                                    [--pairs 7] [--json]
+ *   NODE_OPTIONS=--expose-gc npx tsx bench/driver-overhead.ts [--backends sqlite,mariadb,postgres]
+ *                                    [--strategies a,b] [--rows 5000] [--pairs 7] [--json]
+ *
+ * With `--expose-gc` every timed run starts from a collected heap, so one run does not pay for the garbage
+ * of the one before (the row arrays built by `prepare`).
  *
  * Per backend and insert strategy: the same N-row insert on an unwrapped and on a counted connection, in pairs
  * whose order alternates (raw first, then wrapped first) so drift and cache warmth fall on both sides; the
@@ -98,6 +101,7 @@ async function timedRun<D extends DriverName>(
   const caps = started.description.capabilities;
   const plan = strategy.plan(rows, caps, { backend: started.description.id });
   const input = strategy.prepare(makeRows(rows), table, plan);
+  (globalThis as { gc?: () => void }).gc?.();
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await runStrategy(strategy, conn.handle as never, input);
@@ -189,6 +193,7 @@ async function microBench(): Promise<MicroFigures> {
   const wrappedStatement = wrapped.prepare('SELECT 1');
   // CPU time, not wall time: on a loaded machine wall time bills the proxy for the neighbours' work.
   const loop = (statement: { get(): unknown }): number => {
+    (globalThis as { gc?: () => void }).gc?.();
     const cpu0 = process.cpuUsage();
     for (let i = 0; i < MICRO_CALLS; i++) statement.get();
     const cpu = process.cpuUsage(cpu0);
