@@ -172,6 +172,8 @@ EOF
   local rc=0
   (
     cd "$root"
+    # --testTimeout: Jest reads the timeout from the global config only, so the integration project's own
+    # testTimeout is not applied; containers on two busy cores need more than the default 5 s.
     # shellcheck disable=SC2086 # extra jest arguments are a word list
     # Local installs are hidden (empty bindirs, no root filesystem cache), so the suite's variant list is exactly
     # the images: a chroot MariaDB 11.8 would otherwise become "mariadb@11.8" and ask the engine for mariadb:11.8.
@@ -188,7 +190,7 @@ EOF
       SQLTALLY_POSTGRES_IMAGE=sqltally/postgres:17 \
       SQLTALLY_BACKENDS="$list" \
       SQLTALLY_REQUIRE="$list" \
-      npx jest --selectProjects integration --runInBand ${SQLTALLY_JEST_ARGS:-}
+      npx jest --selectProjects integration --runInBand --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-}
   ) || rc=$?
   say "integration suite through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") after $(elapsed)"
   [ "$rc" = 0 ] || return 1
