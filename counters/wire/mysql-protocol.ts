@@ -343,7 +343,6 @@ export class MysqlSession implements WireSession {
   #serverConnectionId: number | null = null;
   readonly #client = new MysqlPacketParser((_length, seq) => this.#checkClientSeq(seq));
   readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq));
-  readonly #tls: 'refuse' | 'passthrough';
   #phase: Phase = 'greeting';
   /** Last sequence id of the handshake, which counts up across both directions. */
   #handshakeSeq = 0;
@@ -364,8 +363,7 @@ export class MysqlSession implements WireSession {
   readonly #onServerFrame = (frame: MysqlFrame): void => this.#serverFrame(frame);
 
   constructor(options: MysqlSessionOptions) {
-    this.#tls = options.tls;
-    if (this.#tls === 'refuse') this.#greetingHold = Buffer.alloc(0);
+    if (options.tls === 'refuse') this.#greetingHold = Buffer.alloc(0);
   }
 
   get serverConnectionId(): number | null {
