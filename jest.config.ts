@@ -6,6 +6,8 @@ const tsJest: Config['transform'] = {
 };
 
 const config: Config = {
+  // A root option (Jest ignores it inside a project): real servers on two shared cores can take tens of seconds.
+  testTimeout: 180_000,
   projects: [
     {
       displayName: 'unit',
@@ -21,8 +23,6 @@ const config: Config = {
       // Resolves the backends once for all files and enforces SQLTALLY_REQUIRE; teardown fails the run on leaks.
       globalSetup: '<rootDir>/integration/global-setup.ts',
       globalTeardown: '<rootDir>/integration/global-teardown.ts',
-      // Real servers on two shared cores: starting one can take tens of seconds.
-      testTimeout: 180_000,
     },
   ],
 };
