@@ -17,6 +17,9 @@
  * time mostly measures the neighbours; CPU time of the client is what the proxy can add to, so the per-call
  * overhead is computed from it. For network backends the client CPU excludes the server's work, so the CPU
  * ratio overstates the proxy's share of the whole insert; the wall ratio is the one the 1.02 target is about.
+ *
+ * `--control` opens the "wrapped" side without a sink: two identical raw connections, so the ratios printed are
+ * the noise floor of this machine at this moment (a ratio outside it is the proxy; inside it, nobody can tell).
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -118,12 +121,16 @@ async function benchStrategy(
   strategy: AnyInsertStrategy,
   rows: number,
   pairs: number,
+  control: boolean,
 ): Promise<StrategyFigures> {
   const info: ConnectionInfo = started.connection;
   const driverOptions = strategy.connectionOptions ? { ...strategy.connectionOptions } : undefined;
   const tally = new DriverTally();
   const raw = await openRawConnection(strategy.driver, info, { driverOptions, backend: started.description.id });
-  const wrapped = await openCountedConnection(strategy.driver, info, tally, { driverOptions, backend: started.description.id });
+  const wrapped = await openCountedConnection(strategy.driver, info, control ? undefined : tally, {
+    driverOptions,
+    backend: started.description.id,
+  });
   // One table per side, so neither run inherits the other's pages.
   const rawTable = workloadTable(started.description.name, 'bench_raw');
   const wrappedTable = workloadTable(started.description.name, 'bench_wrapped');
@@ -145,7 +152,7 @@ async function benchStrategy(
         w = await timedRun(strategy, wrapped, wrappedTable, rows, started);
         r = await timedRun(strategy, raw, rawTable, rows, started);
       }
-      callsPerRun = tally.since(mark).length;
+      callsPerRun = control ? 0 : tally.since(mark).length;
       raws.push(r);
       wrappeds.push(w);
     }
@@ -245,6 +252,7 @@ async function main(argv: string[]): Promise<number> {
       rows: { type: 'string', default: '5000' },
       pairs: { type: 'string', default: '7' },
       json: { type: 'boolean', default: false },
+      control: { type: 'boolean', default: false },
     },
   });
   const rows = Number(values.rows);
@@ -269,11 +277,11 @@ async function main(argv: string[]): Promise<number> {
         ? wanted.filter((name) => strategiesFor(id).some((s) => s.name === name)).map((name) => findStrategy(name, id))
         : strategiesFor(started.description.name as BackendName);
       for (const strategy of strategies) {
-        const figures = await benchStrategy(started, strategy, rows, pairs);
+        const figures = await benchStrategy(started, strategy, rows, pairs, values.control);
         results.push(figures);
         if (!values.json) {
           console.log(
-            `${figures.backend.padEnd(14)} ${figures.strategy.padEnd(28)} calls ${String(figures.callsPerRun).padStart(5)}  ` +
+            `${figures.backend.padEnd(14)} ${(values.control ? `control:${figures.strategy}` : figures.strategy).padEnd(28)} calls ${String(figures.callsPerRun).padStart(5)}  ` +
               `raw ${ms(figures.rawMedianNs).padStart(9)} ms  wrapped ${ms(figures.wrappedMedianNs).padStart(9)} ms  ` +
               `ratio ${figures.ratio.toFixed(4)}${figures.ratio <= TARGET_RATIO ? '' : ' (above 1.02)'}  ` +
               `cpu ${ms(figures.rawCpuMedianNs)} -> ${ms(figures.wrappedCpuMedianNs)} ms, ratio ${figures.cpuRatio.toFixed(4)}  ` +
@@ -287,7 +295,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const micro = await microBench();
   if (values.json) {
-    console.log(JSON.stringify({ rows, pairs, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, skipped }, null, 2));
+    console.log(JSON.stringify({ rows, pairs, control: values.control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, skipped }, null, 2));
   } else {
     for (const s of skipped) console.log(`${s.backend}: skipped: ${s.reason}`);
     const [load1] = os.loadavg();
