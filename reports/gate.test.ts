@@ -167,6 +167,10 @@ describe('compareWithBaseline', () => {
     const result = compareWithBaseline(report, baseline);
     expect(result.pass).toBe(false);
     expect(result.failures).toContain('the run failed: mariadb: server went away');
+    const short = fixtureReport([sqliteCell(100)], { status: 'failed', failure: { message: 'interrupted' }, matrix: baseline.matrix });
+    expect(renderGateResult(compareWithBaseline(short, baseline), LABELS)).toContain(
+      'baseline cell missing from the report: the run failed before it was measured',
+    );
   });
 
   it('fails when a gated layer is no longer measured', () => {

@@ -234,7 +234,11 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
       continue;
     }
     const skipped = report.skipped.find((s) => s.backend === b.backendName || s.backend === b.backend);
-    const why = skipped ? `backend ${skipped.backend} was skipped: ${skipped.reason}` : 'the report has no such cell';
+    const why = skipped
+      ? `backend ${skipped.backend} was skipped: ${skipped.reason}`
+      : report.status === 'failed'
+        ? 'the run failed before it was measured'
+        : 'the report has no such cell';
     cells.push({ key: b.key, reportKey: null, status: 'missing', diffs: [], environmentChanges: [], notes: [], failures: [`baseline cell missing from the report: ${why}`] });
   }
   for (const [b, c] of pairs) cells.push(compareCell(b, c, baseline, report));
