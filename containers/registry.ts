@@ -203,7 +203,9 @@ export async function resolveBackend(id: string, env: NodeJS.ProcessEnv = proces
   // "URL not set" is implied by the hint, which names the variable; the rest says what is missing here.
   const told = tried.filter((t) => t.provider !== 'external' || forced).map((t) => t.reason);
   const prefix = forced ? `${forced.variable}=${forced.provider}: ` : '';
-  return unavailable(module, parsed, tried, `${prefix}${told.join(' and ')}: ${module.unavailableHint}`);
+  // Forced to external, the only fix is the URL; the install hint would point the wrong way.
+  const hint = forced?.provider === 'external' ? `set ${envKey(parsed, 'URL')}` : module.unavailableHint;
+  return unavailable(module, parsed, tried, `${prefix}${told.join(' and ')}: ${hint}`);
 }
 
 /** Starts a backend by id (`sqlite`, `mariadb@10.11`), or throws a SqltallyError saying why it cannot here. */
