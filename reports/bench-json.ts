@@ -38,9 +38,14 @@ function ms(ns: number): number {
 /** bench.json: timings (ms) and counts (count) as separate series, cells with errors left out. */
 export function toBenchJson(report: Report): BenchEntry[] {
   const out: BenchEntry[] = [];
-  for (const cell of sortedCells(report.cells)) {
-    if (cell.error) continue;
-    const name = benchSeriesName(cell);
+  const cells = sortedCells(report.cells).filter((c) => !c.error);
+  // Two releases of one driver in the same matrix (mariadb 3.3 and 3.5) would share a series; only then is the
+  // driver version added, so names stay as short as the matrix allows and stable while the matrix is.
+  const seen = new Map<string, number>();
+  for (const c of cells) seen.set(benchSeriesName(c), (seen.get(benchSeriesName(c)) ?? 0) + 1);
+  for (const cell of cells) {
+    const base = benchSeriesName(cell);
+    const name = (seen.get(base) ?? 0) > 1 ? `${base} (${cell.driver}@${cell.driverVersion})` : base;
     const t = cell.timings?.summary;
     if (t) {
       out.push({ name: `${name} p50`, unit: 'ms', value: ms(t.p50Ns), extra: `n=${t.n} samples; driver ${cell.driver}@${cell.driverVersion}` });

@@ -104,12 +104,12 @@ function timingsTable(cells: readonly Cell[]): string {
   );
 }
 
-/** One chart per backend and driver: p50 ms against rows, one line per strategy (cold cells only). */
+/** One chart per backend and driver release: p50 ms against rows, one line per strategy (cold cells only). */
 function charts(cells: readonly Cell[]): string[] {
   const groups = new Map<string, Cell[]>();
   for (const c of cells) {
     if (c.hot || !c.timings) continue;
-    const g = `${c.backend} (${shortVersion(c.serverVersion)}) via ${c.driver}`;
+    const g = `${c.backend} (${shortVersion(c.serverVersion)}) via ${c.driver}@${c.driverVersion}`;
     groups.set(g, [...(groups.get(g) ?? []), c]);
   }
   const out: string[] = [];

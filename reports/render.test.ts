@@ -81,6 +81,13 @@ describe('bench.json', () => {
     expect(new Set(names).size).toBe(names.length);
   });
 
+  it('keeps two releases of one driver in separate series', () => {
+    const names = toBenchJson(fixtureReport([batchCell(5000), batchCell(5000, { driverVersion: '3.3.2' })])).map((b) => b.name);
+    expect(names).toContain('mariadb@10.11.14 mariadb.batch 5000 rows (mariadb@3.3.2) p50');
+    expect(names).toContain('mariadb@10.11.14 mariadb.batch 5000 rows (mariadb@3.5.4) p50');
+    expect(new Set(names).size).toBe(names.length);
+  });
+
   it('leaves out cells whose workload failed', () => {
     const failed = makeCell({ ...sqliteCell(100), error: { message: 'boom', phase: 'workload' } });
     expect(toBenchJson(fixtureReport([failed]))).toEqual([]);
