@@ -28,7 +28,7 @@ import type { BackendName, ConnectionInfo, DriverName, StartedBackend } from '..
 import { DriverTally } from '../counters/driver-layer';
 import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
 import { markOf } from '../counters/driver/counted';
-import { openCountedConnection, openRawConnection } from '../counters/driver/open';
+import { openCountedConnection, openRawConnection, runSql } from '../counters/driver/open';
 import type { DriverHandle, OpenedConnection } from '../counters/driver/open';
 import { makeRows } from '../workload/rows';
 import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
@@ -42,23 +42,9 @@ const TARGET_RATIO = 1.02;
 const MICRO_CALLS = 5_000;
 const MICRO_ROUNDS = 201;
 
-/** Plain SQL on a handle of each driver, for set-up and checks outside the timed part. */
-const SQL_RUNNERS: { [D in DriverName]: (handle: DriverHandle<D>, sql: string) => Promise<unknown[]> } = {
-  mysql2: async (h, sql) => (await h.query(sql))[0] as unknown[],
-  mariadb: async (h, sql) => (await h.query(sql)) as unknown[],
-  pg: async (h, sql) => (await h.query(sql)).rows,
-  'better-sqlite3': async (h, sql) => {
-    const statement = h.prepare(sql);
-    if (statement.reader) return statement.all();
-    statement.run();
-    return [];
-  },
-};
-
 /** Set-up and checks go to the original object under a counted handle, so the tally holds the strategy alone. */
-async function runSql<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
-  const original = (markOf(handle)?.target ?? handle) as DriverHandle<D>;
-  return (SQL_RUNNERS[driver] as (h: DriverHandle<D>, s: string) => Promise<unknown[]>)(original, sql);
+async function runUnwrapped<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
+  return runSql(driver, (markOf(handle)?.target ?? handle) as DriverHandle<D>, sql);
 }
 
 function median(values: number[]): number {
@@ -99,8 +85,8 @@ async function timedRun<D extends DriverName>(
   started: StartedBackend,
 ): Promise<RunTimes> {
   const driver = strategy.driver as D;
-  await runSql(driver, conn.handle, dropTableSql(table));
-  await runSql(driver, conn.handle, createTableSql(table));
+  await runUnwrapped(driver, conn.handle, dropTableSql(table));
+  await runUnwrapped(driver, conn.handle, createTableSql(table));
   const caps = started.description.capabilities;
   const plan = strategy.plan(rows, caps, { backend: started.description.id });
   const input = strategy.prepare(makeRows(rows), table, plan);
@@ -110,7 +96,7 @@ async function timedRun<D extends DriverName>(
   await runStrategy(strategy, conn.handle as never, input);
   const wallNs = Number(process.hrtime.bigint() - t0);
   const cpu = process.cpuUsage(cpu0);
-  const [counted] = await runSql(driver, conn.handle, `SELECT COUNT(*) AS n FROM ${table.quoted}`);
+  const [counted] = await runUnwrapped(driver, conn.handle, `SELECT COUNT(*) AS n FROM ${table.quoted}`);
   const n = Number(Object.values(counted as Record<string, unknown>)[0]);
   if (n !== rows) throw new Error(`${strategy.name}: expected ${rows} rows in ${table.name}, found ${n}`);
   return { wallNs, cpuNs: (cpu.user + cpu.system) * 1000 };
@@ -176,7 +162,7 @@ async function benchStrategy(
       [raw, rawTable],
       [wrapped, wrappedTable],
     ] as const) {
-      await runSql(strategy.driver, conn.handle as never, dropTableSql(table)).catch(() => undefined);
+      await runUnwrapped(strategy.driver, conn.handle as never, dropTableSql(table)).catch(() => undefined);
       await conn.close();
     }
   }

@@ -8,10 +8,9 @@
  * per-pair ratios strategy/raw: above 1 the strategy is slower than one literal multi-row INSERT.
  */
 import { parseArgs } from 'node:util';
-import { runUncounted } from '../capture/capture';
 import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
-import { openRawConnection } from '../counters/driver/open';
+import { openRawConnection, runSql } from '../counters/driver/open';
 import { formatMs } from '../reports/timings';
 import { makeRows } from '../workload/rows';
 import { findStrategy, RAW_SQL_TWIN, runStrategy, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
@@ -35,8 +34,8 @@ async function timeOnce(backend: StartedBackend, strategy: AnyInsertStrategy, ro
     backend: id,
   });
   try {
-    await runUncounted(strategy.driver, opened.handle as never, dropTableSql(table));
-    await runUncounted(strategy.driver, opened.handle as never, createTableSql(table));
+    await runSql(strategy.driver, opened.handle as never, dropTableSql(table));
+    await runSql(strategy.driver, opened.handle as never, createTableSql(table));
     const start = process.hrtime.bigint();
     await runStrategy(strategy, opened.handle as never, input);
     return Number(process.hrtime.bigint() - start);

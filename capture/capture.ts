@@ -3,7 +3,7 @@ import { startBackend } from '../containers/registry';
 import type { DriverName, StartedBackend } from '../containers/types';
 import { DRIVERS_BY_BACKEND } from '../containers/types';
 import { DriverTally, summarizeDriverEvents } from '../counters/driver-layer';
-import { openRawConnection, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
+import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
 import type { WireCounts } from '../counters/wire/types';
@@ -35,24 +35,6 @@ export type Captured<T> = Tally & { result: T | undefined };
 interface WorkloadConnection<D extends DriverName> {
   counted: DriverHandle<D>;
   opened: OpenedConnection<D>;
-}
-
-// Runs sqltally's own SQL on the workload's connection, uncounted: the probe needs the writer's own session.
-const RUN_RAW = {
-  mysql2: async (h, sql) => (await h.query(sql))[0] as unknown[],
-  mariadb: async (h, sql) => Array.from((await h.query(sql)) as unknown[]),
-  pg: async (h, sql) => (await h.query(sql)).rows,
-  'better-sqlite3': async (h, sql) => {
-    const statement = h.prepare(sql);
-    if (statement.reader) return statement.all();
-    statement.run();
-    return [];
-  },
-} satisfies { [D in DriverName]: (handle: DriverHandle<D>, sql: string) => Promise<unknown[]> };
-
-/** Runs sqltally's own SQL (DDL, truncation) on a raw handle, outside any window. */
-export function runUncounted<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
-  return (RUN_RAW[driver] as (h: DriverHandle<D>, s: string) => Promise<unknown[]>)(handle, sql);
 }
 
 function errorOf(err: unknown): WorkloadError {
@@ -160,7 +142,7 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
     const context: WindowContext = {
       workloadConnectionIds: [conn.opened.connectionId ?? 0],
       table: this.#options.table ?? { name: '' },
-      onWorkloadConnection: (sql) => RUN_RAW[this.driver](conn.opened.handle as never, sql),
+      onWorkloadConnection: (sql) => runSql(this.driver, conn.opened.handle, sql),
     };
 
     let probeError = this.#probeError;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { CaptureSession, runUncounted, type Captured } from '../capture/capture';
+import { CaptureSession, type Captured } from '../capture/capture';
+import { runSql } from '../counters/driver/open';
 import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
 import { BACKEND_NAMES, type BackendDescription, type DriverName, type Resolution, type StartedBackend } from '../containers/types';
@@ -86,8 +87,8 @@ async function runCell(
   const insertPlan = strategy.plan(rows, backend.description.capabilities, { backend: backend.description.name });
   const input = strategy.prepare(makeRows(rows), table, insertPlan);
   const recreate = async (handle: unknown) => {
-    await runUncounted(session.driver, handle as never, dropTableSql(table));
-    await runUncounted(session.driver, handle as never, createTableSql(table));
+    await runSql(session.driver, handle as never, dropTableSql(table));
+    await runSql(session.driver, handle as never, createTableSql(table));
   };
   const result: CellRun = { tallies: [], warmupNs: [], verifiedRows: null, eventLoop: null };
   const loop = new EventLoopDelayRecorder();

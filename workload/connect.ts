@@ -1,10 +1,7 @@
-import BetterSqlite3 from 'better-sqlite3';
-import * as mariadb from 'mariadb';
-import * as mysql2 from 'mysql2/promise';
 import type { ExecuteValues } from 'mysql2';
-import * as pg from 'pg';
+import { openRawConnection, runSql } from '../counters/driver/open';
 import { SqltallyError } from '../containers/errors';
-import type { BackendName, ConnectionInfo, DriverName, NetworkConnection, StartedBackend } from '../containers/types';
+import type { BackendName, ConnectionInfo, DriverName, StartedBackend } from '../containers/types';
 import { createTableSql, dropTableSql } from './table';
 import type { WorkloadTable } from './table';
 import type { DriverHandle } from './strategies/types';
@@ -30,46 +27,6 @@ export const READ_DRIVER_BY_BACKEND = {
   postgres: 'pg',
 } as const satisfies Record<BackendName, DriverName>;
 
-function network(connection: ConnectionInfo, driver: DriverName, backend?: string): NetworkConnection {
-  if (connection.kind !== 'network') {
-    throw new SqltallyError(`driver ${driver} needs a network server, got a ${connection.kind} connection`, { backend, phase: 'connect' });
-  }
-  return connection;
-}
-
-type Opener<D extends DriverName> = (connection: ConnectionInfo, options: Record<string, unknown>, backend?: string) => Promise<PlainConnection<D>>;
-
-const OPENERS: { [D in DriverName]: Opener<D> } = {
-  async mysql2(connection, options, backend) {
-    const { host, port, user, password, database } = network(connection, 'mysql2', backend);
-    // BIGINT and DECIMAL come back as strings, so no value above 2^53 is rounded on the way back.
-    const handle = await mysql2.createConnection({ host, port, user, password, database, supportBigNumbers: true, bigNumberStrings: true, ...options });
-    return { driver: 'mysql2', handle, close: () => handle.end() };
-  },
-  async mariadb(connection, options, backend) {
-    const { host, port, user, password, database } = network(connection, 'mariadb', backend);
-    const handle = await mariadb.createConnection({ host, port, user, password, database, ...options });
-    return { driver: 'mariadb', handle, close: () => handle.end() };
-  },
-  async pg(connection, options, backend) {
-    const { host, port, user, password, database } = network(connection, 'pg', backend);
-    const handle = new pg.Client({ host, port, user, password, database, ...options });
-    await handle.connect();
-    return { driver: 'pg', handle, close: () => handle.end() };
-  },
-  async 'better-sqlite3'(connection, options, backend) {
-    if (connection.kind !== 'file') {
-      throw new SqltallyError(`driver better-sqlite3 needs a database file, got a ${connection.kind} connection`, { backend, phase: 'connect' });
-    }
-    const handle = new BetterSqlite3(connection.filename, options as BetterSqlite3.Options);
-    return {
-      driver: 'better-sqlite3',
-      handle,
-      close: async () => void handle.close(),
-    };
-  },
-};
-
 /**
  * Opens a plain connection of `driver` to a started backend's connection info. Failures become a connect-phase
  * SqltallyError (password never shown). These connections are not counted; counted ones come from counters/driver.
@@ -80,9 +37,9 @@ export async function openPlainConnection<D extends DriverName>(
   options: Readonly<Record<string, unknown>> = {},
   backend?: string,
 ): Promise<PlainConnection<D>> {
-  const opener = OPENERS[driver] as Opener<D>;
   try {
-    return await opener(connection, { ...options }, backend);
+    const opened = await openRawConnection(driver, connection, { driverOptions: { ...options }, ...(backend ? { backend } : {}) });
+    return { driver, handle: opened.handle, close: opened.close };
   } catch (err) {
     if (err instanceof SqltallyError) throw err;
     const where = connection.kind === 'network' ? `${connection.host}:${connection.port}` : connection.filename;
@@ -119,22 +76,7 @@ export function rowSource<D extends DriverName>(driver: D, handle: DriverHandle[
 
 /** Runs one statement that returns no rows (DDL, TRUNCATE) on a handle of any driver. */
 export async function executeSql<D extends DriverName>(driver: D, handle: DriverHandle[D], sql: string): Promise<void> {
-  switch (driver) {
-    case 'mysql2':
-      await (handle as DriverHandle['mysql2']).query(sql);
-      return;
-    case 'mariadb':
-      await (handle as DriverHandle['mariadb']).query(sql);
-      return;
-    case 'pg':
-      await (handle as DriverHandle['pg']).query(sql);
-      return;
-    case 'better-sqlite3':
-      (handle as DriverHandle['better-sqlite3']).exec(sql);
-      return;
-    default:
-      throw new SqltallyError(`no statement runner for driver ${String(driver)}`, { phase: 'config' });
-  }
+  await runSql(driver, handle, sql);
 }
 
 /**

@@ -213,3 +213,24 @@ export async function openCountedConnection<D extends DriverName>(
 export function wrapConnection<D extends DriverName>(driver: D, handle: DriverHandle<D>, sink: StatementSink): DriverHandle<D> {
   return (WRAPPERS[driver] as Wrapper<D>)(handle, sink);
 }
+
+// One runner for sqltally's own SQL (DDL, truncation, a probe's flush) on a raw handle of any driver.
+const SQL_RUNNERS: { [D in DriverName]: (handle: DriverHandle<D>, sql: string) => Promise<unknown[]> } = {
+  mysql2: async (h, sql) => (await h.query(sql))[0] as unknown[],
+  mariadb: async (h, sql) => Array.from((await h.query(sql)) as unknown[]),
+  pg: async (h, sql) => (await h.query(sql)).rows,
+  'better-sqlite3': async (h, sql) => {
+    const statement = h.prepare(sql);
+    if (statement.reader) return statement.all();
+    statement.run();
+    return [];
+  },
+};
+
+/**
+ * Runs sqltally's own SQL on a handle and returns the rows. Hand it the raw handle: through a counted one the
+ * statement would land in the driver layer.
+ */
+export function runSql<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
+  return (SQL_RUNNERS[driver] as (h: DriverHandle<D>, s: string) => Promise<unknown[]>)(handle, sql);
+}
