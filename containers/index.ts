@@ -1,5 +1,5 @@
 // The public face of backends: what other folders import.
-export { BACKENDS, envKey, listBackends, parseBackendId, resolveBackend, startBackend, variantIds } from './registry';
+export { BACKENDS, envKey, listBackends, localInstalls, parseBackendId, resolveBackend, startBackend, variantIds } from './registry';
 export type { BackendId } from './registry';
 export type { BackendModule, ContainerPlan, InstallFinder, InstallSearch, LocalInstall, ServerIdentity, StartOptions } from './backend';
 export { CAPABILITIES } from './capabilities';
