@@ -170,6 +170,10 @@ EOF
   local list; list="sqlite,$(IFS=,; echo "${backends[*]}")"
   say "running the integration suite through Testcontainers for: $list"
   local rc=0
+  # These files test the local provider's own lifecycle (port race, leaks of spawned servers); this stage has no
+  # local server by design, and their describe.each over an empty list fails the file instead of skipping it.
+  local LOCAL_PROVIDER_TESTS=('integration/leaks\.test\.ts' 'integration/backends\.test\.ts')
+  say "not run here (local-provider lifecycle tests): ${LOCAL_PROVIDER_TESTS[*]}"
   (
     cd "$root"
     # --testTimeout: Jest reads the timeout from the global config only, so the integration project's own
@@ -190,7 +194,8 @@ EOF
       SQLTALLY_POSTGRES_IMAGE=sqltally/postgres:17 \
       SQLTALLY_BACKENDS="$list" \
       SQLTALLY_REQUIRE="$list" \
-      npx jest --selectProjects integration --runInBand --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-}
+      npx jest --selectProjects integration --runInBand --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-} \
+        --testPathIgnorePatterns "${LOCAL_PROVIDER_TESTS[@]}"
   ) || rc=$?
   say "integration suite through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") after $(elapsed)"
   [ "$rc" = 0 ] || return 1
