@@ -257,7 +257,13 @@ describe('bad input', () => {
     }
   });
 
-  describe.each(localIds.map((b) => [b.id, b.backend] as const))('%s: port taken between probe and bind', (id, name) => {
+  // describe.each refuses an empty table (no local servers, e.g. under SQLTALLY_PROVIDER=testcontainers).
+  const portRaceCases = localIds.map((b) => [b.id, b.backend] as const);
+  if (portRaceCases.length === 0) {
+    describe.skip('port taken between probe and bind: skipped: no backend runs from local binaries here', () => {
+      it('needs a local server', () => undefined);
+    });
+  } else describe.each(portRaceCases)('%s: port taken between probe and bind', (id, name) => {
     let holder: net.Server;
     let takenPort: number;
     let started: StartedBackend | undefined;
