@@ -17,7 +17,11 @@ import type { BackendName, NetworkConnection, StartedBackend } from './types';
  */
 
 /** The provisioning script; its bytes are part of every cache entry's identity. */
-export const PROVISION_SCRIPT = path.resolve(__dirname, '..', 'scripts', 'provision-rootfs.sh');
+// From the sources this file sits in containers/, from the build in dist/containers/: the script stays at the top.
+export const PROVISION_SCRIPT =
+  [path.resolve(__dirname, '..', 'scripts', 'provision-rootfs.sh'), path.resolve(__dirname, '..', '..', 'scripts', 'provision-rootfs.sh')].find((p) =>
+    fs.existsSync(p),
+  ) ?? path.resolve(__dirname, '..', 'scripts', 'provision-rootfs.sh');
 export const ROOTFS_STAMP_FILE = '.sqltally-rootfs.json';
 const DEFAULT_CACHE = '/var/cache/sqltally/rootfs';
 const CHROOT_DIRS = ['/usr/sbin', '/usr/bin', '/sbin', '/bin'];
