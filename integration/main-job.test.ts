@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { main } from '../cli/main';
 import { baselineFromReport, compareWithBaseline, renderGateResult } from '../reports/gate';
 import { readReportFile } from '../reports/schema';
+import { runMatrix } from '../run/matrix';
 import type { Cell, Report } from '../reports/schema';
 import { integrationBackends } from './harness';
 
@@ -103,3 +104,21 @@ describe('sqltally run (the main job)', () => {
     expect(readdirSync(dir).sort()).toEqual(before);
   });
 });
+
+describe('sqltally run on a machine with only SQLite', () => {
+  it('runs SQLite, skips every server backend with a reason a person can act on, and still reports ok', async () => {
+    // Forcing the external provider with no URL set makes every server backend unavailable, as on a bare machine.
+    const env = { ...process.env, SQLTALLY_PROVIDER: 'external' };
+    const report = await runMatrix(
+      { backends: [], strategies: ['better-sqlite3.multirow'], rows: [50], hotRows: [], warmups: 0, repeats: 5 },
+      { env },
+    );
+    expect(report.status).toBe('ok');
+    expect(report.backends.map((b) => b.name)).toEqual(['sqlite']);
+    expect(report.skipped.map((s) => s.backend).sort()).toEqual(['mariadb', 'mysql', 'postgres']);
+    for (const s of report.skipped) expect(s.reason).toMatch(/SQLTALLY_[A-Z]+_URL/);
+    expect(report.cells).toHaveLength(1);
+    expect(report.cells[0]).toMatchObject({ backendName: 'sqlite', verifiedRows: 50, verdict: { kind: 'assert' } });
+  });
+});
+
