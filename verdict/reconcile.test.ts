@@ -109,10 +109,10 @@ describe('reconcile', () => {
   });
 
   it('with bulk off (or on MySQL) a batch is prepare + N executes, as the model predicts', () => {
-    for (const input of [
-      { capabilities: caps(true), driverOptions: { bulk: false } },
-      { capabilities: caps(false), driverOptions: {} },
-    ]) {
+    for (const [input, why] of [
+      [{ capabilities: caps(true), driverOptions: { bulk: false } }, 'the bulk option is off'],
+      [{ capabilities: caps(false), driverOptions: {} }, 'the server does not advertise COM_STMT_BULK_EXECUTE'],
+    ] as const) {
       const r = reconcile({
         driverName: 'mariadb',
         ...input,
@@ -121,7 +121,9 @@ describe('reconcile', () => {
         server: server({ statements: 100, prepares: 1, executes: 100, rowsInserted: 100 }),
       });
       expect(r.discrepancies).toEqual([]);
-      expect(r.reconciliation[0]).toBe('1 driver batch [insert] (100 parameter sets) -> 100 COM_STMT_EXECUTE (no bulk) -> 100 executes');
+      expect(r.reconciliation[0]).toBe(
+        `1 driver batch [insert] (100 parameter sets) -> 100 COM_STMT_EXECUTE (no bulk: ${why}, so the connector pipelines one execute per row) -> 100 executes`,
+      );
     }
   });
 

@@ -57,6 +57,8 @@ interface ModelContext {
   /** `${connectionId}\u0000${sql}` already prepared in this window: the driver's statement cache. */
   prepared: Set<string>;
   bulk: boolean;
+  /** Why a batch goes out as one execute per row, in words for the reconciliation line. */
+  noBulkReason: string;
 }
 
 const one = (n = 1): Range => ({ min: n, max: n });
@@ -121,7 +123,7 @@ function mysqlProtocol(event: StatementEvent, ctx: ModelContext): Contribution {
       return {
         wire: { COM_STMT_PREPARE: prepare, COM_STMT_EXECUTE: one(n) },
         server: { statements: one(n), prepares: prepare, executes: one(n), bulkExecutes: one(0), ...classCounts(event, one(n)) },
-        wireWords: `${n} COM_STMT_EXECUTE (no bulk)`,
+        wireWords: `${n} COM_STMT_EXECUTE (no bulk: ${ctx.noBulkReason})`,
         serverWords: `${n} executes`,
       };
     }
@@ -177,6 +179,9 @@ export function predict(input: ReconcileInput): Prediction {
   const ctx: ModelContext = {
     prepared: new Set(),
     bulk: input.capabilities.bulkExecute && input.driverOptions?.bulk !== false,
+    noBulkReason: !input.capabilities.bulkExecute
+      ? 'the server does not advertise COM_STMT_BULK_EXECUTE, so the connector pipelines one execute per row'
+      : 'the bulk option is off, so the connector pipelines one execute per row',
   };
   const wire: Record<string, Range> = {};
   const server: Record<string, Range> = {};
