@@ -72,6 +72,15 @@ describe('sqltally run (the main job)', () => {
       expect(bulk.layers.server?.summary.executes).toBe(1);
       expect(cell(report, 'mariadb', 'mysql2.query-multirow').layers.server?.summary).toMatchObject({ statements: 1, rowsInserted: 200 });
     }
+    if (ids.includes('mysql')) {
+      // The connector's bulk protocol is MariaDB's: on MySQL one batch() goes out as one execute per row.
+      const onMysql = cell(report, 'mysql', 'mariadb.batch');
+      expect(onMysql.layers.driver?.byKind.batch).toBe(1);
+      expect(onMysql.layers.wire?.commands).toEqual({ COM_STMT_PREPARE: 1, COM_STMT_EXECUTE: 200 });
+      expect(onMysql.layers.server?.summary).toMatchObject({ executes: 200, rowsInserted: 200 });
+      expect(onMysql.verdict.reconciliation.join('\n')).toMatch(/does not advertise COM_STMT_BULK_EXECUTE/);
+      expect(onMysql.verdict.discrepancies).toEqual([]);
+    }
     if (ids.includes('postgres')) {
       expect(cell(report, 'postgres', 'pg.unnest').layers.server?.summary).toMatchObject({ statements: 1, rowsInserted: 200 });
       // BEGIN + 200 inserts + COMMIT, each one round trip.
