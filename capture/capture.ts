@@ -3,7 +3,7 @@ import { startBackend } from '../containers/registry';
 import type { DriverName, StartedBackend } from '../containers/types';
 import { DRIVERS_BY_BACKEND } from '../containers/types';
 import { DriverTally, summarizeDriverEvents } from '../counters/driver-layer';
-import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
+import { canPing, openRawConnection, pingConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
 import type { WireCounts } from '../counters/wire/types';
@@ -144,6 +144,7 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
       table: this.#options.table ?? { name: '' },
       onWorkloadConnection: (sql) => runSql(this.driver, conn.opened.handle, sql),
     };
+    if (canPing(this.driver)) context.pingWorkloadConnections = () => pingConnection(this.driver, conn.opened.handle);
 
     let probeError = this.#probeError;
     let window: Awaited<ReturnType<ServerProbe['begin']>> | null = null;

@@ -76,7 +76,12 @@ describeEachBackend(
       const c = network(get());
       return mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
     };
-    const ctxFor = (id: number, table: string): WindowContext => ({ workloadConnectionIds: [id], table: { name: table } });
+    // The ping goes to the workload connection itself: it is what makes that connection's last statement visible.
+    const ctxFor = (id: number, table: string, ping: () => Promise<void> = () => writer.ping()): WindowContext => ({
+      workloadConnectionIds: [id],
+      table: { name: table },
+      pingWorkloadConnections: ping,
+    });
     const createTable = async (table: string) => {
       await writer.query(`CREATE TABLE ${table} (id INT AUTO_INCREMENT PRIMARY KEY, a INT NOT NULL, b VARCHAR(40) NOT NULL) ENGINE=InnoDB`);
     };
@@ -179,7 +184,7 @@ describeEachBackend(
       const c = network(get());
       const conn = await mariadb.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
       try {
-        const win = await probe.begin(ctxFor(Number(conn.threadId), table));
+        const win = await probe.begin(ctxFor(Number(conn.threadId), table, () => conn.ping()));
         await conn.batch(`INSERT INTO ${table} (a, b) VALUES (?, ?)`, rows(BATCH_ROWS));
         const layer = await win.end();
         expect(layer.summary).toMatchObject(expected.batch);

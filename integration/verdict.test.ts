@@ -1,5 +1,5 @@
 import type { DriverName, StartedBackend } from '../containers/types';
-import { openRawConnection, wrapConnection, type DriverHandle } from '../counters/driver/open';
+import { canPing, openRawConnection, pingConnection, wrapConnection, type DriverHandle } from '../counters/driver/open';
 import { DriverTally } from '../counters/driver-layer';
 import { createProbe, type ServerProbe, type WindowContext } from '../counters/probes';
 import type { DriverOptions } from '../verdict/reconcile';
@@ -49,6 +49,7 @@ async function runWindow<D extends DriverName>(
       workloadConnectionIds: [opened.connectionId ?? 0],
       table: { schema: backend.description.flavour === 'postgres' ? 'public' : undefined, name: table },
       onWorkloadConnection: (sql) => raw(opened.handle, sql),
+      ...(canPing(driver) ? { pingWorkloadConnections: () => pingConnection(driver, opened.handle) } : {}),
     };
     const win = await probe.begin(ctx);
     const mark = tally.mark();

@@ -46,9 +46,11 @@ export function nowNs(): bigint {
   return process.hrtime.bigint();
 }
 
+// Not `instanceof Error`: a native driver's error class extends the Error of the realm that first loaded it (a
+// vm context, a Jest test file), which fails `instanceof` in another realm while still carrying its message.
 function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  return String(error);
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message : String(error);
 }
 
 /** Builds the event and hands it to the sink; the only place a {@link StatementEvent} is made. */

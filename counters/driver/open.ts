@@ -234,3 +234,23 @@ const SQL_RUNNERS: { [D in DriverName]: (handle: DriverHandle<D>, sql: string) =
 export function runSql<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<unknown[]> {
   return (SQL_RUNNERS[driver] as (h: DriverHandle<D>, s: string) => Promise<unknown[]>)(handle, sql);
 }
+
+// MySQL files a statement in performance_schema after answering it: a ping on the same connection waits that out
+// (the server finishes one command before reading the next). COM_PING is not counted in `Questions`.
+const PINGS: { [D in DriverName]: ((handle: DriverHandle<D>) => Promise<void>) | null } = {
+  mysql2: (h) => h.ping(),
+  mariadb: (h) => h.ping(),
+  pg: null,
+  'better-sqlite3': null,
+};
+
+/** Whether the driver has a no-op round trip that is not itself counted as a statement. */
+export function canPing(driver: DriverName): boolean {
+  return PINGS[driver] !== null;
+}
+
+/** A no-op round trip on a raw handle; does nothing for drivers without one (see {@link canPing}). */
+export async function pingConnection<D extends DriverName>(driver: D, handle: DriverHandle<D>): Promise<void> {
+  const ping = PINGS[driver] as ((h: DriverHandle<D>) => Promise<void>) | null;
+  if (ping) await ping(handle);
+}

@@ -235,6 +235,13 @@ export class MysqlFamilySource implements SnapshotSource {
   async snapshot(ctx: WindowContext): Promise<Snapshot> {
     const failures: string[] = [];
     const notes: string[] = [];
+    if (ctx.pingWorkloadConnections) {
+      try {
+        await ctx.pingWorkloadConnections();
+      } catch (err) {
+        failures.push(`workload connection did not answer a ping before the reading: ${messageOf(err)}`);
+      }
+    }
     if (this.#perfSchemaNote) notes.push(this.#perfSchemaNote);
     if (!this.#hasProcessPrivilege) {
       notes.push(`account ${this.#connection.user} has no PROCESS privilege: other users' sessions are invisible, isolation cannot be verified`);

@@ -8,6 +8,11 @@ import type { ServerLayer } from './types';
 export interface ProbeCost {
   /** Per counter: what one snapshot-to-snapshot interval moves with nothing else happening. */
   counters: Record<string, number>;
+  /**
+   * The same for the workload's own per-connection counters: zero unless the probe touches the workload connection
+   * itself (the MySQL ping before each reading moves its `statement/com/Ping` and `Bytes_received`).
+   */
+  perConnection?: Record<string, number>;
   /** Empty windows measured. */
   pairs: number;
   /** Every pair gave the same numbers. An unstable cost cannot be subtracted, so the layer is then incomplete. */
@@ -28,6 +33,14 @@ export interface WindowContext {
    * Hand in the RAW handle, not a counted wrapper, or the probe's SQL shows in the driver layer.
    */
   onWorkloadConnection?: (sql: string) => Promise<unknown[]>;
+  /**
+   * Round-trips a no-op (MySQL `COM_PING`) on each workload connection before every reading. MySQL sends a
+   * statement's OK before it files the statement in `performance_schema`, so a reading right after the client got
+   * its answer can miss it; the server finishes one command before it reads the next, so a ping answered means the
+   * previous statement is filed. `COM_PING` is not in `Questions`, and it is sent before every reading, calibration
+   * included, so its bytes are part of the measured probe cost.
+   */
+  pingWorkloadConnections?: () => Promise<void>;
 }
 
 /** A measured window in progress; `end()` closes it and returns the server layer. */

@@ -82,7 +82,7 @@ describe('SnapshotProbe', () => {
     const source = new ScriptedSource();
     const probe = new SnapshotProbe(source, { calibrationPairs: 3 });
     const cost = await probe.calibrate(CTX);
-    expect(cost).toEqual({ counters: { Questions: 4 }, pairs: 3, stable: true, unstable: {} });
+    expect(cost).toEqual({ counters: { Questions: 4 }, perConnection: { Questions: 0 }, pairs: 3, stable: true, unstable: {} });
     expect(source.snapshots).toBe(5);
   });
 

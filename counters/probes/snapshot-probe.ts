@@ -98,13 +98,22 @@ export class SnapshotProbe implements ServerProbe {
     const snapshots: Snapshot[] = [];
     for (let i = 0; i <= this.#pairs; i++) snapshots.push(await this.#source.snapshot(ctx, 'calibrate'));
     const windows: Counters[] = [];
+    const perConnectionWindows: Counters[] = [];
     for (let i = 1; i < snapshots.length; i++) {
       const before = snapshots[i - 1]!;
       const after = snapshots[i]!;
       windows.push(delta(before.global, after.global));
+      if (before.perConnection && after.perConnection) perConnectionWindows.push(delta(before.perConnection, after.perConnection));
       for (const key of movedStatements(before.statements, after.statements)) this.#probeStatementKeys.add(key);
     }
-    this.#cost = costFromEmptyWindows(windows);
+    const cost = costFromEmptyWindows(windows);
+    if (perConnectionWindows.length === windows.length) {
+      const own = costFromEmptyWindows(perConnectionWindows);
+      cost.perConnection = own.counters;
+      for (const [key, values] of Object.entries(own.unstable)) cost.unstable[`perConnection.${key}`] = values;
+      cost.stable = cost.stable && own.stable;
+    }
+    this.#cost = cost;
     return this.#cost;
   }
 
@@ -114,7 +123,9 @@ export class SnapshotProbe implements ServerProbe {
     const start = await this.#source.snapshot(ctx, 'begin');
     const control = subtractCost(delta(controlStart.global, start.global), cost.counters);
     const perConnectionControl =
-      controlStart.perConnection && start.perConnection ? delta(controlStart.perConnection, start.perConnection) : {};
+      controlStart.perConnection && start.perConnection
+        ? subtractCost(delta(controlStart.perConnection, start.perConnection), cost.perConnection ?? {})
+        : {};
     const controlAll = { ...control, ...prefixed('perConnection.', perConnectionControl) };
     return { end: async () => this.#finish(ctx, cost, controlAll, controlStart, start) };
   }
@@ -122,7 +133,8 @@ export class SnapshotProbe implements ServerProbe {
   async #finish(ctx: WindowContext, cost: ProbeCost, control: Counters, controlStart: Snapshot, start: Snapshot): Promise<ServerLayer> {
     const end = await this.#source.snapshot(ctx, 'end');
     const global = subtractCost(delta(start.global, end.global), cost.counters);
-    const perConnection = start.perConnection && end.perConnection ? delta(start.perConnection, end.perConnection) : null;
+    const perConnection =
+      start.perConnection && end.perConnection ? subtractCost(delta(start.perConnection, end.perConnection), cost.perConnection ?? {}) : null;
     const { summary, source, notes: summaryNotes } = this.#source.summarize(global, perConnection);
     const sessions = mergeSessions(start.sessions, end.sessions);
 
