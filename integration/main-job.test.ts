@@ -5,6 +5,7 @@ import { main } from '../cli/main';
 import { baselineFromReport, compareWithBaseline, renderGateResult } from '../reports/gate';
 import { readReportFile } from '../reports/schema';
 import { runMatrix } from '../run/matrix';
+import { strategiesFor } from '../workload/strategies';
 import type { Cell, Report } from '../reports/schema';
 import { integrationBackends } from './harness';
 
@@ -21,7 +22,7 @@ const STRATEGIES = [
   'mariadb.batch-nobulk',
   'pg.unnest',
   'pg.per-row-tx',
-];
+].filter((name) => ids.some((id) => strategiesFor(id).some((s) => s.name === name)));
 
 function cell(report: Report, backendName: string, strategy: string): Cell {
   const found = report.cells.find((c) => c.backendName === backendName && c.strategy === strategy && !c.hot);
