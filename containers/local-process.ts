@@ -8,6 +8,7 @@ import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
 import { processAlive, trackLive } from './live';
 import type { LiveResource } from './live';
+import type { NetworkConnection } from './types';
 
 /** Every private directory sqltally makes starts with this, so a leak check can find them. */
 export const DATADIR_PREFIX = 'sqltally-';
@@ -381,4 +382,9 @@ export function lookupUser(user: string): RunAs | undefined {
     // No passwd file: no such user.
   }
   return undefined;
+}
+
+/** Where a private server listens: 127.0.0.1 only, on the port `launchServer` found free. */
+export function loopbackConnection(user: string, password: string, database: string): (port: number) => NetworkConnection {
+  return (port) => ({ kind: 'network', host: '127.0.0.1', port, user, password, database });
 }

@@ -5,7 +5,7 @@ import { describe, leadingVersion, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
-import { launchServer, makePrivateDir, runTool } from './local-process';
+import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { rootfsFinder } from './rootfs';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
@@ -77,7 +77,7 @@ async function startLocal(binary: string, options: StartOptions): Promise<Starte
     await dir.remove();
     throw err;
   }
-  const connectionFor = (port: number): NetworkConnection => ({ kind: 'network', host: '127.0.0.1', port, user: USER, password, database: DATABASE });
+  const connectionFor = loopbackConnection(USER, password, DATABASE);
   const running = await launchServer({
     id: options.id,
     binary,

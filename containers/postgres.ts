@@ -6,7 +6,7 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, ServerI
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { findEmbeddedPostgres } from './embedded-postgres';
 import { SqltallyError } from './errors';
-import { launchServer, lookupUser, makePrivateDir, runTool } from './local-process';
+import { launchServer, lookupUser, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import type { RunAs } from './local-process';
 import type { NetworkConnection, StartedBackend } from './types';
 
@@ -116,14 +116,7 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
     await dir.remove();
     throw err;
   }
-  const connectionFor = (port: number): NetworkConnection => ({
-    kind: 'network',
-    host: '127.0.0.1',
-    port,
-    user: SUPERUSER,
-    password: '',
-    database: DATABASE,
-  });
+  const connectionFor = loopbackConnection(SUPERUSER, '', DATABASE);
   const running = await launchServer({
     id: options.id,
     binary: binaries.postgres,

@@ -6,9 +6,9 @@ import { describe, startedBackend } from './backend';
 import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable } from './binaries';
 import { SqltallyError } from './errors';
-import { launchServer, makePrivateDir, runTool } from './local-process';
+import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { identifyMysqlFamily, pingMysqlFamily } from './mysql-family';
-import type { BackendName, NetworkConnection, StartedBackend } from './types';
+import type { BackendName, StartedBackend } from './types';
 
 /**
  * Servers that need a newer C library than the host's (MySQL 9.x from Debian sid, MariaDB 11.x from testing)
@@ -236,14 +236,7 @@ async function startInRootfs(
     await dir.remove();
     throw err;
   }
-  const connectionFor = (port: number): NetworkConnection => ({
-    kind: 'network',
-    host: '127.0.0.1',
-    port,
-    user: USER,
-    password,
-    database: DATABASE,
-  });
+  const connectionFor = loopbackConnection(USER, password, DATABASE);
   const running = await launchServer({
     id: options.id,
     binary: chroot,
