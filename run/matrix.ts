@@ -90,6 +90,11 @@ async function runCell(
     await runSql(session.driver, handle as never, dropTableSql(table));
     await runSql(session.driver, handle as never, createTableSql(table));
   };
+  // Emptied with DELETE, not DDL: dropping or truncating the table would invalidate the statements the hot point
+  // keeps prepared, and MariaDB would re-prepare them behind the driver's back.
+  const empty = async (handle: unknown) => {
+    await runSql(session.driver, handle as never, `DELETE FROM ${table.quoted}`);
+  };
   const result: CellRun = { tallies: [], warmupNs: [], verifiedRows: null, eventLoop: null };
   const loop = new EventLoopDelayRecorder();
   if (hot) {
@@ -99,7 +104,7 @@ async function runCell(
   }
   for (let i = 0; i < plan.warmups + plan.repeats; i++) {
     const measured = i >= plan.warmups;
-    await session.prepare(recreate, { hot });
+    await session.prepare(hot ? empty : recreate, { hot });
     const tally = await session.measure((h) => strategy.run(h as never, input), {
       hot: true,
       ...(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {}),
