@@ -90,6 +90,12 @@ describeEachBackend((b) => {
     expect(() => expect(tally).toHaveCounts({ driver: { calls: 1 } })).toThrow(/the captured code threw/);
   });
 
+  it('without a named table, the server rows are counted or unknown, never a silent 0', async () => {
+    const tally = await capture({ backend: backend(), driver: scenario.driver }, scenario.insertThree, { setup });
+    expect([3, null]).toContain(tally.layers.server?.summary.rowsInserted);
+    expect(tally).toHaveCounts({ driver: scenario.expected.driver });
+  });
+
   it('counts a second window on a warm connection apart from the first', async () => {
     const started: StartedBackend = backend();
     await using session = await CaptureSession.open({ backend: started, driver: scenario.driver, table: scenario.table });

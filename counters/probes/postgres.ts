@@ -150,7 +150,9 @@ export class PostgresSource implements SnapshotSource {
   #countersOf(row: MainRow): Counters {
     const out: Counters = {};
     for (const [k, v] of Object.entries(row.db ?? {})) out[`db.${k}`] = Number(v);
-    for (const key of ['n_tup_ins', 'n_tup_upd', 'n_tup_del']) out[`table.${key}`] = Number(row.tbl?.[key] ?? 0);
+    // A table absent from this reading has no counters here, not zeros: absent at the start and present at the end
+    // (created in the window) still gives the right delta, absent at both ends leaves the rows unknown (null).
+    if (row.tbl) for (const key of ['n_tup_ins', 'n_tup_upd', 'n_tup_del']) out[`table.${key}`] = Number(row.tbl[key] ?? 0);
     return out;
   }
 
@@ -227,7 +229,13 @@ export class PostgresSource implements SnapshotSource {
           settleDetail = `counters still moving after ${this.#settleTimeoutMs} ms`;
         }
       }
-      if (!row.tbl) notes.push(`table ${ctx.table.schema ?? 'public'}.${ctx.table.name} not found in pg_stat_user_tables (counted as 0)`);
+      if (!row.tbl) {
+        notes.push(
+          ctx.table.name
+            ? `table ${ctx.table.schema ?? 'public'}.${ctx.table.name} not found in pg_stat_user_tables: its rows are not counted here`
+            : 'no workload table was named: inserted rows are not counted (name the table to count them)',
+        );
+      }
       if (row.activity.some((a) => a.query === '<insufficient privilege>')) {
         notes.push('some sessions hide their query text from this account (needs pg_read_all_stats)');
       }
