@@ -12,7 +12,7 @@ import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend
 import { buildReport, failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
-import { findStrategy, STRATEGY_NAMES, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
+import { findStrategy, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
@@ -44,11 +44,14 @@ export interface RunHooks {
   env?: NodeJS.ProcessEnv;
 }
 
-function checkStrategiesExist(names: readonly string[]): void {
+/**
+ * Every named strategy must run on at least one requested backend; findStrategy words the error (unknown name, or
+ * which backends it is for). Checked before any backend is resolved or started.
+ */
+function checkStrategies(names: readonly string[], backends: readonly string[]): void {
+  const requested = backends.map((id) => parseBackendId(id).name);
   for (const name of names) {
-    if (!(STRATEGY_NAMES as readonly string[]).includes(name)) {
-      throw new SqltallyError(`unknown strategy "${name}"; known: ${STRATEGY_NAMES.join(', ')}`, { phase: 'config' });
-    }
+    if (!requested.some((b) => strategiesFor(b).some((s) => s.name === name))) findStrategy(name, requested[0] ?? 'sqlite');
   }
 }
 
@@ -150,22 +153,14 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
   const plan = RunPlanSchema.parse(planInput);
   const env = hooks.env ?? process.env;
   const progress = hooks.progress ?? (() => undefined);
-  checkStrategiesExist(plan.strategies);
-  for (const id of plan.backends) if (id !== 'all') parseBackendId(id);
-  const startedAt = new Date().toISOString();
-  const environment = collectEnvironment();
-
   // Default: each backend's default variant (what `sqltally backends` lists first); `all`: every variant installed.
   const everyVariant = plan.backends.length === 1 && plan.backends[0] === 'all';
   const ids = everyVariant ? [] : plan.backends.length > 0 ? plan.backends : [...BACKEND_NAMES];
+  checkStrategies(plan.strategies, everyVariant ? BACKEND_NAMES : ids);
+  const startedAt = new Date().toISOString();
+  const environment = collectEnvironment();
+
   const resolutions: Resolution[] = everyVariant ? await listBackends(env) : await Promise.all(ids.map((id) => resolveBackend(id, env)));
-  if (plan.strategies.length > 0) {
-    const reachable = resolutions.map((r) => r.backend);
-    for (const name of plan.strategies) {
-      const runsSomewhere = reachable.some((b) => strategiesFor(b).some((s) => s.name === name));
-      if (!runsSomewhere) findStrategy(name, reachable[0] ?? 'sqlite');
-    }
-  }
   const matrix: Matrix = {
     backends: resolutions.map((r) => r.id ?? r.backend),
     strategies: plan.strategies,
