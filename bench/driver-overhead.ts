@@ -24,7 +24,8 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { startBackend } from '../containers/registry';
-import type { BackendName, ConnectionInfo, DriverName, StartedBackend } from '../containers/types';
+import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import { DriverTally } from '../counters/driver-layer';
 import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
 import { markOf } from '../counters/driver/counted';

@@ -1,8 +1,9 @@
 import { SqltallyError, truncateStatement } from '../containers/errors';
 import { startBackend } from '../containers/registry';
-import type { DriverName, StartedBackend } from '../containers/types';
-import { DRIVERS_BY_BACKEND } from '../containers/types';
+import type { StartedBackend } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import { DriverTally, summarizeDriverEvents } from '../counters/driver-layer';
+import { driversFor } from '../counters/driver/registry';
 import { canPing, openRawConnection, pingConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
@@ -72,7 +73,7 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
   static async open<D extends DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
     const owns = typeof options.backend === 'string';
     const backend = typeof options.backend === 'string' ? await startBackend(options.backend) : options.backend;
-    const allowed: readonly DriverName[] = DRIVERS_BY_BACKEND[backend.description.name];
+    const allowed = driversFor(backend.description.name);
     const driver = (options.driver ?? allowed[0]) as D;
     const session = new CaptureSession(backend, owns, driver, options);
     try {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { BackendDescriptionSchema, DriverNameSchema } from '../containers/types';
+import { BackendDescriptionSchema } from '../containers/types';
+import { DriverNameSchema } from '../counters/driver/names';
 import { DriverLayerSchema } from '../counters/events';
 import { WireCountsSchema } from '../counters/wire/types';
 import { ServerLayerSchema } from '../counters/probes/types';

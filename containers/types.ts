@@ -14,18 +14,6 @@ export type ProviderKind = z.infer<typeof ProviderKindSchema>;
 export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
 export type Flavour = z.infer<typeof FlavourSchema>;
 
-export const DRIVER_NAMES = ['mysql2', 'mariadb', 'pg', 'better-sqlite3'] as const;
-export const DriverNameSchema = z.enum(DRIVER_NAMES);
-export type DriverName = z.infer<typeof DriverNameSchema>;
-
-/** Which drivers talk to which backend; the matrix is built from this table. */
-export const DRIVERS_BY_BACKEND = {
-  sqlite: ['better-sqlite3'],
-  mariadb: ['mysql2', 'mariadb'],
-  mysql: ['mysql2', 'mariadb'],
-  postgres: ['pg'],
-} as const satisfies Record<BackendName, readonly DriverName[]>;
-
 /** Host/port/user connection details for a network server. The password never reaches a report. */
 export interface NetworkConnection {
   kind: 'network';

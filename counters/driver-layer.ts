@@ -1,6 +1,7 @@
 import { truncateStatement } from '../containers/errors';
 import { CallKindSchema, STATEMENT_CLASSES } from './events';
 import type { CallKind, DriverLayer, StatementClass, StatementEvent, StatementSink } from './events';
+import type { CallGroup } from './driver/module';
 
 const DEFAULT_MAX_EVENTS = 200;
 const SQL_SHOWN_CHARS = 200;
@@ -53,6 +54,27 @@ export function summarizeDriverEvents(events: readonly StatementEvent[], opts: S
     events: kept,
     eventsOmitted: events.length - kept.length,
   };
+}
+
+/**
+ * The calls of a window grouped the way a driver model reasons about them: by kind, connection and SQL text, in the
+ * order each group first appears (a driver prepares once per connection and text, at the first call that needs it).
+ */
+export function groupCalls(events: readonly StatementEvent[]): CallGroup[] {
+  const groups = new Map<string, CallGroup>();
+  for (const e of events) {
+    const key = `${e.kind}\u0000${e.connectionId ?? '?'}\u0000${e.sql}`;
+    let g = groups.get(key);
+    if (!g) {
+      g = { kind: e.kind, sql: e.sql, statementClass: e.statementClass, connectionId: e.connectionId, calls: 0, parameterSets: 0, callsWithParameterSets: 0, callsWithValues: 0 };
+      groups.set(key, g);
+    }
+    g.calls += 1;
+    g.parameterSets += e.parameterSets;
+    if (e.parameterSets > 0) g.callsWithParameterSets += 1;
+    if (e.bindValues > 0) g.callsWithValues += 1;
+  }
+  return [...groups.values()];
 }
 
 /** A position in a {@link DriverTally}'s event list, from {@link DriverTally.mark}. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DriverNameSchema } from '../containers/types';
+import { DriverNameSchema } from './driver/names';
 
 /** Statement classes from the tokenizer; anything it cannot place is `other`, never guessed. */
 export const STATEMENT_CLASSES = [

@@ -1,5 +1,6 @@
 import { capture, CaptureSession } from '../capture/capture';
-import type { BackendName, DriverName, StartedBackend } from '../containers/types';
+import type { BackendName, StartedBackend } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import type { CountSpec } from '../jest/expectations';
 import { installSqltallyMatchers } from '../jest/matchers';
 import { describeEachBackend, withBackend } from './harness';

@@ -1,4 +1,5 @@
-import type { DriverName, StartedBackend } from '../containers/types';
+import type { StartedBackend } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import { canPing, openRawConnection, pingConnection, wrapConnection, type DriverHandle } from '../counters/driver/open';
 import { DriverTally } from '../counters/driver-layer';
 import { createProbe, type ServerProbe, type WindowContext } from '../counters/probes';

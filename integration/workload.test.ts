@@ -1,17 +1,13 @@
-import type { DriverName, StartedBackend } from '../containers/types';
+import type { StartedBackend } from '../containers/types';
 import { DriverTally } from '../counters/driver-layer';
-import type { StatementSink } from '../counters/events';
-import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
-import { wrapMariadb } from '../counters/driver/mariadb';
-import { wrapMysql2 } from '../counters/driver/mysql2';
-import { wrapPg } from '../counters/driver/pg';
+import { wrapConnection } from '../counters/driver/open';
 import { SqltallyError } from '../containers/errors';
 import { dropTable, openPlainConnection, recreateTable } from '../workload/connect';
 import { READ_LIMIT, readRows } from '../workload/read';
 import { makeRows } from '../workload/rows';
 import type { Row } from '../workload/rows';
 import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
-import type { AnyInsertStrategy, DriverHandle } from '../workload/strategies';
+import type { AnyInsertStrategy } from '../workload/strategies';
 import { workloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import { describeEachBackend, withBackend } from './harness';
@@ -19,14 +15,6 @@ import { describeEachBackend, withBackend } from './harness';
 const ROW_COUNTS = [100, 5_000, 10_000] as const;
 // jest's testTimeout is a global option, not a project one: per-row strategies at 10000 rows take seconds.
 const CASE_TIMEOUT_MS = 180_000;
-
-/** The counting proxy for each driver; strategies must behave the same through it as through the raw handle. */
-const WRAP = {
-  mysql2: (h, sink) => wrapMysql2(h, sink),
-  mariadb: (h, sink) => wrapMariadb(h, sink),
-  pg: (h, sink) => wrapPg(h, sink),
-  'better-sqlite3': (h, sink) => wrapBetterSqlite3(h, sink),
-} satisfies { [D in DriverName]: (handle: DriverHandle[D], sink: StatementSink) => DriverHandle[D] };
 
 function tableFor(backend: StartedBackend, strategy: AnyInsertStrategy, rows: number) {
   return workloadTable(backend.description.name, `w_${strategy.name.replace(/[.-]/g, '_')}_${rows}`);
@@ -40,8 +28,8 @@ async function insertCounted(backend: StartedBackend, strategy: AnyInsertStrateg
   const opened = await openPlainConnection(strategy.driver, backend.connection, strategy.connectionOptions, backend.description.id);
   const tally = new DriverTally();
   try {
-    const wrap = WRAP[strategy.driver] as (h: unknown, sink: StatementSink) => DriverHandle[DriverName];
-    await runStrategy(strategy, wrap(opened.handle, tally), input);
+    // Strategies must behave the same through the driver's counting proxy as through the raw handle.
+    await runStrategy(strategy, wrapConnection(strategy.driver, opened.handle, tally), input);
   } finally {
     await opened.close();
   }

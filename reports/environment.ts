@@ -2,8 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { DRIVER_NAMES } from '../containers/types';
-import type { DriverName } from '../containers/types';
+import { DRIVER_NAMES } from '../counters/driver/names';
+import { DRIVERS } from '../counters/driver/registry';
+import type { DriverName } from '../counters/driver/names';
 import { redactSecrets } from '../containers/errors';
 import { EnvironmentSchema, parseValue } from './schema';
 import type { Environment } from './schema';
@@ -28,7 +29,7 @@ export function collectEnvironment(options: EnvironmentOptions = {}): Environmen
   const cwd = options.cwd ?? process.cwd();
   const ci = ciOf(env);
   const cpus = os.cpus();
-  const drivers = Object.fromEntries(DRIVER_NAMES.map((d) => [d, packageVersion(d)])) as Record<DriverName, string | null>;
+  const drivers = Object.fromEntries(DRIVER_NAMES.map((d) => [d, packageVersion(DRIVERS[d].packageName)])) as Record<DriverName, string | null>;
   const raw: Environment = {
     id: options.id ?? ci?.job ?? 'local',
     collectedAt: (options.now ?? new Date()).toISOString(),

@@ -1,7 +1,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { BackendDescriptionSchema, BackendNameSchema, DriverNameSchema, FlavourSchema } from '../containers/types';
+import { BackendDescriptionSchema, BackendNameSchema, FlavourSchema } from '../containers/types';
+import { DriverNameSchema } from '../counters/driver/names';
 import { SqltallyError } from '../containers/errors';
 import { LayersSchema } from '../capture/tally';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { CaptureSession, type Captured } from '../capture/capture';
-import { runSql } from '../counters/driver/open';
+import { runSql, type DriverHandle } from '../counters/driver/open';
 import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
-import { BACKEND_NAMES, type BackendDescription, type DriverName, type Resolution, type StartedBackend } from '../containers/types';
+import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBackend } from '../containers/types';
+import { type DriverName } from '../counters/driver/names';
 import { EventLoopDelayRecorder, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
 import { collectEnvironment, packageVersion } from '../reports/environment';
 import { installedReleases, releaseVersion } from '../counters/driver/releases';
@@ -12,7 +13,7 @@ import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend
 import { buildReport, failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
-import { findStrategy, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
+import { findStrategy, strategiesFor, type AnyInsertStrategy, type InsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
@@ -78,10 +79,10 @@ interface CellRun {
  * table (so a statement cache never hides a prepare), or, for the hot point, all on one warm connection.
  * Every run's rows are verified through a fresh connection.
  */
-async function runCell(
-  session: CaptureSession<DriverName>,
+async function runCell<D extends DriverName>(
+  session: CaptureSession<D>,
   backend: StartedBackend,
-  strategy: AnyInsertStrategy,
+  strategy: InsertStrategy<D>,
   rows: number,
   plan: RunPlan,
   hot: boolean,
@@ -89,26 +90,26 @@ async function runCell(
   const table = workloadTable(backend.description.name);
   const insertPlan = strategy.plan(rows, backend.description.capabilities, { backend: backend.description.name });
   const input = strategy.prepare(makeRows(rows), table, insertPlan);
-  const recreate = async (handle: unknown) => {
-    await runSql(session.driver, handle as never, dropTableSql(table));
-    await runSql(session.driver, handle as never, createTableSql(table));
+  const recreate = async (handle: DriverHandle<D>) => {
+    await runSql(session.driver, handle, dropTableSql(table));
+    await runSql(session.driver, handle, createTableSql(table));
   };
   // Emptied with DELETE, not DDL: dropping or truncating the table would invalidate the statements the hot point
   // keeps prepared, and MariaDB would re-prepare them behind the driver's back.
-  const empty = async (handle: unknown) => {
-    await runSql(session.driver, handle as never, `DELETE FROM ${table.quoted}`);
+  const empty = async (handle: DriverHandle<D>) => {
+    await runSql(session.driver, handle, `DELETE FROM ${table.quoted}`);
   };
   const result: CellRun = { tallies: [], warmupNs: [], verifiedRows: null, eventLoop: null };
   const loop = new EventLoopDelayRecorder();
   if (hot) {
     // The hot point reuses the connection that just ran the same insert: prepared statements are cached.
     await session.prepare(recreate);
-    await session.measure((h) => strategy.run(h as never, input), { hot: true });
+    await session.measure((h) => strategy.run(h, input), { hot: true });
   }
   for (let i = 0; i < plan.warmups + plan.repeats; i++) {
     const measured = i >= plan.warmups;
     await session.prepare(hot ? empty : recreate, { hot });
-    const tally = await session.measure((h) => strategy.run(h as never, input), {
+    const tally = await session.measure((h) => strategy.run(h, input), {
       hot: true,
       ...(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {}),
     });
@@ -187,15 +188,16 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       const description = started.description;
       backends.push(description);
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
-      const runs = strategiesOn(description, plan.strategies).flatMap((strategy) =>
-        (plan.driverReleases === 'all' ? installedReleases(strategy.driver) : [strategy.driver]).map((release) => ({ strategy, release })),
-      );
-      for (const { strategy, release } of runs) {
+      const runs = strategiesOn(description, plan.strategies).flatMap((strategy) => {
+        const releases = installedReleases(strategy.driver);
+        return (plan.driverReleases === 'all' ? releases : releases.slice(0, 1)).map((release, i) => ({ strategy, release, pinned: i === 0 }));
+      });
+      for (const { strategy, release, pinned } of runs) {
         const driverVersion = releaseVersion(release) ?? packageVersion(release) ?? 'unknown';
         const session = await CaptureSession.open({
           backend: started,
           driver: strategy.driver,
-          ...(release !== strategy.driver ? { driverPackage: release } : {}),
+          ...(pinned ? {} : { driverPackage: release }),
           driverOptions: strategy.connectionOptions as Record<string, unknown> | undefined,
           table: { ...(description.name === 'postgres' ? { schema: 'public' } : {}), name: workloadTable(description.name).name },
         });
@@ -209,7 +211,7 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
             const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
-            progress(`${description.id} ${strategy.name}${release !== strategy.driver ? ` (${release}@${driverVersion})` : ''} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
+            progress(`${description.id} ${strategy.name}${pinned ? '' : ` (${release}@${driverVersion})`} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
             if (cell.error && !failure) failure = { message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`, backend: description.id, phase: cell.error.phase, ...(cell.error.statement ? { statement: cell.error.statement } : {}) };
           }
         } finally {

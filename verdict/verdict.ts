@@ -1,4 +1,5 @@
-import type { BackendDescription, DriverName } from '../containers/types';
+import type { BackendDescription } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import type { DriverLayer, StatementEvent } from '../counters/events';
 import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';

@@ -1,5 +1,6 @@
 import { SqltallyError } from '../containers/errors';
-import type { DriverName, StartedBackend } from '../containers/types';
+import type { StartedBackend } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import { openPlainConnection, READ_DRIVER_BY_BACKEND, rowSource } from './connect';
 import type { RowSource } from './connect';
 import { READ_LIMIT, toRow } from './read';

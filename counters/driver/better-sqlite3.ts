@@ -1,7 +1,11 @@
+import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { StatementSink } from '../events';
 import { classifyStatement } from '../tokenizer';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
 import { countedProxy, emit, isPlainObject, nowNs, toCount, track, wrapOnce } from './counted';
+import { SqltallyError } from '../../containers/errors';
+import { loadDriverPackage } from './load';
+import type { DriverModel, DriverModule } from './module';
 
 const DRIVER = 'better-sqlite3';
 
@@ -203,3 +207,62 @@ function countedTransaction(
   for (const fn of Object.values(variants)) Object.defineProperties(fn, properties);
   return variants.default;
 }
+
+function isDatabase(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const o = value as Record<string, unknown>;
+  return ['prepare', 'exec', 'pragma', 'transaction'].every((m) => typeof o[m] === 'function');
+}
+
+/** In-process: every run/exec is one statement, nothing crosses a wire, and SQLite counts no statements. */
+const sqliteModel: DriverModel = (group) => {
+  const n = group.kind === 'prepare' ? 0 : group.kind === 'batch' ? group.parameterSets : group.calls;
+  return { wire: {}, server: { statements: { min: n, max: n } }, wireWords: 'no wire', serverWords: `${n} statement(s)` };
+};
+
+/** better-sqlite3: one synchronous `Database` per file handle. */
+/**
+ * The `Database` better-sqlite3 hands out, under a name declarations can refer to (`BetterSqlite3.Database` sits in
+ * an `export =` namespace that TypeScript cannot name from another file).
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface SqliteHandle extends SqliteDatabase {}
+
+export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle> = {
+  name: 'better-sqlite3',
+  packageName: 'better-sqlite3',
+  backends: ['sqlite'],
+  dialect: 'sqlite',
+  releases: [],
+  accepts: 'a better-sqlite3 Database (new Database(file))',
+  recognises: isDatabase,
+  wrap: <T extends object>(target: T, sink: StatementSink): T => wrapBetterSqlite3(target as T & BetterSqlite3Database, sink),
+  async open(connection, opts) {
+    if (connection.kind !== 'file') {
+      throw new SqltallyError('better-sqlite3 opens a file, got a network connection', { phase: 'connect', backend: opts.backend });
+    }
+    const { default: Database } = await loadDriverPackage<{ default: typeof import('better-sqlite3') }>(
+      opts.driverPackage ?? 'better-sqlite3',
+      'better-sqlite3',
+      opts.backend,
+    );
+    const db = new Database(connection.filename, opts.driverOptions);
+    return {
+      handle: db,
+      connectionId: null,
+      close: async () => {
+        db.close();
+      },
+    };
+  },
+  runSql: async (h, sql) => {
+    const statement = h.prepare(sql);
+    if (statement.reader) return statement.all();
+    statement.run();
+    return [];
+  },
+  ping: null,
+  // safeIntegers: SQLite integers above 2^53 come back as bigint instead of being rounded.
+  rowSource: (h) => ({ all: async (sql, params = []) => h.prepare(sql).safeIntegers(true).all(...params) as Record<string, unknown>[] }),
+  model: sqliteModel,
+};

@@ -1,4 +1,4 @@
-import type { DriverName } from '../../containers/types';
+import type { DriverName } from './names';
 import { SqltallyError } from '../../containers/errors';
 import type { CallKind, StatementClass, StatementEvent, StatementSink } from '../events';
 

@@ -10,4 +10,8 @@ export type { BetterSqlite3Database, BetterSqlite3Statement } from './better-sql
 export { WRAPPED } from './counted';
 export type { WrapOptions, WrapperMark } from './counted';
 export { openCountedConnection, openRawConnection } from './open';
-export type { DriverHandle, DriverHandleMap, OpenOptions, OpenedConnection } from './open';
+export type { DriverHandle, OpenOptions, OpenedConnection } from './open';
+export { DRIVERS, driverOf, driversFor } from './registry';
+export type { DriverModule } from './module';
+export { DRIVER_NAMES, DriverNameSchema } from './names';
+export type { DriverName } from './names';

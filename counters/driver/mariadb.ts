@@ -3,6 +3,10 @@ import type { StatementSink } from '../events';
 import { classifyStatement, countPlaceholders } from '../tokenizer';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
 import { countedProxy, countExpandedValues, countParameterValues, isPlainObject, toCount, track, wrapOnce } from './counted';
+import { loadDriverPackage, networkTarget } from './load';
+import type { DriverModule } from './module';
+import { mysqlProtocolModel } from './mysql-model';
+import { MYSQL_NUMBER_OPTIONS } from './mysql2';
 
 const DRIVER = 'mariadb';
 
@@ -197,3 +201,50 @@ function wrapStatement(statement: object, sink: StatementSink, site: CallSite, s
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
   });
 }
+
+type MariadbModule = typeof import('mariadb');
+
+/** The mariadb connector (promise API): connections and pools, `batch` included. */
+export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connection> = {
+  name: 'mariadb',
+  packageName: 'mariadb',
+  backends: ['mariadb', 'mysql'],
+  dialect: 'mysql',
+  releases: ['mariadb-3.3'],
+  accepts: "a mariadb promise connection or pool (require('mariadb').createConnection/createPool)",
+  recognises: (value: unknown) =>
+    value !== null && typeof value === 'object' && typeof (value as Loose).query === 'function' && typeof (value as Loose).batch === 'function',
+  wrap: (target, sink) => wrapMariadb(target, sink),
+  async open(connection, opts) {
+    const net = networkTarget('mariadb', connection, opts);
+    const mariadb = await loadDriverPackage<MariadbModule>(opts.driverPackage ?? 'mariadb', 'mariadb', opts.backend);
+    const config: import('mariadb').ConnectionConfig = {
+      host: net.host,
+      port: net.port,
+      user: net.user,
+      password: net.password,
+      database: net.database,
+      ...MYSQL_NUMBER_OPTIONS,
+      ...opts.driverOptions,
+    };
+    let handle = await mariadb.createConnection(config);
+    // The connector does not learn the server's max_allowed_packet; it assumes up to 1 GiB and sizes bulk
+    // commands by that, so a big batch would be refused by the server. Reopen with the server's value.
+    if (opts.driverOptions?.maxAllowedPacket === undefined) {
+      const rows: { packet: number | bigint | string }[] = await handle.query('SELECT @@max_allowed_packet AS packet');
+      const serverPacket = Number(rows[0]?.packet);
+      if (Number.isFinite(serverPacket) && serverPacket > 0) {
+        await handle.end();
+        handle = await mariadb.createConnection({ ...config, maxAllowedPacket: serverPacket });
+      }
+    }
+    const opened = handle;
+    // A server that goes away under an idle connection emits 'error'; unheard, that takes the process down.
+    opened.on('error', () => undefined);
+    return { handle: opened, connectionId: opened.threadId, close: () => opened.end() };
+  },
+  runSql: async (h, sql) => Array.from((await h.query(sql)) as unknown[]),
+  ping: (h) => h.ping(),
+  rowSource: (h) => ({ all: async (sql, params = []) => [...((await h.execute(sql, [...params])) as Record<string, unknown>[])] }),
+  model: mysqlProtocolModel,
+};

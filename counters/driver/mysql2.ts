@@ -14,6 +14,9 @@ import {
   trackCallback,
   wrapOnce,
 } from './counted';
+import { loadDriverPackage, networkTarget } from './load';
+import type { DriverModule } from './module';
+import { mysqlProtocolModel } from './mysql-model';
 
 const DRIVER = 'mysql2';
 
@@ -358,3 +361,50 @@ function wrapCallbackStatement(statement: object, sink: StatementSink, site: Cal
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
   });
 }
+
+/*
+ * Number handling is kept the same on both MySQL drivers: BIGINT and DECIMAL come back as strings (mysql2
+ * `supportBigNumbers` + `bigNumberStrings`; the mariadb connector honours the same two options), so a
+ * workload's verification reads identical values whichever driver wrote them.
+ */
+export const MYSQL_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: true } as const;
+
+/** mysql2: promise and callback connections and pools; the connection sqltally opens is a promise one. */
+export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Connection> = {
+  name: 'mysql2',
+  packageName: 'mysql2',
+  backends: ['mariadb', 'mysql'],
+  dialect: 'mysql',
+  releases: [],
+  accepts: 'a mysql2 connection or pool, promise or callback API (mysql2.createConnection/createPool, mysql2/promise)',
+  recognises: (value: unknown) => value !== null && typeof value === 'object' && shapeOfTarget(value) !== null,
+  wrap: (target, sink) => wrapMysql2(target, sink),
+  async open(connection, opts) {
+    const net = networkTarget('mysql2', connection, opts);
+    const mysql = await loadDriverPackage<typeof import('mysql2/promise')>(
+      opts.driverPackage ? `${opts.driverPackage}/promise` : 'mysql2/promise',
+      'mysql2',
+      opts.backend,
+    );
+    const handle = await mysql.createConnection({
+      host: net.host,
+      port: net.port,
+      user: net.user,
+      password: net.password,
+      database: net.database,
+      ...MYSQL_NUMBER_OPTIONS,
+      ...opts.driverOptions,
+    });
+    // A server that goes away under an idle connection emits 'error'; unheard, that takes the process down.
+    handle.on('error', () => undefined);
+    return { handle, connectionId: handle.threadId, close: () => handle.end() };
+  },
+  runSql: async (h, sql) => (await h.query(sql))[0] as unknown[],
+  ping: (h) => h.ping(),
+  // The binary protocol on purpose: MariaDB's text protocol prints a DOUBLE with 15 significant digits
+  // (942.9155000039999 reads back as 942.915500004); the binary one sends its 8 bytes.
+  rowSource: (h) => ({
+    all: async (sql, params = []) => (await h.execute(sql, [...params] as import('mysql2').ExecuteValues[]))[0] as Record<string, unknown>[],
+  }),
+  model: mysqlProtocolModel,
+};

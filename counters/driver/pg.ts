@@ -3,6 +3,8 @@ import type { StatementSink } from '../events';
 import { classifyStatement } from '../tokenizer';
 import type { CallShape, CallSite, MethodHooks, WrapOptions } from './counted';
 import { callbackIndex, countedProxy, toCount, track, trackCallback, wrapOnce } from './counted';
+import type { DriverModel, DriverModule, Range } from './module';
+import { loadDriverPackage, networkTarget } from './load';
 
 const DRIVER = 'pg';
 
@@ -117,3 +119,70 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
     return countedProxy(target, { driver: DRIVER, sink, target }, hooks);
   });
 }
+
+/** `true` for a node-postgres `Client` (has `processID` once constructed) or `Pool` (counts its clients). */
+function isPgObject(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const o = value as Loose;
+  return typeof o.query === 'function' && typeof o.connect === 'function' && ('processID' in o || 'totalCount' in o || Array.isArray(o._clients));
+}
+
+/**
+ * node-postgres: values given => extended protocol (Parse/Bind/Describe/Execute/Sync), one round trip; none =>
+ * simple Query, or the extended form when pg is handed an empty values array. The unnamed statement is parsed on
+ * every call, a named one once per connection: 0 or 1 Parse per call either way.
+ */
+const pgModel: DriverModel = (group) => {
+  const calls = group.kind === 'prepare' ? 0 : group.calls;
+  const extended = group.kind === 'execute' ? calls : Math.min(calls, group.callsWithValues);
+  const simple = calls - extended;
+  const range = (min: number, max: number): Range => ({ min, max });
+  const statements = range(calls, calls);
+  return {
+    wire: {
+      Parse: range(0, calls),
+      Bind: range(extended, calls),
+      Execute: range(extended, calls),
+      Sync: range(extended, calls),
+      Describe: range(0, calls),
+      Query: range(0, simple),
+    },
+    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
+    wireWords: simple === 0 ? 'Parse/Bind/Describe?/Execute/Sync' : 'Query (or Parse/Bind/Execute/Sync)',
+    serverWords: '1 pg_stat_statements call',
+  };
+};
+
+/** node-postgres (`pg`): one `Client` per connection; `Pool` and checked-out clients are counted the same way. */
+export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
+  name: 'pg',
+  packageName: 'pg',
+  backends: ['postgres'],
+  dialect: 'postgres',
+  releases: [],
+  accepts: 'a pg Client or Pool (new pg.Client(...), new pg.Pool(...)) or a client from pool.connect()',
+  recognises: isPgObject,
+  wrap: (target, sink) => wrapPg(target, sink),
+  async open(connection, opts) {
+    const net = networkTarget('pg', connection, opts);
+    const pg = await loadDriverPackage<typeof import('pg')>(opts.driverPackage ?? 'pg', 'pg', opts.backend);
+    const client = new pg.Client({ host: net.host, port: net.port, user: net.user, password: net.password, database: net.database, ...opts.driverOptions });
+    // A server that dies under an idle client emits 'error'; unheard, that takes the whole process down. The next
+    // query then fails with pg's own "not queryable" error, which names the cause.
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+    } catch (error) {
+      // A failed connect leaves the socket half-open: end it so the process can exit.
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    // `processID` (the backend pid) is set by pg after the handshake but missing from @types/pg.
+    const pid = (client as unknown as { processID?: number | null }).processID;
+    return { handle: client, connectionId: typeof pid === 'number' ? pid : null, close: () => client.end() };
+  },
+  runSql: async (h, sql) => (await h.query(sql)).rows,
+  ping: null,
+  rowSource: (h) => ({ all: async (sql, params = []) => (await h.query(sql, [...params])).rows as Record<string, unknown>[] }),
+  model: pgModel,
+};

@@ -1,18 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DriverName } from '../../containers/types';
-
-/**
- * Further releases of a driver installed beside the default one under npm aliases (package.json:
- * `"mariadb-3.3": "npm:mariadb@3.3.2"`). The matrix runs each installed one side by side, so a batching change
- * between releases shows in one report as two cells that differ only in driver version.
- */
-export const EXTRA_RELEASES = {
-  mysql2: [],
-  mariadb: ['mariadb-3.3'],
-  pg: [],
-  'better-sqlite3': [],
-} as const satisfies Record<DriverName, readonly string[]>;
+import type { DriverName } from './names';
+import { DRIVERS } from './registry';
 
 /** The package.json of an installed package, found on the module paths: `exports` maps may hide it from require. */
 function manifestOf(pkg: string): string | null {
@@ -27,9 +16,14 @@ function installed(pkg: string): boolean {
   return manifestOf(pkg) !== null;
 }
 
-/** The packages to load for `driver`: its own name first, then each extra release that is installed here. */
+/**
+ * The packages to load for `driver`: its own package first, then each further release its module knows (npm
+ * aliases) that is installed here. The matrix runs them side by side, so a batching change between releases shows
+ * in one report as two cells that differ only in driver version.
+ */
 export function installedReleases(driver: DriverName): string[] {
-  return [driver, ...EXTRA_RELEASES[driver].filter(installed)];
+  const module = DRIVERS[driver];
+  return [module.packageName, ...module.releases.filter(installed)];
 }
 
 /** The version an installed release declares; an alias's package.json keeps the real package's name. */

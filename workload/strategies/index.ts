@@ -1,6 +1,7 @@
 import { SqltallyError } from '../../containers/errors';
 import { BACKEND_NAMES } from '../../containers/types';
-import type { BackendName, DriverName } from '../../containers/types';
+import type { BackendName } from '../../containers/types';
+import type { DriverName } from '../../counters/driver/names';
 import { backendNameOf } from '../table';
 import { SQLITE_MULTIROW, SQLITE_PER_ROW_TX, SQLITE_RAW_SQL } from './better-sqlite3';
 import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
@@ -77,7 +78,7 @@ export function findStrategy(name: string, backend: BackendName | string): AnyIn
 /** Runs any strategy with a handle of its driver; the pairing is the caller's promise (the driver names match). */
 export function runStrategy<D extends DriverName>(
   strategy: InsertStrategy<D> | AnyInsertStrategy,
-  handle: DriverHandle[D],
+  handle: DriverHandle<D>,
   input: PreparedInput,
 ): Promise<void> {
   if (input.strategy !== strategy.name) {

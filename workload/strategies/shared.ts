@@ -1,5 +1,6 @@
 import { SqltallyError } from '../../containers/errors';
-import type { BackendName, DriverName } from '../../containers/types';
+import type { BackendName } from '../../containers/types';
+import type { DriverName } from '../../counters/driver/names';
 import type { CallKind, StatementClass } from '../../counters/events';
 import { effectiveBindLimit, planChunks, planTextChunks, TEXT_ROWS_PER_STATEMENT } from '../chunking';
 import { assertRows, COLUMN_COUNT } from '../rows';
@@ -34,7 +35,7 @@ export interface StrategySpec<D extends DriverName> {
   chunking: Chunking;
   /** Builds the steps from rows already checked; runs outside the timed part. */
   build(rows: readonly Row[], table: WorkloadTable, plan: InsertPlan): PreparedStep[];
-  run(handle: DriverHandle[D], input: PreparedInput): Promise<void>;
+  run(handle: DriverHandle<D>, input: PreparedInput): Promise<void>;
   /** The driver calls `run` makes for `plan`, in order. */
   calls(plan: InsertPlan): ExpectedCall[];
 }

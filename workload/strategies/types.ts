@@ -1,22 +1,15 @@
-import type BetterSqlite3 from 'better-sqlite3';
-import type { Connection as MariadbConnection } from 'mariadb';
-import type { Connection as Mysql2Connection } from 'mysql2/promise';
-import type { Client as PgClient } from 'pg';
-import type { BackendName, Capabilities, DriverName } from '../../containers/types';
+import type { BackendName, Capabilities } from '../../containers/types';
+import type { DriverName } from '../../counters/driver/names';
 import type { CallKind, StatementClass } from '../../counters/events';
+import type { DriverHandle } from '../../counters/driver/registry';
 import type { Row } from '../rows';
 import type { WorkloadTable } from '../table';
 
 /**
- * The object a strategy's `run` is handed, per driver. A counting proxy over one of these (counters/driver/) has
- * the same type and behaves the same, so strategies use only the public methods below and never reach inside.
+ * The object a strategy's `run` is handed: the raw connection its driver module opens. A counting proxy over one
+ * (counters/driver/) has the same type and behaves the same, so strategies use only public driver methods.
  */
-export interface DriverHandle {
-  mysql2: Mysql2Connection;
-  mariadb: MariadbConnection;
-  pg: PgClient;
-  'better-sqlite3': BetterSqlite3.Database;
-}
+export type { DriverHandle } from '../../counters/driver/registry';
 
 /** Knobs a run may turn; each is validated by `plan` before anything is sent. */
 export interface PlanOptions {
@@ -97,7 +90,7 @@ export interface InsertStrategy<D extends DriverName> {
   /** Checks every row and builds SQL and values; throws a workload SqltallyError on a row the driver cannot bind. */
   prepare(rows: readonly Row[], table: WorkloadTable, plan: InsertPlan): PreparedInput;
   /** The timed part. */
-  run(handle: DriverHandle[D], input: PreparedInput): Promise<void>;
+  run(handle: DriverHandle<D>, input: PreparedInput): Promise<void>;
   /** Driver calls `run` makes for this plan, derived from the same plan. */
   expectedDriverCounts(rows: number, caps: Pick<Capabilities, 'maxBindValues'>, options?: PlanOptions): ExpectedDriverCounts;
 }

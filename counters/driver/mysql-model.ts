@@ -1,0 +1,83 @@
+import type { ServerSummary } from '../probes/types';
+import { rangeText, type CallGroup, type Contribution, type DriverModel, type Range } from './module';
+
+/*
+ * What mysql2 and the mariadb connector share: the MySQL protocol, so one model of how their calls cross the wire
+ * and what the server counts. Only `batch` differs, and only the connector has it.
+ */
+
+export const one = (n = 1): Range => ({ min: n, max: n });
+export const upTo = (n: number): Range => ({ min: 0, max: n });
+
+/** The server's statement-class counters a group of calls moves (inserts, commits), by the calls' own class. */
+export function classCounts(group: CallGroup, calls: Range): Partial<Record<keyof ServerSummary, Range>> {
+  const out: Partial<Record<keyof ServerSummary, Range>> = {};
+  if (group.statementClass === 'insert') out.inserts = calls;
+  if (group.statementClass === 'commit') out.commits = calls;
+  return out;
+}
+
+/** Whether a batch goes out as bulk commands: the server must advertise it and the connector option be on. */
+export function bulkInForce(ctx: Parameters<DriverModel>[1]): boolean {
+  return ctx.capabilities.bulkExecute && ctx.driverOptions.bulk !== false;
+}
+
+/** Why a batch goes out as one execute per row, in words for the reconciliation line. */
+export function noBulkReason(ctx: Parameters<DriverModel>[1]): string {
+  return !ctx.capabilities.bulkExecute
+    ? 'the server does not advertise COM_STMT_BULK_EXECUTE, so the connector pipelines one execute per row'
+    : 'the bulk option is off, so the connector pipelines one execute per row';
+}
+
+/**
+ * A driver prepares implicitly once per connection and SQL text; the statement may already be cached from before
+ * the window, so the first group of a text in the window prepares 0 or 1 times, later ones never.
+ */
+export const mysqlProtocolModel: DriverModel = (group, ctx): Contribution => {
+  const prepare: Range = ctx.firstPrepareInWindow ? upTo(1) : one(0);
+  const n = one(group.calls);
+  switch (group.kind) {
+    case 'query':
+      return {
+        wire: { COM_QUERY: n },
+        server: { statements: n, prepares: one(0), executes: one(0), ...classCounts(group, n) },
+        wireWords: '1 COM_QUERY',
+        serverWords: '1 statement',
+      };
+    case 'prepare':
+      return {
+        wire: { COM_STMT_PREPARE: prepare },
+        server: { prepares: prepare, statements: one(0) },
+        wireWords: '0-1 COM_STMT_PREPARE (cached per connection)',
+        serverWords: '0-1 prepare',
+      };
+    case 'execute':
+      return {
+        wire: { COM_STMT_PREPARE: prepare, COM_STMT_EXECUTE: n },
+        // Questions counts COM_STMT_EXECUTE but not COM_STMT_PREPARE.
+        server: { statements: n, prepares: prepare, executes: n, bulkExecutes: one(0), ...classCounts(group, n) },
+        wireWords: '1 COM_STMT_EXECUTE (+ 1 COM_STMT_PREPARE per connection and SQL, unless cached)',
+        serverWords: '1 execute',
+      };
+    case 'batch': {
+      const sets = group.parameterSets;
+      if (bulkInForce(ctx)) {
+        // One bulk command per chunk: split by max_allowed_packet or a change of parameter types.
+        const bulk: Range = { min: group.callsWithParameterSets, max: sets };
+        return {
+          wire: { COM_STMT_PREPARE: prepare, COM_STMT_BULK_EXECUTE: bulk },
+          server: { statements: bulk, prepares: prepare, executes: bulk, bulkExecutes: bulk, ...classCounts(group, bulk) },
+          wireWords: `${rangeText(bulk)} COM_STMT_BULK_EXECUTE`,
+          serverWords: 'as many executes as bulk commands',
+        };
+      }
+      const executes = one(sets);
+      return {
+        wire: { COM_STMT_PREPARE: prepare, COM_STMT_EXECUTE: executes },
+        server: { statements: executes, prepares: prepare, executes, bulkExecutes: one(0), ...classCounts(group, executes) },
+        wireWords: `${group.calls === 1 ? sets : 'its parameter sets as'} COM_STMT_EXECUTE (no bulk: ${noBulkReason(ctx)})`,
+        serverWords: `${group.calls === 1 ? `${sets} executes` : 'one execute per parameter set'}`,
+      };
+    }
+  }
+};
