@@ -14,6 +14,18 @@ export const LayersSchema = z.object({
 });
 export type Layers = z.infer<typeof LayersSchema>;
 
+/**
+ * Counter maps that list only what occurred, so an absent name means 0 (a driver kind never called, a command never
+ * sent, a per-connection statement event that did not happen). `server.global` is not one of them: an absent global
+ * counter is one this server does not have, which is unknown, not 0. The matchers and the gate both read this.
+ */
+export const SPARSE_COUNTER_MAPS = ['byKind', 'byClass', 'commands', 'perConnection'] as const;
+
+/** Whether the map a counter sits in lists only what occurred (see {@link SPARSE_COUNTER_MAPS}). */
+export function absentMeansZero(map: string): boolean {
+  return (SPARSE_COUNTER_MAPS as readonly string[]).includes(map);
+}
+
 /** The error the user's own code threw inside the window, kept apart from count mismatches. */
 export const WorkloadErrorSchema = z.object({
   message: z.string(),

@@ -50,7 +50,10 @@ export type InstallFinder = (env: NodeJS.ProcessEnv) => Promise<InstallSearch>;
 export interface ServerIdentity {
   flavour: Flavour;
   serverVersion: string;
-  /** Capabilities that depend on the server's own settings (an external MariaDB may have performance_schema off). */
+  /**
+   * Capabilities read from the server itself: they override the declared ones (an external MariaDB may have
+   * performance_schema off, an account may not read pg_stat_statements, a SQLite build may allow more variables).
+   */
   refined: Partial<Capabilities>;
 }
 
@@ -97,8 +100,12 @@ export interface BackendModule {
   containerPlan?(image: string): ContainerPlan;
 }
 
-/** Builds the description every provider returns, so `id` is always derived the same way. */
-export function describe(
+/**
+ * Builds the description every provider returns, so `id` is always derived the same way. This is the one place a
+ * capability detected on the server (`identity.refined`) overrides the one declared for its flavour; probes,
+ * chunking and reports all read the result from `description.capabilities`.
+ */
+export function describeBackend(
   module: BackendModule,
   identity: ServerIdentity,
   provider: ProviderKind,

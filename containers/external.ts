@@ -1,4 +1,4 @@
-import { describe, startedBackend } from './backend';
+import { describeBackend, startedBackend } from './backend';
 import type { BackendModule } from './backend';
 import { SqltallyError } from './errors';
 import type { NetworkConnection, StartedBackend } from './types';
@@ -64,5 +64,5 @@ export async function startExternal(
       hint: `point ${options.variable} at a ${module.name} ${options.variant} server, or use the plain id ${module.name}`,
     });
   }
-  return startedBackend(describe(module, identity, 'external', options.origin, readyNs, false), connection, async () => undefined);
+  return startedBackend(describeBackend(module, identity, 'external', options.origin, readyNs, false), connection, async () => undefined);
 }

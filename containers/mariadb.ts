@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, leadingVersion, startedBackend } from './backend';
+import { describeBackend, leadingVersion, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
@@ -102,7 +102,7 @@ async function startLocal(install: { binary: string; installDb: string }, option
   try {
     const identity = await identifyMysqlFamily(connection);
     return startedBackend(
-      describe(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
+      describeBackend(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
       running,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, leadingVersion, startedBackend } from './backend';
+import { describeBackend, leadingVersion, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
@@ -93,7 +93,7 @@ async function startLocal(binary: string, options: StartOptions): Promise<Starte
   const connection = connectionFor(running.port);
   try {
     const identity = await identifyMysqlFamily(connection);
-    return startedBackend(describe(MYSQL, identity, 'local', binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
+    return startedBackend(describeBackend(MYSQL, identity, 'local', binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
   } catch (cause) {
     await running.stop();
     throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });

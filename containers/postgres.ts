@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { Client } from 'pg';
-import { describe, leadingVersion, startedBackend } from './backend';
+import { describeBackend, leadingVersion, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, ServerIdentity, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { findEmbeddedPostgres } from './embedded-postgres';
 import { SqltallyError } from './errors';
+import { withSqlClient } from './sql-client';
 import { launchServer, lookupUser, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import type { RunAs } from './local-process';
 import type { NetworkConnection, StartedBackend } from './types';
@@ -44,55 +44,46 @@ export function postgresServerArgs(dataDir: string, port: number): string[] {
   return ['-D', dataDir, ...Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
 }
 
-async function withClient<T>(connection: NetworkConnection, database: string, use: (c: Client) => Promise<T>): Promise<T> {
-  const client = new Client({
-    host: connection.host,
-    port: connection.port,
-    user: connection.user,
-    password: connection.password,
-    database,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-  });
-  // A server dying mid-conversation emits 'error' on the client; without a listener that would crash the process.
-  client.on('error', () => undefined);
-  await client.connect();
-  try {
-    return await use(client);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
+const clientFor = (database: string) => ({ database, connectTimeoutMs: CONNECT_TIMEOUT_MS });
 
 export async function pingPostgres(connection: NetworkConnection, database = connection.database): Promise<void> {
-  await withClient(connection, database, async (c) => {
+  await withSqlClient('postgres', connection, clientFor(database), async (c) => {
     await c.query('SELECT 1');
   });
 }
 
-/** Reads `SELECT VERSION()` and whether pg_stat_statements is usable in the target database. */
+/**
+ * Reads `SELECT VERSION()`, and whether pg_stat_statements is loaded, created in the target database and readable
+ * by this account: all three, or the server has no per-statement counts for sqltally.
+ */
 export async function identifyPostgres(connection: NetworkConnection): Promise<ServerIdentity> {
-  return withClient(connection, connection.database, async (c) => {
-    const result = await c.query<{ version: string; statements: boolean }>(
+  return withSqlClient('postgres', connection, clientFor(connection.database), async (c) => {
+    const [row] = await c.query<{ version: string; statements: boolean }>(
       `SELECT VERSION() AS version, EXISTS (SELECT 1 FROM pg_extension WHERE extname = '${STATEMENTS_EXTENSION}') AS statements`,
     );
-    const row = result.rows[0];
     const full = String(row?.version ?? '');
     // "PostgreSQL 15.20 (Debian 15.20-0+deb12u1) on x86_64-pc-linux-gnu, ..." -> "15.20 (Debian 15.20-0+deb12u1)"
     const match = /^PostgreSQL\s+(.+?)\s+on\s/.exec(full);
     if (!match?.[1]) {
       throw new Error(`server does not say it is PostgreSQL: ${full}`);
     }
-    return { flavour: 'postgres', serverVersion: match[1], refined: { statementStats: Boolean(row?.statements) } };
+    const statementStats =
+      Boolean(row?.statements) &&
+      (await c.query(`SELECT 1 FROM ${STATEMENTS_EXTENSION} LIMIT 1`).then(
+        () => true,
+        () => false,
+      ));
+    return { flavour: 'postgres', serverVersion: match[1], refined: { statementStats } };
   });
 }
 
 /** Creates the sqltally database and the statement-statistics extension in it, as the superuser. */
 export async function preparePostgres(connection: NetworkConnection): Promise<void> {
-  await withClient(connection, 'postgres', async (c) => {
+  await withSqlClient('postgres', connection, clientFor('postgres'), async (c) => {
     const exists = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [connection.database]);
-    if (exists.rowCount === 0) await c.query(`CREATE DATABASE ${connection.database}`);
+    if (exists.length === 0) await c.query(`CREATE DATABASE ${connection.database}`);
   });
-  await withClient(connection, connection.database, async (c) => {
+  await withSqlClient('postgres', connection, clientFor(connection.database), async (c) => {
     await c.query(`CREATE EXTENSION IF NOT EXISTS ${STATEMENTS_EXTENSION}`);
   });
 }
@@ -137,7 +128,7 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
     statement = 'SELECT VERSION()';
     const identity = await identifyPostgres(connection);
     return startedBackend(
-      describe(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),
+      describeBackend(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
       running,

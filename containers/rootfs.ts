@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describe, startedBackend } from './backend';
+import { describeBackend, startedBackend } from './backend';
 import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable } from './binaries';
 import { SqltallyError } from './errors';
@@ -253,7 +253,7 @@ async function startInRootfs(
     // The root filesystem's name says what it should hold; the server's own answer is what is recorded.
     const identity = await identifyMysqlFamily(connection);
     return startedBackend(
-      describe(module, identity, 'local', `chroot ${rootfs} ${recipe.serverBinary}`, running.readyAt - running.spawnedAt, true),
+      describeBackend(module, identity, 'local', `chroot ${rootfs} ${recipe.serverBinary}`, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
       running,

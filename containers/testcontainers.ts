@@ -1,4 +1,4 @@
-import { describe, startedBackend } from './backend';
+import { describeBackend, startedBackend } from './backend';
 import type { BackendModule, ContainerPlan } from './backend';
 import { SqltallyError } from './errors';
 import type { BackendName, NetworkConnection, StartedBackend } from './types';
@@ -33,26 +33,48 @@ interface StartedContainer {
   stop(): Promise<unknown>;
 }
 
-/** Builds the Testcontainers container from a plan; loaded lazily, only once an engine has answered. */
+type ContainerBuilder = (plan: ContainerPlan) => Promise<{ start(): Promise<StartedContainer> }>;
+
+/**
+ * How each backend's plan becomes a Testcontainers container, loaded lazily (Testcontainers is an optional peer
+ * dependency) and only once an engine has answered. Keyed by backend so a new one cannot be forgotten.
+ */
+const CONTAINER_BUILDERS = {
+  async mysql(plan) {
+    const { MySqlContainer } = await import('@testcontainers/mysql');
+    return new MySqlContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
+      .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+  },
+  async mariadb(plan) {
+    const { MariaDbContainer } = await import('@testcontainers/mariadb');
+    return new MariaDbContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
+      .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+  },
+  async postgres(plan) {
+    const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+    return new PostgreSqlContainer(plan.image).withDatabase(plan.database).withUsername(plan.user).withPassword(plan.password)
+      .withCommand(plan.command).withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+  },
+  sqlite: null,
+} satisfies Record<BackendName, ContainerBuilder | null>;
+
+/** Builds the Testcontainers container from a plan (see {@link CONTAINER_BUILDERS}). */
 export async function buildContainer(name: BackendName, plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }> {
-  switch (name) {
-    case 'mysql': {
-      const { MySqlContainer } = await import('@testcontainers/mysql');
-      return new MySqlContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
-        .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+  const build: ContainerBuilder | null = CONTAINER_BUILDERS[name];
+  if (!build) throw new Error(`${name} has no container`);
+  try {
+    return await build(plan);
+  } catch (cause) {
+    if ((cause as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND') {
+      throw new SqltallyError(`Testcontainers for ${name} is not installed`, {
+        backend: name,
+        phase: 'start',
+        provider: 'testcontainers',
+        cause,
+        hint: `npm install testcontainers @testcontainers/${name === 'postgres' ? 'postgresql' : name} (optional peer dependencies of sqltally)`,
+      });
     }
-    case 'mariadb': {
-      const { MariaDbContainer } = await import('@testcontainers/mariadb');
-      return new MariaDbContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
-        .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
-    }
-    case 'postgres': {
-      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-      return new PostgreSqlContainer(plan.image).withDatabase(plan.database).withUsername(plan.user).withPassword(plan.password)
-        .withCommand(plan.command).withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
-    }
-    case 'sqlite':
-      throw new Error('sqlite has no container');
+    throw cause;
   }
 }
 
@@ -97,7 +119,7 @@ export async function startContainer(module: BackendModule, plan: ContainerPlan,
     await module.prepare?.(connection);
     if (!module.identify) throw new Error(`${module.name} cannot identify itself`);
     const identity = await module.identify(connection);
-    return startedBackend(describe(module, identity, 'testcontainers', plan.image, readyNs, true), connection, stop);
+    return startedBackend(describeBackend(module, identity, 'testcontainers', plan.image, readyNs, true), connection, stop);
   } catch (cause) {
     await stop().catch(() => undefined);
     throw new SqltallyError(`container ${plan.image} never answered a query`, { ...context, phase: 'start', cause, statement: 'SELECT 1' });

@@ -52,6 +52,11 @@ export type StatementEvent = z.infer<typeof StatementEventSchema>;
 /** Where wrappers send events. Counters subscribe; the wrapper never counts anything itself. */
 export interface StatementSink {
   record(event: StatementEvent): void;
+  /**
+   * Told +1 when a call is handed to the driver and -1 once it has settled (after its `record`), so that a window
+   * can tell a call that was still in flight when the user's code returned (a query started without `await`).
+   */
+  inFlight?(delta: 1 | -1): void;
 }
 
 /** Driver-layer totals over a window, derived from the events (the events are kept beside them). */

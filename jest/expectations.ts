@@ -1,4 +1,4 @@
-import type { Tally } from '../capture/tally';
+import { absentMeansZero, type Tally } from '../capture/tally';
 import type { CallKind, StatementClass } from '../counters/events';
 import { truncateStatement } from '../containers/errors';
 
@@ -67,8 +67,6 @@ function lookup(root: unknown, path: string[]): number | null {
   return typeof node === 'number' ? node : null;
 }
 
-// Record-valued counters (byKind, commands, ...) leave absent keys out: absent means it never happened.
-const ZERO_WHEN_ABSENT = new Set(['byKind', 'byClass', 'commands', 'global', 'perConnection']);
 
 function actualFor(tally: Tally, path: string): { actual: number | null; blocked: string | null } {
   const [layer, ...rest] = path.split('.');
@@ -76,14 +74,14 @@ function actualFor(tally: Tally, path: string): { actual: number | null; blocked
     const driver = tally.layers.driver;
     if (!driver) return { actual: null, blocked: 'the driver layer was not captured' };
     const value = lookup(driver, rest);
-    return { actual: value ?? (ZERO_WHEN_ABSENT.has(rest[0] ?? '') ? 0 : null), blocked: null };
+    return { actual: value ?? (absentMeansZero(rest[0] ?? '') ? 0 : null), blocked: null };
   }
   if (layer === 'wire') {
     const wire = tally.layers.wire;
     if (!wire) return { actual: null, blocked: 'no wire layer: in-process backend, or the wire proxy was off' };
     if (wire.incomplete) return { actual: null, blocked: `wire layer incomplete: ${wire.incompleteReasons.join('; ')}` };
     const value = lookup(wire, rest);
-    return { actual: value ?? (ZERO_WHEN_ABSENT.has(rest[0] ?? '') ? 0 : null), blocked: null };
+    return { actual: value ?? (absentMeansZero(rest[0] ?? '') ? 0 : null), blocked: null };
   }
   const server = tally.layers.server;
   if (!server) return { actual: null, blocked: 'the server layer was not captured' };
@@ -97,7 +95,9 @@ function actualFor(tally: Tally, path: string): { actual: number | null; blocked
     if (head === 'global' && tally.verdict.kind !== 'assert') {
       return { actual: null, blocked: `global counters are report-only here: ${tally.verdict.reason}` };
     }
-    return { actual: table[tail.join('.')] ?? 0, blocked: null };
+    const value = table[tail.join('.')];
+    if (value === undefined && !absentMeansZero(head)) return { actual: null, blocked: `this server has no counter ${tail.join('.')}` };
+    return { actual: value ?? 0, blocked: null };
   }
   if (tally.verdict.kind !== 'assert') {
     return { actual: null, blocked: `server counts are report-only here: ${tally.verdict.reason}` };

@@ -1,6 +1,6 @@
 import { TallySchema } from '../capture/tally';
 import { cellFromTally } from './cell';
-import { ASSERT, MARIADB, batchCell, fixtureEnvironment, timings } from './fixtures';
+import { ASSERT, MARIADB, batchCell, fixtureEnvironment, timings } from './report.fixture';
 
 describe('cellFromTally', () => {
   const tally = TallySchema.parse({

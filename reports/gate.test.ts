@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { command as gateCommand } from '../cli/gate';
-import { ASSERT, batchCell, fixtureEnvironment, fixtureReport, perRowLayers, sqliteCell, wireCounts } from './fixtures';
+import { ASSERT, batchCell, fixtureEnvironment, fixtureReport, perRowLayers, sqliteCell, wireCounts } from './report.fixture';
 import { baselineFromReport, compareWithBaseline, renderGateResult } from './gate';
 import { makeCell, toJson } from './schema';
 import type { Cell, Report } from './schema';

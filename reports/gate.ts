@@ -4,7 +4,7 @@ import {
   GateResultSchema,
   LAYER_NAMES,
   SCHEMA_VERSION,
-  absentMeansZero,
+  counterAbsentMeansZero,
   cellLineage,
   countsOf,
   parseValue,
@@ -128,7 +128,7 @@ function compareLayer(layer: LayerName, baseline: CounterMap | null, actual: Cou
   const names = new Set([...Object.keys(baseline ?? {}), ...Object.keys(actual ?? {})]);
   const diffs: CounterDiff[] = [];
   for (const counter of [...names].sort()) {
-    const zero = absentMeansZero(counter) ? 0 : null;
+    const zero = counterAbsentMeansZero(counter) ? 0 : null;
     const b = baseline === null ? null : (baseline[counter] ?? zero);
     const a = actual === null ? null : (actual[counter] ?? zero);
     if (b !== a) diffs.push({ layer, counter, baseline: b, actual: a, gated });

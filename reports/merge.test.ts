@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { command as mergeCommand } from '../cli/merge';
-import { batchCell, fixtureEnvironment, fixtureReport, sqliteCell } from './fixtures';
+import { batchCell, fixtureEnvironment, fixtureReport, sqliteCell } from './report.fixture';
 import { mergeReports } from './merge';
 import { parseReportText, readReportFile, toJson } from './schema';
 import type { Cell, Report } from './schema';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqltallyError } from '../containers/errors';
-import { fixtureReport, sqliteCell } from './fixtures';
+import { fixtureReport, sqliteCell } from './report.fixture';
 import { buildReport, failureOf, markFailed, writeReport } from './output';
 import { readReportFile } from './schema';
 

@@ -1,5 +1,5 @@
 import { BenchJsonSchema, benchSeriesName, toBenchJson } from './bench-json';
-import { ASSERT, batchCell, fixtureReport, sqliteCell, timings } from './fixtures';
+import { ASSERT, batchCell, fixtureReport, sqliteCell, timings } from './report.fixture';
 import { renderMarkdown } from './markdown';
 import { markFailed, renderOutput } from './output';
 import { buildReport } from './output';

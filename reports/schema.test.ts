@@ -1,5 +1,5 @@
 import { baselineFromReport } from './gate';
-import { batchCell, fixtureReport, sqliteCell, timings } from './fixtures';
+import { batchCell, fixtureReport, sqliteCell, timings } from './report.fixture';
 import {
   UnreadableFileError,
   cellKey,

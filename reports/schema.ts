@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { BackendDescriptionSchema, BackendNameSchema, FlavourSchema } from '../containers/types';
 import { DriverNameSchema } from '../counters/driver/names';
 import { SqltallyError } from '../containers/errors';
-import { LayersSchema } from '../capture/tally';
+import { EventLoopDelaySchema } from '../capture/event-loop';
+import { absentMeansZero, LayersSchema } from '../capture/tally';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
 
@@ -70,19 +71,6 @@ export const TimingSummarySchema = z.object({
 });
 export type TimingSummary = z.infer<typeof TimingSummarySchema>;
 
-/**
- * Event-loop delay while the measured runs executed (`perf_hooks.monitorEventLoopDelay`), as the excess over the
- * timer's own interval: a synchronous driver shows its whole insert here. Null values: the timer never fired.
- */
-export const EventLoopDelaySchema = z.object({
-  resolutionNs: z.number().int().positive(),
-  /** Timer ticks observed. */
-  count: count(),
-  maxNs: count().nullable(),
-  /** The largest per-run p99: an upper bound of the p99 over every tick (histograms of runs cannot be merged). */
-  p99Ns: count().nullable(),
-});
-export type EventLoopDelay = z.infer<typeof EventLoopDelaySchema>;
 
 /** Wall time of the insert path. Raw samples are kept; the summary is checked against them on read. */
 export const TimingsSchema = z
@@ -289,12 +277,10 @@ export const BaselineSchema = z
   });
 export type Baseline = z.infer<typeof BaselineSchema>;
 
-// Counters whose maps only list what occurred: an absent name means zero, not "no longer measured".
-const SPARSE_MAPS = ['byKind', 'byClass', 'commands'] as const;
-
-/** True when a counter missing from one side of a comparison simply did not occur (it counts 0). */
-export function absentMeansZero(counter: string): boolean {
-  return SPARSE_MAPS.some((m) => counter.startsWith(`${m}.`));
+/** True when a flattened counter (`byKind.batch`) missing from one side of a comparison simply did not occur. */
+export function counterAbsentMeansZero(counter: string): boolean {
+  const dot = counter.indexOf('.');
+  return dot > 0 && absentMeansZero(counter.slice(0, dot));
 }
 
 /**

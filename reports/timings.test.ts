@@ -1,9 +1,6 @@
-import { SqltallyError } from '../containers/errors';
 import {
-  EventLoopDelayRecorder,
   describePercentile,
   formatMs,
-  measureRuns,
   nearestRank,
   percentile,
   percentileIsMax,
@@ -64,68 +61,3 @@ describe('formatMs', () => {
   });
 });
 
-describe('measureRuns', () => {
-  it('keeps warm-ups apart from measured runs and keeps every raw sample', async () => {
-    const calls: string[] = [];
-    const t = await measureRuns({
-      warmups: 2,
-      repeats: 6,
-      eventLoop: false,
-      beforeEach: (phase, i) => void calls.push(`before ${phase} ${i}`),
-      run: (phase, i) => void calls.push(`run ${phase} ${i}`),
-    });
-    expect(t.warmupNs).toHaveLength(2);
-    expect(t.samplesNs).toHaveLength(6);
-    expect(t.summary.n).toBe(6);
-    expect(t.samplesNs.every((ns) => Number.isInteger(ns) && ns >= 0)).toBe(true);
-    expect(calls.slice(0, 4)).toEqual(['before warmup 0', 'run warmup 0', 'before warmup 1', 'run warmup 1']);
-    expect(calls.filter((c) => c.startsWith('run measured'))).toHaveLength(6);
-    expect(t.eventLoop).toBeNull();
-  });
-
-  it('takes the sample a run reports itself (a capture window times only the user\'s function)', async () => {
-    let i = 0;
-    const t = await measureRuns({ warmups: 1, repeats: 5, eventLoop: false, run: () => 1000 * ++i });
-    expect(t.warmupNs).toEqual([1000]);
-    expect(t.samplesNs).toEqual([2000, 3000, 4000, 5000, 6000]);
-    await expect(measureRuns({ warmups: 0, repeats: 5, eventLoop: false, run: () => 1.5 })).rejects.toThrow(/reported 1.5 ns/);
-  });
-
-  it('refuses fewer than 5 measured repeats before running anything', async () => {
-    const run = jest.fn();
-    await expect(measureRuns({ warmups: 0, repeats: 4, run })).rejects.toThrow(SqltallyError);
-    await expect(measureRuns({ warmups: 0, repeats: 4, run })).rejects.toThrow(/repeats must be an integer >= 5, got 4/);
-    await expect(measureRuns({ warmups: -1, repeats: 5, run })).rejects.toThrow(/warm-up/);
-    expect(run).not.toHaveBeenCalled();
-  });
-});
-
-describe('EventLoopDelayRecorder', () => {
-  it('does not count the idle gap between two runs as a delay', async () => {
-    const recorder = new EventLoopDelayRecorder();
-    const GAP_MS = 300;
-    await recorder.around(async () => undefined);
-    await new Promise((resolve) => setTimeout(resolve, GAP_MS));
-    await recorder.around(async () => undefined);
-    const r = recorder.result();
-    expect(r.count).toBeGreaterThan(0);
-    // Nothing held the loop in either run; the gap between them must not show as one 300 ms "delay".
-    expect(r.maxNs!).toBeLessThan(GAP_MS * 1_000_000);
-  });
-
-  it('sees a synchronous block in the tick after it', async () => {
-    const recorder = new EventLoopDelayRecorder();
-    const BLOCK_NS = 30_000_000n;
-    await recorder.around(async () => {
-      const start = process.hrtime.bigint();
-      while (process.hrtime.bigint() - start < BLOCK_NS) {
-        // hold the loop like a synchronous driver does
-      }
-    });
-    const r = recorder.result();
-    expect(r.count).toBeGreaterThan(0);
-    // A lower bound set by the block itself, which a slower machine can only raise: not a wall-clock guess.
-    expect(r.maxNs).not.toBeNull();
-    expect(r.maxNs!).toBeGreaterThanOrEqual(Number(BLOCK_NS) - r.resolutionNs);
-  });
-});

@@ -1,4 +1,4 @@
-import { backend, driverLayer, event } from './fixtures';
+import { backend, driverLayer, event } from './layers.fixture';
 import { predict, reconcile } from './reconcile';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';

@@ -1,4 +1,4 @@
-import { backend, driverLayer, event, serverLayer } from './fixtures';
+import { backend, driverLayer, event, serverLayer } from './layers.fixture';
 import { decideVerdict } from './verdict';
 
 describe('decideVerdict', () => {

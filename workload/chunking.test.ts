@@ -1,12 +1,8 @@
 import { SqltallyError } from '../containers/errors';
-import BetterSqlite3 from 'better-sqlite3';
 import {
-  BIND_LIMIT_BY_BACKEND,
   DEFAULT_BIND_BUDGET,
-  effectiveBindLimit,
   planChunks,
   planTextChunks,
-  readSqliteVariableLimit,
   sliceBySizes,
   TEXT_ROWS_PER_STATEMENT,
 } from './chunking';
@@ -73,34 +69,6 @@ describe('planChunks budgets around the limits', () => {
 
   it.each([0, -1, 1.5, Number.NaN])('refuses row count %p', (rows) => {
     expect(() => plan(rows)).toThrow(/row count must be a positive integer/);
-  });
-});
-
-describe('effectiveBindLimit', () => {
-  it('takes the lower of the protocol limit and what the server reported', () => {
-    expect(effectiveBindLimit('postgres')).toBe(65_535);
-    expect(effectiveBindLimit('postgres', 100_000)).toBe(65_535);
-    expect(effectiveBindLimit('sqlite', 999)).toBe(999);
-    expect(effectiveBindLimit('sqlite', 0)).toBe(32_766);
-    expect(BIND_LIMIT_BY_BACKEND).toEqual({ sqlite: 32_766, mariadb: 65_535, mysql: 65_535, postgres: 65_535 });
-  });
-});
-
-describe('readSqliteVariableLimit', () => {
-  it('reads MAX_VARIABLE_NUMBER from this better-sqlite3 build', () => {
-    const db = new BetterSqlite3(':memory:');
-    try {
-      expect(readSqliteVariableLimit(db)).toBe(32_766);
-      const statement = `SELECT ${Array.from({ length: 32_767 }, () => '?').join(',')}`;
-      expect(() => db.prepare(statement)).toThrow(/too many SQL variables/);
-    } finally {
-      db.close();
-    }
-  });
-
-  it('falls back to 32766 when the build does not say', () => {
-    expect(readSqliteVariableLimit({ pragma: () => [{ compile_options: 'THREADSAFE=1' }] })).toBe(32_766);
-    expect(readSqliteVariableLimit({ pragma: () => [{ compile_options: 'MAX_VARIABLE_NUMBER=250000' }] })).toBe(250_000);
   });
 });
 

@@ -1,21 +1,7 @@
 import { SqltallyError } from '../containers/errors';
-import type { BackendName } from '../containers/types';
 
 /** Bind values one statement may carry unless the caller says otherwise: 5000 rows x 6 columns. */
 export const DEFAULT_BIND_BUDGET = 30_000;
-
-/**
- * The most bind values one statement can carry, by backend. MySQL/MariaDB: the prepared-statement parameter count
- * is 16 bits (the server refuses above 65535). PostgreSQL: Bind carries the count in 16 bits, and pg 8.x does not
- * check, it silently wraps (72000 values go out as 6464), so this module is the only guard. SQLite:
- * SQLITE_MAX_VARIABLE_NUMBER, 32766 by default since 3.32; {@link readSqliteVariableLimit} reads the real one.
- */
-export const BIND_LIMIT_BY_BACKEND = {
-  sqlite: 32_766,
-  mariadb: 65_535,
-  mysql: 65_535,
-  postgres: 65_535,
-} as const satisfies Record<BackendName, number>;
 
 /**
  * Rows per statement for the text paths (client-expanded `VALUES ?`, hand-written literals). A row's literal is at
@@ -24,26 +10,6 @@ export const BIND_LIMIT_BY_BACKEND = {
  * bytes each (under 1 MB). A row rule rather than a byte rule keeps the statement count a function of N alone.
  */
 export const TEXT_ROWS_PER_STATEMENT = 10_000;
-
-/** The smallest of the backend's protocol limit and what the started server reported. */
-export function effectiveBindLimit(backend: BackendName, reported?: number): number {
-  const protocol = BIND_LIMIT_BY_BACKEND[backend];
-  return reported !== undefined && Number.isSafeInteger(reported) && reported > 0 ? Math.min(protocol, reported) : protocol;
-}
-
-/**
- * SQLite's variable limit as compiled into this build (`PRAGMA compile_options` lists MAX_VARIABLE_NUMBER when it
- * was set at build time, as better-sqlite3 does); the 3.32+ default when the build does not say. Call it outside
- * any counted window: a counted handle records the pragma.
- */
-export function readSqliteVariableLimit(db: { pragma(source: string, options?: { simple?: boolean }): unknown }): number {
-  const options = db.pragma('compile_options') as { compile_options?: unknown }[];
-  for (const option of Array.isArray(options) ? options : []) {
-    const match = /^MAX_VARIABLE_NUMBER=(\d+)$/.exec(String(option.compile_options ?? ''));
-    if (match?.[1]) return Number(match[1]);
-  }
-  return BIND_LIMIT_BY_BACKEND.sqlite;
-}
 
 /** What a chunked statement sequence looks like, decided before anything is sent. */
 export interface ChunkPlan {

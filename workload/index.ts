@@ -4,18 +4,10 @@
  */
 export { assertRows, checksumOf, COLUMN_COUNT, COLUMN_NAMES, DEFAULT_SEED, makeRows, rowAt, TEXT_MAX_CHARS } from './rows';
 export type { Row, RowOptions, RowsChecksum } from './rows';
-export {
-  BIND_LIMIT_BY_BACKEND,
-  DEFAULT_BIND_BUDGET,
-  effectiveBindLimit,
-  planChunks,
-  readSqliteVariableLimit,
-  TEXT_ROWS_PER_STATEMENT,
-} from './chunking';
+export { DEFAULT_BIND_BUDGET, planChunks, TEXT_ROWS_PER_STATEMENT } from './chunking';
 export type { ChunkPlan, ChunkRequest } from './chunking';
 export {
   assertTableName,
-  backendNameOf,
   createTableSql,
   DEFAULT_TABLE_NAME,
   DIALECT_BY_BACKEND,

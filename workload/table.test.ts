@@ -5,7 +5,7 @@ import { POSTGRES_DIALECT } from './dialects/postgres';
 import { SQLITE_DIALECT } from './dialects/sqlite';
 import { exponentDouble, rowLiteral } from './dialects/types';
 import { makeRows } from './rows';
-import { assertTableName, backendNameOf, createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } from './table';
+import { assertTableName, createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } from './table';
 
 describe('table names', () => {
   it.each(['sqltally_rows', '_t', 'a', 't1_2', 'x'.repeat(63)])('accepts %s', (name) => {
@@ -30,14 +30,6 @@ describe('table names', () => {
 
   it('refuses a name that is not a string', () => {
     expect(() => assertTableName(42)).toThrow(/must be a string, got number/);
-  });
-});
-
-describe('backendNameOf', () => {
-  it('reads the base name of a variant id and refuses unknown ones', () => {
-    expect(backendNameOf('mariadb@10.11')).toBe('mariadb');
-    expect(backendNameOf('postgres')).toBe('postgres');
-    expect(() => backendNameOf('oracle')).toThrow(/unknown backend "oracle"; known: sqlite, mariadb, mysql, postgres/);
   });
 });
 

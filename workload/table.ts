@@ -1,3 +1,4 @@
+import { parseBackendId } from '../containers/registry';
 import { SqltallyError } from '../containers/errors';
 import { BACKEND_NAMES } from '../containers/types';
 import type { BackendName } from '../containers/types';
@@ -36,16 +37,6 @@ export interface WorkloadTable {
   readonly dialect: Dialect;
 }
 
-/** `mariadb@10.11` -> `mariadb`; anything else that is not a known backend is a config error. */
-export function backendNameOf(id: string): BackendName {
-  const base = String(id).split('@')[0] ?? '';
-  const found = BACKEND_NAMES.find((name) => name === base);
-  if (!found) {
-    throw new SqltallyError(`unknown backend "${id}"; known: ${BACKEND_NAMES.join(', ')}`, { backend: String(id), phase: 'config' });
-  }
-  return found;
-}
-
 export function assertTableName(name: unknown, backend?: string): asserts name is string {
   const problem =
     typeof name !== 'string'
@@ -62,7 +53,7 @@ export function assertTableName(name: unknown, backend?: string): asserts name i
 }
 
 export function workloadTable(backend: BackendName | string, name: string = DEFAULT_TABLE_NAME): WorkloadTable {
-  const backendName = backendNameOf(backend);
+  const backendName = parseBackendId(backend).name;
   assertTableName(name, backend);
   const dialect = DIALECT_BY_BACKEND[backendName];
   return { backend: backendName, name, quoted: dialect.quoteIdent(name), dialect };

@@ -98,27 +98,33 @@ export function track<R>(
   invoke: () => R,
   rowsOf: (result: unknown) => number | null,
 ): R {
+  const sink = site.sink;
+  sink.inFlight?.(1);
   const start = nowNs();
   let result: R;
   try {
     result = invoke();
   } catch (error) {
     emit(site, shape, start, nowNs(), null, error);
+    sink.inFlight?.(-1);
     throw error;
   }
   if (isThenable(result)) {
     return result.then(
       (value) => {
         emit(site, shape, start, nowNs(), rowsOf(value), null);
+        sink.inFlight?.(-1);
         return value;
       },
       (error: unknown) => {
         emit(site, shape, start, nowNs(), null, error);
+        sink.inFlight?.(-1);
         throw error;
       },
     ) as R;
   }
   emit(site, shape, start, nowNs(), rowsOf(result), null);
+  sink.inFlight?.(-1);
   return result;
 }
 
@@ -134,6 +140,8 @@ export function trackCallback<A extends unknown[]>(
   invoke: (args: A) => unknown,
   rowsOf: (result: unknown) => number | null,
 ): unknown {
+  const sink = site.sink;
+  sink.inFlight?.(1);
   const start = nowNs();
   const original = args[callbackIndex] as (this: unknown, ...cbArgs: unknown[]) => unknown;
   let done = false;
@@ -142,6 +150,7 @@ export function trackCallback<A extends unknown[]>(
       done = true;
       const error = cbArgs[0];
       emit(site, shape, start, nowNs(), error ? null : rowsOf(cbArgs[1]), error ?? null);
+      sink.inFlight?.(-1);
     }
     return original.apply(this, cbArgs);
   };
@@ -153,6 +162,7 @@ export function trackCallback<A extends unknown[]>(
     if (!done) {
       done = true;
       emit(site, shape, start, nowNs(), null, error);
+      sink.inFlight?.(-1);
     }
     throw error;
   }

@@ -5,6 +5,7 @@ import type { DriverModule, SomeDriverModule } from './module';
 import { MYSQL2_DRIVER } from './mysql2';
 import { DRIVER_NAMES, type DriverName } from './names';
 import { PG_DRIVER } from './pg';
+import { POSTGRES_JS_DRIVER } from './postgres-js';
 
 /**
  * Every driver, by name. The mapped type makes a name added to DRIVER_NAMES but not here (or a module whose `name`
@@ -15,6 +16,7 @@ export const DRIVERS = {
   mariadb: MARIADB_DRIVER,
   pg: PG_DRIVER,
   'better-sqlite3': BETTER_SQLITE3_DRIVER,
+  'postgres-js': POSTGRES_JS_DRIVER,
 } satisfies { [D in DriverName]: SomeDriverModule<D> };
 
 type Drivers = typeof DRIVERS;

@@ -9,7 +9,6 @@ import { MYSQL_FAMILY_TRACKED_STATUS } from './mysql';
  */
 export const MARIADB_TRAITS: MysqlFamilyTraits = {
   trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
-  rowCounterCandidates: ['Innodb_rows_inserted', 'Handler_write'],
   perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
   bulkExecuteEvent: 'statement/com/Bulk_execute',
   // MariaDB's view fills a temporary table too, but that moves Handler_tmp_write, which is not watched.

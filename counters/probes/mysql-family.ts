@@ -1,6 +1,5 @@
-import mysql from 'mysql2/promise';
-import type { Connection, RowDataPacket } from 'mysql2/promise';
 import { SqltallyError } from '../../containers/errors';
+import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
 import type { WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource } from './snapshot-probe';
@@ -14,8 +13,6 @@ import type { Counters } from './window';
 export interface MysqlFamilyTraits {
   /** Global status counters watched in every window, when present on the server. */
   trackedStatus: readonly string[];
-  /** Inserted-rows counters in order of preference; the first one the server has is used. */
-  rowCounterCandidates: readonly string[];
   /** Per-thread status variables (`performance_schema.status_by_thread`). */
   perThreadStatus: readonly string[];
   /** The per-thread statement event of a bulk command, if this server family has one. */
@@ -51,14 +48,14 @@ const SQL_THREAD_STATUS =
   'WHERE t.PROCESSLIST_ID IS NOT NULL';
 const INFO_CHARS = 200;
 
-interface ProcessRow extends RowDataPacket {
+interface ProcessRow {
   ID: number;
   USER: string | null;
   HOST: string | null;
   COMMAND: string | null;
   INFO: string | null;
 }
-interface CounterRow extends RowDataPacket {
+interface CounterRow {
   ID: number;
   NAME: string;
   N: string | number;
@@ -73,7 +70,7 @@ export class MysqlFamilySource implements SnapshotSource {
   readonly description: BackendDescription;
   readonly #connection: NetworkConnection;
   readonly #traits: MysqlFamilyTraits;
-  #conn: Connection | null = null;
+  #conn: SqlClient | null = null;
   #ownId = -1;
   #tracked: string[] = [];
   #rowCounter: string | null = null;
@@ -118,26 +115,24 @@ export class MysqlFamilySource implements SnapshotSource {
     return new SqltallyError(message, { backend: this.description.id, phase: 'probe', statement, cause });
   }
 
-  async #query<T extends RowDataPacket>(sql: string): Promise<T[]> {
+  async #query<T = Record<string, unknown>>(sql: string): Promise<T[]> {
     if (!this.#conn) throw this.#fail('probe connection is not open', sql, undefined);
-    // Text protocol on purpose: `execute` would add the probe's own prepares to Com_stmt_prepare.
-    const [rows] = await this.#conn.query<T[]>(sql);
-    return rows;
+    // The client speaks the text protocol: a prepared statement would add the probe's own to Com_stmt_prepare.
+    return this.#conn.query<T>(sql);
   }
 
   async open(): Promise<void> {
     const c = this.#connection;
     try {
-      this.#conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-      // A server stopping under an idle connection emits 'error'; unheard, that would take the whole process down.
-      this.#conn.on('error', () => undefined);
+      this.#conn = await openSqlClient('mysql', c, { backend: this.description.id });
     } catch (err) {
       throw this.#fail(`probe could not connect to ${c.host}:${c.port} as ${c.user}: ${messageOf(err)}`, 'connect', err);
     }
-    const [idRow] = await this.#query<RowDataPacket>('SELECT CONNECTION_ID() AS id, @@performance_schema AS ps');
+    const [idRow] = await this.#query<{ id: unknown; ps: unknown }>('SELECT CONNECTION_ID() AS id, @@performance_schema AS ps');
     this.#ownId = Number(idRow?.id);
     const status = await this.#readGlobalStatus();
-    this.#rowCounter = this.#traits.rowCounterCandidates.find((name) => name in status) ?? null;
+    const capabilities = this.description.capabilities;
+    this.#rowCounter = capabilities.rowCounter !== null && capabilities.rowCounter in status ? capabilities.rowCounter : null;
     this.#tracked = [...this.#traits.trackedStatus, ...(this.#rowCounter ? [this.#rowCounter] : [])].filter((n) => n in status);
 
     for (const sql of this.#traits.processlistSql) {
@@ -151,7 +146,7 @@ export class MysqlFamilySource implements SnapshotSource {
       }
     }
 
-    const grants = await this.#query<RowDataPacket>('SHOW GRANTS').catch(() => [] as RowDataPacket[]);
+    const grants = await this.#query('SHOW GRANTS').catch(() => [] as Record<string, unknown>[]);
     const grantText = grants.map((r) => String(Object.values(r)[0])).join('\n');
     this.#hasProcessPrivilege = /GRANT\s+(ALL PRIVILEGES|[^\n]*\bPROCESS\b)[^\n]*\sON\s+\*\.\*/i.test(grantText);
 
@@ -160,15 +155,19 @@ export class MysqlFamilySource implements SnapshotSource {
       this.#perfSchemaNote = 'performance_schema is OFF on this server: no per-connection attribution';
       return;
     }
+    if (!capabilities.perThreadStatements) {
+      this.#perfSchema = 'unreadable';
+      this.#perfSchemaNote = 'performance_schema is ON but this account cannot read it: no per-connection attribution';
+      return;
+    }
     try {
       await this.#query(SQL_THREAD_EVENTS);
       await this.#query(SQL_THREAD_STATUS);
       this.#perfSchema = 'on';
       const bulk = this.#traits.bulkExecuteEvent;
       if (bulk) {
-        const found = await this.#query<RowDataPacket>(
-          `SELECT COUNT(*) AS n FROM performance_schema.setup_instruments WHERE NAME = ${mysql.escape(bulk)}`,
-        );
+        // A constant name from the traits table, never user input.
+        const found = await this.#query<{ n: unknown }>(`SELECT COUNT(*) AS n FROM performance_schema.setup_instruments WHERE NAME = '${bulk}'`);
         this.#bulkEventKnown = Number(found[0]?.n) > 0;
       }
     } catch (err) {
@@ -178,7 +177,7 @@ export class MysqlFamilySource implements SnapshotSource {
   }
 
   async #readGlobalStatus(): Promise<Counters> {
-    const rows = await this.#query<RowDataPacket>(SQL_GLOBAL_STATUS);
+    const rows = await this.#query<{ Variable_name: unknown; Value: unknown }>(SQL_GLOBAL_STATUS);
     const out: Counters = {};
     for (const r of rows) {
       const value = String(r.Value);
@@ -316,6 +315,6 @@ export class MysqlFamilySource implements SnapshotSource {
   async close(): Promise<void> {
     const conn = this.#conn;
     this.#conn = null;
-    if (conn) await conn.end().catch(() => conn.destroy());
+    await conn?.close();
   }
 }

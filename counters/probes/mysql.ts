@@ -33,7 +33,6 @@ export const MYSQL_FAMILY_TRACKED_STATUS = [
  */
 export const MYSQL_TRAITS: MysqlFamilyTraits = {
   trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
-  rowCounterCandidates: ['Innodb_rows_inserted', 'Handler_write'],
   perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
   bulkExecuteEvent: null,
   // Measured on MySQL 9.7: the information_schema view inserts one InnoDB temp row per connection per read.

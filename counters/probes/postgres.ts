@@ -1,5 +1,5 @@
-import { Client } from 'pg';
 import { SqltallyError } from '../../containers/errors';
+import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
 import { classifyStatement } from '../tokenizer';
 import type { ProbeOptions, WindowContext } from './probe';
@@ -81,11 +81,10 @@ export class PostgresSource implements SnapshotSource {
   readonly attributionMethod = null;
   readonly #connection: NetworkConnection;
   readonly #settleTimeoutMs: number;
-  #client: Client | null = null;
+  #client: SqlClient | null = null;
   #ownPid = -1;
   #versionNum = 0;
   #statementStats: 'on' | string = 'on';
-  #lostConnection: string | null = null;
 
   constructor(description: BackendDescription, connection: NetworkConnection, opts: ProbeOptions = {}) {
     this.description = description;
@@ -111,28 +110,29 @@ export class PostgresSource implements SnapshotSource {
 
   async open(): Promise<void> {
     const c = this.#connection;
-    const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+    let client: SqlClient;
     try {
-      await client.connect();
+      client = await openSqlClient('postgres', c, { backend: this.description.id });
     } catch (err) {
       throw this.#fail(`probe could not connect to ${c.host}:${c.port} as ${c.user}: ${messageOf(err)}`, 'connect', err);
     }
-    // A server stopping under an idle client emits 'error'; unheard, that would take the whole process down.
-    client.on('error', (err) => {
-      this.#lostConnection = messageOf(err);
-    });
     this.#client = client;
-    const info = await client.query<{ v: string; pid: number }>(
-      "SELECT current_setting('server_version_num') AS v, pg_backend_pid() AS pid",
-    );
-    this.#versionNum = Number(info.rows[0]?.v);
-    this.#ownPid = Number(info.rows[0]?.pid);
+    const [info] = await client.query<{ v: string; pid: number }>("SELECT current_setting('server_version_num') AS v, pg_backend_pid() AS pid");
+    this.#versionNum = Number(info?.v);
+    this.#ownPid = Number(info?.pid);
     // Re-read statistics on every access instead of caching the first read of each object for the transaction.
     if (this.#forcedFlush) await client.query('SET stats_fetch_consistency = none');
-    try {
-      await client.query(statementsReadSql(false));
-    } catch (err) {
-      this.#statementStats = `pg_stat_statements is not available (${messageOf(err)}): no per-statement counts`;
+    if (!this.description.capabilities.statementStats) {
+      this.#statementStats =
+        'pg_stat_statements is not available to this account (not preloaded, not created in this database, or not readable): no per-statement counts';
+    } else {
+      // Creates the probe's own entry now, so it does not appear in the first measured interval. The server may have
+      // changed since it was identified (the extension dropped): then the layer degrades instead of failing.
+      try {
+        await client.query(statementsReadSql(false));
+      } catch (err) {
+        this.#statementStats = `pg_stat_statements is not available (${messageOf(err)}): no per-statement counts`;
+      }
     }
     // The statements above are the probe's own; flush them now so they do not land in the first measured interval.
     if (this.#forcedFlush) await client.query(SQL_FORCE_FLUSH);
@@ -141,8 +141,7 @@ export class PostgresSource implements SnapshotSource {
   async #readMain(ctx: WindowContext): Promise<MainRow> {
     if (!this.#client) throw this.#fail('probe connection is not open', 'read', undefined);
     const sql = mainReadSql(this.#forcedFlush, this.#versionNum >= SESSIONS_MIN_VERSION);
-    const res = await this.#client.query<MainRow>(sql, [ctx.table.schema ?? 'public', ctx.table.name]);
-    const row = res.rows[0];
+    const [row] = await this.#client.query<MainRow>(sql, [ctx.table.schema ?? 'public', ctx.table.name]);
     if (!row) throw this.#fail('statistics read returned no row', sql, undefined);
     return row;
   }
@@ -195,7 +194,8 @@ export class PostgresSource implements SnapshotSource {
     const startNs = process.hrtime.bigint();
     const failures: string[] = [];
     const notes: string[] = [];
-    if (this.#lostConnection) failures.push(`probe connection lost: ${this.#lostConnection}`);
+    const lost = this.#client?.lost;
+    if (lost) failures.push(`probe connection lost: ${lost}`);
     let settleDetail = 'forced flush of the writer session (pg_stat_force_next_flush)';
     let settled = true;
 
@@ -250,10 +250,10 @@ export class PostgresSource implements SnapshotSource {
     let statements: Snapshot['statements'] = null;
     if (this.#statementStats === 'on') {
       try {
-        const res = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
+        const [res] = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
           statementsReadSql(this.#forcedFlush),
         );
-        statements = new Map((res.rows[0]?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
+        statements = new Map((res?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
       } catch (err) {
         failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);
       }
@@ -311,6 +311,6 @@ export class PostgresSource implements SnapshotSource {
   async close(): Promise<void> {
     const client = this.#client;
     this.#client = null;
-    if (client) await client.end().catch(() => undefined);
+    await client?.close();
   }
 }

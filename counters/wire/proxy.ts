@@ -4,7 +4,7 @@ import { SqltallyError } from '../../containers/errors';
 import { MysqlSession } from './mysql-protocol';
 import { PgSession } from './pg-protocol';
 import { connectionRecord, diffWireSnapshots } from './tally';
-import type { WireSession } from './tally';
+import type { WireProtocol, WireSession } from './tally';
 import type { WireConnection, WireCounts, WireSnapshot } from './types';
 
 /** How `startWireProxy` is configured. */
@@ -63,9 +63,14 @@ function nowNs(): number {
   return Number(process.hrtime.bigint());
 }
 
+/** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
+const SESSIONS = {
+  mysql: (tls) => new MysqlSession({ tls }),
+  postgres: (tls) => new PgSession({ tls }),
+} satisfies Record<WireProtocol, (tls: 'refuse' | 'passthrough') => WireSession>;
+
 function sessionFor(options: WireProxyOptions): WireSession {
-  const tls = options.tls ?? 'refuse';
-  return options.protocol === 'mysql' ? new MysqlSession({ tls }) : new PgSession({ tls });
+  return SESSIONS[options.protocol](options.tls ?? 'refuse');
 }
 
 function errorText(error: unknown): string {
@@ -194,7 +199,7 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     host: '127.0.0.1',
     port: address.port,
     connections,
-    snapshot: () => ({ proxyId, takenAtNs: nowNs(), connections: connections() }),
+    snapshot: () => ({ proxyId, protocol: options.protocol, takenAtNs: nowNs(), connections: connections() }),
     diff: diffWireSnapshots,
     close,
     [Symbol.asyncDispose]: close,

@@ -7,11 +7,16 @@ function counts(over: Partial<WireCounts>): WireCounts {
 function conn(id: number, over: Partial<WireCounts>, closedAtNs: number | null = null): WireConnection {
   return { id, serverConnectionId: 100 + id, openedAtNs: 1, closedAtNs, counts: counts(over) };
 }
-function snap(takenAtNs: number, connections: WireConnection[], proxyId = 'p'): WireSnapshot {
-  return { proxyId, takenAtNs, connections };
+function snap(takenAtNs: number, connections: WireConnection[], proxyId = 'p', protocol: WireSnapshot['protocol'] = 'mysql'): WireSnapshot {
+  return { proxyId, protocol, takenAtNs, connections };
 }
 
 describe('diffWireSnapshots', () => {
+  it('counts an empty window in the proxy\'s own protocol', () => {
+    expect(diffWireSnapshots(snap(1, [], 'p', 'postgres'), snap(2, [], 'p', 'postgres')).protocol).toBe('postgres');
+    expect(diffWireSnapshots(snap(1, [], 'p', 'mysql'), snap(2, [], 'p', 'mysql')).protocol).toBe('mysql');
+  });
+
   it('subtracts per connection, counts only connections with traffic, and puts new handshakes in setup', () => {
     const before = snap(10, [
       conn(1, { commands: { COM_QUERY: 2 }, commandsTotal: 2, roundTrips: 2, bytesClientToServer: 50, bytesServerToClient: 20, clientWrites: 2 }),

@@ -202,8 +202,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
   if (before.takenAtNs > after.takenAtNs) {
     throw new SqltallyError('wire snapshot "before" was taken after "after"', { phase: 'wire', hint: 'swap the arguments' });
   }
-  const protocol = after.connections[0]?.counts.protocol ?? before.connections[0]?.counts.protocol ?? 'mysql';
-  const out = emptyWireCounts(protocol);
+  const out = emptyWireCounts(after.protocol);
   const setup = emptySetup();
   const serverMessages: Record<string, number> = {};
   const previous = new Map(before.connections.map((c) => [c.id, c] as const));

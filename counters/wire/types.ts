@@ -72,6 +72,8 @@ export type WireConnection = z.infer<typeof WireConnectionSchema>;
 export const WireSnapshotSchema = z.object({
   /** Identifies the proxy, so snapshots of different proxies are never diffed. */
   proxyId: z.string(),
+  /** The proxy's protocol: what an empty window's counts are counts of. */
+  protocol: z.enum(['mysql', 'postgres']),
   takenAtNs: z.number().int().nonnegative(),
   connections: z.array(WireConnectionSchema),
 });

@@ -2,7 +2,7 @@ import { SqltallyError } from '../../containers/errors';
 import { BACKEND_NAMES } from '../../containers/types';
 import type { BackendName } from '../../containers/types';
 import type { DriverName } from '../../counters/driver/names';
-import { backendNameOf } from '../table';
+import { parseBackendId } from '../../containers/registry';
 import { SQLITE_MULTIROW, SQLITE_PER_ROW_TX, SQLITE_RAW_SQL } from './better-sqlite3';
 import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
 import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
@@ -48,7 +48,7 @@ function isStrategyName(name: string): name is StrategyName {
 
 /** Strategies that run on `backend` (`mariadb`, `postgres@15`, ...), in registry order. */
 export function strategiesFor(backend: BackendName | string): AnyInsertStrategy[] {
-  const name = backendNameOf(backend);
+  const name = parseBackendId(backend).name;
   return Object.values(STRATEGIES).filter((s: AnyInsertStrategy) => s.backends.includes(name));
 }
 
@@ -57,7 +57,7 @@ export function strategiesFor(backend: BackendName | string): AnyInsertStrategy[
  * config SqltallyError listing what would work, raised before any connection is opened.
  */
 export function findStrategy(name: string, backend: BackendName | string): AnyInsertStrategy {
-  const backendName = backendNameOf(backend);
+  const backendName = parseBackendId(backend).name;
   if (!isStrategyName(name)) {
     throw new SqltallyError(`unknown strategy "${name}"; known: ${STRATEGY_NAMES.join(', ')}`, {
       backend: String(backend),

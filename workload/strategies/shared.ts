@@ -2,10 +2,11 @@ import { SqltallyError } from '../../containers/errors';
 import type { BackendName } from '../../containers/types';
 import type { DriverName } from '../../counters/driver/names';
 import type { CallKind, StatementClass } from '../../counters/events';
-import { effectiveBindLimit, planChunks, planTextChunks, TEXT_ROWS_PER_STATEMENT } from '../chunking';
+import { planChunks, planTextChunks, TEXT_ROWS_PER_STATEMENT } from '../chunking';
 import { assertRows, COLUMN_COUNT } from '../rows';
 import type { Row } from '../rows';
-import { backendNameOf, insertHead, placeholderRows } from '../table';
+import { parseBackendId } from '../../containers/registry';
+import { insertHead, placeholderRows } from '../table';
 import { rowLiteral } from '../dialects/types';
 import type { WorkloadTable } from '../table';
 import type {
@@ -95,14 +96,15 @@ export function defineStrategy<D extends DriverName>(spec: StrategySpec<D>): Ins
   const plan = (rows: number, caps: { maxBindValues: number }, options: PlanOptions = {}): InsertPlan => {
     const requested = options.backend ?? spec.backends[0];
     if (requested === undefined) throw new SqltallyError(`strategy ${spec.name} lists no backend`, { phase: 'config' });
-    const backend = backendNameOf(requested);
+    const backend = parseBackendId(requested).name;
     if (!spec.backends.includes(backend)) {
       throw new SqltallyError(
         `strategy ${spec.name} does not run on ${backend}; it is for ${spec.backends.join(', ')}`,
         { backend: String(requested), phase: 'config' },
       );
     }
-    const bindLimit = effectiveBindLimit(backend, caps.maxBindValues);
+    // The capability the backend reported (declared per flavour, refined from the server): the one the report shows.
+    const bindLimit = caps.maxBindValues;
     const head = `${spec.name}: INSERT INTO ... (${COLUMN_COUNT} columns)`;
     const chunks = planChunks({ rows, columns: COLUMN_COUNT, budget: options.bindBudget, limit: bindLimit, backend: String(requested), statement: head });
     const textRowsPerStatement = options.textRowsPerStatement ?? TEXT_ROWS_PER_STATEMENT;

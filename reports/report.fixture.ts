@@ -22,7 +22,7 @@ export function fixtureEnvironment(over: Partial<Environment> = {}): Environment
     memoryBytes: 8 * 1024 ** 3,
     node: 'v20.20.2',
     sqltallyVersion: '0.1.0',
-    drivers: { mysql2: '3.24.6', mariadb: '3.5.4', pg: '8.23.1', 'better-sqlite3': '12.6.2' },
+    drivers: { mysql2: '3.24.6', mariadb: '3.5.4', pg: '8.23.1', 'better-sqlite3': '12.6.2', 'postgres-js': '3.4.9' },
     git: { commit: 'a'.repeat(40), dirty: false },
     ci: null,
     ...over,

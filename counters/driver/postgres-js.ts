@@ -1,0 +1,237 @@
+import type { Sql } from 'postgres';
+import type { StatementSink } from '../events';
+import { classifyStatement } from '../tokenizer';
+import type { CallShape, CallSite, WrapperMark } from './counted';
+import { emit, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
+import { loadDriverPackage, networkTarget } from './load';
+import type { DriverModel, DriverModule, Range } from './module';
+
+const DRIVER = 'postgres-js';
+
+/**
+ * The part of a postgres.js query object (`sql\`...\``, `sql.unsafe(...)`) the wrapper relies on. A query is a lazy
+ * Promise: it runs when first awaited (or `.execute()`d), on a connection the pool picks, and a query that is only
+ * nested into another one as a fragment never runs at all. So a call is counted when it runs and recorded when it
+ * settles, never when it is merely built.
+ */
+interface PostgresJsQuery {
+  handle(...args: unknown[]): unknown;
+  resolve(value: unknown): unknown;
+  reject(error: unknown): unknown;
+  strings: readonly string[];
+  /** Set when the query runs: the text sent and its parameters. */
+  string?: string;
+  parameters?: readonly unknown[];
+  /** The backend that ran it (BackendKeyData), once it ran. */
+  state?: { pid?: number } | null;
+  options?: { simple?: boolean };
+}
+
+function isQuery(value: unknown): value is PostgresJsQuery {
+  if (value === null || typeof value !== 'object') return false;
+  const q = value as Record<string, unknown>;
+  return typeof q.handle === 'function' && typeof q.resolve === 'function' && typeof q.reject === 'function' && Array.isArray(q.strings);
+}
+
+const ROW_COUNTING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
+
+/** postgres.js results are arrays carrying `command` and `count` (the CommandComplete tag's number). */
+function rowsOf(result: unknown): number | null {
+  if (result === null || typeof result !== 'object') return null;
+  const { command, count } = result as { command?: unknown; count?: unknown };
+  return typeof command === 'string' && ROW_COUNTING_COMMANDS.has(command) ? toCount(count) : null;
+}
+
+/**
+ * Counts one query when it runs. Its own `handle`, `resolve` and `reject` (instance members postgres.js gives every
+ * query) are shadowed on the instance, so nothing global is patched and the query's promise is never touched:
+ * observing it with `.then` would run a query that the user only meant as a fragment.
+ */
+function countQuery(query: PostgresJsQuery, site: CallSite, method: string): void {
+  const handle = query.handle;
+  const resolve = query.resolve;
+  const reject = query.reject;
+  let start = 0n;
+  let running = false;
+  const settle = (rows: number | null, error: unknown): void => {
+    if (!running) return;
+    running = false;
+    const sql = query.string ?? query.strings.join('?');
+    const shape: CallShape = {
+      method,
+      kind: 'query',
+      sql,
+      statementClass: classifyStatement(sql, 'postgres'),
+      bindValues: query.parameters?.length ?? 0,
+      parameterSets: 1,
+    };
+    emit(site, shape, start, nowNs(), rows, error);
+    site.sink.inFlight?.(-1);
+  };
+  query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {
+    if (!running && start === 0n) {
+      running = true;
+      start = nowNs();
+      site.sink.inFlight?.(1);
+    }
+    return handle.apply(this, args);
+  };
+  query.resolve = (value: unknown) => {
+    settle(rowsOf(value), null);
+    return resolve(value);
+  };
+  query.reject = (error: unknown) => {
+    settle(null, error ?? new Error('query rejected'));
+    return reject(error);
+  };
+}
+
+/** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
+function control(site: CallSite, sql: string, at = nowNs()): void {
+  emit(site, { method: 'begin', kind: 'query', sql, statementClass: classifyStatement(sql, 'postgres'), bindValues: 0, parameterSets: 1 }, at, at, null, null);
+}
+
+type AnyFunction = (...args: unknown[]) => unknown;
+
+/**
+ * Counts every query run through a postgres.js `sql` instance (`postgres(...)`), a transaction's `sql` inside
+ * `sql.begin`, or a reserved connection from `sql.reserve()`, into `sink`. Same function and behaviour out.
+ * - Tagged templates, `sql.unsafe` and `sql.file` -> one `query` event each when the query runs (with its text,
+ *   parameter count, rows from the command tag and the backend pid that ran it). A query nested as a fragment runs
+ *   as part of its parent and is not a call of its own. Concurrent queries are pipelined by postgres.js: that shows
+ *   on the wire, not here.
+ * - `sql.begin(fn)` -> BEGIN and COMMIT (or ROLLBACK when it rejects) as `query` events with method `begin` and no
+ *   duration (postgres.js sends them itself), with `fn` handed a counted transaction `sql`; `savepoint(fn)` adds
+ *   SAVEPOINT and, when it rejects, ROLLBACK TO SAVEPOINT.
+ * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`; cursors and `forEach` are counted once,
+ *   when they start.
+ */
+export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink): T {
+  return wrapOnce(DRIVER, target, sink, () => {
+    const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
+    const mark: WrapperMark = { driver: DRIVER, sink, target };
+    const counted = (result: unknown, method: string): unknown => {
+      if (isQuery(result)) countQuery(result, { ...site, connectionId: () => result.state?.pid ?? null }, method);
+      return result;
+    };
+    const hooks: Record<string, (original: AnyFunction) => AnyFunction> = {
+      unsafe: (original) => (...args) => counted(original(...args), 'unsafe'),
+      file: (original) => (...args) => counted(original(...args), 'file'),
+      begin: (original) => (...args) => {
+        const fnIndex = args.length - 1;
+        const body = args[fnIndex] as AnyFunction;
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink));
+        const options = typeof args[0] === 'string' && fnIndex > 0 ? ` ${args[0].replace(/[^a-z ]/gi, '')}` : '';
+        sink.inFlight?.(1);
+        control(site, `BEGIN${options}`);
+        return (original(...args) as Promise<unknown>).then(
+          (value) => {
+            control(site, 'COMMIT');
+            sink.inFlight?.(-1);
+            return value;
+          },
+          (error: unknown) => {
+            control(site, 'ROLLBACK');
+            sink.inFlight?.(-1);
+            throw error;
+          },
+        );
+      },
+      savepoint: (original) => (...args) => {
+        const fnIndex = args.length - 1;
+        const body = args[fnIndex] as AnyFunction;
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink));
+        control(site, 'SAVEPOINT');
+        return (original(...args) as Promise<unknown>).catch((error: unknown) => {
+          control(site, 'ROLLBACK TO SAVEPOINT');
+          throw error;
+        });
+      },
+      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink)),
+    };
+    const replaced = new Map<PropertyKey, AnyFunction>();
+    const proxy: T = new Proxy(target, {
+      apply(fn, thisArg, args: unknown[]) {
+        // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
+        return counted(Reflect.apply(fn as AnyFunction, thisArg, args), 'sql');
+      },
+      get(t, prop) {
+        if (prop === WRAPPED) return mark;
+        const existing = replaced.get(prop);
+        if (existing) return existing;
+        const value: unknown = Reflect.get(t, prop);
+        const hook = typeof prop === 'string' && Object.hasOwn(hooks, prop) ? hooks[prop] : undefined;
+        if (!hook || typeof value !== 'function') return value;
+        const replacement = hook((value as AnyFunction).bind(t));
+        replaced.set(prop, replacement);
+        return replacement;
+      },
+    });
+    return proxy;
+  });
+}
+
+function isSql(value: unknown): boolean {
+  if (typeof value !== 'function') return false;
+  const o = value as unknown as Record<string, unknown>;
+  return typeof o.unsafe === 'function' && typeof o.begin === 'function' && typeof o.end === 'function' && typeof o.array === 'function';
+}
+
+/**
+ * postgres.js prepares every tagged query as a named statement once per connection (Parse/Describe/Flush, then
+ * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
+ * and `unsafe` without them as a simple Query.
+ */
+const postgresJsModel: DriverModel = (group) => {
+  const calls = group.calls;
+  const extended = Math.min(calls, group.callsWithValues);
+  const range = (min: number, max: number): Range => ({ min, max });
+  const statements = range(calls, calls);
+  return {
+    wire: {
+      Parse: range(0, calls),
+      Describe: range(0, calls),
+      Flush: range(0, calls),
+      Bind: range(extended, calls),
+      Execute: range(extended, calls),
+      Sync: range(extended, calls),
+      Query: range(0, calls - extended),
+    },
+    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
+    wireWords: 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
+    serverWords: '1 pg_stat_statements call',
+  };
+};
+
+type PostgresFactory = (options: Record<string, unknown>) => Sql;
+
+/** postgres.js (`postgres` on npm): a `sql` function over its own pool; sqltally opens it with one connection. */
+export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
+  name: 'postgres-js',
+  packageName: 'postgres',
+  backends: ['postgres'],
+  dialect: 'postgres',
+  releases: [],
+  accepts: "a postgres.js sql instance (postgres(...)), a transaction's sql or a reserved one",
+  recognises: isSql,
+  wrap: (target, sink) => wrapPostgresJs(target, sink),
+  async open(connection, opts) {
+    const net = networkTarget('postgres-js', connection, opts);
+    const loaded = await loadDriverPackage<{ default: PostgresFactory }>(opts.driverPackage ?? 'postgres', 'postgres-js', opts.backend);
+    // One connection, so the window's per-connection facts hold; notices are the server's business, not stdout's.
+    const sql = loaded.default({ host: net.host, port: net.port, user: net.user, password: net.password, database: net.database, max: 1, onnotice: () => undefined, ...opts.driverOptions });
+    try {
+      // postgres.js connects lazily: connect now, outside any window, and learn the backend pid.
+      const [row] = await sql.unsafe('SELECT pg_backend_pid() AS pid');
+      const pid = Number((row as { pid?: unknown } | undefined)?.pid);
+      return { handle: sql, connectionId: Number.isInteger(pid) ? pid : null, close: () => sql.end({ timeout: 5 }) };
+    } catch (error) {
+      await sql.end({ timeout: 1 }).catch(() => undefined);
+      throw error;
+    }
+  },
+  runSql: async (h, sql) => [...(await h.unsafe(sql))],
+  ping: null,
+  rowSource: (h) => ({ all: async (sql, params = []) => [...(await h.unsafe(sql, [...params] as never[]))] as Record<string, unknown>[] }),
+  model: postgresJsModel,
+};
