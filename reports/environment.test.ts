@@ -18,6 +18,7 @@ describe('collectEnvironment', () => {
       mariadb: installed('mariadb'),
       pg: installed('pg'),
       'better-sqlite3': installed('better-sqlite3'),
+      'postgres-js': installed('postgres'),
     });
     expect(env.sqltallyVersion).toBe('0.1.0');
     expect(env.git.commit).toMatch(/^[0-9a-f]{40}$/);

@@ -6,6 +6,7 @@ import { DriverNameSchema } from '../counters/driver/names';
 import { SqltallyError } from '../containers/errors';
 import { EventLoopDelaySchema } from '../capture/event-loop';
 import { absentMeansZero, LayersSchema } from '../capture/tally';
+import { DRIVERS } from '../counters/driver/registry';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
 
@@ -285,8 +286,9 @@ export function counterAbsentMeansZero(counter: string): boolean {
 
 /**
  * The deterministic counts of a cell, flattened. Only numbers that a rerun reproduces exactly: socket writes
- * (which depend on when the kernel flushes a pipelined batch) and server-to-client bytes (which carry
- * server-version strings) are left out, as are timings.
+ * (which depend on when the kernel flushes a pipelined batch), server-to-client bytes (which carry server-version
+ * strings) and, for a driver whose statement names vary per connection, client-to-server bytes are left out, as
+ * are timings.
  */
 export function countsOf(cell: Cell): Counts {
   const { driver, wire, server } = cell.layers;
@@ -308,7 +310,7 @@ export function countsOf(cell: Cell): Counts {
           ...prefixed('commands', wire.commands),
           commandsTotal: wire.commandsTotal,
           roundTrips: wire.roundTrips,
-          bytesClientToServer: wire.bytesClientToServer,
+          ...(DRIVERS[cell.driver].stableWireBytes ? { bytesClientToServer: wire.bytesClientToServer } : {}),
           connections: wire.connections,
         }
       : null,

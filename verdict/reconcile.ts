@@ -62,10 +62,12 @@ export function predict(input: ReconcileInput): Prediction {
   const prepared = new Set<string>();
   for (const group of groupCalls(events)) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
-    const prepares = group.kind !== 'query';
-    const firstPrepareInWindow = prepares && !prepared.has(key);
-    if (prepares) prepared.add(key);
-    const c = model(group, { capabilities: input.capabilities, driverOptions, firstPrepareInWindow });
+    const claimPrepare = (): boolean => {
+      if (prepared.has(key)) return false;
+      prepared.add(key);
+      return true;
+    };
+    const c = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
     const lineKey = `${group.kind}|${group.statementClass}|${c.wireWords}`;

@@ -265,4 +265,5 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
   // safeIntegers: SQLite integers above 2^53 come back as bigint instead of being rounded.
   rowSource: (h) => ({ all: async (sql, params = []) => h.prepare(sql).safeIntegers(true).all(...params) as Record<string, unknown>[] }),
   model: sqliteModel,
+  stableWireBytes: true,
 };

@@ -247,4 +247,5 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
   ping: (h) => h.ping(),
   rowSource: (h) => ({ all: async (sql, params = []) => [...((await h.execute(sql, [...params])) as Record<string, unknown>[])] }),
   model: mysqlProtocolModel,
+  stableWireBytes: true,
 };

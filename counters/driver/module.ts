@@ -81,10 +81,11 @@ export interface ModelContext {
   capabilities: Pick<Capabilities, 'bulkExecute' | 'wireProtocol'>;
   driverOptions: Readonly<Record<string, unknown>>;
   /**
-   * Whether this group's statement may already be prepared on its connection from before the window. The
-   * reconciler answers from what it has seen; a model asks once per group.
+   * For a group whose calls need the statement prepared on its connection: true when no earlier group of the window
+   * needed the same text prepared on the same connection (so it is prepared here, unless cached from before the
+   * window), false when one did. The first group to ask claims it; a model asks only for calls that prepare.
    */
-  firstPrepareInWindow: boolean;
+  claimPrepare(): boolean;
 }
 
 /** How a driver turns calls into wire commands and server statements, per group (see {@link CallGroup}). */
@@ -127,6 +128,12 @@ export interface DriverModule<D extends DriverName, H extends object> {
   rowSource(handle: H): RowSource;
   /** How its calls become wire commands and server statements: the reconciliation's model. */
   readonly model: DriverModel;
+  /**
+   * Whether the bytes it sends for the same calls are the same on every connection. postgres.js names its prepared
+   * statements with a random prefix per connection, so its Parse/Bind bytes differ from run to run: a rerun cannot
+   * reproduce them, and a gate must not compare them.
+   */
+  readonly stableWireBytes: boolean;
 }
 
 /**

@@ -407,4 +407,5 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
     all: async (sql, params = []) => (await h.execute(sql, [...params] as import('mysql2').ExecuteValues[]))[0] as Record<string, unknown>[],
   }),
   model: mysqlProtocolModel,
+  stableWireBytes: true,
 };

@@ -185,4 +185,5 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => (await h.query(sql, [...params])).rows as Record<string, unknown>[] }),
   model: pgModel,
+  stableWireBytes: true,
 };

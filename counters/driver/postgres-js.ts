@@ -180,26 +180,35 @@ function isSql(value: unknown): boolean {
 /**
  * postgres.js prepares every tagged query as a named statement once per connection (Parse/Describe/Flush, then
  * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
- * and `unsafe` without them as a simple Query.
+ * and `unsafe` without them as a simple Query. Its own BEGIN is such a simple Query; its COMMIT, ROLLBACK and
+ * SAVEPOINT are tagged, hence prepared, and pg_stat_statements (measured on 15) counts a transaction-control
+ * statement re-executed from a named prepared statement only the first time on a connection.
  */
-const postgresJsModel: DriverModel = (group) => {
+const PREPARED_CONTROL = new Set(['commit', 'rollback', 'savepoint']);
+
+const postgresJsModel: DriverModel = (group, ctx) => {
   const calls = group.calls;
   const extended = Math.min(calls, group.callsWithValues);
   const range = (min: number, max: number): Range => ({ min, max });
-  const statements = range(calls, calls);
+  const preparedControl = PREPARED_CONTROL.has(group.statementClass);
+  const counted = preparedControl ? range(0, ctx.claimPrepare() ? 1 : 0) : range(calls, calls);
   return {
     wire: {
       Parse: range(0, calls),
       Describe: range(0, calls),
       Flush: range(0, calls),
-      Bind: range(extended, calls),
-      Execute: range(extended, calls),
-      Sync: range(extended, calls),
-      Query: range(0, calls - extended),
+      Bind: range(preparedControl ? calls : extended, calls),
+      Execute: range(preparedControl ? calls : extended, calls),
+      Sync: range(preparedControl ? calls : extended, calls),
+      Query: range(0, preparedControl ? 0 : calls - extended),
     },
-    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
-    wireWords: 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
-    serverWords: '1 pg_stat_statements call',
+    server: { statements: counted, ...(group.statementClass === 'insert' ? { inserts: counted } : {}), ...(group.statementClass === 'commit' ? { commits: counted } : {}) },
+    wireWords: preparedControl
+      ? 'Bind/Execute/Sync of its prepared statement (+ Parse once per connection)'
+      : 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
+    serverWords: preparedControl
+      ? 'counted by pg_stat_statements only at its first execution on the connection'
+      : '1 pg_stat_statements call',
   };
 };
 
@@ -234,4 +243,6 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => [...(await h.unsafe(sql, [...params] as never[]))] as Record<string, unknown>[] }),
   model: postgresJsModel,
+  // Statement names are a random per-connection prefix plus a counter (connection.js `statementId`).
+  stableWireBytes: false,
 };

@@ -29,7 +29,7 @@ describe('registry', () => {
       expect(strategy.name).toBe(key);
       expect(key.startsWith(`${strategy.driver}.`)).toBe(true);
     }
-    expect(new Set(STRATEGY_NAMES).size).toBe(15);
+    expect(new Set(STRATEGY_NAMES).size).toBe(18);
   });
 
   it('gives every backend strategies, including its raw-SQL twin', () => {
@@ -39,7 +39,15 @@ describe('registry', () => {
       expect(names.length).toBeGreaterThanOrEqual(3);
     }
     expect(strategiesFor('mariadb@10.11').map((s) => s.name)).toEqual(strategiesFor('mysql').map((s) => s.name));
-    expect(strategiesFor('postgres').map((s) => s.name)).toEqual(['pg.query-multirow', 'pg.unnest', 'pg.per-row-tx', 'pg.raw-sql']);
+    expect(strategiesFor('postgres').map((s) => s.name)).toEqual([
+      'pg.query-multirow',
+      'pg.unnest',
+      'pg.per-row-tx',
+      'pg.raw-sql',
+      'postgres-js.multirow',
+      'postgres-js.unnest',
+      'postgres-js.pipelined-tx',
+    ]);
   });
 
   it('carries bulk: false as a connection option for the no-bulk batch only', () => {
@@ -173,7 +181,7 @@ describe('expectedDriverCounts follows the plan', () => {
         expect(c.bindValuesPerCall).toHaveLength(c.calls);
         expect(Math.max(...c.bindValuesPerCall)).toBeLessThanOrEqual(strategy.name.endsWith('query-multirow') || strategy.name.includes('batch') ? 60_000 : 30_000);
         const bound = c.bindValuesPerCall.reduce((a, b) => a + b, 0);
-        const expected = strategy.name.endsWith('raw-sql') ? 0 : strategy.name === 'pg.unnest' ? 6 : rows * 6;
+        const expected = strategy.name.endsWith('raw-sql') ? 0 : strategy.name.endsWith('.unnest') ? 6 : rows * 6;
         expect(bound).toBe(expected);
       }
     }
