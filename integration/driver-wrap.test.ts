@@ -62,6 +62,75 @@ describeEachBackend(
     const backend = withBackend(b.id);
 
     if (b.backend === 'postgres') {
+      describe('postgres.js', () => {
+        it('counts tagged templates, unsafe, the multi-row helper and transactions; a fragment or an unawaited query is not a call', async () => {
+          const tally = new DriverTally();
+          const conn = await openCountedConnection('postgres-js', backend().connection, tally);
+          try {
+            const sql = conn.handle;
+            await sql`DROP TABLE IF EXISTS wrap_pgjs`;
+            await sql`CREATE TABLE wrap_pgjs (id int PRIMARY KEY, label text, score double precision)`;
+            const mark = tally.mark();
+            const five = rows(5).map(([id, label, score]) => ({ id, label, score }));
+            expect((await sql`INSERT INTO wrap_pgjs ${sql(five, 'id', 'label', 'score')}`).count).toBe(5);
+            // A query nested as a fragment runs inside its parent: one call, not two.
+            const where = sql`WHERE id > ${2}`;
+            expect((await sql`SELECT id FROM wrap_pgjs ${where}`).length).toBe(3);
+            await sql.unsafe('UPDATE wrap_pgjs SET score = score + 1');
+            await sql.unsafe('DELETE FROM wrap_pgjs WHERE id = $1', [5]);
+            // Built and never awaited: postgres.js never runs it, so it crosses no layer.
+            void sql`SELECT 1 AS never_run`;
+            const inTx = await sql.begin(async (tx) => {
+              await tx`INSERT INTO wrap_pgjs VALUES (${6}, ${'six'}, ${6.5})`;
+              await tx.savepoint(async (sp) => {
+                await sp`INSERT INTO wrap_pgjs VALUES (${7}, ${'seven'}, ${7.5})`;
+              });
+              return 'done';
+            });
+            expect(inTx).toBe('done');
+            await expect(sql.begin(async (tx) => tx`INSERT INTO wrap_pgjs VALUES (${1}, ${'dup'}, ${0})`)).rejects.toThrow(/duplicate key/);
+            const events = tally.since(mark);
+            expect(brief(events)).toEqual([
+              'sql/query/insert/b15/p1/r5',
+              'sql/query/select/b1/p1/rnull',
+              'unsafe/query/update/b0/p1/r5',
+              'unsafe/query/delete/b1/p1/r1',
+              'begin/query/begin/b0/p1/rnull',
+              'sql/query/insert/b3/p1/r1',
+              'begin/query/savepoint/b0/p1/rnull',
+              'sql/query/insert/b3/p1/r1',
+              'begin/query/commit/b0/p1/rnull',
+              'begin/query/begin/b0/p1/rnull',
+              'sql/query/insert/b3/p1/rnull',
+              'begin/query/rollback/b0/p1/rnull',
+            ]);
+            expect(events[0]?.sql).toMatch(/^INSERT INTO wrap_pgjs \("id","label","score"\)values\(\$1,\$2,\$3\),/);
+            expect(events[1]?.sql).toBe('SELECT id FROM wrap_pgjs WHERE id > $1');
+            expect(events[10]?.error).toMatch(/duplicate key/);
+            // The backend pid of the connection that ran it, read from the query itself.
+            expect(new Set(events.filter((e) => e.method !== 'begin').map((e) => e.connectionId))).toEqual(new Set([conn.connectionId]));
+          } finally {
+            await conn.close();
+          }
+        });
+
+        it('counts queries postgres.js pipelines on one connection one call each', async () => {
+          const tally = new DriverTally();
+          const conn = await openCountedConnection('postgres-js', backend().connection, tally);
+          try {
+            const sql = conn.handle;
+            const mark = tally.mark();
+            const results = await Promise.all(Array.from({ length: 20 }, (_, i) => sql`SELECT ${i}::int AS n`));
+            expect(results.map((r) => r[0]?.n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+            expect(tally.since(mark).map((e) => e.statementClass)).toEqual(new Array(20).fill('select'));
+          } finally {
+            await conn.close();
+          }
+        });
+      });
+    }
+
+    if (b.backend === 'postgres') {
       describe('pg', () => {
         it('counts every query form with bind values, rows affected and the backend pid', async () => {
           const tally = new DriverTally();
