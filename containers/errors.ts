@@ -37,9 +37,15 @@ export function redactSecrets(text: string): string {
   return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)([^@\s/]*)@/gi, '$1***@');
 }
 
+/**
+ * Whitespace folded, cut at `max` characters with the original length said. Only a prefix is folded: a 200 KB
+ * multi-row INSERT must not be scanned whole to show its first 200 characters.
+ */
 export function truncateStatement(sql: string, max = STATEMENT_SHOWN_CHARS): string {
-  const flat = sql.replace(/\s+/g, ' ').trim();
-  return flat.length <= max ? flat : `${flat.slice(0, max)}… (${flat.length} chars)`;
+  const head = sql.length > max * 4 + 16 ? sql.slice(0, max * 4 + 16) : sql;
+  const flat = head.replace(/\s+/g, ' ').trim();
+  if (head === sql && flat.length <= max) return flat;
+  return `${flat.slice(0, max)}… (${sql.length} chars)`;
 }
 
 /**

@@ -40,8 +40,19 @@ describe('summarizeDriverEvents', () => {
       eventsOmitted: 0,
     });
     expect(layer.byKind).toEqual({ query: 2, execute: 1, batch: 1, prepare: 1 });
-    expect(layer.byClass).toMatchObject({ insert: 4, commit: 1, select: 0, other: 0 });
+    // Statement classes count statements executed: the prepare is a call (byKind.prepare), not an INSERT run.
+    expect(layer.byClass).toMatchObject({ insert: 3, commit: 1, select: 0, other: 0 });
     expect(Object.keys(layer.byClass)).toHaveLength(11);
+  });
+
+  it('counts the same statements whether a driver prepares each call or not (knex on SQLite prepares, then runs)', () => {
+    const prepared = summarizeDriverEvents(
+      Array.from({ length: 10 }, () => [event({ kind: 'prepare', parameterSets: 0, bindValues: 0, rowsAffected: null }), event({ kind: 'execute' })]).flat(),
+    );
+    const direct = summarizeDriverEvents(Array.from({ length: 10 }, () => event({ kind: 'query' })));
+    expect(prepared.byClass.insert).toBe(10);
+    expect(direct.byClass.insert).toBe(10);
+    expect(prepared).toMatchObject({ calls: 20, byKind: { prepare: 10, execute: 10 } });
   });
 
   it('is all zeroes for an empty window', () => {
@@ -73,12 +84,12 @@ describe('summarizeDriverEvents', () => {
 describe('DriverTally', () => {
   it('keeps events in order and windows them by mark', () => {
     const tally = new DriverTally();
-    tally.record(event({ sql: 'SET NAMES utf8mb4', statementClass: 'set' }));
+    tally.push(event({ sql: 'SET NAMES utf8mb4', statementClass: 'set' }));
     const start = tally.mark();
-    tally.record(event({ sql: 'INSERT 1' }));
-    tally.record(event({ sql: 'INSERT 2' }));
+    tally.push(event({ sql: 'INSERT 1' }));
+    tally.push(event({ sql: 'INSERT 2' }));
     const end = tally.mark();
-    tally.record(event({ sql: 'SELECT count(*)', statementClass: 'select' }));
+    tally.push(event({ sql: 'SELECT count(*)', statementClass: 'select' }));
     expect(tally.size).toBe(4);
     expect(tally.since(start).map((e) => e.sql)).toEqual(['INSERT 1', 'INSERT 2', 'SELECT count(*)']);
     expect(tally.between(start, end).map((e) => e.sql)).toEqual(['INSERT 1', 'INSERT 2']);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DriverNameSchema } from './driver/names';
+import { DriverNameSchema, type DriverName } from './driver/names';
 
 /** Statement classes from the tokenizer; anything it cannot place is `other`, never guessed. */
 export const STATEMENT_CLASSES = [
@@ -49,14 +49,40 @@ export const StatementEventSchema = z.object({
 });
 export type StatementEvent = z.infer<typeof StatementEventSchema>;
 
-/** Where wrappers send events. Counters subscribe; the wrapper never counts anything itself. */
+/** What one call was, before it ran: what a wrapper hands its sink with the call's outcome. */
+export interface CallShape {
+  method: string;
+  kind: CallKind;
+  sql: string;
+  statementClass: StatementClass;
+  bindValues: number;
+  parameterSets: number;
+}
+
+/**
+ * Where wrappers send calls. Counters subscribe; the wrapper never counts anything itself. One call per settled
+ * driver call, with times from `performance.now()` (ms since the process's time origin: no allocation per call).
+ */
 export interface StatementSink {
-  record(event: StatementEvent): void;
+  record(
+    driver: DriverName,
+    shape: CallShape,
+    startMs: number,
+    endMs: number,
+    rowsAffected: number | null,
+    error: unknown,
+    connectionId: number | null,
+  ): void;
   /**
    * Told +1 when a call is handed to the driver and -1 once it has settled (after its `record`), so that a window
    * can tell a call that was still in flight when the user's code returned (a query started without `await`).
    */
   inFlight?(delta: 1 | -1): void;
+  /**
+   * False when the sink will not keep the next call's times (its event list is full, or no window is open): the
+   * wrapper may then skip reading the clock and pass 0. A clock reading is the largest cost of a counted call.
+   */
+  readonly timed?: boolean;
 }
 
 /** Driver-layer totals over a window, derived from the events (the events are kept beside them). */

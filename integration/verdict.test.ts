@@ -1,7 +1,7 @@
 import type { StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import { canPing, openRawConnection, pingConnection, wrapConnection, type DriverHandle } from '../counters/driver/open';
-import { DriverTally } from '../counters/driver-layer';
+import { DriverTally, windowOfEvents } from '../counters/driver-layer';
 import { createProbe, type ServerProbe, type WindowContext } from '../counters/probes';
 import type { DriverOptions } from '../verdict/reconcile';
 import { decideVerdict } from '../verdict/verdict';
@@ -62,7 +62,7 @@ async function runWindow<D extends DriverName>(
       driverName: driver,
       driverOptions: strategy.declaredOptions ?? strategy.driverOptions,
       driver: driverLayer,
-      driverEvents: tally.since(mark),
+      driverWindow: windowOfEvents(tally.since(mark)),
       wire: null,
       server,
     });
@@ -205,7 +205,7 @@ describeEachBackend(
           backend: get().description,
           driverName: 'better-sqlite3',
           driver: driverLayer,
-          driverEvents: tally.since(mark),
+          driverWindow: windowOfEvents(tally.since(mark)),
           wire: null,
           server,
         });

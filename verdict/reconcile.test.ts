@@ -1,5 +1,6 @@
 import { backend, driverLayer, event } from './layers.fixture';
 import { predict, reconcile } from './reconcile';
+import { windowOfEvents } from '../counters/driver-layer';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 
@@ -186,10 +187,10 @@ describe('reconcile', () => {
     const partial = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, wire: null, server: summary });
     expect(partial.discrepancies).toEqual([]);
     expect(partial.reconciliation.some((l) => l.startsWith('not modelled: 100 driver events were omitted'))).toBe(true);
-    const full = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, events: all, wire: null, server: summary });
+    const full = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, window: windowOfEvents(all), wire: null, server: summary });
     expect(full.discrepancies).toEqual([]);
     expect(full.reconciliation[0]).toMatch(/^300 driver executes \[insert\]/);
-    const wrong = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, events: all, wire: null, server: { ...summary, executes: 301 } });
+    const wrong = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, window: windowOfEvents(all), wire: null, server: { ...summary, executes: 301 } });
     expect(wrong.discrepancies).toHaveLength(1);
   });
 });

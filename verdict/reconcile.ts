@@ -1,9 +1,9 @@
 import type { Capabilities } from '../containers/types';
-import { groupCalls } from '../counters/driver-layer';
+import { windowOfEvents, type DriverWindow } from '../counters/driver-layer';
 import { rangeText, type Range } from '../counters/driver/module';
 import type { DriverName } from '../counters/driver/names';
 import { DRIVERS } from '../counters/driver/registry';
-import type { DriverLayer, StatementEvent } from '../counters/events';
+import type { DriverLayer } from '../counters/events';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 
@@ -20,6 +20,10 @@ export interface Prediction {
   lines: string[];
   /** Why some part could not be predicted (events omitted, rows not reported). */
   gaps: string[];
+  /** The model saw only part of the calls (a capped event list): no layer is compared. */
+  partial: boolean;
+  /** Batch calls and their parameter sets: what a bulk fallback is recognised by. */
+  batches: { calls: number; parameterSets: number };
 }
 
 export interface ReconcileInput {
@@ -28,10 +32,11 @@ export interface ReconcileInput {
   capabilities: Pick<Capabilities, 'bulkExecute' | 'wireProtocol'>;
   driver: DriverLayer;
   /**
-   * Every driver event of the window, when the caller still has them: `DriverLayer.events` is capped for reports,
-   * and a model fed a capped list would predict too little. Without it, an omitted event turns off the comparisons.
+   * The window's call groups as the recorder built them from every call: `DriverLayer.events` is capped for
+   * reports, and a model fed a capped list would predict too little. Without it the groups are rebuilt from the
+   * events, and an omitted event turns off the comparisons.
    */
-  events?: readonly StatementEvent[];
+  window?: Pick<DriverWindow, 'groups' | 'insertedRows' | 'groupsIncomplete'>;
   wire: WireCounts | null;
   server: ServerSummary | null;
 }
@@ -57,10 +62,11 @@ export function predict(input: ReconcileInput): Prediction {
   const server: Record<string, Range> = {};
   const lines = new Map<string, { calls: number; sets: number; wireWords: string; serverWords: string }>();
   const gaps: string[] = [];
-  const events = input.events ?? input.driver.events;
+  const partial = !input.window && input.driver.eventsOmitted > 0;
+  const window = input.window ?? windowOfEvents(input.driver.events);
   // A driver prepares once per connection and SQL text, whichever call kind first needs it.
   const prepared = new Set<string>();
-  for (const group of groupCalls(events)) {
+  for (const group of window.groups) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
     const claimPrepare = (): boolean => {
       if (prepared.has(key)) return false;
@@ -76,20 +82,13 @@ export function predict(input: ReconcileInput): Prediction {
     line.sets += group.parameterSets;
     lines.set(lineKey, line);
   }
-  // Rows: what the driver said it inserted; a batch that did not report counts its parameter sets.
-  let rows = 0;
-  let rowsKnown = true;
-  for (const e of events) {
-    // An explicit prepare inserts nothing; its rows are the executes'.
-    if (e.statementClass !== 'insert' || e.error || e.kind === 'prepare') continue;
-    if (e.rowsAffected !== null) rows += e.rowsAffected;
-    else rowsKnown = false;
-  }
-  if (rowsKnown) server.rowsInserted = { min: rows, max: rows };
+  // Rows: what the driver said its INSERT calls inserted.
+  if (window.insertedRows !== null) server.rowsInserted = { min: window.insertedRows, max: window.insertedRows };
   else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
-  if (!input.events && input.driver.eventsOmitted > 0) {
+  if (window.groupsIncomplete) gaps.push(window.groupsIncomplete);
+  if (partial) {
     gaps.push(
-      `${input.driver.eventsOmitted} driver events were omitted from the layer and the full list was not given: the model saw only ${events.length}, so no layer is compared`,
+      `${input.driver.eventsOmitted} driver events were omitted from the layer and the full list was not given: the model saw only ${input.driver.events.length}, so no layer is compared`,
     );
   }
   const text = [...lines.entries()].map(([key, g]) => {
@@ -97,19 +96,20 @@ export function predict(input: ReconcileInput): Prediction {
     const sets = kind === 'batch' ? ` (${g.sets} parameter sets)` : '';
     return `${g.calls} driver ${kind}${g.calls === 1 ? '' : 's'} [${cls}]${sets} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
   });
-  return { wire, server, lines: text, gaps };
+  const batchGroups = window.groups.filter((g) => g.kind === 'batch');
+  const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
+  return { wire, server, lines: text, gaps, partial, batches };
 }
 
 const FELL_BACK = 'the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)';
 
 /** Likely causes, by layer and direction: the first thing to check when a count is off. */
-function serverCause(field: string, actual: number, r: Range, input: ReconcileInput): string {
-  const batches = (input.events ?? input.driver.events).filter((e) => e.kind === 'batch');
-  const sets = batches.reduce((n, e) => n + e.parameterSets, 0);
-  if ((field === 'executes' || field === 'statements') && batches.length > 0 && actual >= sets && actual > batches.length) {
-    return `${batches.length} driver batch(es) became ${actual} server ${field}: ${FELL_BACK}`;
+function serverCause(field: string, actual: number, r: Range, batches: Prediction['batches']): string {
+  const { calls, parameterSets: sets } = batches;
+  if ((field === 'executes' || field === 'statements') && calls > 0 && actual >= sets && actual > calls) {
+    return `${calls} driver batch(es) became ${actual} server ${field}: ${FELL_BACK}`;
   }
-  if (field === 'bulkExecutes' && batches.length > 0 && actual < r.min) return `${batches.length} driver batch(es) became ${actual} bulk commands: ${FELL_BACK}`;
+  if (field === 'bulkExecutes' && calls > 0 && actual < r.min) return `${calls} driver batch(es) became ${actual} bulk commands: ${FELL_BACK}`;
   if (field === 'rowsInserted') {
     return actual > r.max
       ? 'more rows than the driver reported: another writer, or triggers'
@@ -128,7 +128,7 @@ export function reconcile(input: ReconcileInput): Reconciliation {
   const prediction = predict(input);
   const reconciliation = [...prediction.lines];
   const discrepancies: string[] = [];
-  const partial = !input.events && input.driver.eventsOmitted > 0;
+  const partial = prediction.partial;
 
   if (input.wire) {
     const seen = input.wire.commands;
@@ -151,10 +151,10 @@ export function reconcile(input: ReconcileInput): Reconciliation {
     if (parts.length > 0) reconciliation.push(`wire: ${parts.join(', ')}`);
   }
 
-  const batches = (input.events ?? input.driver.events).filter((e) => e.kind === 'batch');
-  const bulkExpected = batches.length > 0 && input.capabilities.bulkExecute && input.driverOptions?.bulk !== false;
-  const bulkBatches = batches.length;
-  const bulkSets = batches.reduce((n, e) => n + e.parameterSets, 0);
+  const batches = prediction.batches;
+  const bulkExpected = batches.calls > 0 && input.capabilities.bulkExecute && input.driverOptions?.bulk !== false;
+  const bulkBatches = batches.calls;
+  const bulkSets = batches.parameterSets;
   if (input.server) {
     const parts: string[] = [];
     for (const [field, r] of Object.entries(prediction.server) as [keyof ServerSummary, Range][]) {
@@ -164,7 +164,7 @@ export function reconcile(input: ReconcileInput): Reconciliation {
       // One execute per parameter set fits the bulk range too, but it is what a fallback looks like.
       const fellBack = bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches;
       if (!partial && (actual < r.min || actual > r.max || fellBack)) {
-        discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, input)}`);
+        discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, batches)}`);
       }
     }
     if (parts.length > 0) reconciliation.push(`server: ${parts.join(', ')}`);

@@ -1,6 +1,7 @@
 import type { BackendDescription } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
-import type { DriverLayer, StatementEvent } from '../counters/events';
+import type { DriverWindow } from '../counters/driver-layer';
+import type { DriverLayer } from '../counters/events';
 import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 import { reconcile, type DriverOptions } from './reconcile';
@@ -12,8 +13,8 @@ export interface VerdictInput {
   driverName?: DriverName;
   driverOptions?: DriverOptions;
   driver: DriverLayer | null;
-  /** The window's full driver event list, when the caller has it (the layer's list is capped); see `reconcile`. */
-  driverEvents?: readonly StatementEvent[];
+  /** The window's call groups from the recorder, when the caller has them (the layer's event list is capped). */
+  driverWindow?: Pick<DriverWindow, 'groups' | 'insertedRows' | 'groupsIncomplete'>;
   wire: WireCounts | null;
   server: ServerLayer | null;
   /** The error the user's own code threw inside the window: shown as such, never as a count mismatch. */
@@ -88,7 +89,7 @@ export function decideVerdict(input: VerdictInput): Verdict {
           driverOptions: input.driverOptions,
           capabilities: backend.capabilities,
           driver: input.driver,
-          events: input.driverEvents,
+          ...(input.driverWindow ? { window: input.driverWindow } : {}),
           wire: input.wire,
           server: server?.summary ?? null,
         })

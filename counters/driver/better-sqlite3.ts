@@ -1,8 +1,9 @@
 import type { Database as SqliteDatabase } from 'better-sqlite3';
 import type { StatementSink } from '../events';
-import { classifyStatement } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
+import { countPlaceholders } from '../tokenizer';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
-import { countedProxy, emit, isPlainObject, nowNs, toCount, track, wrapOnce } from './counted';
+import { countedProxy, emit, isPlainObject, nowNs, toCount, track, WRAPPED, wrapOnce } from './counted';
 import { SqltallyError } from '../../containers/errors';
 import { loadDriverPackage } from './load';
 import type { DriverModel, DriverModule } from './module';
@@ -61,13 +62,16 @@ function runChanges(result: unknown): number | null {
 
 const noRows = (): null => null;
 
+/** Placeholders that a plain `?` count would miss: `:name`, `@name`, `$name`, `?NNN`. */
+const NAMED_OR_NUMBERED = /[:@$][A-Za-z_]|\?\d/;
+
 function siteFor(sink: StatementSink, opts: WrapOptions | undefined): CallSite {
   const id = opts?.connectionId ?? null;
   return { driver: DRIVER, sink, connectionId: () => id };
 }
 
 function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets: number): CallShape {
-  return { method, kind, sql, statementClass: classifyStatement(sql, 'sqlite'), bindValues, parameterSets };
+  return { method, kind, sql, statementClass: classifyCached(sql, 'sqlite'), bindValues, parameterSets };
 }
 
 /** Counts every call on a better-sqlite3 `Database` into `sink`; the result has the same type and behaviour. */
@@ -108,24 +112,30 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
     const mark: WrapperMark = { driver: DRIVER, sink, target: stmt };
     const sql = stmt.source;
     // The statement's text never changes, so classify once: `run` is the per-row hot path.
-    const statementClass = classifyStatement(sql, 'sqlite');
+    const statementClass = classifyCached(sql, 'sqlite');
     let boundValues = 0;
-    // `run` is the per-row hot path of the recommended bulk insert: no closure per call, and the call's shape is
-    // reused while the number of bound values stays the same (it always does for one statement in a loop).
+    // A statement takes as many values as it has placeholders, whatever shape they are passed in (scalars, one
+    // array, a named object): count them once. Named and numbered forms (`:a`, `@a`, `$a`, `?1`) fall back to
+    // counting each call's values.
+    const placeholders = NAMED_OR_NUMBERED.test(sql) ? -1 : countPlaceholders(sql, 'sqlite');
+    // `run` is the per-row hot path of the recommended bulk insert: no allocation per call (`arguments` passed
+    // through, one shape reused while the bound-value count stays the same), one clock reading per edge.
     const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) => {
       let shape: CallShape | undefined;
-      return function counted(...params: unknown[]) {
-        const bindValues = params.length === 0 ? boundValues : countSqliteParams(params);
-        if (shape?.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
-        const start = nowNs();
+      return function counted(this: unknown) {
+        const args = arguments as unknown as unknown[];
+        const bindValues = args.length === 0 ? boundValues : placeholders >= 0 ? placeholders : countSqliteParams(args);
+        if (shape === undefined || shape.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
+        const timed = sink.timed !== false;
+        const start = timed ? nowNs() : 0;
         let result: unknown;
         try {
-          result = original(...params);
+          result = original.apply(undefined, args);
         } catch (error) {
-          emit(site, shape, start, nowNs(), null, error);
+          emit(site, shape, start, timed ? nowNs() : 0, null, error);
           throw error;
         }
-        emit(site, shape, start, nowNs(), rowsOf(result), null);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null);
         return result;
       };
     };
@@ -141,10 +151,22 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
           return result === stmt ? wrapper : result;
         },
     };
-    // `statement.database` stays the raw Database: better-sqlite3 defines it read-only and non-configurable, and a
-    // Proxy must return such a property's own value. Calls made through it are not counted.
-    return countedProxy(stmt, mark, hooks);
+    // The statement is sqltally's own (the counted `prepare` made it), so its counted methods are shadowed on the
+    // instance instead of behind a Proxy: the per-row path then pays no trap per call, and the object stays the
+    // driver's own class. `statement.database` stays the raw Database, so calls made through it are not counted.
+    return countInPlace(stmt, mark, hooks);
   });
+}
+
+/** Shadows the hooked methods on `target` itself (see {@link wrapStatement}); returns `target`. */
+function countInPlace<T extends object>(target: T, mark: WrapperMark, hooks: MethodHooks<T>): T {
+  for (const [name, hook] of Object.entries(hooks)) {
+    const method = Reflect.get(target, name) as ((...a: unknown[]) => unknown) | undefined;
+    if (!hook || typeof method !== 'function') continue;
+    Object.defineProperty(target, name, { value: hook(method.bind(target), target, target), writable: true, configurable: true });
+  }
+  Object.defineProperty(target, WRAPPED, { value: mark });
+  return target;
 }
 
 type TransactionFunction = ((...args: unknown[]) => unknown) & {

@@ -1,6 +1,6 @@
 import type { DriverName } from './names';
 import { SqltallyError } from '../../containers/errors';
-import type { CallKind, StatementClass, StatementEvent, StatementSink } from '../events';
+import type { CallShape, StatementSink } from '../events';
 
 /**
  * Marks a counted wrapper. `Symbol.for` so that two copies of this module (Jest's per-file registry, a bundled
@@ -25,15 +25,7 @@ export interface WrapOptions {
   connectionId?: number | null;
 }
 
-/** What one call was, before it ran. */
-export interface CallShape {
-  method: string;
-  kind: CallKind;
-  sql: string;
-  statementClass: StatementClass;
-  bindValues: number;
-  parameterSets: number;
-}
+export type { CallShape } from '../events';
 
 /** The driver-specific part of an event: which driver, and which connection the call ran on. */
 export interface CallSite {
@@ -42,41 +34,16 @@ export interface CallSite {
   connectionId(): number | null;
 }
 
-export function nowNs(): bigint {
-  return process.hrtime.bigint();
-}
+/** One clock reading per call edge: a double from `performance.now()`, no BigInt allocated on the hot path. */
+export const nowNs: () => number = performance.now.bind(performance);
 
-// Not `instanceof Error`: a native driver's error class extends the Error of the realm that first loaded it (a
-// vm context, a Jest test file), which fails `instanceof` in another realm while still carrying its message.
-function errorMessage(error: unknown): string {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === 'string' ? message : String(error);
-}
-
-/** Builds the event and hands it to the sink; the only place a {@link StatementEvent} is made. */
-export function emit(
-  site: CallSite,
-  shape: CallShape,
-  startNs: bigint,
-  endNs: bigint,
-  rowsAffected: number | null,
-  error: unknown,
-): void {
-  const event: StatementEvent = {
-    driver: site.driver,
-    method: shape.method,
-    kind: shape.kind,
-    sql: shape.sql,
-    statementClass: shape.statementClass,
-    bindValues: shape.bindValues,
-    parameterSets: shape.parameterSets,
-    rowsAffected,
-    startNs: Number(startNs),
-    durationNs: Number(endNs - startNs),
-    error: error === undefined || error === null ? null : errorMessage(error),
-    connectionId: site.connectionId(),
-  };
-  site.sink.record(event);
+/**
+ * Hands one settled call to the sink; the only place a wrapper reports a call. Errors from another realm (a native
+ * driver's error class extends the Error of the realm that first loaded it) keep their message: the sink reads
+ * `message`, never `instanceof`.
+ */
+export function emit(site: CallSite, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown): void {
+  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId());
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -100,30 +67,31 @@ export function track<R>(
 ): R {
   const sink = site.sink;
   sink.inFlight?.(1);
-  const start = nowNs();
+  const timed = sink.timed !== false;
+  const start = timed ? nowNs() : 0;
   let result: R;
   try {
     result = invoke();
   } catch (error) {
-    emit(site, shape, start, nowNs(), null, error);
+    emit(site, shape, start, timed ? nowNs() : 0, null, error);
     sink.inFlight?.(-1);
     throw error;
   }
   if (isThenable(result)) {
     return result.then(
       (value) => {
-        emit(site, shape, start, nowNs(), rowsOf(value), null);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null);
         sink.inFlight?.(-1);
         return value;
       },
       (error: unknown) => {
-        emit(site, shape, start, nowNs(), null, error);
+        emit(site, shape, start, timed ? nowNs() : 0, null, error);
         sink.inFlight?.(-1);
         throw error;
       },
     ) as R;
   }
-  emit(site, shape, start, nowNs(), rowsOf(result), null);
+  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null);
   sink.inFlight?.(-1);
   return result;
 }

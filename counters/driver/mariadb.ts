@@ -1,6 +1,7 @@
 import { SqltallyError } from '../../containers/errors';
 import type { StatementSink } from '../events';
-import { classifyStatement, countPlaceholders } from '../tokenizer';
+import { countPlaceholders } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
 import { countedProxy, countExpandedValues, countParameterValues, isPlainObject, toCount, track, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
@@ -102,7 +103,7 @@ function valuesOf(sql: unknown, values: unknown): unknown {
 }
 
 function shape(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets = 1): CallShape {
-  return { method, kind, sql, statementClass: classifyStatement(sql, 'mysql'), bindValues, parameterSets };
+  return { method, kind, sql, statementClass: classifyCached(sql, 'mysql'), bindValues, parameterSets };
 }
 
 const noRows = (): null => null;
@@ -177,7 +178,7 @@ export function wrapMariadb<T extends object>(target: T, sink: StatementSink, _o
 /** A prepared statement: `execute(values)` is counted, and `executeBatch` too where a connector version has it. */
 function wrapStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const statementClass = classifyStatement(sql, 'mysql');
+    const statementClass = classifyCached(sql, 'mysql');
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {

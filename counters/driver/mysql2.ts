@@ -1,6 +1,6 @@
 import { SqltallyError } from '../../containers/errors';
 import type { StatementSink } from '../events';
-import { classifyStatement } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
 import {
   callbackIndex,
@@ -143,7 +143,7 @@ function valuesOf(sql: unknown, values: unknown): unknown {
 }
 
 function shape(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets = 1): CallShape {
-  return { method, kind, sql, statementClass: classifyStatement(sql, 'mysql'), bindValues, parameterSets };
+  return { method, kind, sql, statementClass: classifyCached(sql, 'mysql'), bindValues, parameterSets };
 }
 
 function queryShape(args: unknown[]): CallShape {
@@ -320,7 +320,7 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
 /** The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. */
 function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const statementClass = classifyStatement(sql, 'mysql');
+    const statementClass = classifyCached(sql, 'mysql');
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {
@@ -342,7 +342,7 @@ function wrapPromiseStatement(statement: object, sink: StatementSink, site: Call
 /** The statement from callback `prepare(sql, cb)`: `execute(values, cb)` is counted. */
 function wrapCallbackStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const statementClass = classifyStatement(sql, 'mysql');
+    const statementClass = classifyCached(sql, 'mysql');
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {

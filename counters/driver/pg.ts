@@ -1,6 +1,6 @@
 import { SqltallyError } from '../../containers/errors';
 import type { StatementSink } from '../events';
-import { classifyStatement } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions } from './counted';
 import { callbackIndex, countedProxy, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { DriverModel, DriverModule, Range } from './module';
@@ -61,7 +61,7 @@ function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean }
       method: 'query',
       kind: 'query',
       sql,
-      statementClass: classifyStatement(sql, 'postgres'),
+      statementClass: classifyCached(sql, 'postgres'),
       // An array parameter (`unnest($1::int[])`) is one bind value: pg sends it as one parameter.
       bindValues: bound.length,
       parameterSets: 1,

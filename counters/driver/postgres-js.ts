@@ -1,6 +1,6 @@
 import type { Sql } from 'postgres';
 import type { StatementSink } from '../events';
-import { classifyStatement } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, WrapperMark } from './counted';
 import { emit, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
@@ -51,7 +51,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
   const handle = query.handle;
   const resolve = query.resolve;
   const reject = query.reject;
-  let start = 0n;
+  let start = -1;
   let running = false;
   const settle = (rows: number | null, error: unknown): void => {
     if (!running) return;
@@ -61,7 +61,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
       method,
       kind: 'query',
       sql,
-      statementClass: classifyStatement(sql, 'postgres'),
+      statementClass: classifyCached(sql, 'postgres'),
       bindValues: query.parameters?.length ?? 0,
       parameterSets: 1,
     };
@@ -69,7 +69,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
     site.sink.inFlight?.(-1);
   };
   query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {
-    if (!running && start === 0n) {
+    if (!running && start < 0) {
       running = true;
       start = nowNs();
       site.sink.inFlight?.(1);
@@ -88,7 +88,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
 
 /** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
 function control(site: CallSite, sql: string, at = nowNs()): void {
-  emit(site, { method: 'begin', kind: 'query', sql, statementClass: classifyStatement(sql, 'postgres'), bindValues: 0, parameterSets: 1 }, at, at, null, null);
+  emit(site, { method: 'begin', kind: 'query', sql, statementClass: classifyCached(sql, 'postgres'), bindValues: 0, parameterSets: 1 }, at, at, null, null);
 }
 
 type AnyFunction = (...args: unknown[]) => unknown;

@@ -1,0 +1,40 @@
+import type { StatementClass } from './events';
+import { classifyStatement, type SqlDialect } from './tokenizer';
+
+/** Distinct SQL texts remembered per dialect before the cache starts over. */
+const MAX_TEXTS = 4096;
+
+/**
+ * Statement class by SQL text, computed once per distinct text: wrappers sit on every call of a user's suite, and a
+ * loop sends the same few texts again and again. Bounded: when full it starts over (the texts in use come back in
+ * one call each), so a workload of unique texts (literals inlined) cannot grow it without end.
+ */
+class ClassCache {
+  #current = new Map<string, StatementClass>();
+  readonly #dialect: SqlDialect;
+
+  constructor(dialect: SqlDialect) {
+    this.#dialect = dialect;
+  }
+
+  classify(sql: string): StatementClass {
+    const cached = this.#current.get(sql);
+    if (cached !== undefined) return cached;
+    const statementClass = classifyStatement(sql, this.#dialect);
+    if (this.#current.size >= MAX_TEXTS) this.#current = new Map();
+    this.#current.set(sql, statementClass);
+    return statementClass;
+  }
+}
+
+const CACHES: Record<SqlDialect, ClassCache> = {
+  mysql: new ClassCache('mysql'),
+  postgres: new ClassCache('postgres'),
+  sqlite: new ClassCache('sqlite'),
+  generic: new ClassCache('generic'),
+};
+
+/** {@link classifyStatement}, cached per distinct text (see {@link ClassCache}). */
+export function classifyCached(sql: string, dialect: SqlDialect): StatementClass {
+  return CACHES[dialect].classify(sql);
+}
