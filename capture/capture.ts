@@ -1,67 +1,182 @@
 import { SqltallyError, truncateStatement } from '../containers/errors';
 import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
+import { DriverRecorder } from '../counters/driver-layer';
+import type { DriverLayer } from '../counters/events';
+import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import type { DriverName } from '../counters/driver/names';
-import { DriverTally, summarizeDriverEvents } from '../counters/driver-layer';
-import { driversFor } from '../counters/driver/registry';
-import { canPing, openRawConnection, pingConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
-import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
+import { driverOf, driversFor, DRIVERS } from '../counters/driver/registry';
+import { BETTER_SQLITE3_DRIVER } from '../counters/driver/better-sqlite3';
+import { markOf } from '../counters/driver/counted';
+import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
-import type { WireCounts } from '../counters/wire/types';
-import { decideVerdict } from '../verdict/verdict';
-import type { Tally, WorkloadError } from './tally';
+import type { WireCounts, WireSnapshot } from '../counters/wire/types';
+import { beyondWindow, decideVerdict, type OtherConnections } from '../verdict/verdict';
+import { connectionUrl } from './connection';
+import type { SessionConnection } from './connection';
+import { driverVersionOf } from './driver-version';
+import { cancelRunning, countRows, type LateCommits } from './late-commits';
+import type { CountedDriver, Tally, WorkloadError } from './tally';
+
+export type { SessionConnection } from './connection';
 
 /** How to capture: which backend, which driver, which layers. */
-export interface CaptureOptions<D extends DriverName> {
+export interface CaptureOptions<D extends DriverName = DriverName> {
   /** A backend id to start privately for this capture (`postgres`, `mariadb@10.11`), or one already started. */
   backend: string | StartedBackend;
-  /** Defaults to the backend's first driver (mysql2 for MySQL/MariaDB, pg, better-sqlite3). */
+  /**
+   * The driver of the connection the session hands to a measured function that takes one (default: the backend's
+   * first: mysql2 for MySQL/MariaDB, pg, better-sqlite3). Objects you count with `session.count()` may be of any
+   * driver of the backend.
+   */
   driver?: D;
-  /** Passed to the driver as they are: mariadb `{ bulk: false }`, pg `{ pipeline: true }`. */
+  /** Passed to that driver as they are: mariadb `{ bulk: false }`, pg `{ pipeline: true }`. */
   driverOptions?: Record<string, unknown>;
   /** Load this package instead of the driver's own name: another release under an npm alias (`mariadb-3.3`). */
   driverPackage?: string;
-  /** Route the connection through the counting wire proxy; default true where the backend has a wire protocol. */
+  /** Route connections through the counting wire proxy; default true where the backend has a wire protocol. */
   wire?: boolean;
-  /** Read the server's counters around the window; default true. */
+  /** Read the server's counters around each window; default true. */
   server?: boolean;
-  /** The table the workload writes: PostgreSQL reads its own counters from it. Defaults to `public`/none. */
+  /**
+   * A table the workload writes. PostgreSQL counts rows in every user table anyway; this one's own counters are
+   * shown too, and after a timeout its rows are counted through a fresh connection (rows committed anyway).
+   */
   table?: { schema?: string; name: string };
+  /**
+   * Who else may use the server. `mine` (the default for a server sqltally started): every other connection is your
+   * own code, so server work the window's connections do not account for means code that went around the proxy, and
+   * the verdict is not `assert`. `foreign` (the default for an external URL): other connections are somebody else's,
+   * so per-connection attribution may still assert for the window's own connections, naming the foreign activity.
+   */
+  otherConnections?: OtherConnections;
+}
+
+/** How one window runs. */
+export interface MeasureOptions {
+  /**
+   * What the measured function is handed. `none`: nothing (your code uses its own clients, connected to
+   * `session.connection` or counted with `session.count()`). `fresh`: a new counted connection of the session's
+   * driver, opened before the window. `hot`: the session's last connection, warm (prepared statements cached).
+   * Default: `none` for a function that declares no parameter, else `fresh` (`hot` with `hot: true`).
+   */
+  connection?: 'none' | 'fresh' | 'hot';
+  /** Shorthand for `connection: 'hot'`. */
+  hot?: boolean;
+  /**
+   * Give up on the function after this long: the window is then `incomplete`, statements still running on the
+   * window's connections are cancelled on the server (`KILL QUERY`, `pg_cancel_backend`) or waited for, and the rows
+   * that committed anyway are counted through a fresh connection (a client-side timeout does not cancel SQL).
+   */
+  timeoutMs?: number;
+  /** Gives up the same way when aborted. */
+  signal?: AbortSignal;
+  /** On timeout or abort: cancel the server-side work (default), or wait for it to finish. */
+  onTimeout?: 'cancel' | 'wait';
+  /** Wraps the user's function alone (an event-loop delay recorder), not the probe's readings. */
+  around?: <R>(work: () => Promise<R>) => Promise<R>;
 }
 
 /** A window's result: the tally, and what the user's function returned when it did not throw. */
 export type Captured<T> = Tally & { result: T | undefined };
 
-/** The connection a window runs on: counted handle for the workload, raw handle for the probe's own SQL. */
+/** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
 interface WorkloadConnection<D extends DriverName> {
   counted: DriverHandle<D>;
   opened: OpenedConnection<D>;
 }
 
-function errorOf(err: unknown): WorkloadError {
-  if (err instanceof SqltallyError) {
-    return { message: err.message, phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null };
-  }
-  const e = err as { message?: string; sql?: string };
-  return { message: String(e?.message ?? err), phase: 'workload', statement: e?.sql ? truncateStatement(e.sql) : null };
+const MESSAGE_CHARS = 2000;
+const CAUSES_SHOWN = 5;
+/** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
+const AFTER_TIMEOUT_SETTLE_MS = 30_000;
+
+function messageOf(err: unknown): string {
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === 'string' ? message : String(err);
 }
 
 /**
- * A backend, a driver and the three counters, kept open so several windows can run: each `measure` opens a fresh
- * counted connection (so a cached prepare never hides a count), or reuses the last one with `{ hot: true }`.
- * Connection set-up happens before the window and is never counted in it.
+ * The user's error as a tally keeps it: message and statement truncated (a driver may quote a 60 KB INSERT in its
+ * message), and the cause chain kept (an ORM wraps the driver's error, which has the real reason).
  */
-export class CaptureSession<D extends DriverName> implements AsyncDisposable {
+export function workloadErrorOf(err: unknown): WorkloadError {
+  const causes: string[] = [];
+  let cause: unknown = (err as { cause?: unknown } | null)?.cause;
+  const seen = new Set<unknown>([err]);
+  while (cause !== undefined && cause !== null && !seen.has(cause) && causes.length < CAUSES_SHOWN) {
+    seen.add(cause);
+    causes.push(truncateStatement(messageOf(cause), MESSAGE_CHARS));
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  if (err instanceof SqltallyError) {
+    return { message: truncateStatement(err.message, MESSAGE_CHARS), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
+  }
+  const e = err as { sql?: unknown; query?: unknown } | null;
+  const sql = typeof e?.sql === 'string' ? e.sql : typeof e?.query === 'string' ? e.query : null;
+  return { message: truncateStatement(messageOf(err), MESSAGE_CHARS), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
+}
+
+/** Resolves or rejects with the work; rejects with a marker when the time runs out or the signal aborts. */
+const GAVE_UP = Symbol('sqltally.gaveUp');
+function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal: AbortSignal | undefined): Promise<T> {
+  if (timeoutMs === undefined && !signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const stop = (why: string) => {
+      cleanup();
+      reject({ [GAVE_UP]: why });
+    };
+    const onAbort = () => stop(`aborted${signal?.reason ? ` (${messageOf(signal.reason)})` : ''}`);
+    const cleanup = () => {
+      if (timer) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    if (timeoutMs !== undefined) timer = setTimeout(() => stop(`timed out after ${timeoutMs} ms`), timeoutMs);
+    if (signal) {
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    work.then(
+      (v) => {
+        cleanup();
+        resolve(v);
+      },
+      (e: unknown) => {
+        cleanup();
+        reject(e);
+      },
+    );
+  });
+}
+
+function gaveUp(err: unknown): string | null {
+  return err !== null && typeof err === 'object' && GAVE_UP in err ? String((err as Record<symbol, unknown>)[GAVE_UP]) : null;
+}
+
+/**
+ * A backend, the three counters and the objects being counted, kept open so several windows can run. A window
+ * covers whatever ran in it: every driver object counted into the session (`count()`), every connection through the
+ * session's wire proxy (`connection`), and what the server did, attributed per connection where it can be.
+ * Connection set-up happens before a window or is set apart in it (handshakes in the wire layer's setup bucket).
+ */
+export class CaptureSession<D extends DriverName = DriverName> implements AsyncDisposable {
   readonly backend: StartedBackend;
   readonly driver: D;
   readonly #ownsBackend: boolean;
   readonly #options: CaptureOptions<D>;
-  readonly #sink = new DriverTally();
+  readonly #recorder = new DriverRecorder();
+  /** Driver packages counted into this session (the user's own objects and the session's connections). */
+  readonly #counted = new Map<DriverName, CountedDriver>();
+  /** SQLite handles counted into the session, by the session's number for them: the probe reads each one. */
+  readonly #sqliteHandles = new Map<number, import('../counters/driver/better-sqlite3').SqliteHandle>();
   #proxy: WireProxy | null = null;
   #probe: ServerProbe | null = null;
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
+  #window: OpenWindow | null = null;
   #closed = false;
+  #measuring = false;
 
   private constructor(backend: StartedBackend, owns: boolean, driver: D, options: CaptureOptions<D>) {
     this.backend = backend;
@@ -70,10 +185,10 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
     this.#options = options;
   }
 
-  static async open<D extends DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
+  static async open<D extends DriverName = DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
     const owns = typeof options.backend === 'string';
     const backend = typeof options.backend === 'string' ? await startBackend(options.backend) : options.backend;
-    const allowed = driversFor(backend.description.name);
+    const allowed: DriverName[] = driversFor(backend.description.name);
     const driver = (options.driver ?? allowed[0]) as D;
     const session = new CaptureSession(backend, owns, driver, options);
     try {
@@ -85,17 +200,15 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
       }
       const protocol = backend.description.capabilities.wireProtocol;
       if (protocol && options.wire !== false && backend.connection.kind === 'network') {
-        session.#proxy = await startWireProxy({
-          protocol,
-          target: { host: backend.connection.host, port: backend.connection.port },
-        });
+        session.#proxy = await startWireProxy({ protocol, target: { host: backend.connection.host, port: backend.connection.port } });
+        session.#proxy.onClosing((connection, settle) => session.#retire(connection.serverConnectionId, settle));
       }
       if (options.server !== false) {
         try {
           session.#probe = await createProbe(backend);
         } catch (err) {
           // A probe that cannot connect leaves the server layer out and says why: the verdict turns it into incomplete.
-          session.#probeError = err instanceof Error ? err.message : String(err);
+          session.#probeError = messageOf(err);
         }
       }
       return session;
@@ -105,7 +218,63 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
     }
   }
 
-  /** Opens a workload connection (through the proxy when on), runs `setup` uncounted, and keeps it for `hot` reuse. */
+  /**
+   * Where your own clients connect so that the window sees them: through the counting wire proxy on a network
+   * backend (host, port, user, password, database and a URL for pools, ORMs, other drivers, child processes), the
+   * database file on SQLite. Never print `url` or `password`: they carry the server's password.
+   */
+  get connection(): SessionConnection {
+    this.#assertOpen('connect');
+    const c = this.backend.connection;
+    if (c.kind === 'file') return { kind: 'file', filename: c.filename };
+    const host = this.#proxy?.host ?? c.host;
+    const port = this.#proxy?.port ?? c.port;
+    const protocol = this.backend.description.capabilities.wireProtocol ?? 'mysql';
+    return { kind: 'network', host, port, user: c.user, password: c.password, database: c.database, url: connectionUrl(protocol, { ...c, host, port }) };
+  }
+
+  /**
+   * Counts a driver object you created into this session's driver layer: a pg `Client`/`Pool`, a mysql2 connection
+   * or pool (promise or callback), a mariadb connection or pool, a better-sqlite3 `Database`, a postgres.js `sql`.
+   * Returns the same type, behaving the same; counting it twice returns the same wrapper. Connect it to
+   * `session.connection` so its traffic is seen on the wire and attributed on the server too.
+   */
+  count<T extends object>(target: T): T {
+    this.#assertOpen('wrap');
+    const mark = markOf(target);
+    if (mark && mark.sink === this.#recorder) return target;
+    const module = driverOf(target);
+    if (!module) {
+      const got = target === null ? 'null' : typeof target === 'function' ? `a function (${(target as { name?: string }).name || 'anonymous'})` : `an object (${(target as object).constructor?.name ?? 'no class'})`;
+      throw new SqltallyError(`session.count() was given ${got}, which is not a driver object sqltally counts`, {
+        backend: this.backend.description.id,
+        phase: 'wrap',
+        hint: `count one of: ${Object.values(DRIVERS).map((d) => d.accepts).join('; ')}. An ORM is counted through the driver object it was built on, or on the wire and server layers alone when connected to session.connection`,
+      });
+    }
+    if (!(module.backends as readonly string[]).includes(this.backend.description.name)) {
+      throw new SqltallyError(`a ${module.name} object does not talk to ${this.backend.description.name}`, {
+        backend: this.backend.description.id,
+        phase: 'wrap',
+        hint: `drivers for ${this.backend.description.name}: ${driversFor(this.backend.description.name).join(', ')}`,
+      });
+    }
+    const wrapped = module.wrap(target, this.#recorder);
+    this.#noteCounted(module.name);
+    if (module.name === 'better-sqlite3') this.#sqliteHandles.set(this.#sqliteHandles.size + 1, target as never);
+    return wrapped;
+  }
+
+  #noteCounted(name: DriverName, pkg?: string): void {
+    if (this.#counted.has(name)) return;
+    this.#counted.set(name, { name, version: driverVersionOf(pkg ?? DRIVERS[name].packageName) });
+  }
+
+  #assertOpen(phase: 'connect' | 'wrap' | 'workload'): void {
+    if (this.#closed) throw new SqltallyError('this capture session is closed', { backend: this.backend.description.id, phase, hint: 'open a new CaptureSession' });
+  }
+
+  /** Opens the session's own connection (through the proxy when on); never counted itself, its calls are. */
   async #connect(): Promise<WorkloadConnection<D>> {
     const opened = await openRawConnection(this.driver, this.backend.connection, {
       host: this.#proxy?.host,
@@ -114,11 +283,15 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
       backend: this.backend.description.id,
       ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),
     });
-    return { opened, counted: wrapConnection(this.driver, opened.handle, this.#sink) };
+    this.#noteCounted(this.driver, this.#options.driverPackage);
+    // The session's own SQLite handle is number 0 (replaced when the session reconnects); counted ones from 1.
+    if (this.driver === 'better-sqlite3') this.#sqliteHandles.set(0, opened.handle as never);
+    return { opened, counted: wrapConnection(this.driver, opened.handle, this.#recorder) };
   }
 
-  /** Runs code on a fresh (or, with `hot`, the previous) connection before a window: DDL, warm-up. Uncounted. */
+  /** Runs code on a fresh (or, with `hot`, the previous) session connection before a window: DDL, warm-up. Uncounted. */
   async prepare(fn: (handle: DriverHandle<D>) => Promise<void>, opts: { hot?: boolean } = {}): Promise<void> {
+    this.#assertOpen('workload');
     const conn = await this.#connection(opts.hot ?? false);
     await fn(conn.opened.handle);
   }
@@ -130,84 +303,218 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
     return this.#last;
   }
 
-  /**
-   * One counted window around `fn`. The server probe's control window runs first; the user's error, if any, is
-   * kept in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
-   */
-  async measure<T>(
-    fn: (handle: DriverHandle<D>) => Promise<T>,
-    opts: { hot?: boolean; around?: <R>(work: () => Promise<R>) => Promise<R> } = {},
-  ): Promise<Captured<T>> {
-    if (this.#closed) throw new SqltallyError('capture session already closed', { backend: this.backend.description.id, phase: 'workload' });
-    const conn = await this.#connection(opts.hot ?? false);
-    const context: WindowContext = {
-      workloadConnectionIds: [conn.opened.connectionId ?? 0],
-      table: this.#options.table ?? { name: '' },
-      onWorkloadConnection: (sql) => runSql(this.driver, conn.opened.handle, sql),
+  /** Server ids of every connection the window can see: all proxied ones (open, or closed since `since`), the session's. */
+  #windowConnectionIds(sinceNs: number): number[] {
+    const ids = new Set<number>();
+    if (this.#proxy) {
+      for (const c of this.#proxy.connections()) {
+        if (c.serverConnectionId !== null && (c.closedAtNs === null || c.closedAtNs >= sinceNs)) ids.add(c.serverConnectionId);
+      }
+    } else if (this.#last?.opened.connectionId !== null && this.#last?.opened.connectionId !== undefined) {
+      ids.add(this.#last.opened.connectionId);
+    }
+    for (const id of this.#sqliteHandles.keys()) ids.add(id);
+    return [...ids];
+  }
+
+  /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
+  async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>): Promise<void> {
+    const window = this.#window;
+    if (!window || serverConnectionId === null) return;
+    await settle();
+    await window.retire(serverConnectionId);
+  }
+
+  #context(sinceNs: number): WindowContext {
+    const proxy = this.#proxy;
+    const backendId = this.backend.description.id;
+    return {
+      workloadConnectionIds: () => this.#windowConnectionIds(sinceNs),
+      ...(this.#options.table ? { table: this.#options.table } : {}),
+      onWorkloadConnection: async (sql, connectionId) => {
+        const handle = connectionId !== undefined ? this.#sqliteHandles.get(connectionId) : undefined;
+        if (handle) return BETTER_SQLITE3_DRIVER.runSql(handle, sql);
+        const last = this.#last;
+        if (!last) throw new SqltallyError('no session connection to run the probe on', { backend: backendId, phase: 'probe', statement: sql });
+        return runSql(this.driver, last.opened.handle, sql);
+      },
+      ...(proxy
+        ? {
+            settle: async () => {
+              const result = await proxy.settle();
+              return result.busy.map((b) => `connection #${b.serverConnectionId ?? '?'} (${b.why})`);
+            },
+          }
+        : {}),
     };
-    if (canPing(this.driver)) context.pingWorkloadConnections = () => pingConnection(this.driver, conn.opened.handle);
+  }
+
+  /**
+   * One counted window around `fn`. The server probe's control window runs first; the user's error, if any, is kept
+   * in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
+   */
+  async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions = {}): Promise<Captured<T>> {
+    this.#assertOpen('workload');
+    if (this.#measuring) {
+      throw new SqltallyError('a window is already open on this session', {
+        backend: this.backend.description.id,
+        phase: 'workload',
+        hint: 'await one measure() before starting the next: two windows at once would count each other',
+      });
+    }
+    this.#measuring = true;
+    try {
+      return await this.#measure(fn, opts);
+    } finally {
+      this.#measuring = false;
+    }
+  }
+
+  async #measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions): Promise<Captured<T>> {
+    const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
+    const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
+    const sinceNs = Number(process.hrtime.bigint());
+    const context = this.#context(sinceNs);
 
     let probeError = this.#probeError;
-    let window: Awaited<ReturnType<ServerProbe['begin']>> | null = null;
+    let window: OpenWindow | null = null;
     if (this.#probe) {
       try {
         window = await this.#probe.begin(context);
       } catch (err) {
-        probeError = `could not open the server window: ${(err as Error).message}`;
+        probeError = `could not open the server window: ${messageOf(err)}`;
       }
     }
     const wireBefore = this.#proxy?.snapshot();
-    const mark = this.#sink.mark();
+    this.#window = window;
+    this.#recorder.begin();
 
     let result: T | undefined;
     let workloadError: WorkloadError | null = null;
+    let gaveUpWhy: string | null = null;
     let durationNs = 0;
-    // `around` (an event-loop delay recorder) sees the user's function alone, not the probe's windows.
     const timed = async () => {
       const started = process.hrtime.bigint();
       try {
-        result = await fn(conn.counted);
+        const work = Promise.resolve().then(() => fn(conn?.counted as DriverHandle<D>));
+        result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
       } catch (err) {
-        workloadError = errorOf(err);
+        gaveUpWhy = gaveUp(err);
+        if (!gaveUpWhy) workloadError = workloadErrorOf(err);
       }
       durationNs = Number(process.hrtime.bigint() - started);
     };
     await (opts.around ? opts.around(timed) : timed());
-    // Taken before the probe closes its window: PostgreSQL's forced flush runs on this same connection, through the
-    // proxy, and is the probe's traffic, not the workload's. The last answer has arrived, so the proxy saw it all.
-    const wireAfter = this.#proxy?.snapshot();
+    const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
+    // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
+    // answer has arrived, so the proxy saw all of the window's traffic.
+    const wireAtReturn = this.#proxy?.snapshot();
+    const driverWindow = this.#recorder.end();
 
-    const events = this.#sink.since(mark);
-    const driver = summarizeDriverEvents(events);
-    // The layer keeps a capped list of calls for the report; the driver model must see every one of them.
-    const modelled = driver.eventsOmitted > 0 ? summarizeDriverEvents(events, { maxEvents: events.length }) : driver;
+    let lateCommits: LateCommits | null = null;
+    if (gaveUpWhy) lateCommits = await this.#afterGivingUp(wireAtReturn, opts);
+
     let server: ServerLayer | null = null;
     if (window) {
       try {
         server = await window.end();
       } catch (err) {
-        probeError = `could not close the server window: ${(err as Error).message}`;
+        probeError = `could not close the server window: ${messageOf(err)}`;
       }
     }
-    const wire: WireCounts | null = this.#proxy && wireBefore && wireAfter ? this.#proxy.diff(wireBefore, wireAfter) : null;
+    this.#window = null;
+    const wireAfterProbe = this.#proxy?.snapshot();
+    const wire: WireCounts | null = this.#proxy && wireBefore && wireAtReturn ? this.#proxy.diff(wireBefore, wireAtReturn) : null;
+    const late = this.#proxy && wireAtReturn && wireAfterProbe && !gaveUpWhy ? this.#proxy.diff(wireAtReturn, wireAfterProbe) : null;
 
+    const drivers = [...this.#counted.values()];
+    const driver: DriverLayer | null = drivers.length > 0 ? driverWindow.layer : null;
+    const modelDriver = driverWindow.drivers.length === 1 ? driverWindow.drivers[0] : drivers.length === 1 ? drivers[0]?.name : undefined;
+    const unfinished = {
+      driverCalls: driverCallsInFlight,
+      wireRequests: wire?.unansweredRequests ?? 0,
+      // A pool closing an idle connection on its own schedule says goodbye after the function returned: not work.
+      lateCommands: late ? late.commandsTotal - (late.commands.COM_QUIT ?? 0) - (late.commands.Terminate ?? 0) : 0,
+    };
     const verdict = decideVerdict({
       backend: this.backend.description,
-      driverName: this.driver,
-      driverOptions: this.#options.driverOptions as { bulk?: boolean } | undefined,
-      driver: modelled,
+      ...(modelDriver ? { driverName: modelDriver } : {}),
+      driverOptions: this.#options.driverOptions ?? {},
+      driver,
+      driverWindow,
       wire,
       server,
       workloadError,
       probeError,
+      ...(this.#options.otherConnections ? { otherConnections: this.#options.otherConnections } : {}),
+      unfinished,
+      timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
+      via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}` : 'the session connection only (no wire proxy)',
     });
-    return { backend: this.backend.description, driver: this.driver, layers: { driver, wire, server }, verdict, workloadError, durationNs, result };
+    return {
+      backend: this.backend.description,
+      driver: this.driver,
+      drivers,
+      driverAbsent: driver
+        ? null
+        : 'no driver object was counted in this session: the driver layer is empty because nothing told sqltally about the calls (count your client with session.count(); wire and server layers still count it when it connects to session.connection)',
+      layers: { driver, wire, server },
+      beyondWindow: server ? beyondWindow(server, wire) : [],
+      verdict,
+      workloadError,
+      lateCommits,
+      durationNs,
+      result,
+    };
   }
 
-  /** Closes the workload connection, the probe, the proxy, and the backend when this session started it. */
+  /**
+   * The function gave up (timeout, abort): the statements its connections still run go on on the server. Cancel
+   * them (or wait), then count what committed anyway through a fresh connection.
+   */
+  async #afterGivingUp(atReturn: WireSnapshot | undefined, opts: MeasureOptions): Promise<LateCommits> {
+    const running = (atReturn?.connections ?? [])
+      .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0 && c.serverConnectionId !== null)
+      .map((c) => c.serverConnectionId as number);
+    const table = this.#options.table ?? null;
+    const atGiveUp = table ? await countRows(this.backend, table).catch(() => null) : null;
+    const cancelled = opts.onTimeout === 'wait' ? [] : await cancelRunning(this.backend, running).catch(() => []);
+    const settled = this.#proxy ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
+    const afterwards = table ? await countRows(this.backend, table).catch(() => null) : null;
+    const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
+    const parts = [
+      running.length > 0
+        ? opts.onTimeout === 'wait'
+          ? `waited for ${running.length} statement(s) still running on the server`
+          : `cancelled ${cancelled.length} of ${running.length} statement(s) still running on the server`
+        : 'no statement was running on the server',
+      settled && settled.busy.length > 0 ? `${settled.busy.length} connection(s) still busy after ${AFTER_TIMEOUT_SETTLE_MS} ms` : '',
+      table
+        ? committedAfter !== null
+          ? `${committedAfter} row(s) committed to ${table.name} after the function gave up (${afterwards} in the table, read through a fresh connection)`
+          : `the rows in ${table.name} could not be counted`
+        : 'name the table (CaptureOptions.table) to count the rows that committed anyway',
+    ].filter(Boolean);
+    return {
+      running: running.length,
+      cancelled: cancelled.length,
+      table: table?.name ?? null,
+      rowsAtGiveUp: atGiveUp,
+      rowsAfterwards: afterwards,
+      rowsCommittedAfterGivingUp: committedAfter,
+      summary: parts.join('; '),
+    };
+  }
+
+  /**
+   * Closes the session connection, the probe, the proxy, and the backend when this session started it. Connections
+   * of your own still open through the proxy are cut, and the close then fails naming them: end your pools first.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    const stillOpen = (this.#proxy?.connections() ?? []).filter((c) => c.closedAtNs === null);
+    const ours = this.#last?.opened.connectionId ?? null;
     const steps: (() => Promise<void>)[] = [
       async () => this.#last?.opened.close(),
       async () => this.#probe?.close(),
@@ -221,6 +528,16 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
         // Best effort: one failed close must not leave the server running.
       }
     }
+    const yours = stillOpen.filter((c) => c.serverConnectionId !== ours);
+    if (yours.length > 0) {
+      throw new SqltallyError(`${yours.length} connection(s) through the session's proxy were still open when it closed, and were cut`, {
+        backend: this.backend.description.id,
+        phase: 'stop',
+        hint: `end your own pools and clients (pool.end(), sql.end(), knex.destroy(), dataSource.destroy(), sequelize.close()) before closing the session; connections: ${yours
+          .map((c) => `#${c.serverConnectionId ?? '?'}`)
+          .join(', ')}`,
+      });
+    }
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -231,13 +548,6 @@ export class CaptureSession<D extends DriverName> implements AsyncDisposable {
 /**
  * Captures one window around the user's own code: starts (or reuses) a backend, hands `fn` a counted connection of
  * the chosen driver, and returns the three layers with a verdict. `setup` runs first on the same connection, uncounted.
- *
- * ```ts
- * const tally = await capture({ backend: 'postgres', driver: 'pg', table: { name: 'items' } }, async (client) => {
- *   await client.query('INSERT INTO items SELECT * FROM unnest($1::int[])', [[1, 2, 3]]);
- * }, { setup: (c) => c.query('CREATE TABLE items (id int)').then(() => undefined) });
- * expect(tally).toHaveCounts({ driver: { calls: 1 }, server: { rowsInserted: 3 } });
- * ```
  */
 export async function capture<D extends DriverName, T>(
   options: CaptureOptions<D>,
@@ -247,7 +557,7 @@ export async function capture<D extends DriverName, T>(
   const session = await CaptureSession.open(options);
   try {
     if (hooks.setup) await session.prepare(hooks.setup);
-    return await session.measure(fn, { hot: !!hooks.setup });
+    return await session.measure(fn, { connection: hooks.setup ? 'hot' : 'fresh' });
   } finally {
     await session.close();
   }

@@ -5,6 +5,7 @@ import { DriverLayerSchema } from '../counters/events';
 import { WireCountsSchema } from '../counters/wire/types';
 import { ServerLayerSchema } from '../counters/probes/types';
 import { VerdictSchema } from '../verdict/types';
+import { LateCommitsSchema } from './late-commits';
 
 /** The three layers side by side; a layer the backend cannot have (wire on SQLite) or that was off is null. */
 export const LayersSchema = z.object({
@@ -28,19 +29,38 @@ export function absentMeansZero(map: string): boolean {
 
 /** The error the user's own code threw inside the window, kept apart from count mismatches. */
 export const WorkloadErrorSchema = z.object({
+  /** Truncated: a driver may quote a whole multi-row INSERT in its message. */
   message: z.string(),
   phase: z.string(),
   statement: z.string().nullable(),
+  /** The messages of its `cause` chain, outermost first (an ORM's error wraps the driver's, which says why). */
+  causes: z.array(z.string()),
 });
+
+/** A driver package counted into a session, and the version the app installed. */
+export const CountedDriverSchema = z.object({ name: DriverNameSchema, version: z.string().nullable() });
+export type CountedDriver = z.infer<typeof CountedDriverSchema>;
+
+/** One counter compared between the whole server and the window's own connections (see verdict/verdict.ts). */
+export const BeyondWindowSchema = z.object({ counter: z.string(), server: z.number().int(), window: z.number().int() });
 export type WorkloadError = z.infer<typeof WorkloadErrorSchema>;
 
 /** What one captured window produced: serialisable, so it can go into a report as it is. */
 export const TallySchema = z.object({
   backend: BackendDescriptionSchema,
+  /** The driver of the session's own connection (what a measured function that takes a handle is given). */
   driver: DriverNameSchema,
+  /** Every driver counted into the session, with the version the app installed. */
+  drivers: z.array(CountedDriverSchema),
+  /** Why `layers.driver` is null, when it is. */
+  driverAbsent: z.string().nullable(),
   layers: LayersSchema,
+  /** How much the server did beyond the window's own connections, counter by counter (only those that differ). */
+  beyondWindow: z.array(BeyondWindowSchema),
   verdict: VerdictSchema,
   workloadError: WorkloadErrorSchema.nullable(),
+  /** After a timeout or abort: what the server went on doing, and the rows that committed anyway. */
+  lateCommits: LateCommitsSchema.nullable(),
   /** Wall time of the user's function alone, integer ns. */
   durationNs: z.number().int().nonnegative(),
 });

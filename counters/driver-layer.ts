@@ -305,6 +305,7 @@ export class DriverRecorder implements StatementSink {
   readonly #opts: SummarizeOptions;
   #window: WindowTotals | null = null;
   #inFlight = 0;
+  #inFlightInWindow = 0;
   /** Drivers that recorded calls in the current window. */
   readonly #drivers = new Set<DriverName>();
 
@@ -321,6 +322,14 @@ export class DriverRecorder implements StatementSink {
 
   inFlight(delta: 1 | -1): void {
     this.#inFlight += delta;
+    // Calls started in the window and not settled; a call from before the window that settles in it is not one
+    // (the count never goes below 0 for it).
+    if (this.#window !== null) this.#inFlightInWindow = Math.max(0, this.#inFlightInWindow + delta);
+  }
+
+  /** Calls started while the current (or last) window was open and not settled when it closed. */
+  get callsInFlightInWindow(): number {
+    return this.#inFlightInWindow;
   }
 
   get timed(): boolean {
@@ -339,6 +348,7 @@ export class DriverRecorder implements StatementSink {
   /** Opens a window: calls that settle from now on count in it. */
   begin(): void {
     this.#drivers.clear();
+    this.#inFlightInWindow = 0;
     this.#window = new WindowTotals(this.#opts);
   }
 

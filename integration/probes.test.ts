@@ -80,7 +80,10 @@ describeEachBackend(
     const ctxFor = (id: number, table: string, ping: () => Promise<void> = () => writer.ping()): WindowContext => ({
       workloadConnectionIds: [id],
       table: { name: table },
-      pingWorkloadConnections: ping,
+      settle: async () => {
+        await ping();
+        return [];
+      },
     });
     const createTable = async (table: string) => {
       await writer.query(`CREATE TABLE ${table} (id INT AUTO_INCREMENT PRIMARY KEY, a INT NOT NULL, b VARCHAR(40) NOT NULL) ENGINE=InnoDB`);

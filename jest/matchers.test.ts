@@ -91,6 +91,10 @@ function tally(overrides: Partial<Tally> = {}): Tally {
     },
     verdict: { kind: 'assert', reason: 'private server, control window 0', reconciliation: [], discrepancies: [] },
     workloadError: null,
+    drivers: [{ name: 'mysql2', version: '3.24.6' }],
+    driverAbsent: null,
+    beyondWindow: [],
+    lateCommits: null,
     durationNs: 1000,
     ...overrides,
   };
@@ -118,7 +122,7 @@ describe('toHaveCounts', () => {
   });
 
   it('shows the workload error instead of a count mismatch', () => {
-    const failed = tally({ workloadError: { message: "Table 't' doesn't exist", phase: 'workload', statement: 'INSERT INTO t' } });
+    const failed = tally({ workloadError: { message: "Table 't' doesn't exist", phase: 'workload', statement: 'INSERT INTO t', causes: [] } });
     expect(() => expect(failed).toHaveCounts({ driver: { calls: 2 } })).toThrow(/the captured code threw[\s\S]*Table 't' doesn't exist/);
   });
 

@@ -9,6 +9,10 @@ describe('cellFromTally', () => {
     layers: batchCell(5000).layers,
     verdict: ASSERT,
     workloadError: null,
+    drivers: [{ name: 'mariadb', version: '3.5.4' }],
+    driverAbsent: null,
+    beyondWindow: [],
+    lateCommits: null,
     durationNs: 1234,
   });
 
@@ -18,7 +22,7 @@ describe('cellFromTally', () => {
   });
 
   it('keeps the workload error apart from the counts', () => {
-    const failed = { ...tally, workloadError: { message: 'Data too long for column c3', phase: 'workload', statement: null } };
+    const failed = { ...tally, workloadError: { message: 'Data too long for column c3', phase: 'workload', statement: null, causes: [] } };
     const cell = cellFromTally(failed, { strategy: 'mariadb.batch', rows: 5000, hot: true, environment: fixtureEnvironment(), driverVersion: '3.3.2', verifiedRows: null, timings: null });
     expect(cell.error).toEqual({ message: 'Data too long for column c3', phase: 'workload' });
     expect(cell.key).toBe('mariadb@10.11|10.11.14-MariaDB|mariadb@3.3.2|mariadb.batch|5000|hot');

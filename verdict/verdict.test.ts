@@ -1,5 +1,5 @@
 import { backend, driverLayer, event, serverLayer } from './layers.fixture';
-import { decideVerdict } from './verdict';
+import { beyondWindow, decideVerdict } from './verdict';
 
 describe('decideVerdict', () => {
   it('asserts on an isolated private server with a zero control window', () => {
@@ -40,7 +40,7 @@ describe('decideVerdict', () => {
       }),
     });
     expect(v.kind).toBe('report');
-    expect(v.reason).toContain('other client connections seen: #12 app@127.0.0.1:5000 (Query: INSERT INTO other VALUES (1))');
+    expect(v.reason).toContain('client connections outside the window: #12 app@127.0.0.1:5000 (Query: INSERT INTO other VALUES (1))');
   });
 
   it('reports a client that connected during the window even when it left before the session listing', () => {
@@ -61,28 +61,41 @@ describe('decideVerdict', () => {
     expect(v.reason).toContain('not private to sqltally (provider external)');
   });
 
-  it('asserts through exact per-connection attribution even with an intruder, and says why globals would not do', () => {
-    const v = decideVerdict({
-      backend: backend(),
-      driver: null,
-      wire: null,
-      server: serverLayer({
-        global: { Questions: 5, Handler_write: 7 },
-        perConnection: { Questions: 1, Handler_write: 3 },
-        summarySource: 'perConnection',
-        control: { Questions: 0, 'perConnection.Questions': 0 },
-        foreignSessions: [{ id: 12, user: 'root', host: 'localhost', command: 'Sleep', info: null }],
-        attribution: { method: 'performance_schema', requested: [7], found: [7], exact: true },
-        comparable: [
-          { global: 'Questions', perConnection: 'Questions' },
-          { global: 'Handler_write', perConnection: 'Handler_write' },
-        ],
-      }),
+  describe('a second client writing beside the window, with exact per-connection attribution', () => {
+    const intruded = serverLayer({
+      global: { Questions: 5, Com_insert: 2, Handler_write: 7 },
+      perConnection: { Questions: 1, Handler_write: 3 },
+      summary: { statements: 1, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 3 },
+      globalSummary: { statements: 5, inserts: 2, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 7 },
+      summarySource: 'perConnection',
+      control: { Questions: 0, 'perConnection.Questions': 0 },
+      foreignSessions: [{ id: 12, user: 'root', host: 'localhost', command: 'Sleep', info: null }],
+      attribution: { method: 'performance_schema', requested: [7], found: [7], exact: true },
+      comparable: [{ global: 'Handler_write', perConnection: 'Handler_write' }],
     });
-    expect(v.kind).toBe('assert');
-    expect(v.reason).toMatch(/^per-connection attribution \(performance_schema\) covers the workload's connection #7 exactly; the global counters alone would not be/);
-    expect(v.reason).toContain('global Questions differs from the workload connections\' Questions by 4');
-    expect(v.reason).toContain('global Handler_write differs from the workload connections\' Handler_write by 4');
+
+    it('on a private server it is the user\'s own code going around the proxy: report, naming what the server did beyond', () => {
+      const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: intruded });
+      expect(v.kind).toBe('report');
+      expect(v.reason).toMatch(/^the server did work the window's connections do not account for: /);
+      expect(v.reason).toContain('client connections outside the window: #12 root@localhost (Sleep)');
+      expect(v.reason).toContain('the server counted 5 Questions (statements) where the window\'s connections account for 1 (+4)');
+      expect(v.reason).toContain('the server counted 2 Com_insert (inserts) where the window\'s connections account for 1 (+1)');
+      expect(v.reason).toContain('the server counted 7 Handler_write (rows inserted) where the window\'s connections account for 3 (+4)');
+      expect(v.reason).toContain('connect it to session.connection');
+      expect(beyondWindow(intruded, null)).toEqual([
+        { counter: 'Questions (statements)', server: 5, window: 1 },
+        { counter: 'Com_insert (inserts)', server: 2, window: 1 },
+        { counter: 'Handler_write (rows inserted)', server: 7, window: 3 },
+      ]);
+    });
+
+    it('on a server declared shared the window\'s own connections may still assert, naming the foreign work', () => {
+      const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: intruded, otherConnections: 'foreign' });
+      expect(v.kind).toBe('assert');
+      expect(v.reason).toMatch(/^per-connection attribution \(performance_schema\) covers the window's connection #7 exactly; the server as a whole also did other clients' work, set aside: /);
+      expect(v.reason).toContain('Questions (statements)');
+    });
   });
 
   it('reports when attribution misses a workload connection', () => {
@@ -97,7 +110,7 @@ describe('decideVerdict', () => {
       }),
     });
     expect(v.kind).toBe('report');
-    expect(v.reason).toContain('did not find the workload connection(s) #8');
+    expect(v.reason).toContain('per-connection attribution is not exact: #8 not found');
   });
 
   it('is incomplete when a layer is incomplete or statistics did not settle', () => {

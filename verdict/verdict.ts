@@ -4,8 +4,27 @@ import type { DriverWindow } from '../counters/driver-layer';
 import type { DriverLayer } from '../counters/events';
 import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
+import { truncateStatement } from '../containers/errors';
 import { reconcile, type DriverOptions } from './reconcile';
 import type { Verdict } from './types';
+
+/**
+ * Who else may use the server. `mine`: every connection on it is the user's own code (a server sqltally started
+ * privately), so server work outside the window's connections is that code going around the proxy. `foreign`:
+ * somebody else's clients share it (an external URL, or the user said so), so per-connection attribution may still
+ * assert for the window's own connections.
+ */
+export type OtherConnections = 'mine' | 'foreign';
+
+/** What the window's own code had not finished when its function returned or gave up. */
+export interface Unfinished {
+  /** Driver calls handed to a counted driver and not settled. */
+  driverCalls: number;
+  /** Requests on the window's proxied connections still waiting for their answer. */
+  wireRequests: number;
+  /** Client commands that reached the proxy after the function returned, before the server was read. */
+  lateCommands: number;
+}
 
 /** Everything a verdict is decided from; layers that were not taken are null. */
 export interface VerdictInput {
@@ -21,9 +40,25 @@ export interface VerdictInput {
   workloadError?: { message: string } | null;
   /** The probe itself failed (could not connect, threw): the server layer is missing for that reason. */
   probeError?: string | null;
+  /** Default: `mine` on a server sqltally started privately, `foreign` otherwise. */
+  otherConnections?: OtherConnections;
+  unfinished?: Unfinished | null;
+  /** The window's function did not finish in time: what happened, in words (cancelled, rows committed anyway). */
+  timedOut?: string | null;
+  /** How the window's code reached the server, for the reason when work went around it. */
+  via?: string;
+}
+
+/** One counter compared between the whole server and the window's own connections. */
+export interface BeyondWindow {
+  counter: string;
+  server: number;
+  window: number;
 }
 
 const SESSIONS_SHOWN = 5;
+/** A reason is read by people: long enough to name every cause, never a dump of a driver's message. */
+const REASON_CHARS = 2000;
 const INFO_SHOWN = 80;
 
 function list(items: string[]): string {
@@ -37,8 +72,43 @@ function counterList(counters: Record<string, number>): string {
     .join(', ');
 }
 
-/** Why the server-wide counters cannot be attributed to the workload alone, in words. Empty when they can. */
-export function globalDisturbances(backend: BackendDescription, server: ServerLayer): string[] {
+/**
+ * How much the server did beyond the window's own connections, counter by counter, where both sides are known:
+ * MySQL/MariaDB the global summary (Questions, Com_insert, Innodb_rows_inserted / Handler_write, ...) against the
+ * window connections' per-connection summary; PostgreSQL the rows all user tables changed against the rows the
+ * window's connections reported on the wire, and the sessions opened against those the proxy saw open; SQLite a
+ * `data_version` that moved (another connection committed to the file). Only the counters that differ are listed.
+ */
+export function beyondWindow(server: ServerLayer, wire: WireCounts | null): BeyondWindow[] {
+  const out: BeyondWindow[] = [];
+  const push = (counter: string, serverValue: number | null | undefined, windowValue: number | null | undefined): void => {
+    if (serverValue === null || serverValue === undefined || windowValue === null || windowValue === undefined) return;
+    if (serverValue !== windowValue) out.push({ counter, server: serverValue, window: windowValue });
+  };
+  const g = server.global;
+  if (server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema') {
+    const whole = server.globalSummary;
+    const own = server.summary;
+    push('Questions (statements)', whole.statements, own.statements);
+    push('Com_insert (inserts)', whole.inserts, own.inserts);
+    push(`${server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global ?? 'rows'} (rows inserted)`, whole.rowsInserted, own.rowsInserted);
+    push('Com_stmt_prepare (prepares)', whole.prepares, own.prepares);
+    push('Com_commit (commits)', whole.commits, own.commits);
+  }
+  if ('tables.n_tup_ins' in g && wire && wire.rowsAffected !== undefined) {
+    const changed = (g['tables.n_tup_ins'] ?? 0) + (g['tables.n_tup_upd'] ?? 0) + (g['tables.n_tup_del'] ?? 0);
+    push('n_tup_ins + n_tup_upd + n_tup_del (rows changed)', changed, wire.rowsAffected);
+  }
+  if ('db.sessions' in g && wire?.setup) push('pg_stat_database.sessions (connections opened)', g['db.sessions'] ?? 0, wire.setup.connectionsOpened);
+  if (server.attribution?.method === 'total_changes' && server.perConnection && server.attribution.requested.length === 1) {
+    const moved = server.perConnection.data_version ?? 0;
+    if (moved !== 0) out.push({ counter: 'data_version (commits by another connection)', server: 1, window: 0 });
+  }
+  return out;
+}
+
+/** Why the server-wide counters cannot be attributed to the window alone, in words. Empty when they can. */
+export function globalDisturbances(backend: BackendDescription, server: ServerLayer, wire: WireCounts | null = null): string[] {
   const reasons: string[] = [];
   const residue = Object.fromEntries(
     Object.entries(server.control).filter(([k, v]) => v !== 0 && !k.startsWith('perConnection.')),
@@ -48,30 +118,26 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
   }
   if (server.foreignSessions.length > 0) {
     reasons.push(
-      `other client connections seen: ${list(
+      `client connections outside the window: ${list(
         server.foreignSessions.map(
           (s) => `#${s.id} ${s.user ?? '?'}@${s.host ?? '?'} (${s.command ?? '?'}${s.info ? `: ${s.info.slice(0, INFO_SHOWN)}` : ''})`,
         ),
       )}`,
     );
   }
-  if (server.connectionsOpened) {
+  // Connections the server accepted in the window beyond those the wire proxy saw open: a client came and went.
+  const seenOpened = wire?.setup?.connectionsOpened ?? 0;
+  if (server.connectionsOpened && server.connectionsOpened > seenOpened && !('db.sessions' in server.global)) {
     reasons.push(
-      `${server.connectionsOpened} client connection(s) were opened during the window: a short-lived client may have come and gone between the session listings`,
+      `${server.connectionsOpened - seenOpened} client connection(s) were opened during the window that the window did not see: a short-lived client may have come and gone between the session listings`,
     );
   }
   if (!server.canSeeOtherSessions) reasons.push('the account cannot see other sessions, so isolation cannot be verified');
   if (!backend.capabilities.privateServer) {
     reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen`);
   }
-  if (server.perConnection) {
-    for (const pair of server.comparable ?? []) {
-      const g = server.global[pair.global];
-      const p = server.perConnection[pair.perConnection] ?? 0;
-      if (g !== undefined && g !== p) {
-        reasons.push(`global ${pair.global} differs from the workload connections' ${pair.perConnection} by ${g - p}`);
-      }
-    }
+  for (const b of beyondWindow(server, wire)) {
+    reasons.push(`the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`);
   }
   return reasons;
 }
@@ -96,12 +162,25 @@ export function decideVerdict(input: VerdictInput): Verdict {
       : { reconciliation: [], discrepancies: [] };
   const verdict = (kind: Verdict['kind'], reason: string): Verdict => ({
     kind,
-    reason,
+    reason: truncateStatement(reason, REASON_CHARS),
     reconciliation: rec.reconciliation,
     discrepancies: rec.discrepancies,
   });
 
   if (input.workloadError) return verdict('incomplete', `the workload threw: ${input.workloadError.message}`);
+  if (input.timedOut) return verdict('incomplete', `the workload did not finish in time: ${input.timedOut}`);
+  const unfinished = input.unfinished;
+  if (unfinished && (unfinished.driverCalls > 0 || unfinished.wireRequests > 0 || unfinished.lateCommands > 0)) {
+    const parts = [
+      unfinished.driverCalls > 0 ? `${unfinished.driverCalls} driver call(s) had not settled` : '',
+      unfinished.wireRequests > 0 ? `${unfinished.wireRequests} request(s) on the wire were still unanswered` : '',
+      unfinished.lateCommands > 0 ? `${unfinished.lateCommands} command(s) reached the wire after it returned` : '',
+    ].filter(Boolean);
+    return verdict(
+      'incomplete',
+      `work was still in flight when the measured function returned (${parts.join(', ')}): a query started without await, or a callback after the function's end; its counts are not the window's`,
+    );
+  }
   const incomplete: string[] = [];
   if (input.probeError) incomplete.push(`server probe failed: ${input.probeError}`);
   if (input.wire?.incomplete) incomplete.push(`wire layer incomplete: ${input.wire.incompleteReasons.join('; ') || 'no reason given'}`);
@@ -114,29 +193,45 @@ export function decideVerdict(input: VerdictInput): Verdict {
       ? ` (background threads set aside: ${list(server.backgroundSessions.map((s) => `${s.name} #${s.id}`))})`
       : '';
   const degraded = server.degraded ?? [];
-  const disturbances = globalDisturbances(backend, server);
+  const disturbances = globalDisturbances(backend, server, input.wire);
+  const otherConnections: OtherConnections = input.otherConnections ?? (backend.capabilities.privateServer ? 'mine' : 'foreign');
 
   const attribution = server.attribution;
   const perConnectionResidue = Object.entries(server.control).filter(([k, v]) => k.startsWith('perConnection.') && v !== 0);
   if (perConnectionResidue.length > 0) {
-    disturbances.push(
-      `the workload's own connections moved during the empty control window (${perConnectionResidue.map(([k, v]) => `${k} ${v}`).join(', ')})`,
+    return verdict(
+      'report',
+      `the window's own connections moved during the empty control window (${perConnectionResidue.map(([k, v]) => `${k} ${v}`).join(', ')})${background}`,
     );
   }
   if (degraded.length > 0) return verdict('report', [...degraded, ...disturbances].join('; '));
-
-  if (attribution?.exact && server.perConnection && perConnectionResidue.length === 0) {
-    const how = `per-connection attribution (${attribution.method}) covers the workload's connection${
-      attribution.requested.length === 1 ? '' : 's'
-    } ${attribution.requested.map((id) => `#${id}`).join(', ')} exactly`;
-    return verdict('assert', disturbances.length > 0 ? `${how}; the global counters alone would not be: ${disturbances.join('; ')}${background}` : `${how}${background}`);
-  }
   if (attribution && !attribution.exact) {
-    const missing = attribution.requested.filter((id) => !attribution.found.includes(id));
-    disturbances.push(`per-connection attribution did not find the workload connection(s) ${missing.map((id) => `#${id}`).join(', ') || '(none given)'}`);
+    const missing = attribution.missing?.length
+      ? attribution.missing
+      : attribution.requested.filter((id) => !attribution.found.includes(id)).map((id) => `#${id} not found`);
+    return verdict('report', `per-connection attribution is not exact: ${missing.join('; ') || 'no window connection was given'}${disturbances.length ? `; ${disturbances.join('; ')}` : ''}${background}`);
   }
-  if (disturbances.length === 0) {
-    return verdict('assert', `isolated: private server, control window 0 after the measured probe cost, no other client sessions${background}`);
+  // Layers that disagree in a way the driver model cannot explain are not an assert, whatever the attribution.
+  const disagree = rec.discrepancies.length > 0 ? `the layers disagree where the driver model cannot explain it: ${rec.discrepancies.join('; ')}` : null;
+
+  if (disturbances.length > 0) {
+    if (otherConnections === 'mine') {
+      const via = input.via ? ` (the window saw ${input.via})` : '';
+      return verdict(
+        'report',
+        `the server did work the window's connections do not account for: ${disturbances.join('; ')}${via}. On a server sqltally started for this session every client is your own code, so some of it reached the server around the proxy: connect it to session.connection, or count it with session.count()${background}`,
+      );
+    }
+    if (attribution?.exact && server.perConnection && !disagree) {
+      const how = `per-connection attribution (${attribution.method}) covers the window's connection${attribution.requested.length === 1 ? '' : 's'} ${attribution.requested.map((id) => `#${id}`).join(', ')} exactly`;
+      return verdict('assert', `${how}; the server as a whole also did other clients' work, set aside: ${disturbances.join('; ')}${background}`);
+    }
+    return verdict('report', `${[disagree, ...disturbances].filter(Boolean).join('; ')}${background}`);
   }
-  return verdict('report', `${disturbances.join('; ')}${background}`);
+  if (disagree) return verdict('report', `${disagree}${background}`);
+  if (attribution?.exact && server.perConnection) {
+    const how = `per-connection attribution (${attribution.method}) covers the window's connection${attribution.requested.length === 1 ? '' : 's'} ${attribution.requested.map((id) => `#${id}`).join(', ')} exactly, and the server did nothing beyond them`;
+    return verdict('assert', `${how}${background}`);
+  }
+  return verdict('assert', `isolated: private server, control window 0 after the measured probe cost, no other client sessions${background}`);
 }

@@ -9,7 +9,7 @@ import { MYSQL_FAMILY_TRACKED_STATUS } from './mysql';
  */
 export const MARIADB_TRAITS: MysqlFamilyTraits = {
   trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
-  perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
+  perThreadStatus: ['Questions', 'Handler_write'],
   bulkExecuteEvent: 'statement/com/Bulk_execute',
   // MariaDB's view fills a temporary table too, but that moves Handler_tmp_write, which is not watched.
   processlistSql: [SQL_PROCESSLIST_INFORMATION_SCHEMA],

@@ -2,7 +2,8 @@ import { SqltallyError } from '../../containers/errors';
 import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
 import type { WindowContext } from './probe';
-import type { SeenSessions, Snapshot, SnapshotSource } from './snapshot-probe';
+import { classifyCached } from '../statement-cache';
+import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
 
@@ -30,8 +31,8 @@ export interface MysqlFamilyTraits {
 }
 
 /**
- * Every statement the probe sends is a constant text: `Bytes_received` counts statement bytes, so a text that
- * varied (an IN list of thread ids) would make the probe's cost vary too. Filtering happens in JavaScript.
+ * Every statement the probe sends is a constant text, filtered in JavaScript: the same statements every time, so
+ * the probe's cost in the global counters is the same for every reading, whatever connections are watched.
  */
 const SQL_GLOBAL_STATUS = 'SHOW GLOBAL STATUS';
 export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
@@ -46,6 +47,22 @@ const SQL_THREAD_STATUS =
   'FROM performance_schema.status_by_thread s ' +
   'JOIN performance_schema.threads t ON t.THREAD_ID = s.THREAD_ID ' +
   'WHERE t.PROCESSLIST_ID IS NOT NULL';
+/**
+ * Prepared statements still open, per owner connection, with their executions so far: how a connection's
+ * `statement/com/Execute` count is told apart by statement class (performance_schema files a prepared execute
+ * under that event, not under INSERT). Only the head of the text is read: enough to classify it, and a 30000-value
+ * INSERT's text is 200 KB.
+ */
+const SQL_PREPARED =
+  'SELECT t.PROCESSLIST_ID AS ID, p.OBJECT_INSTANCE_BEGIN AS K, LEFT(p.SQL_TEXT, 200) AS Q, p.COUNT_EXECUTE AS N ' +
+  'FROM performance_schema.prepared_statements_instances p ' +
+  'JOIN performance_schema.threads t ON t.THREAD_ID = p.OWNER_THREAD_ID ' +
+  'WHERE t.PROCESSLIST_ID IS NOT NULL';
+/**
+ * Per-connection events that are sqltally's own: the wire proxy pings each window connection before a reading (see
+ * WindowContext.settle), so a ping is never counted as the workload's.
+ */
+const OWN_EVENTS: ReadonlySet<string> = new Set(['statement/com/Ping']);
 const INFO_CHARS = 200;
 
 interface ProcessRow {
@@ -54,6 +71,12 @@ interface ProcessRow {
   HOST: string | null;
   COMMAND: string | null;
   INFO: string | null;
+}
+interface PreparedRow {
+  ID: unknown;
+  K: unknown;
+  Q: unknown;
+  N: unknown;
 }
 interface CounterRow {
   ID: number;
@@ -79,6 +102,7 @@ export class MysqlFamilySource implements SnapshotSource {
   #hasProcessPrivilege = false;
   #bulkEventKnown = false;
   #processlistSql: string = SQL_PROCESSLIST_INFORMATION_SCHEMA;
+  #preparedReadable = false;
 
   constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
     this.description = description;
@@ -105,7 +129,6 @@ export class MysqlFamilySource implements SnapshotSource {
       { global: 'Com_stmt_prepare', perConnection: 'statement/com/Prepare' },
       { global: 'Com_begin', perConnection: 'statement/sql/begin' },
       { global: 'Com_commit', perConnection: 'statement/sql/commit' },
-      { global: 'Bytes_received', perConnection: 'Bytes_received' },
     ];
     if (this.#rowCounter) pairs.push({ global: this.#rowCounter, perConnection: 'Handler_write' });
     return pairs.filter((p) => this.#tracked.includes(p.global));
@@ -164,6 +187,10 @@ export class MysqlFamilySource implements SnapshotSource {
       await this.#query(SQL_THREAD_EVENTS);
       await this.#query(SQL_THREAD_STATUS);
       this.#perfSchema = 'on';
+      this.#preparedReadable = await this.#query(SQL_PREPARED).then(
+        () => true,
+        () => false,
+      );
       const bulk = this.#traits.bulkExecuteEvent;
       if (bulk) {
         // A constant name from the traits table, never user input.
@@ -186,9 +213,9 @@ export class MysqlFamilySource implements SnapshotSource {
     return out;
   }
 
-  async #readSessions(ctx: WindowContext): Promise<SeenSessions> {
+  async #readSessions(ids: readonly number[]): Promise<SeenSessions> {
     const rows = await this.#query<ProcessRow>(this.#processlistSql);
-    const workload = new Set(ctx.workloadConnectionIds);
+    const workload = new Set(ids);
     const sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: this.#hasProcessPrivilege };
     for (const r of rows) {
       const id = Number(r.ID);
@@ -213,51 +240,63 @@ export class MysqlFamilySource implements SnapshotSource {
     return sessions;
   }
 
-  async #readPerThread(ctx: WindowContext): Promise<{ counters: Counters; found: number[] }> {
-    const workload = new Set(ctx.workloadConnectionIds);
-    const counters: Counters = {};
-    const found = new Set<number>();
+  /** Per-thread statement events and status variables of the given connections, by connection id. */
+  async #readPerThread(ids: readonly number[]): Promise<Map<number, Counters>> {
+    const wanted = new Set(ids);
+    const byId = new Map<number, Counters>();
     const add = (rows: CounterRow[], keep: (name: string) => boolean): void => {
       for (const r of rows) {
         const id = Number(r.ID);
-        if (!workload.has(id)) continue;
-        found.add(id);
+        if (!wanted.has(id)) continue;
+        let counters = byId.get(id);
+        if (!counters) byId.set(id, (counters = {}));
         if (!keep(r.NAME)) continue;
         counters[r.NAME] = (counters[r.NAME] ?? 0) + Number(r.N);
       }
     };
-    add(await this.#query<CounterRow>(SQL_THREAD_EVENTS), () => true);
+    add(await this.#query<CounterRow>(SQL_THREAD_EVENTS), (name) => !OWN_EVENTS.has(name));
     add(await this.#query<CounterRow>(SQL_THREAD_STATUS), (name) => this.#traits.perThreadStatus.includes(name));
-    return { counters, found: [...found] };
+    return byId;
   }
 
-  async snapshot(ctx: WindowContext): Promise<Snapshot> {
+  async #readPrepared(ids: readonly number[]): Promise<Map<string, PreparedInstance> | null> {
+    if (!this.#preparedReadable) return null;
+    const wanted = new Set(ids);
+    const out = new Map<string, PreparedInstance>();
+    for (const r of await this.#query<PreparedRow>(SQL_PREPARED)) {
+      const id = Number(r.ID);
+      if (!wanted.has(id)) continue;
+      out.set(`${id}:${String(r.K)}`, { connectionId: id, statementClass: classifyCached(String(r.Q ?? ''), 'mysql'), executes: Number(r.N) });
+    }
+    return out;
+  }
+
+  async readConnection(_ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null }> {
+    if (this.#perfSchema !== 'on') return { counters: null, prepared: null };
+    const counters = (await this.#readPerThread([connectionId])).get(connectionId) ?? null;
+    const prepared = await this.#readPrepared([connectionId]);
+    return { counters, prepared: prepared ? [...prepared.values()] : null };
+  }
+
+  async snapshot(_ctx: WindowContext, _purpose: string, ids: readonly number[]): Promise<Snapshot> {
     const failures: string[] = [];
     const notes: string[] = [];
-    if (ctx.pingWorkloadConnections) {
-      try {
-        await ctx.pingWorkloadConnections();
-      } catch (err) {
-        failures.push(`workload connection did not answer a ping before the reading: ${messageOf(err)}`);
-      }
-    }
     if (this.#perfSchemaNote) notes.push(this.#perfSchemaNote);
     if (!this.#hasProcessPrivilege) {
       notes.push(`account ${this.#connection.user} has no PROCESS privilege: other users' sessions are invisible, isolation cannot be verified`);
     }
     let sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: false };
     try {
-      sessions = await this.#readSessions(ctx);
+      sessions = await this.#readSessions(ids);
     } catch (err) {
       failures.push(`process list unreadable: ${messageOf(err)}`);
     }
-    let perConnection: Counters | null = null;
-    let attributed: number[] = [];
+    let perConnection: Map<number, Counters> | null = null;
+    let prepared: Map<string, PreparedInstance> | null = null;
     if (this.#perfSchema === 'on') {
       try {
-        const read = await this.#readPerThread(ctx);
-        perConnection = read.counters;
-        attributed = read.found;
+        perConnection = await this.#readPerThread(ids);
+        prepared = await this.#readPrepared(ids);
       } catch (err) {
         failures.push(`performance_schema read failed: ${messageOf(err)}`);
       }
@@ -270,10 +309,10 @@ export class MysqlFamilySource implements SnapshotSource {
     } catch (err) {
       failures.push(`SHOW GLOBAL STATUS failed: ${messageOf(err)}`);
     }
-    return { global, perConnection, attributed, statements: null, sessions, notes, failures };
+    return { global, perConnection, prepared, statements: null, sessions, notes, failures };
   }
 
-  summarize(global: Counters, perConnection: Counters | null): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+  summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
     const g = (name: string): number | null => (this.#tracked.includes(name) ? (global[name] ?? 0) : null);
     if (perConnection) {
       const p = (name: string): number => perConnection[name] ?? 0;
@@ -281,12 +320,26 @@ export class MysqlFamilySource implements SnapshotSource {
       const executes = p('statement/com/Execute') + (bulk ?? 0);
       const textInserts = p('statement/sql/insert') + p('statement/sql/insert_select') + p('statement/sql/replace') + p('statement/sql/replace_select');
       const notes: string[] = [];
-      // performance_schema files a prepared execute under statement/com/Execute, not under the statement's kind.
-      if (executes > 0) notes.push('per-connection counters cannot tell which prepared executes were INSERTs: summary.inserts is null');
+      // A prepared execute is filed under statement/com/Execute; its class comes from the prepared statement it ran.
+      const byClass = extras.preparedExecutes;
+      const attributed = byClass ? Object.values(byClass).reduce((a, b) => a + b, 0) : 0;
+      let inserts: number | null = textInserts;
+      if (executes > 0) {
+        if (byClass && attributed === executes && !extras.preparedUnknown) {
+          inserts = textInserts + (byClass.insert ?? 0);
+        } else {
+          inserts = null;
+          notes.push(
+            byClass
+              ? `${executes} prepared executes, of which ${attributed} could be given a statement class${extras.preparedUnknown ? ` (${extras.preparedUnknown})` : ''}: summary.inserts is null`
+              : 'performance_schema.prepared_statements_instances is not readable: prepared executes have no statement class, summary.inserts is null',
+          );
+        }
+      }
       return {
         summary: {
           statements: p('Questions'),
-          inserts: executes > 0 ? null : textInserts,
+          inserts,
           prepares: p('statement/com/Prepare'),
           executes,
           bulkExecutes: bulk,

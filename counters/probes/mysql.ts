@@ -21,7 +21,6 @@ export const MYSQL_FAMILY_TRACKED_STATUS = [
   'Com_begin',
   'Com_commit',
   'Com_rollback',
-  'Bytes_received',
   // A short-lived client that connects and leaves between two process-list readings still moves this.
   'Connections',
 ] as const;
@@ -33,7 +32,7 @@ export const MYSQL_FAMILY_TRACKED_STATUS = [
  */
 export const MYSQL_TRAITS: MysqlFamilyTraits = {
   trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
-  perThreadStatus: ['Questions', 'Handler_write', 'Bytes_received'],
+  perThreadStatus: ['Questions', 'Handler_write'],
   bulkExecuteEvent: null,
   // Measured on MySQL 9.7: the information_schema view inserts one InnoDB temp row per connection per read.
   processlistSql: [SQL_PROCESSLIST_PERFORMANCE_SCHEMA, SQL_PROCESSLIST_INFORMATION_SCHEMA],

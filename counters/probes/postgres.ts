@@ -1,9 +1,9 @@
 import { SqltallyError } from '../../containers/errors';
 import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
-import { classifyStatement } from '../tokenizer';
+import { classifyCached } from '../statement-cache';
 import type { ProbeOptions, WindowContext } from './probe';
-import type { SeenSessions, Snapshot, SnapshotSource } from './snapshot-probe';
+import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
 
@@ -22,16 +22,22 @@ const STATEMENT_TEXT_READ = 400;
 const SQL_FORCE_FLUSH = 'SELECT pg_stat_force_next_flush()';
 
 /**
- * One statement reads the database, the table and the sessions. On 15+ it also asks for its own flush, so that
- * every probe transaction is visible to the next reading: without it the probe's own `xact_commit` shows up
- * whenever its backend happens to flush (at most once a second) and the probe cost wanders.
+ * One statement reads the user tables, the named table, the sessions and (14+) the database's session count. On 15+
+ * it also asks for its own flush, so that every probe transaction is visible to the next reading.
+ *
+ * Rows come from the user tables' own counters, summed over every table of the database (a user's ORM writes
+ * tables sqltally was never told about), with the list of tables read, so a table dropped inside the window (which
+ * takes its counts with it) is seen rather than silently missing. `pg_stat_database`'s transaction and tuple
+ * counters are not read: they take in every session's transactions and catalog writes, and a session that ends
+ * flushes its own into whatever window is open, so no window can have them exact (measured on 15: one autocommit
+ * INSERT read 4 to 13 commits).
  */
 function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
   return [
     'SELECT',
-    "(SELECT json_build_object('xact_commit', xact_commit, 'xact_rollback', xact_rollback, 'tup_inserted', tup_inserted,",
-    `  'tup_updated', tup_updated, 'tup_deleted', tup_deleted${sessions ? ", 'sessions', sessions" : ''})`,
-    '  FROM pg_stat_database WHERE datname = current_database()) AS db,',
+    sessions ? "(SELECT json_build_object('sessions', sessions) FROM pg_stat_database WHERE datname = current_database()) AS db," : "NULL::json AS db,",
+    "(SELECT json_build_object('n_tup_ins', coalesce(sum(n_tup_ins), 0), 'n_tup_upd', coalesce(sum(n_tup_upd), 0), 'n_tup_del', coalesce(sum(n_tup_del), 0),",
+    "  'relids', coalesce(json_agg(relid::text ORDER BY relid), '[]'::json)) FROM pg_stat_user_tables) AS tables,",
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
     '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
     "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
@@ -62,6 +68,7 @@ interface ActivityRow {
 }
 interface MainRow {
   db: Record<string, number> | null;
+  tables: { n_tup_ins: number; n_tup_upd: number; n_tup_del: number; relids: string[] } | null;
   tbl: Record<string, number> | null;
   activity: ActivityRow[];
 }
@@ -141,7 +148,7 @@ export class PostgresSource implements SnapshotSource {
   async #readMain(ctx: WindowContext): Promise<MainRow> {
     if (!this.#client) throw this.#fail('probe connection is not open', 'read', undefined);
     const sql = mainReadSql(this.#forcedFlush, this.#versionNum >= SESSIONS_MIN_VERSION);
-    const [row] = await this.#client.query<MainRow>(sql, [ctx.table.schema ?? 'public', ctx.table.name]);
+    const [row] = await this.#client.query<MainRow>(sql, [ctx.table?.schema ?? 'public', ctx.table?.name ?? '']);
     if (!row) throw this.#fail('statistics read returned no row', sql, undefined);
     return row;
   }
@@ -149,14 +156,15 @@ export class PostgresSource implements SnapshotSource {
   #countersOf(row: MainRow): Counters {
     const out: Counters = {};
     for (const [k, v] of Object.entries(row.db ?? {})) out[`db.${k}`] = Number(v);
-    // A table absent from this reading has no counters here, not zeros: absent at the start and present at the end
-    // (created in the window) still gives the right delta, absent at both ends leaves the rows unknown (null).
+    for (const key of ['n_tup_ins', 'n_tup_upd', 'n_tup_del'] as const) out[`tables.${key}`] = Number(row.tables?.[key] ?? 0);
+    // The named table absent from this reading has no counters here, not zeros: created in the window still gives
+    // the right delta, absent at both ends leaves its own rows unknown.
     if (row.tbl) for (const key of ['n_tup_ins', 'n_tup_upd', 'n_tup_del']) out[`table.${key}`] = Number(row.tbl[key] ?? 0);
     return out;
   }
 
-  #sessions(ctx: WindowContext, activity: ActivityRow[]): SeenSessions {
-    const workload = new Set(ctx.workloadConnectionIds);
+  #sessions(ids: readonly number[], activity: ActivityRow[]): SeenSessions {
+    const workload = new Set(ids);
     const seen: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
     for (const a of activity) {
       if (a.pid === this.#ownPid || workload.has(a.pid)) continue;
@@ -190,33 +198,37 @@ export class PostgresSource implements SnapshotSource {
     }
   }
 
-  async snapshot(ctx: WindowContext): Promise<Snapshot> {
+  async snapshot(ctx: WindowContext, _purpose: string, ids: readonly number[]): Promise<Snapshot> {
     const startNs = process.hrtime.bigint();
     const failures: string[] = [];
     const notes: string[] = [];
     const lost = this.#client?.lost;
     if (lost) failures.push(`probe connection lost: ${lost}`);
-    let settleDetail = 'forced flush of the writer session (pg_stat_force_next_flush)';
+    let settleDetail = 'forced flush of every window session (pg_stat_force_next_flush, sent by the wire proxy)';
     let settled = true;
 
-    if (this.#forcedFlush) {
+    // With a wire proxy, every window session was already flushed (ctx.settle runs before each reading). Without
+    // one, only the session handed in through onWorkloadConnection can be made to flush.
+    if (this.#forcedFlush && !ctx.settle) {
       if (!ctx.onWorkloadConnection) {
         settled = false;
         settleDetail = 'no workload-connection hook: the writer session cannot be made to flush its statistics';
       } else {
+        settleDetail = 'forced flush of the writer session (pg_stat_force_next_flush)';
         try {
           await ctx.onWorkloadConnection(SQL_FORCE_FLUSH);
         } catch (err) {
           failures.push(`forcing the writer's statistics flush failed: ${messageOf(err)}`);
         }
-        if (ctx.workloadConnectionIds.length > 1) {
+        if (ids.length > 1) {
           settled = false;
-          settleDetail = `only one of ${ctx.workloadConnectionIds.length} workload connections can be force-flushed; the others flush up to ~10 s later`;
+          settleDetail = `only one of ${ids.length} workload connections can be force-flushed without a wire proxy; the others flush up to ~10 s later`;
         }
       }
     }
 
     let global: Counters = {};
+    let objects: Set<string> | undefined;
     let sessions: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
     try {
       let row = await this.#readMain(ctx);
@@ -229,18 +241,15 @@ export class PostgresSource implements SnapshotSource {
           settleDetail = `counters still moving after ${this.#settleTimeoutMs} ms`;
         }
       }
-      if (!row.tbl) {
-        notes.push(
-          ctx.table.name
-            ? `table ${ctx.table.schema ?? 'public'}.${ctx.table.name} not found in pg_stat_user_tables: its rows are not counted here`
-            : 'no workload table was named: inserted rows are not counted (name the table to count them)',
-        );
+      if (!row.tbl && ctx.table?.name) {
+        notes.push(`table ${ctx.table.schema ?? 'public'}.${ctx.table.name} not found in pg_stat_user_tables: its own counters are not shown`);
       }
+      objects = new Set(row.tables?.relids ?? []);
       if (row.activity.some((a) => a.query === '<insufficient privilege>')) {
         notes.push('some sessions hide their query text from this account (needs pg_read_all_stats)');
       }
       global = this.#countersOf(row);
-      sessions = this.#sessions(ctx, row.activity);
+      sessions = this.#sessions(ids, row.activity);
     } catch (err) {
       failures.push(`statistics read failed: ${messageOf(err)}`);
     }
@@ -253,36 +262,19 @@ export class PostgresSource implements SnapshotSource {
         const [res] = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
           statementsReadSql(this.#forcedFlush),
         );
-        statements = new Map((res?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows) }]));
+        statements = new Map(
+          (res?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows), statementClass: classifyCached(s.query, 'postgres') }]),
+        );
       } catch (err) {
         failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);
       }
     } else {
       notes.push(this.#statementStats);
     }
-
-    if (statements) {
-      let calls = 0;
-      let rows = 0;
-      const byClass: Counters = { insert: 0, begin: 0, commit: 0 };
-      for (const s of statements.values()) {
-        calls += s.calls;
-        rows += s.rows;
-        const cls = classifyStatement(s.query, 'postgres');
-        if (cls in byClass) byClass[cls] = (byClass[cls] ?? 0) + s.calls;
-      }
-      Object.assign(global, {
-        'statements.calls': calls,
-        'statements.rows': rows,
-        'statements.insert_calls': byClass.insert ?? 0,
-        'statements.begin_calls': byClass.begin ?? 0,
-        'statements.commit_calls': byClass.commit ?? 0,
-      });
-    }
     return {
       global,
       perConnection: null,
-      attributed: [],
+      ...(objects ? { objects } : {}),
       statements,
       sessions,
       notes,
@@ -291,8 +283,11 @@ export class PostgresSource implements SnapshotSource {
     };
   }
 
-  summarize(global: Counters): { summary: ServerSummary; source: 'global'; notes: string[] } {
+  summarize(global: Counters, _perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'global'; notes: string[] } {
     const has = (k: string): number | null => (k in global ? (global[k] ?? 0) : null);
+    const notes = ['PostgreSQL counts no prepares or executes on the server side: those are on the wire layer'];
+    const dropped = extras.droppedObjects ?? [];
+    if (dropped.length > 0) notes.push(`${dropped.length} user table(s) were dropped inside the window and took their row counts with them: rowsInserted is unknown`);
     return {
       summary: {
         statements: has('statements.calls'),
@@ -301,10 +296,10 @@ export class PostgresSource implements SnapshotSource {
         executes: null,
         bulkExecutes: null,
         commits: has('statements.commit_calls'),
-        rowsInserted: has('table.n_tup_ins'),
+        rowsInserted: dropped.length > 0 ? null : has('tables.n_tup_ins'),
       },
       source: 'global',
-      notes: ['PostgreSQL counts no prepares or executes on the server side: those are on the wire layer'],
+      notes,
     };
   }
 

@@ -9,10 +9,13 @@ export interface ProbeCost {
   /** Per counter: what one snapshot-to-snapshot interval moves with nothing else happening. */
   counters: Record<string, number>;
   /**
-   * The same for the workload's own per-connection counters: zero unless the probe touches the workload connection
-   * itself (the MySQL ping before each reading moves its `statement/com/Ping` and `Bytes_received`).
+   * The same for the window connections' own counters, summed: 0 everywhere, or the probe disturbs what it measures
+   * (and the layer is incomplete). The settle request the wire proxy sends before each reading (a MySQL `COM_PING`)
+   * is kept out of the per-connection counters for that reason.
    */
   perConnection?: Record<string, number>;
+  /** What reading one closing connection's own counters costs in the global counters (see `OpenWindow.retire`). */
+  retireRead?: Record<string, number>;
   /** Empty windows measured. */
   pairs: number;
   /** Every pair gave the same numbers. An unstable cost cannot be subtracted, so the layer is then incomplete. */
@@ -21,30 +24,39 @@ export interface ProbeCost {
   unstable: Record<string, number[]>;
 }
 
-/** What the probe needs to know about the workload before a window opens. */
+/** What the probe needs to know about the workload's connections; read again at every snapshot. */
 export interface WindowContext {
-  /** MySQL/MariaDB connection ids (`CONNECTION_ID()`), PostgreSQL backend pids; SQLite: `[0]` for the one handle. */
-  workloadConnectionIds: number[];
-  /** The workload's table: PostgreSQL reads its own counters, SQLite counts its rows. */
-  table: { schema?: string; name: string };
   /**
-   * Runs SQL on the workload's own connection and returns the rows. PostgreSQL needs it to force the writer's
-   * statistics flush (only the writing session can); SQLite needs it because `total_changes()` is per connection.
-   * Hand in the RAW handle, not a counted wrapper, or the probe's SQL shows in the driver layer.
+   * The window's connections by the server's own id: MySQL/MariaDB connection ids, PostgreSQL backend pids, SQLite
+   * the session's numbers for its counted handles. A function for a pool, whose set changes during the window: it
+   * is read at every snapshot, and a connection that appears after the start counts from 0.
    */
-  onWorkloadConnection?: (sql: string) => Promise<unknown[]>;
+  workloadConnectionIds: readonly number[] | (() => readonly number[]);
+  /** A table the workload writes, for the rows committed after a timeout; PostgreSQL counts every user table anyway. */
+  table?: { schema?: string; name: string };
   /**
-   * Round-trips a no-op (MySQL `COM_PING`) on each workload connection before every reading. MySQL sends a
-   * statement's OK before it files the statement in `performance_schema`, so a reading right after the client got
-   * its answer can miss it; the server finishes one command before it reads the next, so a ping answered means the
-   * previous statement is filed. `COM_PING` is not in `Questions`, and it is sent before every reading, calibration
-   * included, so its bytes are part of the measured probe cost.
+   * Runs SQL on one of the window's own connections and returns the rows. SQLite needs it because `total_changes()`
+   * is per connection; PostgreSQL before a wire proxy existed used it to force the writer's statistics flush. Hand
+   * in RAW handles, not counted wrappers, or the probe's SQL shows in the driver layer. Without `connectionId`, the
+   * only (first) connection.
    */
-  pingWorkloadConnections?: () => Promise<void>;
+  onWorkloadConnection?: (sql: string, connectionId?: number) => Promise<unknown[]>;
+  /**
+   * Makes the server's own bookkeeping current on every window connection before a reading, and says which could
+   * not be settled (still busy). The wire proxy sends each quiet connection a request of its own: MySQL files a
+   * statement in performance_schema only after answering it (an answered `COM_PING` means the one before is filed);
+   * a PostgreSQL session flushes its statistics only when it asks for it itself.
+   */
+  settle?: () => Promise<string[]>;
 }
 
 /** A measured window in progress; `end()` closes it and returns the server layer. */
 export interface OpenWindow {
+  /**
+   * A window connection is about to close: read its own counters now, while the server still has them, and use them
+   * as its final values (a pool that shrinks inside the window would otherwise lose them). Call after settling it.
+   */
+  retire(connectionId: number): Promise<void>;
   end(): Promise<ServerLayer>;
 }
 
@@ -69,4 +81,10 @@ export interface ProbeOptions {
   calibrationPairs?: number;
   /** PostgreSQL before 15 has no forced flush: the longest wait for statistics before the layer is incomplete. */
   settleTimeoutMs?: number;
+}
+
+/** The window's connection ids at this moment, sorted and without duplicates. */
+export function connectionIdsOf(ctx: WindowContext): number[] {
+  const ids = typeof ctx.workloadConnectionIds === 'function' ? ctx.workloadConnectionIds() : ctx.workloadConnectionIds;
+  return [...new Set(ids)].sort((a, b) => a - b);
 }

@@ -1,6 +1,6 @@
 import type { BackendDescription } from '../../containers/types';
 import type { WindowContext } from './probe';
-import { SnapshotProbe, type Snapshot, type SnapshotSource } from './snapshot-probe';
+import { SnapshotProbe, type Snapshot, type SnapshotSource, type WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
 
@@ -53,13 +53,13 @@ class ScriptedSource implements SnapshotSource {
     this.workloadQuestions += workload;
   }
 
-  async snapshot(): Promise<Snapshot> {
+  async snapshot(_ctx: WindowContext, _purpose: string, ids: readonly number[]): Promise<Snapshot> {
     this.questions += this.costPerSnapshot + (this.jitterAt.get(this.snapshots) ?? 0);
     this.snapshots += 1;
     return {
       global: { Questions: this.questions },
-      perConnection: { Questions: this.workloadQuestions },
-      attributed: this.attributed,
+      // Each connection the server knows has its own counters; the scripted workload runs on the first one.
+      perConnection: new Map(ids.filter((id) => this.attributed.includes(id)).map((id, i) => [id, { Questions: i === 0 ? this.workloadQuestions : 0 }])),
       statements: null,
       sessions: { foreign: [], background: [], canSeeOtherSessions: true },
       notes: [],
@@ -67,7 +67,7 @@ class ScriptedSource implements SnapshotSource {
     };
   }
 
-  summarize(global: Counters, perConnection: Counters | null): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+  summarize(global: Counters, perConnection: Counters | null, _extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
     const q = perConnection ? perConnection.Questions : global.Questions;
     return {
       summary: { statements: q ?? null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: null },
@@ -97,7 +97,7 @@ describe('SnapshotProbe', () => {
     expect(layer.perConnection).toEqual({ Questions: 3 });
     expect(layer.probeCost).toEqual({ Questions: 4 });
     expect(layer.incomplete).toBe(false);
-    expect(layer.attribution).toEqual({ method: 'performance_schema', requested: [7], found: [7], exact: true });
+    expect(layer.attribution).toEqual({ method: 'performance_schema', requested: [7], found: [7], exact: true, missing: [] });
   });
 
   it('shows a control residue when another client talks during the control window', async () => {
@@ -107,10 +107,10 @@ describe('SnapshotProbe', () => {
     // The intruder's statement lands between the control window's two snapshots.
     const realSnapshot = source.snapshot.bind(source);
     let calls = 0;
-    source.snapshot = async () => {
+    source.snapshot = async (...args) => {
       calls += 1;
       if (calls === 2) source.happen(2, 0);
-      return realSnapshot();
+      return realSnapshot(...args);
     };
     const layer = await (await probe.begin(CTX)).end();
     expect(layer.control.Questions).toBe(2);
@@ -143,6 +143,7 @@ describe('SnapshotProbe', () => {
     source.attributed = [];
     const probe = new SnapshotProbe(source);
     const layer = await (await probe.begin({ ...CTX, workloadConnectionIds: [7, 8] })).end();
-    expect(layer.attribution).toEqual({ method: 'performance_schema', requested: [7, 8], found: [], exact: false });
+    expect(layer.attribution).toMatchObject({ method: 'performance_schema', requested: [7, 8], found: [], exact: false });
+    expect(layer.attribution?.missing).toEqual(['#7 was not found at the start of the window', '#8 was not found at the start of the window']);
   });
 });

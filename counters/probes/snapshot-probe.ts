@@ -1,5 +1,5 @@
 import type { BackendDescription } from '../../containers/types';
-import type { OpenWindow, ProbeCost, ProbeOptions, ServerProbe, WindowContext } from './probe';
+import { connectionIdsOf, type OpenWindow, type ProbeCost, type ProbeOptions, type ServerProbe, type WindowContext } from './probe';
 import type { ServerLayer, ServerSummary } from './types';
 import { costFromEmptyWindows, delta, describeCounters, nonZero, subtractCost, type Counters } from './window';
 
@@ -15,22 +15,44 @@ export interface SeenSessions {
   canSeeOtherSessions: boolean;
 }
 
+/** One prepared statement the server keeps for a connection, with its executions so far. */
+export interface PreparedInstance {
+  connectionId: number;
+  statementClass: string;
+  executes: number;
+}
+
 /** One reading of everything a backend can tell, taken by the same code every time so its cost is constant. */
 export interface Snapshot {
-  /** Server-wide counters (MySQL status, pg_stat_database, the table's pg_stat_user_tables row). */
+  /** Server-wide counters (MySQL status, pg_stat_database, the user tables' pg_stat_user_tables rows). */
   global: Counters;
-  /** Counters of the workload's own connections, summed; null when the server cannot attribute. */
-  perConnection: Counters | null;
-  /** Workload connection ids the per-connection source found. */
-  attributed: number[];
+  /** Counters of each requested window connection the server knows, by its id; null when it cannot attribute. */
+  perConnection: Map<number, Counters> | null;
+  /** Prepared statements of the requested connections by a stable key; null when the server has no such table. */
+  prepared?: Map<string, PreparedInstance> | null;
+  /**
+   * Objects whose counters `global` sums (PostgreSQL's user tables, by relid): one present at the start and gone at
+   * the end took its counts with it, so a sum over them is no longer the whole story.
+   */
+  objects?: Set<string>;
   /** Per-statement counters by a stable key (pg_stat_statements queryid); null when not available. */
-  statements: Map<string, { query: string; calls: number; rows: number }> | null;
+  statements: Map<string, { query: string; calls: number; rows: number; statementClass: string }> | null;
   sessions: SeenSessions;
   notes: string[];
   /** A read that failed: the window cannot be complete. */
   failures: string[];
   /** When this snapshot had to wait for statistics to become visible (PostgreSQL), how long, and whether it got there. */
   settle?: { ns: number; settled: boolean; detail: string };
+}
+
+/** Per-connection facts a summary may use beyond the summed counters (MySQL prepared executes by class). */
+export interface WindowExtras {
+  /** Prepared executes in the window by statement class, over the instances the server still knew at the end. */
+  preparedExecutes: Record<string, number> | null;
+  /** Why some prepared executes could not be given a class (statements closed before the reading), or null. */
+  preparedUnknown: string | null;
+  /** Objects summed in `global` that were there at the start and gone at the end (see `Snapshot.objects`). */
+  droppedObjects?: string[];
 }
 
 /**
@@ -41,8 +63,14 @@ export interface SnapshotSource {
   readonly description: BackendDescription;
   /** Opens the probe's own connection, reads versions and privileges once; called before any snapshot. */
   open(): Promise<void>;
-  snapshot(ctx: WindowContext, purpose: 'calibrate' | 'control' | 'begin' | 'end'): Promise<Snapshot>;
-  summarize(global: Counters, perConnection: Counters | null): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] };
+  /** Reads one snapshot; per-connection counters for `connectionIds` only. */
+  snapshot(ctx: WindowContext, purpose: 'calibrate' | 'control' | 'begin' | 'end', connectionIds: readonly number[]): Promise<Snapshot>;
+  /**
+   * Reads only the per-connection counters of one connection (a connection about to close), or null when this
+   * server has none. Its global cost is measured at calibration like a snapshot's.
+   */
+  readConnection?(ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null }>;
+  summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] };
   /** Global key and the per-connection key meaning the same thing. */
   readonly comparable: { global: string; perConnection: string }[];
   readonly attributionMethod: 'performance_schema' | 'total_changes' | null;
@@ -69,6 +97,74 @@ function prefixed(prefix: string, counters: Counters): Counters {
   return Object.fromEntries(Object.entries(counters).map(([k, v]) => [`${prefix}${k}`, v]));
 }
 
+function add(into: Counters, counters: Counters, sign = 1): void {
+  for (const [k, v] of Object.entries(counters)) into[k] = (into[k] ?? 0) + sign * v;
+}
+
+/** What the window connections' own counters moved between two readings, summed, and which connections were read. */
+interface PerConnectionWindow {
+  counters: Counters;
+  requested: number[];
+  found: number[];
+  /** Words for each connection that could not be read at both ends. */
+  missing: string[];
+}
+
+/**
+ * The window connections' counters between two snapshots. A connection absent from the first reading but opened
+ * after it counts from 0; one absent from the second reading counts with the values read when it closed, or is
+ * missing (it closed before they could be read).
+ */
+function perConnectionWindow(
+  ids: readonly number[],
+  first: Snapshot,
+  second: Snapshot,
+  openedBefore: ReadonlySet<number>,
+  retired: ReadonlyMap<number, Counters>,
+): PerConnectionWindow | null {
+  if (!first.perConnection || !second.perConnection) return null;
+  const counters: Counters = {};
+  const found: number[] = [];
+  const missing: string[] = [];
+  for (const id of ids) {
+    const end = second.perConnection.get(id) ?? retired.get(id);
+    const start = first.perConnection.get(id);
+    if (!start && openedBefore.has(id)) {
+      missing.push(`#${id} was not found at the start of the window`);
+      continue;
+    }
+    if (!end) {
+      missing.push(`#${id} closed inside the window before its counters could be read`);
+      continue;
+    }
+    found.push(id);
+    add(counters, end);
+    if (start) add(counters, start, -1);
+  }
+  return { counters, requested: [...ids], found, missing };
+}
+
+/** Prepared executes between two readings by class, over instances known at the end; closed ones are reported. */
+function preparedWindow(first: Snapshot, second: Snapshot, retired: ReadonlyMap<string, PreparedInstance>): WindowExtras {
+  if (!first.prepared || !second.prepared) return { preparedExecutes: null, preparedUnknown: null };
+  const byClass: Record<string, number> = {};
+  let closed = 0;
+  for (const [key, end] of second.prepared) {
+    const moved = end.executes - (first.prepared.get(key)?.executes ?? 0);
+    if (moved !== 0) byClass[end.statementClass] = (byClass[end.statementClass] ?? 0) + moved;
+  }
+  for (const [key, end] of retired) {
+    if (second.prepared.has(key)) continue;
+    const moved = end.executes - (first.prepared.get(key)?.executes ?? 0);
+    if (moved !== 0) byClass[end.statementClass] = (byClass[end.statementClass] ?? 0) + moved;
+  }
+  for (const key of first.prepared.keys()) if (!second.prepared.has(key) && !retired.has(key)) closed++;
+  return {
+    preparedExecutes: byClass,
+    preparedUnknown: closed > 0 ? `${closed} prepared statement(s) were closed during the window, so their executes there have no class` : null,
+  };
+}
+
 /**
  * A {@link ServerProbe} built from snapshots: calibration takes N+1 snapshots back to back and keeps their common
  * delta as the cost; every window is preceded by an empty control window whose residue (raw minus cost) must be 0.
@@ -91,27 +187,52 @@ export class SnapshotProbe implements ServerProbe {
     return this.#cost;
   }
 
+  async #snapshot(ctx: WindowContext, purpose: 'calibrate' | 'control' | 'begin' | 'end', ids: readonly number[]): Promise<Snapshot> {
+    const unsettled = (await ctx.settle?.()) ?? [];
+    const snap = await this.#source.snapshot(ctx, purpose, ids);
+    if (unsettled.length > 0) snap.failures.push(`could not settle the server's bookkeeping before the reading: ${unsettled.join('; ')}`);
+    return snap;
+  }
+
   async calibrate(ctx: WindowContext): Promise<ProbeCost> {
+    const ids = connectionIdsOf(ctx);
     // A first, discarded snapshot absorbs whatever was pending before (statistics not yet flushed, a first read that
     // creates a pg_stat_statements entry), so the pairs measure the steady cost only.
-    await this.#source.snapshot(ctx, 'calibrate');
+    await this.#snapshot(ctx, 'calibrate', ids);
     const snapshots: Snapshot[] = [];
-    for (let i = 0; i <= this.#pairs; i++) snapshots.push(await this.#source.snapshot(ctx, 'calibrate'));
+    for (let i = 0; i <= this.#pairs; i++) snapshots.push(await this.#snapshot(ctx, 'calibrate', ids));
     const windows: Counters[] = [];
     const perConnectionWindows: Counters[] = [];
     for (let i = 1; i < snapshots.length; i++) {
       const before = snapshots[i - 1]!;
       const after = snapshots[i]!;
       windows.push(delta(before.global, after.global));
-      if (before.perConnection && after.perConnection) perConnectionWindows.push(delta(before.perConnection, after.perConnection));
+      const own = perConnectionWindow(ids, before, after, new Set(ids), new Map());
+      if (own) perConnectionWindows.push(own.counters);
       for (const key of movedStatements(before.statements, after.statements)) this.#probeStatementKeys.add(key);
     }
     const cost = costFromEmptyWindows(windows);
-    if (perConnectionWindows.length === windows.length) {
+    if (perConnectionWindows.length === windows.length && perConnectionWindows.length > 0) {
       const own = costFromEmptyWindows(perConnectionWindows);
       cost.perConnection = own.counters;
       for (const [key, values] of Object.entries(own.unstable)) cost.unstable[`perConnection.${key}`] = values;
       cost.stable = cost.stable && own.stable;
+    }
+    const readConnection = this.#source.readConnection?.bind(this.#source);
+    const sample = ids[0];
+    if (readConnection && sample !== undefined) {
+      // What one read of a closing connection costs globally: two readings around it, minus one snapshot's cost.
+      const retireWindows: Counters[] = [];
+      for (let i = 0; i < 2; i++) {
+        const a = await this.#snapshot(ctx, 'calibrate', ids);
+        await readConnection(ctx, sample);
+        const b = await this.#snapshot(ctx, 'calibrate', ids);
+        retireWindows.push(subtractCost(delta(a.global, b.global), cost.counters));
+      }
+      const retire = costFromEmptyWindows(retireWindows);
+      cost.retireRead = retire.counters;
+      for (const [key, values] of Object.entries(retire.unstable)) cost.unstable[`retireRead.${key}`] = values;
+      cost.stable = cost.stable && retire.stable;
     }
     this.#cost = cost;
     return this.#cost;
@@ -119,26 +240,60 @@ export class SnapshotProbe implements ServerProbe {
 
   async begin(ctx: WindowContext): Promise<OpenWindow> {
     const cost = this.#cost ?? (await this.calibrate(ctx));
-    const controlStart = await this.#source.snapshot(ctx, 'control');
-    const start = await this.#source.snapshot(ctx, 'begin');
-    const control = subtractCost(delta(controlStart.global, start.global), cost.counters);
-    const perConnectionControl =
-      controlStart.perConnection && start.perConnection
-        ? subtractCost(delta(controlStart.perConnection, start.perConnection), cost.perConnection ?? {})
-        : {};
+    const ids = connectionIdsOf(ctx);
+    const controlStart = await this.#snapshot(ctx, 'control', ids);
+    const start = await this.#snapshot(ctx, 'begin', ids);
+    const control = { ...subtractCost(delta(controlStart.global, start.global), cost.counters), ...this.#statementTotals(controlStart, start) };
+    const own = perConnectionWindow(ids, controlStart, start, new Set(ids), new Map());
+    const perConnectionControl = own ? subtractCost(own.counters, cost.perConnection ?? {}) : {};
     const controlAll = { ...control, ...prefixed('perConnection.', perConnectionControl) };
-    return { end: async () => this.#finish(ctx, cost, controlAll, controlStart, start) };
+    const retired = new Map<number, Counters>();
+    const retiredPrepared = new Map<string, PreparedInstance>();
+    let retireReads = 0;
+    const retireFailures: string[] = [];
+    return {
+      retire: async (connectionId) => {
+        const read = this.#source.readConnection;
+        if (!read) return;
+        retireReads += 1;
+        try {
+          const got = await read.call(this.#source, ctx, connectionId);
+          if (got.counters) retired.set(connectionId, got.counters);
+          for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
+        } catch (err) {
+          retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      },
+      end: async () => this.#finish(ctx, cost, controlAll, controlStart, start, new Set(ids), { retired, retiredPrepared, retireReads, retireFailures }),
+    };
   }
 
-  async #finish(ctx: WindowContext, cost: ProbeCost, control: Counters, controlStart: Snapshot, start: Snapshot): Promise<ServerLayer> {
-    const end = await this.#source.snapshot(ctx, 'end');
-    const global = subtractCost(delta(start.global, end.global), cost.counters);
-    const perConnection =
-      start.perConnection && end.perConnection ? subtractCost(delta(start.perConnection, end.perConnection), cost.perConnection ?? {}) : null;
-    const { summary, source, notes: summaryNotes } = this.#source.summarize(global, perConnection);
+  async #finish(
+    ctx: WindowContext,
+    cost: ProbeCost,
+    control: Counters,
+    controlStart: Snapshot,
+    start: Snapshot,
+    openedBefore: ReadonlySet<number>,
+    retirement: { retired: Map<number, Counters>; retiredPrepared: Map<string, PreparedInstance>; retireReads: number; retireFailures: string[] },
+  ): Promise<ServerLayer> {
+    const ids = [...new Set([...openedBefore, ...connectionIdsOf(ctx)])].sort((a, b) => a - b);
+    const end = await this.#snapshot(ctx, 'end', ids);
+    let global = subtractCost(delta(start.global, end.global), cost.counters);
+    for (let i = 0; i < retirement.retireReads; i++) global = subtractCost(global, cost.retireRead ?? {});
+    global = { ...global, ...this.#statementTotals(start, end) };
+    const own = perConnectionWindow(ids, start, end, openedBefore, retirement.retired);
+    const perConnection = own ? subtractCost(own.counters, cost.perConnection ?? {}) : null;
+    const extras: WindowExtras = {
+      ...preparedWindow(start, end, retirement.retiredPrepared),
+      droppedObjects: start.objects && end.objects ? [...start.objects].filter((o) => !end.objects!.has(o)) : [],
+    };
+    const { summary, source, notes: summaryNotes } = this.#source.summarize(global, perConnection, extras);
+    // The same fields from the server-wide counters, so a verdict can say how much the server did beyond the window.
+    const globalSummary = perConnection ? this.#source.summarize(global, null, extras).summary : summary;
     const sessions = mergeSessions(start.sessions, end.sessions);
 
-    const incompleteReasons = [...new Set([...controlStart.failures, ...start.failures, ...end.failures])];
+    const incompleteReasons = [...new Set([...controlStart.failures, ...start.failures, ...end.failures, ...retirement.retireFailures])];
     if (!cost.stable) {
       incompleteReasons.push(
         `probe cost was not stable over ${cost.pairs} empty windows (${Object.entries(cost.unstable)
@@ -146,22 +301,26 @@ export class SnapshotProbe implements ServerProbe {
           .join('; ')}), so it cannot be subtracted`,
       );
     }
+    const ownCost = nonZero(cost.perConnection ?? {});
+    if (Object.keys(ownCost).length > 0) {
+      incompleteReasons.push(`the probe's own readings moved the window connections' counters (${describeCounters(ownCost)}): they cannot be told apart from the workload`);
+    }
     if (end.settle && !end.settle.settled) incompleteReasons.push(`statistics did not settle: ${end.settle.detail}`);
 
     const notes = [...new Set([...start.notes, ...end.notes, ...summaryNotes])];
     const residue = nonZero(control);
     if (Object.keys(residue).length > 0) notes.push(`control window moved: ${describeCounters(residue)}`);
+    if (retirement.retired.size > 0) notes.push(`${retirement.retired.size} window connection(s) closed inside the window; their counters were read before the server dropped them`);
 
-    const requested = [...ctx.workloadConnectionIds].sort((a, b) => a - b);
-    const found = [...new Set([...start.attributed, ...end.attributed])].sort((a, b) => a - b);
     const method = this.#source.attributionMethod;
     const attribution =
-      method && perConnection
+      method && own
         ? {
             method,
-            requested,
-            found,
-            exact: requested.length > 0 && requested.length === found.length && requested.every((id, i) => id === found[i]),
+            requested: own.requested,
+            found: own.found,
+            exact: own.requested.length > 0 && own.missing.length === 0 && own.found.length === own.requested.length,
+            missing: own.missing,
           }
         : null;
 
@@ -170,6 +329,7 @@ export class SnapshotProbe implements ServerProbe {
       perConnection,
       summary,
       summarySource: source,
+      globalSummary,
       statements: statementDeltas(start.statements, end.statements, this.#probeStatementKeys),
       probeCost: cost.counters,
       control,
@@ -186,6 +346,33 @@ export class SnapshotProbe implements ServerProbe {
       connectionsOpened: this.#source.connectionsKey ? (global[this.#source.connectionsKey] ?? null) : null,
       calibrationPairs: cost.pairs,
     };
+  }
+
+  /**
+   * Totals over the per-statement counters between two readings, without the probe's own statements (known from
+   * calibration): how many there are depends on how many connections the wire proxy settled, so they are left out
+   * by key rather than subtracted as a cost.
+   */
+  #statementTotals(before: Snapshot, after: Snapshot): Counters {
+    if (!before.statements || !after.statements) return {};
+    const totals: Counters = { 'statements.calls': 0, 'statements.rows': 0, 'statements.insert_calls': 0, 'statements.begin_calls': 0, 'statements.commit_calls': 0 };
+    for (const [key, s] of after.statements) {
+      if (this.#probeStatementKeys.has(key)) continue;
+      const prev = before.statements.get(key);
+      const calls = s.calls - (prev?.calls ?? 0);
+      const rows = s.rows - (prev?.rows ?? 0);
+      if (calls === 0 && rows === 0) continue;
+      totals['statements.calls']! += calls;
+      totals['statements.rows']! += rows;
+      const classKey = `statements.${s.statementClass}_calls`;
+      if (classKey in totals) totals[classKey]! += calls;
+    }
+    return totals;
+  }
+
+  /** The probe's own statements (by pg_stat_statements key) found at calibration: never the workload's. */
+  get probeStatementKeys(): ReadonlySet<string> {
+    return this.#probeStatementKeys;
   }
 
   async close(): Promise<void> {

@@ -19,9 +19,10 @@ function firstNumber(rows: unknown[]): number {
 }
 
 /**
- * SQLite has no server and no statement counter. What it can honestly tell: `total_changes()` of the workload's
- * own connection (rows inserted, updated or deleted through that handle: per-connection by nature), and the
- * table's row count and the file's page count, which any connection to the file would move.
+ * SQLite has no server and no statement counter. What it can honestly tell, per counted handle: `total_changes()`
+ * (rows inserted, updated or deleted through that handle) and `PRAGMA data_version` (which moves when some OTHER
+ * connection commits to the file: a handle the session does not count writing beside it); and, when a table is
+ * named, its row count and the file's page count, which any connection to the file would move.
  */
 export class SqliteSource implements SnapshotSource {
   readonly description: BackendDescription;
@@ -35,14 +36,13 @@ export class SqliteSource implements SnapshotSource {
   }
 
   async open(): Promise<void> {
-    // Nothing to open: every read goes through the workload's own handle.
+    // Nothing to open: every read goes through the workload's own handles.
   }
 
-  async snapshot(ctx: WindowContext): Promise<Snapshot> {
+  async snapshot(ctx: WindowContext, _purpose: string, ids: readonly number[]): Promise<Snapshot> {
     const base: Snapshot = {
       global: {},
       perConnection: null,
-      attributed: [],
       statements: null,
       sessions: { foreign: [], background: [], canSeeOtherSessions: false },
       notes: ['SQLite has no statement counter and no session list: statements, prepares and executes are null'],
@@ -53,14 +53,22 @@ export class SqliteSource implements SnapshotSource {
       base.failures.push("no workload-connection hook: SQLite's total_changes() can only be read on the workload's own handle");
       return base;
     }
-    const table = ctx.table.schema ? `${quoteIdent(ctx.table.schema)}.${quoteIdent(ctx.table.name)}` : quoteIdent(ctx.table.name);
     try {
-      const perConnection: Counters = { total_changes: firstNumber(await run('SELECT total_changes()')) };
-      const global: Counters = {
-        'table.rows': firstNumber(await run(`SELECT count(*) FROM ${table}`)),
-        page_count: firstNumber(await run('PRAGMA page_count')),
-      };
-      return { ...base, global, perConnection, attributed: [...ctx.workloadConnectionIds] };
+      const perConnection = new Map<number, Counters>();
+      for (const id of ids) {
+        perConnection.set(id, {
+          total_changes: firstNumber(await run('SELECT total_changes()', id)),
+          data_version: firstNumber(await run('PRAGMA data_version', id)),
+        });
+      }
+      const global: Counters = {};
+      const first = ids[0];
+      if (ctx.table?.name && first !== undefined) {
+        const table = ctx.table.schema ? `${quoteIdent(ctx.table.schema)}.${quoteIdent(ctx.table.name)}` : quoteIdent(ctx.table.name);
+        global['table.rows'] = firstNumber(await run(`SELECT count(*) FROM ${table}`, first));
+        global.page_count = firstNumber(await run('PRAGMA page_count', first));
+      }
+      return { ...base, global, perConnection };
     } catch (err) {
       base.failures.push(`SQLite read failed: ${messageOf(err)}`);
       return base;
@@ -79,11 +87,11 @@ export class SqliteSource implements SnapshotSource {
         rowsInserted: perConnection ? (perConnection.total_changes ?? 0) : null,
       },
       source: perConnection ? 'perConnection' : 'global',
-      notes: ['rowsInserted is total_changes(): rows inserted, updated or deleted through the workload handle'],
+      notes: ['rowsInserted is total_changes(): rows inserted, updated or deleted through the counted handles'],
     };
   }
 
   async close(): Promise<void> {
-    // The handle belongs to the workload.
+    // The handles belong to the workload.
   }
 }

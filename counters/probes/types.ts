@@ -40,6 +40,8 @@ export const AttributionSchema = z.object({
   requested: z.array(z.number().int()),
   found: z.array(z.number().int()),
   exact: z.boolean(),
+  /** Why a requested connection is not in `found`, in words. */
+  missing: z.array(z.string()).optional(),
 });
 export type Attribution = z.infer<typeof AttributionSchema>;
 
@@ -52,6 +54,11 @@ export const ServerLayerSchema = z.object({
   summary: ServerSummarySchema,
   /** Which counters `summary` was taken from. */
   summarySource: z.enum(['perConnection', 'global']),
+  /**
+   * The same fields from the server-wide counters: beside a per-connection `summary`, how much the whole server did
+   * (beyond the window's connections when they differ). Equal to `summary` when that is global already.
+   */
+  globalSummary: ServerSummarySchema.optional(),
   /** Per-statement calls and rows (`pg_stat_statements`), when loaded. */
   statements: z
     .array(z.object({ query: z.string(), calls: z.number().int(), rows: z.number().int() }))

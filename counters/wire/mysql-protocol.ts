@@ -725,6 +725,21 @@ export class MysqlSession implements WireSession {
   get quitSent(): boolean {
     return this.#quitSent;
   }
+
+  get closing(): boolean {
+    return this.#quitSent;
+  }
+
+  /**
+   * The proxy may send a command of its own now: the session is in the command phase, uncompressed, nothing is
+   * waiting for an answer and neither direction is in the middle of a packet, so the next bytes each way start a
+   * packet.
+   */
+  injectable(): boolean {
+    return (
+      this.#phase === 'command' && !this.#compressed && this.#greetingHold === null && this.unanswered() === 0 && !this.#client.midFrame && !this.#server.midFrame
+    );
+  }
 }
 
 /**

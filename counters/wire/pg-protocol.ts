@@ -239,6 +239,8 @@ const STARTUP_BACKEND: ReadonlySet<number> = new Set([
 
 /** Client messages that the server answers with exactly one ReadyForQuery. */
 const ANSWERED_BY_READY: ReadonlySet<number> = new Set([Frontend.Query, Frontend.Sync, Frontend.FunctionCall]);
+/** Extended-query messages: until a Sync follows them, the server is inside an exchange the client still owns. */
+const EXTENDED: ReadonlySet<number> = new Set([Frontend.Parse, Frontend.Bind, Frontend.Describe, Frontend.Execute, Frontend.Close, Frontend.Flush]);
 
 /** Rows from a CommandComplete tag: `INSERT 0 5000`, `UPDATE 3`, `DELETE 1`, `MERGE 2`, `COPY 10`. */
 function readCommandTag(head: Buffer): number {
@@ -269,6 +271,8 @@ export class PgSession implements WireSession {
   #phase: Phase = 'startup';
   #awaitingReady = 0;
   #terminated = false;
+  /** An extended-query message went out since the last Sync: the exchange is still open. */
+  #extendedOpen = false;
   /** Refuse mode: client bytes held until the startup message arrives, so SSL/GSS requests never reach the server. */
   #hold: Buffer[] | null;
   /** Bytes at the start of `#hold` that were TLS requests answered by the proxy. */
@@ -399,6 +403,7 @@ export class PgSession implements WireSession {
     this.tally.command(name, frame.chunk);
     if (ANSWERED_BY_READY.has(frame.type)) this.#awaitingReady += 1;
     if (frame.type === Frontend.Terminate) this.#terminated = true;
+    this.#extendedOpen = EXTENDED.has(frame.type) ? true : frame.type === Frontend.Sync ? false : this.#extendedOpen;
   }
 
   #serverFrame(frame: PgFrame): void {
@@ -450,5 +455,18 @@ export class PgSession implements WireSession {
   /** Whether the client said Terminate (a close after it is the normal end). */
   get terminated(): boolean {
     return this.#terminated;
+  }
+
+  get closing(): boolean {
+    return this.#terminated;
+  }
+
+  /**
+   * The proxy may send a Query of its own now: in the command phase, no Sync/Query waiting for ReadyForQuery, no
+   * extended-query message sent since the last Sync (postgres.js sends Parse/Describe/Flush and waits before it
+   * Binds), and neither direction in the middle of a message.
+   */
+  injectable(): boolean {
+    return this.#phase === 'command' && this.#awaitingReady === 0 && !this.#extendedOpen && !this.#client.midFrame && !this.#server.midFrame;
   }
 }

@@ -20,10 +20,32 @@ export interface WireProxyOptions {
   tls?: 'refuse' | 'passthrough';
 }
 
+/** What {@link WireProxy.settle} did on each connection it was asked about. */
+export interface SettleResult {
+  /** Proxy connection ids whose server answered the proxy's own request. */
+  settled: number[];
+  /** Connections that stayed busy (a request in flight, a half-sent message) until the time ran out. */
+  busy: { id: number; serverConnectionId: number | null; why: string }[];
+}
+
+/** Called before the server side of a connection is closed (see {@link WireProxy.onClosing}). */
+export type ClosingHook = (connection: WireConnection, settle: () => Promise<boolean>) => Promise<void>;
+
 /**
  * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server. Bytes are forwarded unchanged (except
  * the TLS refusal above) with backpressure; both directions are parsed on the side. A parse fault never stops the
  * bytes: the connection's counts become `incomplete` instead.
+ *
+ * The proxy owns both sockets of every session and knows when each is between requests, which makes two things
+ * possible that a client library cannot offer for a pool it does not control:
+ * - {@link WireProxy.settle} sends one request of the proxy's own on each quiet connection and swallows its answer
+ *   (MySQL `COM_PING`: the server files a statement in performance_schema only after answering it, and answers one
+ *   command before it reads the next, so an answered ping means the previous statement is filed; PostgreSQL
+ *   `SELECT pg_stat_force_next_flush()`: only the session itself can flush its pending statistics). Its bytes and
+ *   its answer are not in the connection's counts.
+ * - {@link WireProxy.onClosing} holds a goodbye (COM_QUIT, Terminate, or the client's socket closing) until a hook
+ *   has run, so the server-side counters of a connection that closes inside a window can be read before the server
+ *   forgets them.
  *
  * `clientWrites` counts socket reads from the client that carried at least one command start. It approximates the
  * driver's writes by TCP chunk: on loopback one driver write usually arrives as one chunk, but the kernel may split a
@@ -45,9 +67,131 @@ export interface WireProxy extends AsyncDisposable {
    * with no answer, like COM_STMT_CLOSE) may not have reached the proxy yet and then falls in the next window.
    */
   diff(before: WireSnapshot, after: WireSnapshot): WireCounts;
+  /**
+   * Sends the protocol's settle request (see above) on every open connection, or those with the given proxy ids,
+   * as soon as each is between requests, and resolves when all answered or `timeoutMs` (default 5000) ran out.
+   */
+  settle(options?: { ids?: readonly number[]; timeoutMs?: number }): Promise<SettleResult>;
+  /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
+  onClosing(hook: ClosingHook | null): void;
   /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
   close(): Promise<void>;
 }
+
+/** Reads the server's answer to the proxy's own request out of the byte stream, so the client never sees it. */
+interface ReplyReader {
+  /**
+   * Consumes bytes of the answer from `chunk`; returns how many it used, whether the answer is complete, and bytes
+   * in it that belong to the client after all (asynchronous messages the server may send at any time).
+   */
+  read(chunk: Buffer): { used: number; done: boolean; passthrough: Buffer | null };
+}
+
+/** The request a protocol settles a connection with, and how its answer is framed. */
+interface SettleRequest {
+  bytes: Buffer;
+  reader(): ReplyReader;
+}
+
+/** MySQL: COM_PING (sequence 0), answered by one OK or ERR packet. */
+function mysqlPingReader(): ReplyReader {
+  const header = Buffer.alloc(4);
+  let headerFill = 0;
+  let remaining = -1;
+  return {
+    read(chunk) {
+      let i = 0;
+      while (i < chunk.length) {
+        if (remaining < 0) {
+          const take = Math.min(4 - headerFill, chunk.length - i);
+          chunk.copy(header, headerFill, i, i + take);
+          headerFill += take;
+          i += take;
+          if (headerFill < 4) continue;
+          remaining = header.readUIntLE(0, 3);
+        }
+        const take = Math.min(remaining, chunk.length - i);
+        i += take;
+        remaining -= take;
+        if (remaining === 0) return { used: i, done: true, passthrough: null };
+      }
+      return { used: i, done: false, passthrough: null };
+    },
+  };
+}
+
+/** PostgreSQL backend messages that may arrive between any two others: they belong to the client. */
+const PG_ASYNC = new Set([0x41 /* A NotificationResponse */, 0x4e /* N NoticeResponse */, 0x53 /* S ParameterStatus */]);
+
+/** PostgreSQL: a simple Query, answered by messages up to and including ReadyForQuery. */
+function pgQueryReader(): ReplyReader {
+  const header = Buffer.alloc(5);
+  let headerFill = 0;
+  let remaining = -1;
+  let type = 0;
+  let keep: Buffer[] | null = null;
+  let kept: Buffer[] = [];
+  return {
+    read(chunk) {
+      let i = 0;
+      while (i < chunk.length) {
+        if (remaining < 0) {
+          const take = Math.min(5 - headerFill, chunk.length - i);
+          chunk.copy(header, headerFill, i, i + take);
+          headerFill += take;
+          i += take;
+          if (headerFill < 5) continue;
+          type = header[0] as number;
+          remaining = header.readInt32BE(1) - 4;
+          headerFill = 0;
+          keep = PG_ASYNC.has(type) ? [Buffer.from(header)] : null;
+        }
+        const take = Math.min(remaining, chunk.length - i);
+        if (keep && take > 0) keep.push(chunk.subarray(i, i + take));
+        i += take;
+        remaining -= take;
+        if (remaining === 0) {
+          remaining = -1;
+          if (keep) kept.push(...keep);
+          keep = null;
+          if (type === 0x5a /* Z ReadyForQuery */) {
+            const passthrough = kept.length > 0 ? Buffer.concat(kept) : null;
+            kept = [];
+            return { used: i, done: true, passthrough };
+          }
+        }
+      }
+      return { used: i, done: false, passthrough: null };
+    },
+  };
+}
+
+function pgQuery(sql: string): Buffer {
+  const text = Buffer.from(`${sql}\0`, 'utf8');
+  const out = Buffer.alloc(5 + text.length);
+  out[0] = 0x51; // Q
+  out.writeInt32BE(4 + text.length, 1);
+  text.copy(out, 5);
+  return out;
+}
+
+/** The settle request of each protocol (see {@link WireProxy}). */
+const SETTLE = {
+  mysql: { bytes: Buffer.from([1, 0, 0, 0, 0x0e]), reader: mysqlPingReader },
+  // A failed flush (PostgreSQL before 15 has no such function) is answered and swallowed the same way.
+  postgres: { bytes: pgQuery('SELECT pg_stat_force_next_flush()'), reader: pgQueryReader },
+} satisfies Record<WireProtocol, SettleRequest>;
+
+/** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
+const SESSIONS = {
+  mysql: (tls) => new MysqlSession({ tls }),
+  postgres: (tls) => new PgSession({ tls }),
+} satisfies Record<WireProtocol, (tls: 'refuse' | 'passthrough') => WireSession>;
+
+/** How long a closing connection waits for the closing hook before its server side is closed anyway. */
+const CLOSING_HOOK_TIMEOUT_MS = 10_000;
+const SETTLE_POLL_MS = 1;
+const DEFAULT_SETTLE_TIMEOUT_MS = 5_000;
 
 interface ProxiedConnection {
   id: number;
@@ -57,20 +201,12 @@ interface ProxiedConnection {
   openedAtNs: number;
   closedAtNs: number | null;
   closed: Promise<void>;
+  /** Sends the protocol's settle request now if the session allows it; false when it cannot (busy or gone). */
+  trySettle(): Promise<boolean> | null;
 }
 
 function nowNs(): number {
   return Number(process.hrtime.bigint());
-}
-
-/** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
-const SESSIONS = {
-  mysql: (tls) => new MysqlSession({ tls }),
-  postgres: (tls) => new PgSession({ tls }),
-} satisfies Record<WireProtocol, (tls: 'refuse' | 'passthrough') => WireSession>;
-
-function sessionFor(options: WireProxyOptions): WireSession {
-  return SESSIONS[options.protocol](options.tls ?? 'refuse');
 }
 
 function errorText(error: unknown): string {
@@ -78,12 +214,16 @@ function errorText(error: unknown): string {
   return e?.code ? `${e.code}` : String(e?.message ?? error);
 }
 
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
 /**
  * Wires one accepted client socket to a new upstream socket. Every socket gets an 'error' listener (an unhandled
- * one would crash the test process); whichever side closes first, the other is ended after its pending writes.
+ * one would crash the test process); whichever side closes first, the other is ended after its pending writes (the
+ * server side only once the closing hook has run).
  */
-function relay(id: number, client: net.Socket, options: WireProxyOptions): ProxiedConnection {
-  const session = sessionFor(options);
+function relay(id: number, client: net.Socket, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
+  const session = SESSIONS[options.protocol](options.tls ?? 'refuse');
+  const settleRequest: SettleRequest = SETTLE[options.protocol];
   const upstream = net.connect({ host: options.target.host, port: options.target.port });
   client.setNoDelay(true);
   upstream.setNoDelay(true);
@@ -92,22 +232,40 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions): Proxi
   let upstreamClosed = false;
   let resolveClosed!: () => void;
   const closed = new Promise<void>((resolve) => (resolveClosed = resolve));
-  const connection: ProxiedConnection = { id, session, client, upstream, openedAtNs: nowNs(), closedAtNs: null, closed };
+
+  // While the proxy's own request is out, the client's bytes wait here, so its next request follows the answer.
+  let settling: { reader: ReplyReader; done: (ok: boolean) => void } | null = null;
+  // While the closing hook runs, the client's goodbye waits here.
+  let holdingGoodbye = false;
+  const heldFromClient: Buffer[] = [];
+  let hookRun: Promise<void> | null = null;
+
+  const connection: ProxiedConnection = {
+    id,
+    session,
+    client,
+    upstream,
+    openedAtNs: nowNs(),
+    closedAtNs: null,
+    closed,
+    trySettle: () => {
+      if (settling || upstream.destroyed || !upstream.writable || !session.injectable()) return null;
+      return new Promise<boolean>((resolve) => {
+        settling = { reader: settleRequest.reader(), done: resolve };
+        upstream.write(settleRequest.bytes);
+      });
+    },
+  };
+
+  const record = (): WireConnection => connectionRecord(id, session, connection.openedAtNs, connection.closedAtNs);
 
   const reply = (bytes: Buffer): void => {
     if (!client.destroyed) client.write(bytes);
   };
-  client.on('data', (chunk: Buffer) => {
-    let out: Buffer | null;
-    try {
-      out = session.fromClient(chunk, reply);
-    } catch (error) {
-      session.tally.fail(`internal counter error: ${errorText(error)}`);
-      out = chunk;
-    }
+  const toServer = (out: Buffer | null): void => {
     if (out && !upstream.destroyed && !upstream.write(out)) client.pause();
-  });
-  upstream.on('data', (chunk: Buffer) => {
+  };
+  const toClient = (chunk: Buffer): void => {
     let out: Buffer | null;
     try {
       out = session.fromServer(chunk);
@@ -116,6 +274,75 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions): Proxi
       out = chunk;
     }
     if (out && !client.destroyed && !client.write(out)) upstream.pause();
+  };
+
+  /**
+   * Runs the closing hook once (a goodbye and then the socket's close both wait for the same run), bounded in time;
+   * its failure never keeps a connection open.
+   */
+  const runClosingHook = (): Promise<void> => (hookRun ??= callClosingHook());
+  const callClosingHook = async (): Promise<void> => {
+    const hook = closingHook();
+    if (!hook) return;
+    const settle = async (): Promise<boolean> => {
+      for (let i = 0; i < 100; i++) {
+        const attempt = connection.trySettle();
+        if (attempt) return attempt;
+        if (upstream.destroyed) return false;
+        await sleep(SETTLE_POLL_MS);
+      }
+      return false;
+    };
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      hook(record(), settle).catch(() => undefined),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSING_HOOK_TIMEOUT_MS))),
+    ]);
+    clearTimeout(timer);
+  };
+
+  const fromClient = (chunk: Buffer): void => {
+    if (settling || holdingGoodbye) {
+      heldFromClient.push(chunk);
+      return;
+    }
+    let out: Buffer | null;
+    try {
+      out = session.fromClient(chunk, reply);
+    } catch (error) {
+      session.tally.fail(`internal counter error: ${errorText(error)}`);
+      out = chunk;
+    }
+    if (session.closing && hookRun === null && closingHook()) {
+      // The goodbye is held until the hook has read what it needs from the server side.
+      holdingGoodbye = true;
+      void runClosingHook().then(() => {
+        holdingGoodbye = false;
+        toServer(out);
+        releaseHeld();
+      });
+      return;
+    }
+    toServer(out);
+  };
+  const releaseHeld = (): void => {
+    while (heldFromClient.length > 0 && !settling && !holdingGoodbye) fromClient(heldFromClient.shift() as Buffer);
+  };
+
+  client.on('data', fromClient);
+  upstream.on('data', (chunk: Buffer) => {
+    const current = settling;
+    if (!current) {
+      toClient(chunk);
+      return;
+    }
+    const { used, done, passthrough } = current.reader.read(chunk);
+    if (passthrough) toClient(passthrough);
+    if (!done) return;
+    settling = null;
+    current.done(true);
+    if (used < chunk.length) toClient(chunk.subarray(used));
+    releaseHeld();
   });
   upstream.on('drain', () => client.resume());
   client.on('drain', () => upstream.resume());
@@ -142,12 +369,17 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions): Proxi
   client.on('close', () => {
     clientClosed = true;
     firstClose ??= 'client closed';
-    if (!upstream.destroyed) upstream.end(() => upstream.destroy());
-    finish();
+    void runClosingHook().then(() => {
+      if (!upstream.destroyed) upstream.end(() => upstream.destroy());
+      finish();
+    });
   });
   upstream.on('close', () => {
     upstreamClosed = true;
     firstClose ??= 'server closed';
+    const pending = settling;
+    settling = null;
+    pending?.done(false);
     if (!client.destroyed) client.end(() => client.destroy());
     finish();
   });
@@ -160,12 +392,13 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
   const all: ProxiedConnection[] = [];
   let nextId = 1;
   let closing: Promise<void> | null = null;
+  let hook: ClosingHook | null = null;
   const server = net.createServer({ noDelay: true }, (client) => {
     if (closing) {
       client.destroy();
       return;
     }
-    all.push(relay(nextId++, client, options));
+    all.push(relay(nextId++, client, options, () => (closing ? null : hook)));
   });
   server.on('error', () => {
     // Only listen() can fail, and that rejects below; later errors have no socket to hurt.
@@ -194,6 +427,37 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     return closing;
   };
 
+  const settle = async (opts: { ids?: readonly number[]; timeoutMs?: number } = {}): Promise<SettleResult> => {
+    const wanted = opts.ids ? new Set(opts.ids) : null;
+    const targets = all.filter((c) => c.closedAtNs === null && !c.upstream.destroyed && (!wanted || wanted.has(c.id)));
+    const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS);
+    const result: SettleResult = { settled: [], busy: [] };
+    await Promise.all(
+      targets.map(async (c) => {
+        for (;;) {
+          const attempt = c.trySettle();
+          if (attempt) {
+            if (await attempt) result.settled.push(c.id);
+            else result.busy.push({ id: c.id, serverConnectionId: c.session.serverConnectionId, why: 'the server closed it before answering' });
+            return;
+          }
+          if (c.closedAtNs !== null || c.upstream.destroyed) return;
+          if (Date.now() >= deadline) {
+            result.busy.push({
+              id: c.id,
+              serverConnectionId: c.session.serverConnectionId,
+              why: c.session.unanswered() > 0 ? `${c.session.unanswered()} request(s) still in flight` : 'in the middle of a request',
+            });
+            return;
+          }
+          await sleep(SETTLE_POLL_MS);
+        }
+      }),
+    );
+    result.settled.sort((a, b) => a - b);
+    return result;
+  };
+
   return {
     protocol: options.protocol,
     host: '127.0.0.1',
@@ -201,6 +465,10 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     connections,
     snapshot: () => ({ proxyId, protocol: options.protocol, takenAtNs: nowNs(), connections: connections() }),
     diff: diffWireSnapshots,
+    settle,
+    onClosing: (h) => {
+      hook = h;
+    },
     close,
     [Symbol.asyncDispose]: close,
   };

@@ -31,6 +31,13 @@ export interface WireSession {
   unanswered(): number;
   /** The connection is over: a frame cut in half or a request never answered makes the counts incomplete. */
   end(detail: string): void;
+  /** The client said goodbye (COM_QUIT, Terminate): what it sends next closes the session. */
+  readonly closing: boolean;
+  /**
+   * Whether the proxy may send a request of its own now and read its answer back without the client noticing: the
+   * session is between requests in both directions (see each protocol's rules).
+   */
+  injectable(): boolean;
 }
 
 function increment(map: Map<string, number>, key: string, by = 1): void {

@@ -1,0 +1,25 @@
+/** Where a user's client connects so that a capture window sees it. */
+export type SessionConnection =
+  | {
+      kind: 'network';
+      /** The wire proxy's address (or the server's, when the proxy is off). */
+      host: string;
+      port: number;
+      user: string;
+      /** The server's password: never print it, nor `url`. */
+      password: string;
+      database: string;
+      /** `mysql://user:password@host:port/database` or `postgres://...`, for clients configured by URL. */
+      url: string;
+    }
+  | { kind: 'file'; filename: string };
+
+/** A connection URL with user, password and database percent-encoded, in the scheme clients of the protocol expect. */
+export function connectionUrl(
+  protocol: 'mysql' | 'postgres',
+  c: { host: string; port: number; user: string; password: string; database: string },
+): string {
+  const auth = `${encodeURIComponent(c.user)}${c.password ? `:${encodeURIComponent(c.password)}` : ''}@`;
+  const host = c.host.includes(':') ? `[${c.host}]` : c.host;
+  return `${protocol === 'mysql' ? 'mysql' : 'postgres'}://${auth}${host}:${c.port}/${encodeURIComponent(c.database)}`;
+}
