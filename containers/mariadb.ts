@@ -40,6 +40,9 @@ export function mariadbServerArgs(dataDir: string, port: number, initFile: strin
     '--skip-name-resolve',
     // Off by default on MariaDB; the per-thread statement probes need it.
     '--performance-schema=ON',
+    // Off by default on MariaDB too, and without it prepared_statements_instances never counts an execute, so a
+    // connection's prepared executes could not be told apart by statement class.
+    '--performance-schema-consumer-events-statements-current=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     `--init-file=${initFile}`,
     '--innodb-buffer-pool-size=64M',
@@ -148,7 +151,7 @@ export const MARIADB = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: ['--performance-schema=ON', `--max-allowed-packet=${MAX_ALLOWED_PACKET}`],
+    command: ['--performance-schema=ON', '--performance-schema-consumer-events-statements-current=ON', `--max-allowed-packet=${MAX_ALLOWED_PACKET}`],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -186,6 +186,8 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     // The X protocol would listen on a second fixed port (33060) and collide between parallel servers.
     ...(layout.flavour === 'mysql' ? ['--mysqlx=OFF'] : []),
     '--performance-schema=ON',
+    // Prepared executes are counted per statement only while statement events are recorded (off by default on MariaDB).
+    '--performance-schema-consumer-events-statements-current=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',

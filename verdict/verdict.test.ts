@@ -46,7 +46,7 @@ describe('decideVerdict', () => {
   it('reports a client that connected during the window even when it left before the session listing', () => {
     const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: serverLayer({ connectionsOpened: 1 }) });
     expect(v.kind).toBe('report');
-    expect(v.reason).toContain('1 client connection(s) were opened during the window');
+    expect(v.reason).toContain('the server counted 1 Connections (connections opened) where the window\'s connections account for 0 (+1)');
   });
 
   it('reports when the account cannot see other sessions', () => {

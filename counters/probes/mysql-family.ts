@@ -103,6 +103,7 @@ export class MysqlFamilySource implements SnapshotSource {
   #bulkEventKnown = false;
   #processlistSql: string = SQL_PROCESSLIST_INFORMATION_SCHEMA;
   #preparedReadable = false;
+  #preparedNote: string | null = null;
 
   constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
     this.description = description;
@@ -187,10 +188,19 @@ export class MysqlFamilySource implements SnapshotSource {
       await this.#query(SQL_THREAD_EVENTS);
       await this.#query(SQL_THREAD_STATUS);
       this.#perfSchema = 'on';
-      this.#preparedReadable = await this.#query(SQL_PREPARED).then(
-        () => true,
-        () => false,
-      );
+      // prepared_statements_instances counts executes only while statement events are being recorded (MariaDB ships
+      // with that consumer off): without it every COUNT_EXECUTE stays 0, which must not pass for "none".
+      const [consumer] = await this.#query<{ ENABLED: unknown }>(
+        "SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'events_statements_current'",
+      ).catch(() => [] as { ENABLED: unknown }[]);
+      const counting = String(consumer?.ENABLED ?? '').toUpperCase() === 'YES';
+      this.#preparedReadable =
+        counting &&
+        (await this.#query(SQL_PREPARED).then(
+          () => true,
+          () => false,
+        ));
+      if (!counting) this.#preparedNote = "performance_schema's events_statements_current consumer is off: prepared executes have no statement class";
       const bulk = this.#traits.bulkExecuteEvent;
       if (bulk) {
         // A constant name from the traits table, never user input.
@@ -332,7 +342,7 @@ export class MysqlFamilySource implements SnapshotSource {
           notes.push(
             byClass
               ? `${executes} prepared executes, of which ${attributed} could be given a statement class${extras.preparedUnknown ? ` (${extras.preparedUnknown})` : ''}: summary.inserts is null`
-              : 'performance_schema.prepared_statements_instances is not readable: prepared executes have no statement class, summary.inserts is null',
+              : `${this.#preparedNote ?? 'performance_schema.prepared_statements_instances is not readable: prepared executes have no statement class'}, summary.inserts is null`,
           );
         }
       }

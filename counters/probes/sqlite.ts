@@ -45,7 +45,7 @@ export class SqliteSource implements SnapshotSource {
       perConnection: null,
       statements: null,
       sessions: { foreign: [], background: [], canSeeOtherSessions: false },
-      notes: ['SQLite has no statement counter and no session list: statements, prepares and executes are null'],
+      notes: ['SQLite has no statement counter and no session list: statements, prepares and executes are null; other writers show as a moved data_version'],
       failures: [],
     };
     const run = ctx.onWorkloadConnection;
@@ -68,7 +68,10 @@ export class SqliteSource implements SnapshotSource {
         global['table.rows'] = firstNumber(await run(`SELECT count(*) FROM ${table}`, first));
         global.page_count = firstNumber(await run('PRAGMA page_count', first));
       }
-      return { ...base, global, perConnection };
+      // One handle's data_version moves only when another connection commits to the file: with one counted handle that
+      // is the whole check for other writers; with several, each moves the others' and no writer can be told apart.
+      const sessions = { foreign: [], background: [], canSeeOtherSessions: ids.length <= 1 };
+      return { ...base, global, perConnection, sessions };
     } catch (err) {
       base.failures.push(`SQLite read failed: ${messageOf(err)}`);
       return base;

@@ -1,0 +1,337 @@
+import Database from 'better-sqlite3';
+import * as mariadb from 'mariadb';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import postgres from 'postgres';
+import { CaptureSession } from '../capture/capture';
+import type { Captured } from '../capture/capture';
+import { SqltallyError } from '../containers/errors';
+import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
+import { describeEachBackend, withBackend } from './harness';
+
+/**
+ * The user's own code, the way real projects run it: their own pools and clients, created by them, connected to
+ * `session.connection` and counted with `session.count()`; windows over whatever ran. Every count asserted here comes
+ * from the real server, and the rows are checked through a second connection that sqltally does not count.
+ */
+
+const POOL_SIZE = 4;
+const ROWS_PER_WORKER = 250;
+
+function network(c: CaptureSession['connection'] | StartedBackend['connection']): NetworkConnection {
+  if (c.kind !== 'network') throw new Error('expected a network connection');
+  return { kind: 'network', host: c.host, port: c.port, user: c.user, password: c.password, database: c.database };
+}
+
+/** One backend's own-code scenario: a pool the user creates, its inserts, a direct client and a slow statement. */
+interface OwnCode {
+  /** The user's pool of POOL_SIZE connections to `at`, and how to end it. */
+  pool(at: NetworkConnection): { pool: object; end: () => Promise<void> };
+  /** One single-row INSERT through the (counted) pool. */
+  insert(pool: object, a: number): Promise<unknown>;
+  /** A plain client straight to the server, not through the proxy. */
+  direct(at: NetworkConnection): Promise<{ insert: (a: number) => Promise<unknown>; count: () => Promise<number>; end: () => Promise<void> }>;
+  create: string;
+  /** An INSERT that commits one row after about 1.5 s. */
+  slowInsert: string;
+}
+
+const MYSQL_FAMILY: OwnCode = {
+  pool: (at) => {
+    const pool = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: POOL_SIZE });
+    return { pool, end: () => pool.end() };
+  },
+  insert: (pool, a) => (pool as mysql.Pool).execute('INSERT INTO own_items (a) VALUES (?)', [a]),
+  direct: async (at) => {
+    const c = await mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    return {
+      insert: (a) => c.query('INSERT INTO own_items (a) VALUES (?)', [a]),
+      count: async () => Number(((await c.query('SELECT COUNT(*) AS n FROM own_items'))[0] as { n: number }[])[0]?.n),
+      end: () => c.end(),
+    };
+  },
+  create: 'CREATE TABLE own_items (id INT AUTO_INCREMENT PRIMARY KEY, a INT NOT NULL)',
+  slowInsert: 'INSERT INTO own_items (a) SELECT SLEEP(1.5) + 1',
+};
+
+const POSTGRES: OwnCode = {
+  pool: (at) => {
+    const pool = new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: POOL_SIZE });
+    pool.on('error', () => undefined);
+    return { pool, end: () => pool.end() };
+  },
+  insert: (pool, a) => (pool as pg.Pool).query('INSERT INTO own_items (a) VALUES ($1)', [a]),
+  direct: async (at) => {
+    const c = new pg.Client({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    await c.connect();
+    return {
+      insert: (a) => c.query('INSERT INTO own_items (a) VALUES ($1)', [a]),
+      count: async () => Number((await c.query('SELECT COUNT(*) AS n FROM own_items')).rows[0]?.n),
+      end: () => c.end(),
+    };
+  },
+  create: 'CREATE TABLE own_items (id serial PRIMARY KEY, a int NOT NULL)',
+  slowInsert: 'INSERT INTO own_items (a) SELECT 1 FROM pg_sleep(1.5)',
+};
+
+const OWN_CODE: Partial<Record<BackendName, OwnCode>> = { mariadb: MYSQL_FAMILY, mysql: MYSQL_FAMILY, postgres: POSTGRES };
+
+/** Exact counts a pool of 4 doing ROWS_PER_WORKER x 4 single-row inserts must show, per backend. */
+const POOL_EXPECTED = {
+  mariadb: (n: number) => ({ wire: { COM_STMT_EXECUTE: n }, server: { statements: n, inserts: n, executes: n, rowsInserted: n } }),
+  mysql: (n: number) => ({ wire: { COM_STMT_EXECUTE: n }, server: { statements: n, inserts: n, executes: n, rowsInserted: n } }),
+  postgres: (n: number) => ({ wire: { Bind: n, Execute: n, Sync: n }, server: { statements: n, inserts: n, rowsInserted: n } }),
+} satisfies Partial<Record<BackendName, unknown>>;
+
+/** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
+async function recreate(session: CaptureSession, code: OwnCode): Promise<void> {
+  const at = network(session.backend.connection);
+  if (session.backend.description.name === 'postgres') {
+    const c = new pg.Client({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    await c.connect();
+    try {
+      await c.query('DROP TABLE IF EXISTS own_items');
+      await c.query(code.create);
+    } finally {
+      await c.end();
+    }
+    return;
+  }
+  const c = await mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+  try {
+    await c.query('DROP TABLE IF EXISTS own_items');
+    await c.query(code.create);
+  } finally {
+    await c.end();
+  }
+}
+
+function reasonOf(tally: Captured<unknown>): { kind: string; reason: string } {
+  return { kind: tally.verdict.kind, reason: tally.verdict.reason };
+}
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    const code = OWN_CODE[b.backend]!;
+    const expected = POOL_EXPECTED[b.backend as keyof typeof POOL_EXPECTED];
+    let session: CaptureSession;
+
+    beforeAll(async () => {
+      session = await CaptureSession.open({ backend: backend(), table: { name: 'own_items', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
+    });
+    afterAll(async () => {
+      await session?.close();
+    });
+    beforeEach(async () => {
+      await recreate(session, code);
+    });
+
+    it(`a pool of ${POOL_SIZE} connections doing concurrent inserts: counted on all three layers, summed over the ${POOL_SIZE} connections, assert`, async () => {
+      const own = code.pool(network(session.connection));
+      try {
+        const pool = session.count(own.pool);
+        // Warm the pool outside the window: its connections' handshakes and prepares are not the window's.
+        await Promise.all(Array.from({ length: POOL_SIZE }, (_, i) => code.insert(pool, -1 - i)));
+        const n = POOL_SIZE * ROWS_PER_WORKER;
+        const tally = await session.measure(async () => {
+          await Promise.all(
+            Array.from({ length: POOL_SIZE }, async (_, w) => {
+              for (let i = 0; i < ROWS_PER_WORKER; i++) await code.insert(pool, w * ROWS_PER_WORKER + i);
+            }),
+          );
+        });
+        expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+        expect(tally).toMatchObject({ layers: { driver: { calls: n, byClass: { insert: n } } } });
+        expect(tally.layers.wire?.commands).toMatchObject(expected(n).wire);
+        expect(tally.layers.wire?.connections).toBe(POOL_SIZE);
+        expect(tally.layers.server?.summary).toMatchObject(expected(n).server);
+        if (tally.layers.server?.attribution) expect(tally.layers.server.attribution.found).toHaveLength(POOL_SIZE);
+        expect(tally.drivers.map((d) => d.name)).toContain(b.backend === 'postgres' ? 'pg' : 'mysql2');
+        expect(tally.drivers[0]?.version).toMatch(/^\d+\.\d+\.\d+/);
+        // Checked through a second, uncounted connection straight to the server.
+        const check = await code.direct(network(session.backend.connection));
+        try {
+          expect(await check.count()).toBe(n + POOL_SIZE);
+        } finally {
+          await check.end();
+        }
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('a client connected straight to the server (around the proxy) never gives assert: the reason says the server did work the window did not see', async () => {
+      const direct = await code.direct(network(session.backend.connection));
+      try {
+        const tally = await session.measure(async () => {
+          for (let i = 0; i < 10; i++) await direct.insert(i);
+        });
+        expect(tally.verdict.kind).not.toBe('assert');
+        expect(tally.verdict.reason).toMatch(/the server did work the window's connections do not account for/);
+        expect(tally.beyondWindow.length).toBeGreaterThan(0);
+        expect(tally.beyondWindow.some((row) => row.server - row.window >= 10)).toBe(true);
+        expect(tally.layers.wire?.commandsTotal).toBe(0);
+      } finally {
+        await direct.end();
+      }
+    });
+
+    it('a query started without await is still in flight when the function returns: incomplete, naming the cause', async () => {
+      const own = code.pool(network(session.connection));
+      try {
+        const pool = session.count(own.pool);
+        await code.insert(pool, 0);
+        let pending: Promise<unknown> | undefined;
+        const tally = await session.measure(async () => {
+          pending = code.insert(pool, 1);
+        });
+        await pending;
+        expect(tally.verdict.kind).toBe('incomplete');
+        expect(tally.verdict.reason).toMatch(/still in flight when the measured function returned/);
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('a function that times out: incomplete, its statement cancelled on the server, the rows that committed anyway counted', async () => {
+      const own = code.pool(network(session.connection));
+      try {
+        const pool = own.pool as { query(sql: string): Promise<unknown> };
+        const cancelled = await session.measure(() => pool.query(code.slowInsert).catch(() => undefined), { timeoutMs: 300 });
+        expect(cancelled.verdict.kind).toBe('incomplete');
+        expect(cancelled.verdict.reason).toMatch(/timed out after 300 ms/);
+        expect(cancelled.lateCommits).toMatchObject({ running: 1, cancelled: 1, table: 'own_items', rowsCommittedAfterGivingUp: 0 });
+        const waited = await session.measure(() => pool.query(code.slowInsert), { timeoutMs: 300, onTimeout: 'wait' });
+        expect(waited.verdict.kind).toBe('incomplete');
+        expect(waited.lateCommits).toMatchObject({ running: 1, cancelled: 0, rowsCommittedAfterGivingUp: 1 });
+        expect(waited.verdict.reason).toMatch(/1 row\(s\) committed to own_items after the function gave up/);
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('bad input: a value that is not a driver object, a driver of another backend, a closed session, a pool that outlives it', async () => {
+      expect(() => session.count({ query: () => undefined })).toThrow(/session.count\(\) was given an object \(Object\), which is not a driver object sqltally counts/);
+      const wrongDb = new Database(':memory:');
+      try {
+        expect(() => session.count(wrongDb)).toThrow(/a better-sqlite3 object does not talk to/);
+      } finally {
+        wrongDb.close();
+      }
+      const other = await CaptureSession.open({ backend: backend() });
+      const own = code.pool(network(other.connection));
+      await code.insert(other.count(own.pool), 1).catch(() => undefined);
+      await expect(other.close()).rejects.toThrow(/connection\(s\) through the session's proxy were still open when it closed, and were cut/);
+      await own.end().catch(() => undefined);
+      await expect(other.close()).resolves.toBeUndefined();
+      await expect(other.measure(async () => undefined)).rejects.toThrow(SqltallyError);
+      await expect(other.measure(async () => undefined)).rejects.toThrow(/this capture session is closed/);
+    });
+
+    if (b.backend === 'postgres') {
+      it('postgres.js, which sqltally does not count here, on the wire and server layers: the driver layer is null and says why', async () => {
+        await using bare = await CaptureSession.open({ backend: backend() });
+        const at = network(bare.connection);
+        const sql = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, onnotice: () => undefined });
+        try {
+          await sql`SELECT 1`;
+          const rows = Array.from({ length: 100 }, (_, i) => ({ a: i }));
+          const tally = await bare.measure(async () => {
+            await sql`INSERT INTO own_items ${sql(rows, 'a')}`;
+          });
+          expect(tally.layers.driver).toBeNull();
+          expect(tally.driverAbsent).toMatch(/no driver object was counted in this session/);
+          expect(tally.verdict.kind).toBe('assert');
+          expect(tally.layers.wire?.commands).toMatchObject({ Bind: 1, Execute: 1, Sync: 1 });
+          expect(tally.layers.wire?.rowsAffected).toBe(100);
+          expect(tally.layers.server?.summary).toMatchObject({ statements: 1, inserts: 1, rowsInserted: 100 });
+        } finally {
+          await sql.end();
+        }
+      });
+
+      it('every session of a pool flushes its statistics through the proxy: rows exact over 4 connections, with the settle time', async () => {
+        const own = code.pool(network(session.connection));
+        try {
+          const pool = session.count(own.pool);
+          await Promise.all(Array.from({ length: POOL_SIZE }, (_, i) => code.insert(pool, -1 - i)));
+          const tally = await session.measure(async () => {
+            await Promise.all(Array.from({ length: POOL_SIZE }, (_, w) => (pool as pg.Pool).query('INSERT INTO own_items (a) SELECT g FROM generate_series(1, 500) g WHERE $1::int >= 0', [w])));
+          });
+          expect(tally.verdict.kind).toBe('assert');
+          expect(tally.layers.server?.summary.rowsInserted).toBe(POOL_SIZE * 500);
+          expect(tally.layers.server?.settleNs).not.toBeNull();
+        } finally {
+          await own.end();
+        }
+      });
+    }
+  },
+  (b) => b.backend !== 'sqlite',
+);
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+
+    it('the user\'s own better-sqlite3 Database, counted: driver and total_changes layers, other writers to the file seen', async () => {
+      await using session = await CaptureSession.open({ backend: backend(), table: { name: 'own_items' } });
+      const c = session.connection;
+      if (c.kind !== 'file') throw new Error('expected a file');
+      const raw = new Database(c.filename);
+      const other = new Database(c.filename);
+      try {
+        raw.exec('DROP TABLE IF EXISTS own_items; CREATE TABLE own_items (id INTEGER PRIMARY KEY, a INTEGER NOT NULL)');
+        const db = session.count(raw);
+        const insert = db.prepare('INSERT INTO own_items (a) VALUES (?)');
+        const tally = await session.measure(async () => {
+          db.transaction(() => {
+            for (let i = 0; i < 1000; i++) insert.run(i);
+          })();
+        });
+        expect(tally.verdict.kind).toBe('assert');
+        expect(tally.layers.driver).toMatchObject({ calls: 1002, byClass: { insert: 1000, begin: 1, commit: 1 } });
+        expect(tally.layers.server?.summary.rowsInserted).toBe(1000);
+        // Another handle on the same file, not counted, writes inside the window: never assert.
+        const bypass = await session.measure(async () => {
+          insert.run(1);
+          other.prepare('INSERT INTO own_items (a) VALUES (?)').run(2);
+        });
+        expect(bypass.verdict.kind).not.toBe('assert');
+        expect(bypass.verdict.reason).toMatch(/data_version/);
+      } finally {
+        raw.close();
+        other.close();
+      }
+    });
+  },
+  (b) => b.backend === 'sqlite',
+);
+
+// The mariadb connector's pool is counted the same way as mysql2's.
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    it('a mariadb connector pool through the proxy, counted: batch and pool.query on the three layers', async () => {
+      await using session = await CaptureSession.open({ backend: backend() });
+      const at = network(session.connection);
+      const raw = mariadb.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 });
+      try {
+        await raw.query('DROP TABLE IF EXISTS own_batch');
+        await raw.query('CREATE TABLE own_batch (id INT AUTO_INCREMENT PRIMARY KEY, a INT NOT NULL)');
+        const pool = session.count(raw);
+        await pool.query('SELECT 1');
+        const tally = await session.measure(async () => {
+          await pool.batch('INSERT INTO own_batch (a) VALUES (?)', Array.from({ length: 100 }, (_, i) => [i]));
+        });
+        expect(tally.verdict.kind).toBe('assert');
+        expect(tally.layers.driver).toMatchObject({ calls: 1, byKind: { batch: 1 }, parameterSets: 100 });
+        expect(tally.layers.server?.summary.rowsInserted).toBe(100);
+      } finally {
+        await raw.end();
+      }
+    });
+  },
+  (b) => b.backend === 'mariadb',
+);
