@@ -90,6 +90,8 @@ const MESSAGE_CHARS = 2000;
 const CAUSES_SHOWN = 5;
 /** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
 const AFTER_TIMEOUT_SETTLE_MS = 30_000;
+/** How long `close()` waits for the user's own connections to finish closing. */
+const CLOSE_GRACE_MS = 2_000;
 
 function messageOf(err: unknown): string {
   const message = (err as { message?: unknown } | null)?.message;
@@ -513,8 +515,13 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    const stillOpen = (this.#proxy?.connections() ?? []).filter((c) => c.closedAtNs === null);
     const ours = this.#last?.opened.connectionId ?? null;
+    await this.#last?.opened.close().catch(() => undefined);
+    // A pool's end() may resolve before its sockets are gone (the proxy holds a goodbye while it reads the server):
+    // give the user's connections a moment to finish closing before calling any of them left open.
+    const open = () => (this.#proxy?.connections() ?? []).filter((c) => c.closedAtNs === null && c.serverConnectionId !== ours);
+    for (let waited = 0; open().length > 0 && waited < CLOSE_GRACE_MS; waited += 10) await new Promise((r) => setTimeout(r, 10));
+    const stillOpen = open();
     const steps: (() => Promise<void>)[] = [
       async () => this.#last?.opened.close(),
       async () => this.#probe?.close(),
@@ -528,7 +535,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         // Best effort: one failed close must not leave the server running.
       }
     }
-    const yours = stillOpen.filter((c) => c.serverConnectionId !== ours);
+    const yours = stillOpen;
     if (yours.length > 0) {
       throw new SqltallyError(`${yours.length} connection(s) through the session's proxy were still open when it closed, and were cut`, {
         backend: this.backend.description.id,

@@ -342,7 +342,8 @@ describeEachBackend(
       const ctx = ctxFor(writer, table);
       const cost = await probe.calibrate(ctx);
       expect(cost.stable).toBe(true);
-      expect(cost.counters['db.xact_commit']).toBeGreaterThan(0);
+      // Database-wide transaction and tuple counters are left out: other sessions' ends flush into any window.
+      expect(Object.keys(cost.counters).filter((k) => /^db\.(xact|tup)_/.test(k))).toEqual([]);
       for (let i = 0; i < CONTROL_REPEATS; i++) {
         const layer = await (await probe.begin(ctx)).end();
         expect({ i, control: nonZero(layer.control), global: nonZero(layer.global), incomplete: layer.incompleteReasons }).toEqual({
@@ -432,7 +433,7 @@ describeEachBackend(
         expect(layer.global['table.n_tup_ins']).toBe(MULTI_ROW + INTRUDER_ROWS);
         const v = verdictOf(get(), layer);
         expect(v.kind).toBe('report');
-        expect(v.reason).toContain(`other client connections seen: #${intruderPid}`);
+        expect(v.reason).toContain(`client connections outside the window: #${intruderPid}`);
       } finally {
         await intruder.end();
       }
@@ -458,7 +459,7 @@ describeEachBackend(
       expect(layer.connectionsOpened).toBeGreaterThanOrEqual(1);
       const v = verdictOf(get(), layer);
       expect(v.kind).toBe('report');
-      expect(v.reason).toMatch(/client connection\(s\) were opened during the window/);
+      expect(v.reason).toMatch(/the server counted \d+ pg_stat_database.sessions \(connections opened\) where the window's connections account for 0/);
     });
 
     it('without a hook on the writer connection, statistics cannot settle: incomplete, never a pass', async () => {
@@ -580,9 +581,11 @@ describeEachBackend(
         const layer = await win.end();
         expect(layer.summary.rowsInserted).toBe(1);
         expect(layer.global['table.rows']).toBe(1 + INTRUDER_ROWS);
-        const v = verdictOf(get(), layer);
-        expect(v.kind).toBe('assert');
-        expect(v.reason).toContain(`global table.rows differs from the workload connections' total_changes by ${INTRUDER_ROWS}`);
+        // The other handle's commits move this one's data_version: on a private file that is the workload's own code.
+        const mine = verdictOf(get(), layer);
+        expect(mine.kind).toBe('report');
+        expect(mine.reason).toContain('data_version (commits by another connection)');
+        expect(verdictOf(get(), layer, 'foreign').kind).toBe('assert');
         expect(verdictOf(get(), globalOnly(layer)).kind).toBe('report');
       } finally {
         other.close();

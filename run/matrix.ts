@@ -14,7 +14,7 @@ import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend
 import { buildReport, failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
-import { findStrategy, strategiesFor, type AnyInsertStrategy, type InsertStrategy } from '../workload/strategies';
+import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
@@ -126,7 +126,43 @@ async function runCell<D extends DriverName>(
   return result;
 }
 
-function cellFrom(run: CellRun, strategy: AnyInsertStrategy, rows: number, hot: boolean, environment: Environment, driverVersion: string): Cell {
+/**
+ * How a cell differs from its strategy's own plan: the driver calls it should have made (derived from the same plan
+ * that ran), the rows a fresh connection found, and the rows the server says it inserted. Empty when it matches.
+ */
+export function planDifferences(cell: Pick<Cell, 'layers' | 'verifiedRows' | 'verdict'>, expected: ExpectedDriverCounts, rows: number): string[] {
+  const out: string[] = [];
+  const driver = cell.layers.driver;
+  if (driver) {
+    const check = (what: string, actual: number, wanted: number) => {
+      if (actual !== wanted) out.push(`driver ${what} ${actual}, the plan makes ${wanted}`);
+    };
+    check('calls', driver.calls, expected.calls);
+    check('parameter sets', driver.parameterSets, expected.parameterSets);
+    check('bind values', driver.bindValues, expected.bindValuesPerCall.reduce((a, b) => a + b, 0));
+    for (const [kind, n] of Object.entries(expected.byKind)) check(`${kind} calls`, driver.byKind[kind as keyof typeof driver.byKind] ?? 0, n ?? 0);
+    const planned = { ...expected.byClass };
+    // Classes count executions: a planned prepare is a call, not a statement of its class.
+    for (const call of expected.sequence) if (call.kind === 'prepare') planned[call.statementClass] = (planned[call.statementClass] ?? 0) - 1;
+    for (const [cls, n] of Object.entries(planned)) check(`${cls} statements`, driver.byClass[cls as keyof typeof driver.byClass] ?? 0, n ?? 0);
+  }
+  if (cell.verifiedRows !== null && cell.verifiedRows !== rows) out.push(`a fresh connection found ${cell.verifiedRows} rows, the plan inserts ${rows}`);
+  const serverRows = cell.layers.server?.summary.rowsInserted;
+  if (cell.verdict.kind === 'assert' && serverRows !== null && serverRows !== undefined && serverRows !== rows) {
+    out.push(`the server counted ${serverRows} rows inserted, the plan inserts ${rows}`);
+  }
+  return out;
+}
+
+function cellFrom(
+  run: CellRun,
+  strategy: AnyInsertStrategy,
+  rows: number,
+  hot: boolean,
+  environment: Environment,
+  driverVersion: string,
+  expected: ExpectedDriverCounts,
+): Cell {
   const first = run.tallies[0]!;
   const place = { strategy: strategy.name, rows, hot, environment, driverVersion, verifiedRows: run.verifiedRows };
   if (first.workloadError) return cellFromTally(first, { ...place, verifiedRows: null, timings: null });
@@ -141,6 +177,14 @@ function cellFrom(run: CellRun, strategy: AnyInsertStrategy, rows: number, hot: 
       kind: 'report',
       reason: `counts differed between measured repeats (repeat 1 vs repeat ${differing + 1}): a rerun must reproduce them exactly, so something else moved them; ${verdict.reason}`,
     };
+  }
+  // An assert means the layers agree with each other AND with what the strategy planned: a cell that differs from
+  // its plan names each difference and is not assert.
+  const differences = run.tallies.flatMap((t, i) =>
+    planDifferences(cellFromTally({ ...t, verdict }, { ...place, timings: null }), expected, rows).map((d) => `repeat ${i + 1}: ${d}`),
+  );
+  if (differences.length > 0 && verdict.kind === 'assert') {
+    verdict = { ...verdict, kind: 'report', reason: `the cell differs from its strategy's plan: ${[...new Set(differences)].slice(0, 10).join('; ')}; ${verdict.reason}` };
   }
   const timings = timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop);
   return cellFromTally({ ...first, verdict }, { ...place, timings });
@@ -209,7 +253,8 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           ];
           for (const [rows, hot] of points) {
             const run = await runCell(session, started, strategy, rows, plan, hot);
-            const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion);
+            const expected = strategy.expectedDriverCounts(rows, description.capabilities, { backend: description.name });
+            const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion, expected);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
             progress(`${description.id} ${strategy.name}${pinned ? '' : ` (${release}@${driverVersion})`} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);

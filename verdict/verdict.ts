@@ -81,9 +81,11 @@ function counterList(counters: Record<string, number>): string {
  */
 export function beyondWindow(server: ServerLayer, wire: WireCounts | null): BeyondWindow[] {
   const out: BeyondWindow[] = [];
+  // Only the server doing MORE counts: less (statistics not settled, a prepared COMMIT pg_stat_statements skips) is
+  // a reconciliation matter, not work done elsewhere.
   const push = (counter: string, serverValue: number | null | undefined, windowValue: number | null | undefined): void => {
     if (serverValue === null || serverValue === undefined || windowValue === null || windowValue === undefined) return;
-    if (serverValue !== windowValue) out.push({ counter, server: serverValue, window: windowValue });
+    if (serverValue > windowValue) out.push({ counter, server: serverValue, window: windowValue });
   };
   const g = server.global;
   if (server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema') {
@@ -95,6 +97,11 @@ export function beyondWindow(server: ServerLayer, wire: WireCounts | null): Beyo
     push('Com_stmt_prepare (prepares)', whole.prepares, own.prepares);
     push('Com_commit (commits)', whole.commits, own.commits);
   }
+  // PostgreSQL writes a statement's pg_stat_statements entry when it ends, with no flush delay: executions the
+  // window's connections did not send are someone else's, even before their row counts are flushed.
+  if ('statements.calls' in g && wire?.protocol === 'postgres') {
+    push('pg_stat_statements calls (statements)', g['statements.calls'], (wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0));
+  }
   if ('tables.n_tup_ins' in g && wire && wire.rowsAffected !== undefined) {
     const changed = (g['tables.n_tup_ins'] ?? 0) + (g['tables.n_tup_upd'] ?? 0) + (g['tables.n_tup_del'] ?? 0);
     push('n_tup_ins + n_tup_upd + n_tup_del (rows changed)', changed, wire.rowsAffected);
@@ -103,10 +110,7 @@ export function beyondWindow(server: ServerLayer, wire: WireCounts | null): Beyo
   if (server.connectionsOpened !== null && server.connectionsOpened !== undefined) {
     push(`${'db.sessions' in g ? 'pg_stat_database.sessions' : 'Connections'} (connections opened)`, server.connectionsOpened, wire?.setup?.connectionsOpened ?? 0);
   }
-  if (server.attribution?.method === 'total_changes' && server.perConnection && server.attribution.requested.length === 1) {
-    const moved = server.perConnection.data_version ?? 0;
-    if (moved !== 0) out.push({ counter: 'data_version (commits by another connection)', server: 1, window: 0 });
-  }
+  if ((g.data_version ?? 0) !== 0) out.push({ counter: 'data_version (commits by another connection)', server: 1, window: 0 });
   return out;
 }
 

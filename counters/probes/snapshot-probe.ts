@@ -319,7 +319,8 @@ export class SnapshotProbe implements ServerProbe {
             method,
             requested: own.requested,
             found: own.found,
-            exact: own.requested.length > 0 && own.missing.length === 0 && own.found.length === own.requested.length,
+            // A window with no connections of its own is exact too: they did nothing, and all the server did is beyond it.
+            exact: own.missing.length === 0 && own.found.length === own.requested.length,
             missing: own.missing,
           }
         : null;

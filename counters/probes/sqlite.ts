@@ -55,14 +55,11 @@ export class SqliteSource implements SnapshotSource {
     }
     try {
       const perConnection = new Map<number, Counters>();
-      for (const id of ids) {
-        perConnection.set(id, {
-          total_changes: firstNumber(await run('SELECT total_changes()', id)),
-          data_version: firstNumber(await run('PRAGMA data_version', id)),
-        });
-      }
+      for (const id of ids) perConnection.set(id, { total_changes: firstNumber(await run('SELECT total_changes()', id)) });
       const global: Counters = {};
       const first = ids[0];
+      // The file's own change counter as one handle sees it: it moves when a connection other than that handle commits.
+      if (first !== undefined && ids.length === 1) global.data_version = firstNumber(await run('PRAGMA data_version', first));
       if (ctx.table?.name && first !== undefined) {
         const table = ctx.table.schema ? `${quoteIdent(ctx.table.schema)}.${quoteIdent(ctx.table.name)}` : quoteIdent(ctx.table.name);
         global['table.rows'] = firstNumber(await run(`SELECT count(*) FROM ${table}`, first));
