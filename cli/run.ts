@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { SqltallyError } from '../containers/errors';
 import { parseBackendId } from '../containers/registry';
+import { describeSweep, sweepStalePrivateDirs } from '../containers/stale';
 import { BACKEND_NAMES } from '../containers/types';
 import { STRATEGY_NAMES } from '../workload/strategies';
 import { checkOutputDir } from '../reports/atomic';
@@ -173,6 +174,8 @@ export const command: Command = {
     }
 
     const progress = (line: string) => process.stderr.write(`sqltally: ${line}\n`);
+    // A run killed by SIGKILL left its data directories (and perhaps a server); this run is the "next run".
+    for (const line of describeSweep(await sweepStalePrivateDirs(process.env))) progress(line);
     const report = await runMatrix(plan, { progress });
     let unwritten = false;
     if (write) {
