@@ -72,62 +72,76 @@ function printable(bytes: Buffer): string {
   return bytes.length > ANSWER_SHOWN_BYTES ? `${shown}...` : shown;
 }
 
+/** What one connection saw: bytes (possibly none), and whether the peer closed or reset before the wait ran out. */
+interface Exchange {
+  error?: NodeJS.ErrnoException;
+  connected: boolean;
+  received: Buffer;
+  closed: boolean;
+}
+
 /**
- * Connects to `host:port` and classifies what answers. For MySQL it waits for the server's greeting; for PostgreSQL
- * it sends an SSLRequest (8 bytes a server answers with one). Silence is met once with a blank line, which a text
- * service answers and a database ignores. Never logs in, never sends a query; closes its socket before returning.
+ * One connection: connect within `timeoutMs`, send `opening` (if any), then collect what comes back until `done`
+ * says it is enough, the peer closes, or `waitMs` of silence passes. Always destroys its socket.
  */
-export function diagnoseListener(host: string, port: number, protocol: WireProtocol, timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS): Promise<ListenerDiagnosis> {
+function exchange(host: string, port: number, opening: Buffer | null, timeoutMs: number, waitMs: number, done: (received: Buffer) => boolean): Promise<Exchange> {
   return new Promise((resolve) => {
-    const started = Date.now();
-    let received = Buffer.alloc(0);
-    let phase: 'connect' | 'opening' | 'poked' = 'connect';
-    let timer: NodeJS.Timeout | undefined;
+    const result: Exchange = { connected: false, received: Buffer.alloc(0), closed: false };
     const socket = net.connect({ host, port });
-    const finish = (d: Omit<ListenerDiagnosis, 'waitedMs'>): void => {
-      if (timer) clearTimeout(timer);
+    let timer: NodeJS.Timeout;
+    const finish = (): void => {
+      clearTimeout(timer);
       socket.removeAllListeners();
       // A late error after we decided must not become an unhandled 'error' event.
       socket.on('error', () => undefined);
       socket.destroy();
-      resolve({ ...d, waitedMs: Date.now() - started });
+      resolve(result);
     };
-    const classify = (): void => {
-      const speaks = protocol === 'mysql' ? looksLikeMysqlGreeting(received) : looksLikePostgresAnswer(received);
-      finish(speaks ? { kind: 'speaks' } : { kind: 'foreign', answer: printable(received) });
-    };
-    const wait = (ms: number, onSilence: () => void): void => {
-      if (timer) clearTimeout(timer);
-      timer = setTimeout(onSilence, ms);
-    };
-    socket.on('error', (err: NodeJS.ErrnoException) => {
-      const code = err.code ?? 'EUNKNOWN';
-      if (phase !== 'connect') {
-        // A reset after it accepted us is a way of closing without a word, unless it said something first.
-        if (received.length > 0) classify();
-        else finish({ kind: 'closed', code });
-        return;
-      }
-      if (code === 'ECONNREFUSED') finish({ kind: 'refused', code });
-      else if (UNRESOLVED.has(code)) finish({ kind: 'unresolved', code });
-      else finish({ kind: 'unreachable', code });
-    });
-    wait(timeoutMs, () => finish({ kind: 'unreachable', code: 'ETIMEDOUT' }));
+    timer = setTimeout(finish, timeoutMs);
     socket.once('connect', () => {
-      phase = 'opening';
-      if (protocol === 'postgres') socket.write(SSL_REQUEST);
-      wait(timeoutMs, () => {
-        if (received.length > 0) return classify();
-        phase = 'poked';
-        socket.write(POKE);
-        wait(POKE_WAIT_MS, () => (received.length > 0 ? classify() : finish({ kind: 'silent' })));
-      });
+      result.connected = true;
+      if (opening) socket.write(opening);
+      clearTimeout(timer);
+      timer = setTimeout(finish, waitMs);
     });
     socket.on('data', (chunk: Buffer) => {
-      received = Buffer.concat([received, chunk]);
-      // After the poke, any answer at all is the verdict: a database would have spoken before it.
-      if (phase === 'poked' || enough(protocol, received)) classify();
+      result.received = Buffer.concat([result.received, chunk]);
+      if (done(result.received)) finish();
     });
-    socket.on('end', () => (received.length > 0 ? classify() : finish({ kind: 'closed' })));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      if (result.connected) result.closed = true;
+      else result.error = err;
+      finish();
+    });
+    socket.on('end', () => {
+      result.closed = true;
+      finish();
+    });
   });
+}
+
+/**
+ * Connects to `host:port` and classifies what answers. For MySQL it waits for the server's greeting; for PostgreSQL
+ * it sends an SSLRequest (8 bytes a server answers with one). Silence is met once more on a fresh connection with a
+ * blank line, which a text service (Redis, HTTP, SMTP) answers and a database ignores: on the first connection the
+ * SSLRequest's NUL bytes can leave a line-oriented server waiting for the end of a line forever. Never logs in,
+ * never sends a query; closes its sockets before returning.
+ */
+export async function diagnoseListener(host: string, port: number, protocol: WireProtocol, timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS): Promise<ListenerDiagnosis> {
+  const started = Date.now();
+  const waited = (): number => Date.now() - started;
+  const first = await exchange(host, port, protocol === 'postgres' ? SSL_REQUEST : null, timeoutMs, timeoutMs, (r) => enough(protocol, r));
+  if (!first.connected) {
+    const code = first.error?.code ?? 'ETIMEDOUT';
+    const kind: ListenerKind = code === 'ECONNREFUSED' ? 'refused' : UNRESOLVED.has(code) ? 'unresolved' : 'unreachable';
+    return { kind, code, waitedMs: waited() };
+  }
+  if (first.received.length > 0) {
+    const speaks = protocol === 'mysql' ? looksLikeMysqlGreeting(first.received) : looksLikePostgresAnswer(first.received);
+    return speaks ? { kind: 'speaks', waitedMs: waited() } : { kind: 'foreign', answer: printable(first.received), waitedMs: waited() };
+  }
+  if (first.closed) return { kind: 'closed', waitedMs: waited() };
+  const poked = await exchange(host, port, POKE, timeoutMs, POKE_WAIT_MS, (r) => r.length > 0);
+  if (poked.received.length > 0) return { kind: 'foreign', answer: printable(poked.received), waitedMs: waited() };
+  return { kind: 'silent', waitedMs: waited() };
 }
