@@ -10,6 +10,8 @@ describe('redactSecrets', () => {
     ["host=h password='hunter 2' dbname=d", 'host=h password=*** dbname=d'],
     ['PGPASSWORD=hunter2 psql', 'PGPASSWORD=*** psql'],
     ['?access_token=hunter2;pwd=hunter2', '?access_token=***;pwd=***'],
+    ["CREATE USER 'root'@'%' IDENTIFIED BY 'hunter2';", "CREATE USER 'root'@'%' IDENTIFIED BY '***';"],
+    ["ALTER ROLE app PASSWORD 'hun''ter2'", "ALTER ROLE app PASSWORD '***'"],
   ])('%s', (text, shown) => {
     expect(redactSecrets(text)).toBe(shown);
   });
@@ -19,10 +21,10 @@ describe('redactSecrets', () => {
   });
 
   it('keeps JSON text valid: a secret value ends at the closing quote', () => {
-    const json = JSON.stringify({ origin: 'postgres://u@h/d?password=hunter2', next: 'a@b', statement: 'x token=' , more: 'mysql://u:p@h' });
+    const json = JSON.stringify({ origin: 'postgres://u@h/d?password=hunter2', next: 'a@b', statement: 'x token=', sql: "SET PASSWORD 'trunc", c3: "O'Brien", more: 'mysql://u:p@h' });
     const shown = redactSecrets(json);
     expect(shown).not.toContain('hunter2');
-    expect(JSON.parse(shown)).toEqual({ origin: 'postgres://u@h/d?password=***', next: 'a@b', statement: 'x token=***', more: 'mysql://u:***@h' });
+    expect(JSON.parse(shown)).toEqual({ origin: 'postgres://u@h/d?password=***', next: 'a@b', statement: 'x token=***', sql: "SET PASSWORD 'trunc", c3: "O'Brien", more: 'mysql://u:***@h' });
   });
 
   it('is what every SqltallyError message goes through', () => {

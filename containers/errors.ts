@@ -46,11 +46,17 @@ const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s"'<>/?#@:]*:)([^\s"'<>/?#]*)@/g
 const SECRET_PARAMETER = /(?<![a-z0-9_.-])((?:[a-z0-9_.-]*(?:password|passwd|secret|token)|pwd|pass|api[_-]?key)=)('[^'"\n]*'?|[^&;#\s"',)]*)/gi;
 
 /**
- * Removes passwords from anything that looks like a connection URL or a connection string, wherever it appears in
- * a string: `user:***@`, `?password=***`.
+ * A password literal in SQL: `IDENTIFIED BY '...'` (MySQL, MariaDB), `PASSWORD '...'` (PostgreSQL). It never runs
+ * past a double quote or a line end, so in JSON text it cannot pair with a quote in another field.
+ */
+const SQL_PASSWORD = /((?:IDENTIFIED\s+BY|PASSWORD)\s+)'(?:[^'"\\\n]|\\.|'')*'/gi;
+
+/**
+ * Removes passwords from anything that looks like a connection URL, a connection string or a statement that sets
+ * one, wherever it appears in a string: `user:***@`, `?password=***`, `IDENTIFIED BY '***'`.
  */
 export function redactSecrets(text: string): string {
-  return text.replace(URL_PASSWORD, '$1***@').replace(SECRET_PARAMETER, '$1***');
+  return text.replace(URL_PASSWORD, '$1***@').replace(SECRET_PARAMETER, '$1***').replace(SQL_PASSWORD, "$1'***'");
 }
 
 export function truncateStatement(sql: string, max = STATEMENT_SHOWN_CHARS): string {
