@@ -1,9 +1,10 @@
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
 import { ProviderKindSchema } from '../containers/types';
 import type { Resolution } from '../containers/types';
+import { describeSweep, sweepStalePrivateDirs } from '../containers/stale';
 import type { Command } from './main';
+import { UsageError, helpPointer, parseFlags } from './usage';
 
 const USAGE = `usage: sqltally backends [--check] [--json] [id ...]
 
@@ -11,7 +12,9 @@ Lists every backend and variant with the provider it would use here, or why it i
   id          only these (sqlite, mariadb, postgres@15, ...); default: all known
   --check     also start each available one, read its version, time spawn-to-ready, stop it
   --json      machine-readable output
-Exit code: 0 ok; 1 a check failed, or a backend named in SQLTALLY_REQUIRE is unavailable; 2 bad usage.`;
+Private data directories left by a sqltally process that died (SIGKILL) are cleaned first and listed.
+Exit code: 0 ok; 1 a check failed, a backend named in SQLTALLY_REQUIRE is unavailable, or a SQLTALLY_*_URL is set
+but unusable; 2 bad usage.`;
 
 const CheckSchema = z.object({
   ok: z.boolean(),
@@ -39,12 +42,20 @@ export const BackendsReportSchema = z.object({
       origin: z.string().optional(),
       expectedVersion: z.string().optional(),
       reason: z.string().optional(),
+      /** The variable holding a URL that is set but cannot be used. */
+      misconfigured: z.string().optional(),
       tried: z.array(z.object({ provider: ProviderKindSchema, reason: z.string() })),
       check: CheckSchema.optional(),
     }),
   ),
   /** Backends named in SQLTALLY_REQUIRE that are not available. */
   missingRequired: z.array(z.string()),
+  /** Private data directories left by a run that died (owner gone), removed before listing. */
+  cleaned: z.array(
+    z.object({ dir: z.string(), backend: z.string(), ownerPid: z.number().int(), bytes: z.number().int().nonnegative(), stoppedPids: z.array(z.number().int()) }),
+  ),
+  /** Such directories that could not be removed, and why. */
+  stuck: z.array(z.object({ dir: z.string(), reason: z.string() })),
 });
 export type BackendsReport = z.infer<typeof BackendsReportSchema>;
 type BackendEntry = BackendsReport['backends'][number];
@@ -76,7 +87,7 @@ async function check(resolution: Extract<Resolution, { available: true }>): Prom
 function entry(id: string, r: Resolution): BackendEntry {
   return r.available
     ? { id, backend: r.backend, available: true, provider: r.provider, origin: r.origin, ...(r.expectedVersion ? { expectedVersion: r.expectedVersion } : {}), tried: r.tried }
-    : { id, backend: r.backend, available: false, reason: r.reason, tried: r.tried };
+    : { id, backend: r.backend, available: false, reason: r.reason, ...(r.misconfigured ? { misconfigured: r.misconfigured.variable } : {}), tried: r.tried };
 }
 
 function renderText(report: BackendsReport, checked: boolean): string {
@@ -94,6 +105,8 @@ function renderText(report: BackendsReport, checked: boolean): string {
     } else lines.push(`${head}\n${''.padEnd(width)}FAILED: ${b.check.error}`);
   }
   for (const id of report.missingRequired) lines.push(`required by SQLTALLY_REQUIRE but unavailable: ${id}`);
+  for (const b of report.backends) if (b.misconfigured) lines.push(`${b.misconfigured} is set but unusable: fix it or unset it (a run fails on it)`);
+  lines.push(...describeSweep({ removed: report.cleaned, stuck: report.stuck }));
   return lines.join('\n');
 }
 
@@ -102,14 +115,14 @@ export const command: Command = {
   async run(argv: string[]): Promise<number> {
     let parsed;
     try {
-      parsed = parseArgs({
-        args: argv,
-        options: { check: { type: 'boolean', default: false }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
-        allowPositionals: true,
-        strict: true,
-      });
+      parsed = parseFlags(
+        argv,
+        { check: { type: 'boolean', default: false }, json: { type: 'boolean', default: false }, help: { type: 'boolean', short: 'h', default: false } },
+        true,
+      );
     } catch (err) {
-      console.error(`sqltally backends: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+      if (!(err instanceof UsageError)) throw err;
+      console.error(`sqltally backends: ${err.line}\n${helpPointer('backends')}`);
       return 2;
     }
     if (parsed.values.help) {
@@ -119,6 +132,8 @@ export const command: Command = {
     const env = process.env;
     // Unknown ids fail here, before anything is started.
     for (const id of parsed.positionals) parseBackendId(id);
+    // What a killed run left behind goes first, so the listing (and --check) starts from a clean slate.
+    const sweep = await sweepStalePrivateDirs(env);
     const resolutions: [string, Resolution][] =
       parsed.positionals.length > 0
         ? await Promise.all(parsed.positionals.map(async (id): Promise<[string, Resolution]> => [id, await resolveBackend(id, env)]))
@@ -137,9 +152,9 @@ export const command: Command = {
       const hit = backends.find((b) => b.id === need) ?? entry(need, await resolveBackend(need, env));
       if (!hit.available) missingRequired.push(need);
     }
-    const report = BackendsReportSchema.parse({ schemaVersion: 1, backends, missingRequired });
+    const report = BackendsReportSchema.parse({ schemaVersion: 1, backends, missingRequired, cleaned: sweep.removed, stuck: sweep.stuck });
     console.log(parsed.values.json ? JSON.stringify(report, null, 2) : renderText(report, parsed.values.check));
-    const failed = backends.some((b) => b.check && !b.check.ok) || missingRequired.length > 0;
+    const failed = backends.some((b) => (b.check && !b.check.ok) || b.misconfigured) || missingRequired.length > 0;
     return failed ? 1 : 0;
   },
 };

@@ -1,6 +1,6 @@
-import { parseArgs } from 'node:util';
 import { SqltallyError } from '../containers/errors';
 import type { Command } from './main';
+import { UsageError, helpPointer, parseFlags } from './usage';
 import { writeFileAtomic } from '../reports/atomic';
 import { approvalBlockers, baselineFromReport, compareWithBaseline, renderApproval, renderGateResult } from '../reports/gate';
 import { UnreadableFileError, readBaselineFile, readReportFile, toJson } from '../reports/schema';
@@ -22,17 +22,12 @@ Compares the report's counts with the baseline, cell by cell, exactly (timings a
 const EXIT = { pass: 0, fail: 1, badInput: 2 } as const;
 
 function parse(argv: string[]) {
-  return parseArgs({
-    args: argv,
-    options: {
-      report: { type: 'string' },
-      baseline: { type: 'string' },
-      update: { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  return parseFlags(argv, {
+    report: { type: 'string' },
+    baseline: { type: 'string' },
+    update: { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
   }).values;
 }
 
@@ -40,18 +35,20 @@ async function run(argv: string[]): Promise<number> {
   let opts: ReturnType<typeof parse>;
   try {
     opts = parse(argv);
+    if (!opts.help) {
+      const missing = (['report', 'baseline'] as const).filter((f) => !opts[f]?.trim());
+      if (missing.length > 0) throw new UsageError(`${missing.map((f) => `--${f}`).join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required (a report directory or report.json, and the baseline file)`);
+    }
   } catch (err) {
-    console.error(`sqltally gate: ${(err as Error).message}\n\n${USAGE}`);
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`sqltally gate: ${err.line}\n${helpPointer('gate')}`);
     return EXIT.badInput;
   }
   if (opts.help) {
     console.log(USAGE);
     return EXIT.pass;
   }
-  if (!opts.report || !opts.baseline) {
-    console.error(`sqltally gate: --report and --baseline are both required\n\n${USAGE}`);
-    return EXIT.badInput;
-  }
+  if (!opts.report || !opts.baseline) return EXIT.badInput;
 
   let report: Report;
   try {

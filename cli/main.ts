@@ -1,4 +1,5 @@
-import { SqltallyError } from '../containers/errors';
+import { SqltallyError, redactSecrets } from '../containers/errors';
+import { UsageError, helpPointer } from './usage';
 
 /** A subcommand takes its own argv (after the command name) and returns the process exit code. */
 export type Command = {
@@ -34,9 +35,19 @@ export async function main(argv: string[]): Promise<number> {
     const command = await load();
     return await command.run(rest);
   } catch (err) {
-    // A SqltallyError already names backend, phase and statement; anything else is a bug worth its stack.
-    console.error(err instanceof SqltallyError ? `sqltally: ${err.message}` : err);
-    return err instanceof SqltallyError ? 1 : 2;
+    if (err instanceof UsageError) {
+      console.error(`sqltally ${name}: ${err.line}\n${helpPointer(name)}`);
+      return 2;
+    }
+    // A SqltallyError already names backend, phase and statement; anything else is a bug worth its stack, which
+    // may quote a connection string, so it is redacted like every other message.
+    if (err instanceof SqltallyError) {
+      console.error(`sqltally: ${err.message}`);
+      // Bad configuration (an unknown backend id, a provider that does not exist) is bad usage, found before any work.
+      return err.phase === 'config' ? 2 : 1;
+    }
+    console.error(redactSecrets(err instanceof Error ? (err.stack ?? err.message) : String(err)));
+    return 2;
   }
 }
 

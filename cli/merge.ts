@@ -1,6 +1,6 @@
-import { parseArgs } from 'node:util';
 import { SqltallyError } from '../containers/errors';
 import type { Command } from './main';
+import { UsageError, helpPointer, parseFlags } from './usage';
 import { mergeReports } from '../reports/merge';
 import { writeReport } from '../reports/output';
 import { readReportFile } from '../reports/schema';
@@ -16,18 +16,22 @@ Each job's environment is kept; a cell key present in two reports, or reports of
 async function run(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
+    parsed = parseFlags(
+      argv,
+      {
         out: { type: 'string' },
         force: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
-      strict: true,
-      allowPositionals: true,
-    });
+      true,
+    );
+    if (!parsed.values.help) {
+      if (!parsed.values.out?.trim()) throw new UsageError('--out is required: the directory to write the merged report into');
+      if (parsed.positionals.length === 0) throw new UsageError('no reports to merge: name report.json files or run directories after the options');
+    }
   } catch (err) {
-    console.error(`sqltally merge: ${(err as Error).message}\n\n${USAGE}`);
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`sqltally merge: ${err.line}\n${helpPointer('merge')}`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -35,10 +39,7 @@ async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  if (!values.out || positionals.length === 0) {
-    console.error(`sqltally merge: --out and at least one report are required\n\n${USAGE}`);
-    return 2;
-  }
+  if (!values.out) return 2;
   try {
     const sources = positionals.map((p) => ({ label: p, report: readReportFile(p) }));
     const merged = mergeReports(sources);

@@ -32,9 +32,31 @@ export interface SqltallyErrorContext {
 
 const STATEMENT_SHOWN_CHARS = 200;
 
-/** Removes the password from anything that looks like a connection URL, wherever it appears in a string. */
+/**
+ * `user:password@` in a URL. The password runs to the last `@` before the path, so a password with an unencoded
+ * `@` is hidden whole; quotes end it, so JSON text (report.json goes through here) keeps its structure.
+ */
+const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s"'<>/?#@:]*:)([^\s"'<>/?#]*)@/gi;
+/**
+ * `password=...` as a URL query parameter (`?password=`, `&sslpassword=`) or a libpq `key=value` word, and any
+ * other parameter whose name says it is a secret (`passwd`, `pwd`, `pass`, `*secret`, `*token`, `api_key`). The
+ * value ends at `&`, `;`, `#`, whitespace, a comma, a parenthesis or a double quote, or is a libpq single-quoted
+ * string; never at a point that would eat a JSON delimiter.
+ */
+const SECRET_PARAMETER = /(?<![a-z0-9_.-])((?:[a-z0-9_.-]*(?:password|passwd|secret|token)|pwd|pass|api[_-]?key)=)('[^'"\n]*'?|[^&;#\s"',)]*)/gi;
+
+/**
+ * A password literal in SQL: `IDENTIFIED BY '...'` (MySQL, MariaDB), `PASSWORD '...'` (PostgreSQL). It never runs
+ * past a double quote or a line end, so in JSON text it cannot pair with a quote in another field.
+ */
+const SQL_PASSWORD = /((?:IDENTIFIED\s+BY|PASSWORD)\s+)'(?:[^'"\\\n]|\\.|'')*'/gi;
+
+/**
+ * Removes passwords from anything that looks like a connection URL, a connection string or a statement that sets
+ * one, wherever it appears in a string: `user:***@`, `?password=***`, `IDENTIFIED BY '***'`.
+ */
 export function redactSecrets(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)([^@\s/]*)@/gi, '$1***@');
+  return text.replace(URL_PASSWORD, '$1***@').replace(SECRET_PARAMETER, '$1***').replace(SQL_PASSWORD, "$1'***'");
 }
 
 /**

@@ -1,6 +1,9 @@
 import { describeBackend, startedBackend } from './backend';
 import type { BackendModule } from './backend';
+import { CAPABILITIES } from './capabilities';
 import { SqltallyError } from './errors';
+import { DEFAULT_DIAGNOSIS_TIMEOUT_MS, diagnoseListener } from './listener';
+import type { WireProtocol } from './listener';
 import type { NetworkConnection, StartedBackend } from './types';
 
 /** Driver error codes that mean "your credentials", "your host/port" and "your database name". */
@@ -39,6 +42,64 @@ export function explainConnectFailure(cause: unknown, id: string, variable: stri
   return new SqltallyError(`could not connect to ${origin}`, { ...context, hint: `check ${variable}` });
 }
 
+const PROTOCOL_NAMES: Record<WireProtocol, string> = { mysql: 'MySQL/MariaDB', postgres: 'PostgreSQL' };
+
+/** Driver failures that may mean "not a database there" rather than an answer from one (which carries its own code). */
+function worthDiagnosing(cause: unknown): boolean {
+  const code = errorCode(cause);
+  if (code === undefined) return true;
+  if (ACCESS_DENIED.has(code) || NO_DATABASE.has(code)) return false;
+  return UNREACHABLE.has(code) || code.startsWith('PROTOCOL_') || code.startsWith('HANDSHAKE_');
+}
+
+/**
+ * The connect failure in the words of what is really at the address: nothing listening, no answer in N s, an answer
+ * that is not this protocol. Each names backend, phase connect, the variable and the redacted URL. When the address
+ * does speak the protocol, the driver's own failure is explained as before.
+ */
+export async function diagnoseConnectFailure(
+  cause: unknown,
+  protocol: WireProtocol,
+  id: string,
+  variable: string,
+  origin: string,
+  connection: NetworkConnection,
+  timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS,
+): Promise<SqltallyError> {
+  if (!worthDiagnosing(cause)) return explainConnectFailure(cause, id, variable, origin, connection);
+  const d = await diagnoseListener(connection.host, connection.port, protocol, timeoutMs);
+  const at = `${connection.host}:${connection.port}`;
+  const from = `from ${variable}=${origin}`;
+  const context = { backend: id, phase: 'connect' as const, provider: 'external', cause };
+  const notIt = `point ${variable} at a ${PROTOCOL_NAMES[protocol]} server: check the host and port`;
+  const seconds = `${timeoutMs / 1000} s`;
+  switch (d.kind) {
+    case 'refused':
+      return new SqltallyError(`nothing listens on ${at} (ECONNREFUSED), ${from}`, { ...context, hint: `start the server or correct the host and port in ${variable}` });
+    case 'unresolved':
+      return new SqltallyError(`host ${connection.host} not found (${d.code}), ${from}`, { ...context, hint: `correct the host in ${variable}` });
+    case 'unreachable':
+      return new SqltallyError(`cannot reach ${at} (${d.code === 'ETIMEDOUT' ? `no answer to the TCP connect in ${seconds}` : d.code}), ${from}`, {
+        ...context,
+        hint: `check the host, port and network path in ${variable}`,
+      });
+    case 'silent':
+      return new SqltallyError(
+        `${at} accepted the connection but sent no answer in ${seconds}: not a ${PROTOCOL_NAMES[protocol]} server (${protocol === 'mysql' ? 'one greets at once' : 'one answers an SSLRequest at once'}), or a hung one; ${from}`,
+        { ...context, hint: notIt },
+      );
+    case 'closed':
+      return new SqltallyError(`${at} accepted the connection and closed it without ${protocol === 'mysql' ? 'a MySQL greeting' : 'answering the PostgreSQL SSLRequest'}: not a ${PROTOCOL_NAMES[protocol]} server, or one that refuses this client; ${from}`, {
+        ...context,
+        hint: notIt,
+      });
+    case 'foreign':
+      return new SqltallyError(`${at} answered, but not as a ${PROTOCOL_NAMES[protocol]} server (it sent "${d.answer}"); ${from}`, { ...context, hint: notIt });
+    case 'speaks':
+      return explainConnectFailure(cause, id, variable, origin, connection);
+  }
+}
+
 /** Connects to a server someone else runs: nothing to start or stop, but the same proof that it answers. */
 export async function startExternal(
   module: BackendModule,
@@ -52,7 +113,10 @@ export async function startExternal(
   try {
     identity = await identify(connection);
   } catch (cause) {
-    throw explainConnectFailure(cause, options.id, options.variable, options.origin, connection);
+    const protocol = CAPABILITIES[module.name].wireProtocol;
+    throw protocol
+      ? await diagnoseConnectFailure(cause, protocol, options.id, options.variable, options.origin, connection)
+      : explainConnectFailure(cause, options.id, options.variable, options.origin, connection);
   }
   const readyNs = process.hrtime.bigint() - t0;
   const label = module.variantLabel(identity.serverVersion);

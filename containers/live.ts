@@ -14,6 +14,8 @@ export interface LiveResource {
   stopSignal?: NodeJS.Signals;
   /** Private data directory to remove. */
   dir?: string;
+  /** The directory's owner record (containers/ownership.ts), removed after the directory. */
+  ownerFile?: string;
 }
 
 const LIVE = new Set<LiveResource>();
@@ -74,6 +76,7 @@ export function stopSync(resource: LiveResource): void {
     signalQuietly(resource.pid, 'SIGKILL');
   }
   if (resource.dir) fs.rmSync(resource.dir, { recursive: true, force: true, maxRetries: 3 });
+  if (resource.ownerFile) fs.rmSync(resource.ownerFile, { force: true });
   LIVE.delete(resource);
 }
 

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
 import { processAlive, trackLive } from './live';
+import { createOwnedDir, recordServer } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
 
@@ -49,16 +50,21 @@ export interface PrivateDir {
  */
 export function makePrivateDir(backend: string, env: NodeJS.ProcessEnv, owner?: RunAs): PrivateDir {
   const base = tempBase(env);
-  let dir: string;
+  let created: { dir: string; ownerFile: string } | undefined;
   try {
-    dir = fs.mkdtempSync(path.join(base, `${DATADIR_PREFIX}${runTag(env)}-${backend.replace(/[^a-z0-9]/gi, '')}-`));
-    fs.chmodSync(dir, 0o700);
-    if (owner) fs.chownSync(dir, owner.uid, owner.gid);
+    // With its owner record (this process), so a run killed by SIGKILL leaves something the next run can judge.
+    created = createOwnedDir(base, `${DATADIR_PREFIX}${runTag(env)}-${backend.replace(/[^a-z0-9]/gi, '')}-`, backend);
+    fs.chmodSync(created.dir, 0o700);
+    if (owner) fs.chownSync(created.dir, owner.uid, owner.gid);
     // Root writes through permission bits, so prove writability with a real file rather than trusting mode.
-    const probe = path.join(dir, '.sqltally-write-check');
+    const probe = path.join(created.dir, '.sqltally-write-check');
     fs.writeFileSync(probe, '');
     fs.rmSync(probe);
   } catch (cause) {
+    if (created) {
+      fs.rmSync(created.dir, { recursive: true, force: true });
+      fs.rmSync(created.ownerFile, { force: true });
+    }
     throw new SqltallyError(`cannot create a private data directory under ${base}`, {
       backend,
       phase: 'provision',
@@ -67,17 +73,22 @@ export function makePrivateDir(backend: string, env: NodeJS.ProcessEnv, owner?: 
       hint: 'set TMPDIR to a writable directory with free space',
     });
   }
-  const resource: LiveResource = { label: `${backend} data directory ${dir}`, dir };
+  const { dir, ownerFile } = created;
+  const resource: LiveResource = { label: `${backend} data directory ${dir}`, dir, ownerFile };
   const untrack = trackLive(resource);
   let removed: Promise<void> | undefined;
   return {
     path: dir,
     resource,
     remove: () =>
-      (removed ??= fs.promises.rm(dir, { recursive: true, force: true, maxRetries: 3 }).then(() => {
-        // Only forget the resource when no server is still registered on it (stop clears pid first).
-        if (resource.pid === undefined) untrack();
-      })),
+      (removed ??= fs.promises
+        .rm(dir, { recursive: true, force: true, maxRetries: 3 })
+        // The record goes last: a directory never exists without one.
+        .then(() => fs.promises.rm(ownerFile, { force: true }))
+        .then(() => {
+          // Only forget the resource when no server is still registered on it (stop clears pid first).
+          if (resource.pid === undefined) untrack();
+        })),
   };
 }
 
@@ -217,6 +228,11 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
   const resource = launch.dir.resource;
   resource.pid = pid;
   resource.stopSignal = launch.stopSignal;
+  try {
+    recordServer(launch.dir.path, pid, launch.stopSignal);
+  } catch {
+    // Best effort: without it a later run still finds the server by its working directory and command line.
+  }
   resource.label = `${launch.id} (local, pid ${pid}, ${launch.dir.path})`;
 
   let stopping: Promise<void> | undefined;

@@ -98,7 +98,7 @@ function matchesVariant(install: LocalInstall, variant: string | undefined): boo
   return variant === undefined || install.label === variant || install.version.startsWith(`${variant}.`) || install.version === variant;
 }
 
-type Attempt = { ok: true; resolution: Available } | { ok: false; reason: string; final?: boolean };
+type Attempt = { ok: true; resolution: Available } | { ok: false; reason: string; final?: boolean; misconfigured?: { variable: string } };
 
 async function tryExternal(module: BackendModule, id: BackendId, env: NodeJS.ProcessEnv): Promise<Attempt> {
   const variable = envKey(id, 'URL');
@@ -110,7 +110,7 @@ async function tryExternal(module: BackendModule, id: BackendId, env: NodeJS.Pro
     connection = parseExternalUrl(module, raw, variable, id.id);
   } catch (err) {
     // A URL a person set but we cannot use must not silently fall through to another server.
-    return { ok: false, reason: err instanceof Error ? err.message : String(err), final: true };
+    return { ok: false, reason: err instanceof Error ? err.message : String(err), final: true, misconfigured: { variable } };
   }
   return {
     ok: true,
@@ -176,8 +176,8 @@ const ATTEMPTS: Record<ProviderKind, (module: BackendModule, id: BackendId, env:
   embedded: tryLocal,
 };
 
-function unavailable(module: BackendModule, id: BackendId, tried: Unavailable['tried'], reason: string): Unavailable {
-  return { available: false, backend: module.name, id: id.id, reason, tried };
+function unavailable(module: BackendModule, id: BackendId, tried: Unavailable['tried'], reason: string, misconfigured?: { variable: string }): Unavailable {
+  return { available: false, backend: module.name, id: id.id, reason, tried, ...(misconfigured ? { misconfigured } : {}) };
 }
 
 /**
@@ -198,7 +198,7 @@ export async function resolveBackend(id: string, env: NodeJS.ProcessEnv = proces
     const attempt = await ATTEMPTS[provider](module, parsed, env);
     if (attempt.ok) return { ...attempt.resolution, tried };
     tried.push({ provider, reason: attempt.reason });
-    if (attempt.final) return unavailable(module, parsed, tried, attempt.reason);
+    if (attempt.final) return unavailable(module, parsed, tried, attempt.reason, attempt.misconfigured);
   }
   // "URL not set" is implied by the hint, which names the variable; the rest says what is missing here.
   const told = tried.filter((t) => t.provider !== 'external' || forced).map((t) => t.reason);

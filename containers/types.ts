@@ -93,6 +93,11 @@ export interface Unavailable {
   reason: string;
   /** What each provider said, in the order they were tried. */
   tried: { provider: ProviderKind; reason: string }[];
+  /**
+   * Set when a person configured this backend and the configuration cannot be used (a malformed
+   * `SQLTALLY_<BACKEND>_URL`): a run must fail on it, not skip it as if nothing had been asked.
+   */
+  misconfigured?: { variable: string };
 }
 
 /** A provider that can start the backend, chosen but not yet started. */

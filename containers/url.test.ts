@@ -81,3 +81,26 @@ describe('redactUrl', () => {
     expect(redactUrl('mysql://u:topsecret@h:99999999/x')).not.toContain('topsecret');
   });
 });
+
+describe('redactUrl: secrets in query parameters and odd passwords', () => {
+  it.each([
+    ['postgres://u@127.0.0.1:5432/d?password=hunter2', 'postgres://u@127.0.0.1:5432/d?password=***'],
+    ['postgres://u@h/d?sslmode=require&sslpassword=hunter2&application_name=x', 'postgres://u@h/d?sslmode=require&sslpassword=***&application_name=x'],
+    ['mariadb://u@127.0.0.1:3306/d?PASSWORD=hunter2', 'mariadb://u@127.0.0.1:3306/d?PASSWORD=***'],
+    ['mysql://u:hunter2@h/d?password=hunter2', 'mysql://u:***@h/d?password=***'],
+  ])('%s', (raw, shown) => {
+    expect(redactUrl(raw)).toBe(shown);
+  });
+
+  it.each([
+    'mysql://u:hunter2@127.0.0.1:99999/d',
+    'postgres://u:hun/ter2@h:abc/d',
+    'postgres://u:hun#ter2@h/d',
+    'mysql://u:hun@ter2@h:99999/d',
+    'postgres://u@h:abc/d?password=hunter2',
+  ])('hides the whole password of the unparseable %s', (raw) => {
+    const shown = redactUrl(raw);
+    expect(shown).not.toMatch(/hun|ter2/);
+    expect(shown).toContain('***');
+  });
+});

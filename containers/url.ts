@@ -6,15 +6,33 @@ import type { NetworkConnection } from './types';
 export const DEFAULT_DATABASE = 'sqltally';
 const DEFAULT_USERS: Record<string, string> = { mysql: 'root', mariadb: 'root', postgres: 'postgres', postgresql: 'postgres' };
 
-/** The URL with its password replaced by `***`, safe for logs, reports and error messages. */
+/**
+ * The URL with its password and every secret-bearing query parameter (`password`, `sslpassword`, ...) replaced by
+ * `***`, safe for logs, reports and error messages.
+ */
 export function redactUrl(raw: string): string {
   try {
-    const url = new URL(raw);
+    const url = new URL(raw.trim());
     if (url.password) url.password = '***';
-    return url.toString();
+    return redactSecrets(url.toString());
   } catch {
-    return redactSecrets(raw);
+    return redactUnparsed(raw);
   }
+}
+
+/**
+ * Text the URL parser rejected: everything between `://` and the last `@` is credentials, however oddly written
+ * (an unencoded `/` or `#` in a password makes the parser give up, and would end a pattern's idea of a password).
+ */
+function redactUnparsed(raw: string): string {
+  const text = raw.trim();
+  const start = text.indexOf('://');
+  const at = text.lastIndexOf('@');
+  if (start < 0 || at <= start) return redactSecrets(text);
+  const userinfo = text.slice(start + 3, at);
+  const colon = userinfo.indexOf(':');
+  const shown = colon < 0 ? userinfo : `${userinfo.slice(0, colon)}:***`;
+  return redactSecrets(`${text.slice(0, start + 3)}${shown}${text.slice(at)}`);
 }
 
 /**
@@ -35,7 +53,7 @@ export function parseExternalUrl(module: BackendModule, raw: string, variable: s
   try {
     url = new URL(raw.trim());
   } catch {
-    return fail(`cannot parse "${redactSecrets(raw)}"`);
+    return fail(`cannot parse "${redactUrl(raw)}"`);
   }
   const scheme = url.protocol.replace(/:$/, '');
   if (!module.urlSchemes.includes(scheme)) {

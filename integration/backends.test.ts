@@ -223,7 +223,7 @@ describe('bad input', () => {
     const scheme = name === 'postgres' ? 'postgres' : 'mysql';
     const variable = `SQLTALLY_${name.toUpperCase()}_URL`;
     const err = await rejection(startBackend(name, { ...process.env, [variable]: `${scheme}://u:sekrit@127.0.0.1:${port}/db` }));
-    expect(err.message).toContain(`[backend ${name}, provider external, phase connect] cannot reach 127.0.0.1:${port} (ECONNREFUSED)`);
+    expect(err.message).toContain(`[backend ${name}, provider external, phase connect] nothing listens on 127.0.0.1:${port} (ECONNREFUSED), from ${variable}=${scheme}://u:***@127.0.0.1:${port}/db`);
     expect(err.message).toContain(`what to do: start the server or correct the host and port in ${variable}`);
     expect(err.message).not.toContain('sekrit');
   });

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { DATADIR_PREFIX, runTag, tempBase } from '../containers/local-process';
-import { rootfsCacheDir } from '../containers/rootfs';
+import { DATADIR_PREFIX, runTag } from '../containers/local-process';
+import { privateDirBases } from '../containers/stale';
 
 /** A process or directory sqltally made that is still here. */
 export interface Leak {
@@ -14,19 +14,6 @@ export interface Leak {
 /** `sqltally-<run>-`: every private directory of one run starts with this, wherever it lives. */
 export function runMarker(env: NodeJS.ProcessEnv = process.env): string {
   return `${DATADIR_PREFIX}${runTag(env)}-`;
-}
-
-/**
- * Where private directories are made: the temp dir, and the temp dir inside each provisioned root filesystem
- * (chrooted servers keep their data where they can see it).
- */
-export function privateDirBases(env: NodeJS.ProcessEnv = process.env): string[] {
-  const bases = [tempBase(env)];
-  const cache = rootfsCacheDir(env);
-  for (const entry of readQuietly(() => fs.readdirSync(cache).join('\n')).split('\n')) {
-    if (entry) bases.push(path.join(cache, entry, 'var', 'tmp'));
-  }
-  return bases;
 }
 
 function readQuietly(read: () => string): string {

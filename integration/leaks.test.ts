@@ -3,6 +3,10 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { processAlive } from '../containers/live';
+import { sweepStalePrivateDirs } from '../containers/stale';
+import { BackendsReportSchema } from '../cli/backends';
+import { main } from '../cli/main';
+import { strategiesFor } from '../workload/strategies';
 import { findLeaks, sweepLeaks } from './global-teardown';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
 import type { AvailableIntegrationBackend } from './harness';
@@ -118,6 +122,83 @@ eachId(servers.map((b) => b.id), '%s: a killed Node process', (id) => {
     sweepLeaks(leftovers);
     expect(alive).toBe(false);
     expect(leftovers.filter((l) => l.kind === 'process')).toEqual([]);
+  });
+});
+
+eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
+  it('the next sqltally backends stops what is left, removes the data directory and lists it', async () => {
+    const env = childEnv();
+    const child = spawnTs(HOLD(id), env);
+    const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
+    child.kill('SIGKILL');
+    await exitOf(child);
+    // The record names the dead child, so it is stale at once, server or not; nothing else of it needs to settle.
+    expect(fs.existsSync(held.dataDir)).toBe(true);
+    expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(true);
+
+    const out: string[] = [];
+    const log = jest.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+    let code: number;
+    try {
+      code = await main(['backends', '--json', 'sqlite']);
+    } finally {
+      log.mockRestore();
+    }
+    expect(code).toBe(0);
+    const report = BackendsReportSchema.parse(JSON.parse(out.join('\n')));
+    expect(report.cleaned.map((c) => c.dir)).toContain(held.dataDir);
+    const cleaned = report.cleaned.find((c) => c.dir === held.dataDir);
+    expect(cleaned?.ownerPid).toBe(child.pid);
+    expect(cleaned?.bytes).toBeGreaterThan(0);
+    expect(fs.existsSync(held.dataDir)).toBe(false);
+    expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(false);
+    if (held.pid !== null) expect(processAlive(held.pid)).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+
+  it('a sqltally run killed mid-workload leaves directories the next run removes', async () => {
+    const env = childEnv();
+    const strategy = strategiesFor(id)[0]!.name;
+    const child = spawnTs(
+      `require('./cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
+      env,
+    );
+    let err = '';
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+    const exited = exitOf(child);
+    // Killed once the first cell is under way: the backend is up and the workload is running.
+    const deadline = Date.now() + START_TIMEOUT_MS / 2;
+    while (!err.includes(`ready `) && Date.now() < deadline && child.exitCode === null) await sleep(POLL_MS);
+    if (!err.includes('ready ')) {
+      // 'exit' can come before the last of stderr has been read: wait for it, so the failure shows why.
+      await new Promise((r) => (child.stderr?.readableEnded ? r(undefined) : child.stderr?.once('end', r)));
+      throw new Error(`the run never got ready (exit ${child.exitCode ?? child.signalCode}): ${err}`);
+    }
+    await sleep(500);
+    child.kill('SIGKILL');
+    await exited;
+    const left = findLeaks(env).filter((l) => l.kind === 'directory' && !l.path?.endsWith('.owner.json'));
+    expect(left.length).toBeGreaterThan(0);
+
+    const sweep = await sweepStalePrivateDirs(process.env);
+    for (const l of left) expect(sweep.removed.map((r) => r.dir)).toContain(l.path);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+
+  it('a directory whose owner is alive is left alone', async () => {
+    const env = childEnv();
+    const child = spawnTs(HOLD(id), env);
+    const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
+    try {
+      const sweep = await sweepStalePrivateDirs(process.env);
+      expect(sweep.removed.map((r) => r.dir)).not.toContain(held.dataDir);
+      expect(fs.existsSync(held.dataDir)).toBe(true);
+      if (held.pid !== null) expect(processAlive(held.pid)).toBe(true);
+    } finally {
+      child.kill('SIGINT');
+      await exitOf(child);
+    }
+    expect(await settledLeaks(env)).toEqual([]);
   });
 });
 

@@ -76,6 +76,23 @@ describe('atomic writes', () => {
     expect(readFileSync(join(out, 'notes.txt'), 'utf8')).toBe('mine');
   });
 
+  it('with force leaves every old file as it was when writing the last new one fails', async () => {
+    const out = join(dir, 'run');
+    mkdirSync(out);
+    for (const f of FILES) writeFileSync(join(out, f.name), `old ${f.name}`);
+    const open = fsp.open.bind(fsp);
+    // The third temp file (report.json's) cannot be created: the disk filled up after the first two.
+    let opened = 0;
+    jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+      if (String(args[0]).includes('.report.json.') && ++opened === 1) throw Object.assign(new Error('no space'), { code: 'ENOSPC' });
+      return open(...args);
+    });
+    const err = await writeOutputDir(out, FILES, { force: true }).catch((e: unknown) => e);
+    expect((err as Error).message).toContain('no space left on device');
+    for (const f of FILES) expect(readFileSync(join(out, f.name), 'utf8')).toBe(`old ${f.name}`);
+    expect(readdirSync(out).sort()).toEqual(['bench.json', 'report.json', 'report.md']);
+  });
+
   it('writes into an existing empty directory', async () => {
     await checkOutputDir(dir);
     await writeOutputDir(dir, FILES);

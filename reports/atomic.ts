@@ -53,11 +53,8 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/**
- * Writes a file so that a reader sees either the old content or the new, never half: a temp file in the same
- * directory (rename is only atomic within one file system), fsync, then rename over the target.
- */
-export async function writeFileAtomic(target: string, content: string): Promise<void> {
+/** Writes `content` to a new temp file beside `target`, synced; returns its name. Removes it again on failure. */
+async function writeTemp(target: string, content: string): Promise<string> {
   const temp = tempName(target);
   try {
     const handle = await fs.open(temp, 'wx', 0o644);
@@ -67,12 +64,47 @@ export async function writeFileAtomic(target: string, content: string): Promise<
     } finally {
       await handle.close();
     }
+    return temp;
+  } catch (err) {
+    await fs.rm(temp, { force: true }).catch(() => undefined);
+    throw reportError(`cannot write ${target}: ${errnoText(err)}`, target, err);
+  }
+}
+
+/**
+ * Writes a file so that a reader sees either the old content or the new, never half: a temp file in the same
+ * directory (rename is only atomic within one file system), fsync, then rename over the target.
+ */
+export async function writeFileAtomic(target: string, content: string): Promise<void> {
+  const temp = await writeTemp(target, content);
+  try {
     await fs.rename(temp, target);
   } catch (err) {
     await fs.rm(temp, { force: true }).catch(() => undefined);
     throw reportError(`cannot write ${target}: ${errnoText(err)}`, target, err);
   }
   await fsyncDir(dirname(target));
+}
+
+/**
+ * Replaces several files in an existing directory: every new content is written to its temp file first, and only
+ * when all of them are on disk are they renamed over the targets. A full disk or a permission error while writing
+ * leaves every old file as it was, instead of a new report.md beside an old report.json.
+ */
+async function replaceFiles(dir: string, files: readonly RenderedFile[]): Promise<void> {
+  const temps: [string, string][] = [];
+  try {
+    for (const f of files) {
+      const target = join(dir, f.name);
+      temps.push([await writeTemp(target, f.content), target]);
+    }
+    for (const [temp, target] of temps) await fs.rename(temp, target);
+  } catch (err) {
+    await Promise.all(temps.map(([temp]) => fs.rm(temp, { force: true }).catch(() => undefined)));
+    if (err instanceof SqltallyError) throw err;
+    throw reportError(`cannot write into output directory ${dir}: ${errnoText(err)}`, dir, err);
+  }
+  await fsyncDir(dir);
 }
 
 /** What is at `dir` now. */
@@ -144,7 +176,7 @@ export async function writeOutputDir(dir: string, files: readonly RenderedFile[]
     throw reportError(`output directory ${dir} already exists and is not empty`, dir, undefined, 'choose a new --out directory, or pass --force to replace the report files in it');
   }
   if (state !== 'missing') {
-    for (const f of files) await writeFileAtomic(join(abs, f.name), f.content);
+    await replaceFiles(abs, files);
     return;
   }
   const parent = dirname(abs);

@@ -1,17 +1,18 @@
-import { z } from 'zod';
 import { CaptureSession, type Captured } from '../capture/capture';
 import { runSql, type DriverHandle } from '../counters/driver/open';
 import { SqltallyError } from '../containers/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../containers/registry';
-import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBackend } from '../containers/types';
-import { type DriverName } from '../counters/driver/names';
+import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBackend, type Unavailable } from '../containers/types';
+import type { DriverName } from '../counters/driver/names';
 import { EventLoopDelayRecorder } from '../capture/event-loop';
-import { MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
+import { timingsFromSamples } from '../reports/timings';
+import { checkDistinctServers, checkPlan, type RunPlan } from './plan';
+import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../reports/environment';
 import { installedReleases, releaseVersion } from '../counters/driver/releases';
 import { cellFromTally } from '../reports/cell';
 import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend } from '../reports/schema';
-import { buildReport, failureOf, type ReportInput } from '../reports/output';
+import { failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
 import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
@@ -19,26 +20,8 @@ import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
 
-/** The curve every backend runs unless told otherwise. */
-export const DEFAULT_ROWS = [100, 500, 1000, 2500, 5000, 10000] as const;
-export const DEFAULT_HOT_ROWS = [5000] as const;
-export const DEFAULT_WARMUPS = 1;
-export const DEFAULT_REPEATS = MIN_MEASURED_REPEATS;
-
-/** What a run is asked to do; validated before any server starts. */
-export const RunPlanSchema = z.object({
-  /** Backend ids; empty means each backend's default variant, `['all']` every variant installed here. */
-  backends: z.array(z.string().min(1)),
-  /** Strategy names; empty means every strategy of each backend. */
-  strategies: z.array(z.string().min(1)),
-  rows: z.array(z.number().int().positive()).min(1),
-  hotRows: z.array(z.number().int().positive()),
-  warmups: z.number().int().nonnegative(),
-  repeats: z.number().int().min(MIN_MEASURED_REPEATS),
-  /** `all`: every installed release of each driver (npm aliases) side by side; `default`: the pinned one only. */
-  driverReleases: z.enum(['default', 'all']).default('all'),
-});
-export type RunPlan = z.input<typeof RunPlanSchema>;
+export { DEFAULT_HOT_ROWS, DEFAULT_REPEATS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, RunPlanSchema } from './plan';
+export type { RunPlan } from './plan';
 
 export interface RunHooks {
   /** One line per finished cell or event, for a person watching. */
@@ -196,7 +179,7 @@ function cellFrom(
  * Throws only for bad input, before anything starts.
  */
 export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promise<Report> {
-  const plan = RunPlanSchema.parse(planInput);
+  const plan = checkPlan(planInput);
   const env = hooks.env ?? process.env;
   const progress = hooks.progress ?? (() => undefined);
   // Default: each backend's default variant (what `sqltally backends` lists first); `all`: every variant installed.
@@ -219,6 +202,33 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
   const backends: BackendDescription[] = [];
   const cells: Cell[] = [];
   let failure: ReturnType<typeof failureOf> | undefined;
+
+  checkDistinctServers(resolutions);
+  // A URL a person set but sqltally cannot use fails the run before anything starts: skipping it would let a CI job
+  // without a gate go green having measured nothing.
+  const misconfigured = resolutions.filter((r): r is Unavailable => !r.available && r.misconfigured !== undefined);
+  if (misconfigured.length > 0) {
+    for (const r of resolutions) {
+      if (!r.available) skipped.push({ backend: r.id ?? r.backend, reason: r.reason, environment: environment.id });
+    }
+    for (const r of misconfigured) progress(`FAILED ${r.id ?? r.backend}: ${r.reason}`);
+    const first = misconfigured[0]!;
+    return finishReport({
+      status: 'failed',
+      failure: {
+        message: `${misconfigured.map((r) => r.reason).join('; ')}\n  nothing was started`,
+        backend: first.id ?? first.backend,
+        phase: 'config',
+      },
+      matrix,
+      environments: [environment],
+      backends,
+      skipped,
+      cells,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    });
+  }
 
   for (const resolution of resolutions) {
     if (!resolution.available) {
@@ -283,5 +293,5 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     startedAt,
     finishedAt: new Date().toISOString(),
   };
-  return buildReport(report);
+  return finishReport(report);
 }

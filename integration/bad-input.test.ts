@@ -1,0 +1,157 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { main } from '../cli/main';
+import { SqltallyError } from '../containers/errors';
+import { resolveBackend, startBackend } from '../containers/registry';
+import { readReportFile } from '../reports/schema';
+import { MAX_ROWS_PER_CELL } from '../run/plan';
+import { findLeaks } from './global-teardown';
+import { START_TIMEOUT_MS, describeEachBackend, integrationBackends, withBackend } from './harness';
+
+// Bad input that needs something real at the other end: a private database server, the Redis that may run on this
+// machine, the built run itself interrupted mid-workload. The cases that need nothing are in cli/bad-input.test.ts.
+jest.setTimeout(START_TIMEOUT_MS);
+
+const ROOT = path.resolve(__dirname, '..');
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Runs the CLI in-process with stdout and stderr captured, and `env` added to process.env for the call. */
+async function cli(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; said: string }> {
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
+  const said: string[] = [];
+  const capture = (...a: unknown[]) => void said.push(a.map(String).join(' '));
+  const spies = [
+    jest.spyOn(console, 'log').mockImplementation(capture),
+    jest.spyOn(console, 'error').mockImplementation(capture),
+    jest.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
+    jest.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
+  ];
+  try {
+    return { code: await main(argv), said: said.join('\n') };
+  } finally {
+    for (const s of spies) s.mockRestore();
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+function redisListening(): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port: 6379 });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+describe('a URL at a Redis server (127.0.0.1:6379)', () => {
+  let redis = false;
+  beforeAll(async () => {
+    redis = await redisListening();
+  });
+
+  it.each([
+    ['mariadb', 'mysql', 'MySQL/MariaDB'],
+    ['postgres', 'postgres', 'PostgreSQL'],
+  ] as const)('%s: "answered but not %s", naming backend, phase connect and the redacted URL', async (backend, scheme, protocol) => {
+    if (!redis) {
+      // Visible in the output rather than silently green: this machine has no Redis to point at.
+      console.warn(`skipped: nothing listens on 127.0.0.1:6379 here, so the Redis case cannot run`);
+      return;
+    }
+    const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
+    const err = await startBackend(backend, { ...process.env, [variable]: `${scheme}://u:hunter2@127.0.0.1:6379/d` }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqltallyError);
+    const message = (err as SqltallyError).message;
+    expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:6379 answered, but not as a ${protocol} server (it sent "`);
+    expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:6379/d`);
+    expect(message).not.toContain('hunter2');
+  });
+});
+
+// A password in the query string of a URL that the server refuses.
+describeEachBackend(
+  (b) => {
+    const id = b.id;
+    const server = withBackend(id);
+    let scratch = '';
+    beforeAll(() => {
+      scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-bad-input-'));
+    });
+    afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+    it('a ?password= in a refused URL never reaches stderr, the failure record or the report, and the run fails', async () => {
+      const { connection } = server();
+      if (connection.kind !== 'network') throw new Error('expected a network backend');
+      const scheme = id === 'postgres' ? 'postgres' : 'mariadb';
+      // A user the private server does not have: refused by MariaDB ("access denied") and PostgreSQL (no such role).
+      const url = `${scheme}://nobody@127.0.0.1:${connection.port}/sqltally?password=hunter2&sslpassword=hunter2`;
+      const variable = `SQLTALLY_${id.toUpperCase()}_URL`;
+      const out = path.join(scratch, 'report');
+      const strategy = id === 'postgres' ? 'pg.unnest' : 'mariadb.batch';
+      const { code, said } = await cli(['run', '--backends', id, '--strategies', strategy, '--rows', '10', '--hot-rows', '', '--out', out], { [variable]: url });
+      expect(code).toBe(1);
+      expect(said).toContain(`[backend ${id}, provider external, phase connect]`);
+      expect(said).toContain(`${scheme}://nobody@127.0.0.1:${connection.port}/sqltally?password=***&sslpassword=***`);
+      expect(said).not.toContain('hunter2');
+      const report = readReportFile(out);
+      expect(report.status).toBe('failed');
+      expect(report.failure).toMatchObject({ backend: id, phase: 'connect' });
+      for (const file of fs.readdirSync(out)) expect(fs.readFileSync(path.join(out, file), 'utf8')).not.toContain('hunter2');
+    });
+  },
+  (b) => b.id === 'mariadb' || b.id === 'postgres',
+);
+
+describe('two ids for one server', () => {
+  const local = integrationBackends().find((b) => b.id === 'mariadb' && b.available && b.provider === 'local');
+  (local ? it : it.skip)(`mariadb and its own variant id are refused before anything starts${local ? '' : ' (skipped: no local mariadb here)'}`, async () => {
+    const plain = await resolveBackend('mariadb');
+    const label = plain.available ? plain.expectedVersion?.split('.').slice(0, 2).join('.') : undefined;
+    if (!label) throw new Error('the local mariadb has no version to name its variant by');
+    const before = findLeaks(process.env).length;
+    const { code, said } = await cli(['run', '--backends', `mariadb,mariadb@${label}`, '--no-write']);
+    expect(code).toBe(2);
+    expect(said).toContain(`--backends mariadb and mariadb@${label} are the same server here (local ${plain.available ? plain.origin : ''}`);
+    expect(said).not.toContain('start mariadb');
+    expect(findLeaks(process.env).length).toBe(before);
+  });
+});
+
+describe('sqltally run ends with a summary line', () => {
+  it('counting cells by verdict', async () => {
+    const { code, said } = await cli(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '20', '--hot-rows', '', '--no-write', '--json']);
+    expect(code).toBe(0);
+    expect(said.trimEnd().split('\n').pop()).toBe('sqltally: 1 cell(s): 1 assert, 0 report, 0 incomplete');
+  });
+});
+
+describe(`Ctrl-C during a long workload (better-sqlite3.multirow at the ${MAX_ROWS_PER_CELL} row maximum)`, () => {
+  it('stops the run by the signal, leaving no data directory behind', async () => {
+    const env = { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'bad'}int${process.pid}` };
+    const code = `require('./cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '${MAX_ROWS_PER_CELL}', '--hot-rows', '', '--no-write']).then((c) => { process.exitCode = c; });`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (c, s) => r({ code: c, signal: s })));
+    const deadline = Date.now() + START_TIMEOUT_MS / 2;
+    while (!err.includes('ready ') && child.exitCode === null && Date.now() < deadline) await sleep(50);
+    expect(err).toContain('ready sqlite');
+    // Inside the workload: the cell has 6 windows of 500 000 rows each, seconds of synchronous inserts.
+    await sleep(1_000);
+    expect(findLeaks(env).some((l) => l.kind === 'directory')).toBe(true);
+    child.kill('SIGINT');
+    const exit = await exited;
+    expect(exit.signal).toBe('SIGINT');
+    expect(err).not.toMatch(/sqlite@\S+ better-sqlite3\.multirow \d+:/);
+    expect(findLeaks(env)).toEqual([]);
+  });
+});
