@@ -3,7 +3,7 @@
  * proxy traffic (see `wire-capture.ts`) replayed in-process through a fresh MySQL/PostgreSQL session, no sockets.
  *
  *   npx tsx bench/wire-cpu.ts [--backends mariadb,postgres] [--scenarios a,b] [--save DIR] [--rounds 30] [--json]
- *   npx tsx bench/wire-cpu.ts --streams DIR [--callgrind] [--callgrind-rounds 5]
+ *   npx tsx bench/wire-cpu.ts --streams DIR [--callgrind]
  *
  * Without `--streams` it starts the backends, records every scenario (one connection each: 5000-row multi-row
  * INSERT, 5000 one-row prepared executes, 5000 pipelined executes (MySQL family), a 100000-row SELECT) and, with
@@ -12,9 +12,10 @@
  *
  * CPU time: the median over `--rounds` replays of this process's CPU time (`process.cpuUsage`), after warm-up
  * rounds. `--callgrind` also counts instructions with valgrind (installed): the replay file is bundled with esbuild
- * and run under `valgrind --tool=callgrind` twice per stream, with 20 warm-up replays plus R measured ones and with
- * the warm-up alone; the difference divided by R is the instructions of one warm replay (node's start-up, the
- * bundle's loading and the JIT's warm-up cancel). Instruction counts barely move with the machine's load.
+ * and run under `valgrind --tool=callgrind` (node with V8's `--predictable`) three times per stream, with the same warm-up and 0, R and 2R measured
+ * replays (R sized to about 50 ms of native replay); the differences divided by R are two estimates of the
+ * instructions of one warm replay (node's start-up, the bundle's loading and the JIT's warm-up cancel), and their
+ * spread is the method's noise. Instruction counts barely move with the machine's load; this takes minutes.
  * Each replay's counts are checked against the in-process replay, so a parser that counts differently cannot pass
  * for a faster one.
  */
@@ -28,8 +29,6 @@ import { recordStreams } from './wire-capture';
 import { measureReplayCpu, readStream, streamName, streamSize, writeStream } from './wire-replay';
 import type { RecordedStream } from './wire-replay';
 
-const CALLGRIND_WARMUP = 20;
-
 interface StreamFigures {
   stream: string;
   backend: string;
@@ -39,15 +38,36 @@ interface StreamFigures {
   commands: number;
   messages: number;
   cpu: { rounds: number; medianNs: number; nsPerMb: number; nsPerCommand: number; samplesNs: number[] };
-  instructions?: { rounds: number; perReplay: number; perMb: number; perCommand: number; perMessage: number };
+  instructions?: { rounds: number; estimates: [number, number]; perReplay: number; perMb: number; perCommand: number; perMessage: number };
 }
 
-/** Instructions of one warm replay of the stream in `file`, from two valgrind runs. */
-function callgrindPerReplay(bundle: string, file: string, rounds: number, expectedCounts: string): number {
+/**
+ * V8's predictable mode runs the compiler and the garbage collector on the main thread, at deterministic points:
+ * measured here, two identical runs differ by 0.002% with it and by 2-3% without (background threads' timing).
+ */
+const NODE_FLAGS = ['--predictable'];
+/** Native time of warm replays each valgrind run measures: long enough that the JIT's noise is small beside it. */
+const CALLGRIND_BUDGET_NS = 50e6;
+/** Native time of warm-up replays, the same in every run of a stream so that it cancels. */
+const CALLGRIND_WARMUP_NS = 20e6;
+
+/**
+ * Instructions of one warm replay of the stream in `file`: three valgrind runs with the same warm-up and 0, R and
+ * 2R measured replays; (I(R) - I(0)) / R and (I(2R) - I(R)) / R are two independent estimates, whose spread shows
+ * the noise of the method.
+ */
+function callgrindPerReplay(
+  bundle: string,
+  file: string,
+  replayNs: number,
+  expectedCounts: string,
+): { rounds: number; estimates: [number, number] } {
+  const rounds = Math.min(5000, Math.max(3, Math.ceil(CALLGRIND_BUDGET_NS / replayNs)));
+  const warmup = Math.min(5000, Math.max(2, Math.ceil(CALLGRIND_WARMUP_NS / replayNs)));
   const run = (measured: number): number => {
     const result = spawnSync(
       'valgrind',
-      ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, bundle, '--child', file, String(CALLGRIND_WARMUP), String(measured)],
+      ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, ...NODE_FLAGS, bundle, '--child', file, String(warmup), String(measured)],
       { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
     );
     if (result.status !== 0) throw new Error(`valgrind exited ${result.status ?? result.signal}: ${result.stderr.slice(-2000)}`);
@@ -56,9 +76,10 @@ function callgrindPerReplay(bundle: string, file: string, rounds: number, expect
     if (!match) throw new Error(`no instruction count in valgrind's output: ${result.stderr.slice(-2000)}`);
     return Number(match[1]);
   };
-  const base = run(0);
-  const measured = run(rounds);
-  return (measured - base) / rounds;
+  const none = run(0);
+  const once = run(rounds);
+  const twice = run(2 * rounds);
+  return { rounds, estimates: [(once - none) / rounds, (twice - once) / rounds] };
 }
 
 function bundleReplay(dir: string): string {
@@ -78,14 +99,12 @@ async function main(): Promise<number> {
       save: { type: 'string' },
       rounds: { type: 'string', default: '30' },
       callgrind: { type: 'boolean', default: false },
-      'callgrind-rounds': { type: 'string', default: '5' },
       json: { type: 'boolean', default: false },
     },
   });
   const rounds = Number(values.rounds);
-  const callgrindRounds = Number(values['callgrind-rounds']);
-  if (!Number.isInteger(rounds) || rounds < 1 || !Number.isInteger(callgrindRounds) || callgrindRounds < 1) {
-    console.error('--rounds and --callgrind-rounds must be positive integers');
+  if (!Number.isInteger(rounds) || rounds < 1) {
+    console.error('--rounds must be a positive integer');
     return 2;
   }
   const only = values.scenarios?.split(',').filter(Boolean);
@@ -145,9 +164,11 @@ async function main(): Promise<number> {
           file = join(tmp, `${streamName(s)}.stream`);
           writeStream(file, s);
         }
-        const perReplay = callgrindPerReplay(bundle, file, callgrindRounds, JSON.stringify(size.counts));
+        const { rounds: measured, estimates } = callgrindPerReplay(bundle, file, cpu.medianNs, JSON.stringify(size.counts));
+        const perReplay = (estimates[0] + estimates[1]) / 2;
         f.instructions = {
-          rounds: callgrindRounds,
+          rounds: measured,
+          estimates,
           perReplay,
           perMb: (perReplay * 1e6) / size.bytes,
           perCommand: size.commands > 0 ? perReplay / size.commands : 0,
@@ -173,8 +194,8 @@ function print(f: StreamFigures): void {
   if (f.instructions) {
     const i = f.instructions;
     line +=
-      `; instructions: ${Math.round(i.perReplay)} per replay = ${Math.round(i.perMb)}/MB, ${Math.round(i.perCommand)}/command, ` +
-      `${Math.round(i.perMessage)}/message`;
+      `; instructions per replay ${Math.round(i.perReplay)} (estimates ${Math.round(i.estimates[0])}, ${Math.round(i.estimates[1])}; ` +
+      `${i.rounds} replays each) = ${Math.round(i.perMb)}/MB, ${Math.round(i.perCommand)}/command, ${Math.round(i.perMessage)}/message`;
   }
   console.log(line);
 }
