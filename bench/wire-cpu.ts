@@ -3,7 +3,7 @@
  * proxy traffic (see `wire-capture.ts`) replayed in-process through a fresh MySQL/PostgreSQL session, no sockets.
  *
  *   npx tsx bench/wire-cpu.ts [--backends mariadb,postgres] [--scenarios a,b] [--save DIR] [--rounds 30] [--json]
- *   npx tsx bench/wire-cpu.ts --streams DIR [--callgrind]
+ *   npx tsx bench/wire-cpu.ts --streams DIR [--callgrind] [--skip-relay]
  *
  * Without `--streams` it starts the backends, records every scenario (one connection each: 5000-row multi-row
  * INSERT, 5000 one-row prepared executes, 5000 pipelined executes (MySQL family), a 100000-row SELECT) and, with
@@ -16,6 +16,8 @@
  * replays (R sized to about 50 ms of native replay); the differences divided by R are two estimates of the
  * instructions of one warm replay (node's start-up, the bundle's loading and the JIT's warm-up cancel), and their
  * spread is the method's noise. Instruction counts barely move with the machine's load; this takes minutes.
+ * Then, unless `--skip-relay`, the relay without parsing (`wire-relay.ts`): the proxy's CPU per round trip and
+ * per MB with a protocol-less sink instead of a database, for 100 KB and 50-byte requests.
  * Each replay's counts are checked against the in-process replay, so a parser that counts differently cannot pass
  * for a faster one.
  */
@@ -26,6 +28,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startBackend } from '../containers/registry';
 import { recordStreams } from './wire-capture';
+import { measureRelay } from './wire-relay';
+import type { RelayFigures } from './wire-relay';
 import { measureReplayCpu, readStream, streamName, streamSize, writeStream } from './wire-replay';
 import type { RecordedStream } from './wire-replay';
 
@@ -99,6 +103,7 @@ async function main(): Promise<number> {
       save: { type: 'string' },
       rounds: { type: 'string', default: '30' },
       callgrind: { type: 'boolean', default: false },
+      'skip-relay': { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
     },
   });
@@ -181,7 +186,22 @@ async function main(): Promise<number> {
   } finally {
     if (tmp) rmSync(tmp, { recursive: true, force: true });
   }
-  if (values.json) console.log(JSON.stringify({ figures }, null, 2));
+  const relay: RelayFigures[] = [];
+  if (!values['skip-relay']) {
+    // The two request sizes of the streams above: a 5000-row INSERT, and one prepared execute.
+    for (const [bytes, roundTrips] of [[100_000, 1000], [50, 5000]] as const) {
+      const r = await measureRelay(bytes, roundTrips);
+      relay.push(r);
+      if (!values.json) {
+        console.log(
+          `relay only, ${String(bytes).padStart(6)}-byte requests, 11-byte answers, median of ${r.rounds} rounds of ${r.roundTrips}: ` +
+            `CPU per round trip direct ${(r.directNs / 1e3).toFixed(3)} us, proxied ${(r.proxiedNs / 1e3).toFixed(3)} us: ` +
+            `proxy ${(r.proxyNsPerRoundTrip / 1e3).toFixed(3)} us per round trip = ${(r.proxyNsPerMb / 1e6).toFixed(3)} ms/MB`,
+        );
+      }
+    }
+  }
+  if (values.json) console.log(JSON.stringify({ figures, relay }, null, 2));
   return 0;
 }
 
