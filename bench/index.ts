@@ -12,7 +12,11 @@ import { join } from 'node:path';
 
 const BENCHES = {
   driver: { file: 'driver-overhead.ts', what: 'driver-layer counting proxy: wrapped / unwrapped 5000-row insert, cost per call' },
-  wire: { file: 'wire-overhead.ts', what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL' },
+  wire: {
+    file: 'wire-overhead.ts',
+    what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL, beside the direct / direct noise floor; proxy CPU per MB and per command',
+  },
+  'wire-cpu': { file: 'wire-cpu.ts', what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)' },
   settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
   raw: { file: 'strategy-vs-raw.ts', what: 'each insert strategy / the raw-SQL twin, 5000 rows' },
 } as const;

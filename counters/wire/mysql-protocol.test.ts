@@ -76,6 +76,39 @@ describe('MysqlPacketParser', () => {
   });
 });
 
+describe('MysqlPacketParser heads', () => {
+  const payloads = [Buffer.from([0x03, 0x53, 0x45]), Buffer.alloc(0), Buffer.alloc(300, 0x61), Buffer.from([0x0e])];
+  const stream = Buffer.concat(payloads.map((p, k) => mysqlPacket(k, p)));
+  const heads = payloads.map((p) => p.subarray(0, 256).toString('hex'));
+
+  it('gives every frame the same head and first byte at every split, whether the head is a view of the chunk or a copy', () => {
+    for (let cut = 0; cut <= stream.length; cut += 1) {
+      const parser = new MysqlPacketParser();
+      const frames: MysqlFrame[] = [];
+      const chunks = [Buffer.from(stream.subarray(0, cut)), Buffer.from(stream.subarray(cut))];
+      for (const chunk of chunks) parser.parse(chunk, (f) => frames.push(f));
+      expect({ cut, heads: frames.map((f) => f.head.toString('hex')), first: frames.map((f) => f.firstByte) }).toEqual({
+        cut,
+        heads,
+        first: payloads.map((p) => p[0] ?? -1),
+      });
+      // A head cut across the two chunks was copied, so it must not change with them; the others are views.
+      for (const chunk of chunks) chunk.fill(0xee);
+      const kept = frames.map((f, k) => (chunks.some((c) => c === f.bytes) ? heads[k] : f.head.toString('hex')));
+      expect({ cut, kept }).toEqual({ cut, kept: heads });
+    }
+  });
+
+  it('makes no copy of a head that lies whole in the chunk', () => {
+    const chunk = Buffer.from(stream);
+    const frames: MysqlFrame[] = [];
+    new MysqlPacketParser().parse(chunk, (f) => frames.push(f));
+    expect(frames.map((f) => f.bytes === chunk)).toEqual(payloads.map(() => true));
+    const starts = payloads.map((_, k) => payloads.slice(0, k).reduce((n, p) => n + 4 + p.length, 0) + 4);
+    expect(frames.map((f) => [f.headStart, f.headLength])).toEqual(payloads.map((p, k) => [starts[k], Math.min(256, p.length)]));
+  });
+});
+
 describe('MySQL handshake and text queries', () => {
   const queries = (deprecateEof: boolean): Turn[] => {
     const end = (seq: number) => (deprecateEof ? ok(seq, 0, 0x0002, 0xfe) : eof(seq));

@@ -40,11 +40,54 @@ export interface MysqlFrame {
   firstLength: number;
   packets: number;
   /** The first bytes of the payload (at most 256): what the counter reads, without copying a 16 MB row. */
-  head: Buffer;
+  readonly head: Buffer;
+  /** `head[0]`, or -1 for an empty payload: the command or response marker, read without making `head`. */
+  readonly firstByte: number;
+  /** `head` is `bytes[headStart, headStart + headLength)`: the hot path reads `bytes` directly, never making `head`. */
+  readonly bytes: Buffer;
+  readonly headStart: number;
+  readonly headLength: number;
   /** Header and payload bytes over all packets. */
   wireBytes: number;
   /** Number of the `parse` call the frame's first byte arrived in (client write bursts). */
   chunk: number;
+}
+
+/**
+ * A frame whose head is a view of the socket chunk it arrived in whenever the head lies whole in one chunk (the
+ * usual case): no copy and no Buffer per frame; `head` is made on first use. Chunks are never reused by the
+ * socket, so the view stays valid. A head cut across chunks is copied into a buffer of its own, as it arrives.
+ */
+export class MysqlFrameRecord implements MysqlFrame {
+  seq: number;
+  lastSeq: number;
+  length: number;
+  firstLength: number;
+  packets = 1;
+  wireBytes: number;
+  chunk: number;
+  firstByte = -1;
+  readonly bytes: Buffer;
+  readonly headStart: number;
+  readonly headLength: number;
+  #head: Buffer | null = null;
+
+  constructor(seq: number, length: number, chunk: number, bytes: Buffer, headStart: number, headLength: number) {
+    this.seq = seq;
+    this.lastSeq = seq;
+    this.length = length;
+    this.firstLength = length;
+    this.wireBytes = HEADER_LENGTH + length;
+    this.chunk = chunk;
+    this.bytes = bytes;
+    this.headStart = headStart;
+    this.headLength = headLength;
+  }
+
+  get head(): Buffer {
+    this.#head ??= this.headStart === 0 && this.bytes.length === this.headLength ? this.bytes : this.bytes.subarray(this.headStart, this.headStart + this.headLength);
+    return this.#head;
+  }
 }
 
 /**
@@ -58,7 +101,8 @@ export class MysqlPacketParser {
   /** Payload bytes still to come in the current packet; -1 between packets. */
   #remaining = -1;
   #packetLength = 0;
-  #frame: MysqlFrame | null = null;
+  #frame: MysqlFrameRecord | null = null;
+  /** Head bytes of `#frame` already in place (equal to its `headLength` when the head is a view of a chunk). */
   #headFill = 0;
   #chunks = 0;
 
@@ -75,7 +119,7 @@ export class MysqlPacketParser {
     return this.#headerFill > 0 || this.#remaining >= 0 || this.#frame !== null;
   }
 
-  parse(chunk: Buffer, onFrame: (frame: MysqlFrame) => void): void {
+  parse(chunk: Buffer, onFrame: (frame: MysqlFrameRecord) => void): void {
     const chunkNo = this.#chunks++;
     const end = chunk.length;
     let i = 0;
@@ -84,7 +128,7 @@ export class MysqlPacketParser {
         let length: number;
         let seq: number;
         if (this.#headerFill === 0 && end - i >= HEADER_LENGTH) {
-          length = chunk.readUIntLE(i, 3);
+          length = (chunk[i] as number) | ((chunk[i + 1] as number) << 8) | ((chunk[i + 2] as number) << 16);
           seq = chunk[i + 3] as number;
           i += HEADER_LENGTH;
         } else {
@@ -97,16 +141,20 @@ export class MysqlPacketParser {
           length = this.#header.readUIntLE(0, 3);
           seq = this.#header[3] as number;
         }
-        this.#startPacket(length, seq, chunkNo);
-        // A zero-length packet ends at its header (an empty final continuation, an empty auth answer).
-        if (length === 0) this.#endPacket(onFrame);
+        this.#startPacket(length, seq, chunkNo, chunk, i);
+        // The whole payload is here (a zero-length packet ends at its header): the packet ends without another turn.
+        if (length <= end - i) {
+          i += length;
+          this.#endPacket(onFrame);
+        }
         continue;
       }
       const take = Math.min(this.#remaining, end - i);
-      const frame = this.#frame as MysqlFrame;
-      if (this.#headFill < frame.head.length) {
-        const copy = Math.min(take, frame.head.length - this.#headFill);
-        chunk.copy(frame.head, this.#headFill, i, i + copy);
+      const frame = this.#frame as MysqlFrameRecord;
+      if (this.#headFill < frame.headLength) {
+        const copy = Math.min(take, frame.headLength - this.#headFill);
+        chunk.copy(frame.bytes, this.#headFill, i, i + copy);
+        if (this.#headFill === 0) frame.firstByte = chunk[i] as number;
         this.#headFill += copy;
       }
       this.#remaining -= take;
@@ -115,7 +163,8 @@ export class MysqlPacketParser {
     }
   }
 
-  #startPacket(length: number, seq: number, chunkNo: number): void {
+  /** `at` is where the packet's payload starts in `chunk`. */
+  #startPacket(length: number, seq: number, chunkNo: number, chunk: Buffer, at: number): void {
     const open = this.#frame;
     if (open) {
       const expected = (open.lastSeq + 1) & 0xff;
@@ -128,26 +177,26 @@ export class MysqlPacketParser {
       open.wireBytes += HEADER_LENGTH + length;
     } else {
       this.#checkHeader?.(length, seq);
-      this.#frame = {
-        seq,
-        lastSeq: seq,
-        length,
-        firstLength: length,
-        packets: 1,
-        head: Buffer.allocUnsafe(Math.min(length, HEAD_BYTES)),
-        wireBytes: HEADER_LENGTH + length,
-        chunk: chunkNo,
-      };
-      this.#headFill = 0;
+      const headLength = length < HEAD_BYTES ? length : HEAD_BYTES;
+      let frame: MysqlFrameRecord;
+      if (headLength <= chunk.length - at) {
+        frame = new MysqlFrameRecord(seq, length, chunkNo, chunk, at, headLength);
+        if (length > 0) frame.firstByte = chunk[at] as number;
+        this.#headFill = headLength;
+      } else {
+        frame = new MysqlFrameRecord(seq, length, chunkNo, Buffer.allocUnsafe(headLength), 0, headLength);
+        this.#headFill = 0;
+      }
+      this.#frame = frame;
     }
     this.#packetLength = length;
     this.#remaining = length;
   }
 
-  #endPacket(onFrame: (frame: MysqlFrame) => void): void {
+  #endPacket(onFrame: (frame: MysqlFrameRecord) => void): void {
     this.#remaining = -1;
     if (this.#packetLength === MYSQL_MAX_PACKET_PAYLOAD) return;
-    const frame = this.#frame as MysqlFrame;
+    const frame = this.#frame as MysqlFrameRecord;
     this.#frame = null;
     onFrame(frame);
   }
@@ -237,6 +286,9 @@ const COMMANDS: ReadonlyMap<number, { name: string; response: ResponseShape }> =
   [Command.StmtBulkExecute, { name: 'COM_STMT_BULK_EXECUTE', response: 'results' }],
 ]);
 
+/** `COMMANDS` by command byte: an array read per command instead of a map lookup. */
+const COMMAND_BY_CODE: readonly ({ name: string; response: ResponseShape } | undefined)[] = Array.from({ length: 256 }, (_, code) => COMMANDS.get(code));
+
 /** Name of a command byte; unknown bytes are `COM_0xNN`. */
 export function mysqlCommandName(code: number): string {
   return COMMANDS.get(code)?.name ?? `COM_0x${code.toString(16).padStart(2, '0')}`;
@@ -261,15 +313,21 @@ interface PendingCommand {
   cursor: boolean;
 }
 
-/** Length-encoded integer at `offset`; returns [value, bytes used], or null when the head is too short. */
-function readLenEnc(buf: Buffer, offset: number): [number, number] | null {
-  const first = buf[offset];
-  if (first === undefined) return null;
-  if (first < 0xfb) return [first, 1];
-  const width = first === 0xfc ? 2 : first === 0xfd ? 3 : first === 0xfe ? 8 : -1;
-  if (width < 0 || offset + 1 + width > buf.length) return null;
-  const value = width === 8 ? Number(buf.readBigUInt64LE(offset + 1)) : buf.readUIntLE(offset + 1, width);
-  return [value, 1 + width];
+/**
+ * Width in bytes of the length-encoded integer at `at` in `buf`, which must end before `end`; -1 when it is cut
+ * short or its first byte (0xFB, 0xFF) starts none.
+ */
+function lenEncWidth(buf: Buffer, at: number, end: number): number {
+  if (at >= end) return -1;
+  const first = buf[at] as number;
+  if (first < 0xfb) return 1;
+  const width = first === 0xfc ? 3 : first === 0xfd ? 4 : first === 0xfe ? 9 : -1;
+  return width < 0 || at + width > end ? -1 : width;
+}
+
+function lenEncValue(buf: Buffer, at: number, width: number): number {
+  if (width === 1) return buf[at] as number;
+  return width === 9 ? Number(buf.readBigUInt64LE(at + 1)) : buf.readUIntLE(at + 1, width - 1);
 }
 
 /** Server greeting (protocol 10): connection id and capabilities. */
@@ -296,19 +354,23 @@ function readHandshakeResponse(head: Buffer, serverCapabilities: number): { capa
   return { capabilities, extended };
 }
 
+// The readers below index the frame's bytes within its head (see `MysqlFrame.bytes`), so no head Buffer is made.
+
 /** OK_Packet (0x00, or 0xFE as a DEPRECATE_EOF terminator): affected rows and status flags. */
-function readOk(head: Buffer): { affectedRows: number; status: number } {
-  const rows = readLenEnc(head, 1);
-  const id = rows ? readLenEnc(head, 1 + rows[1]) : null;
-  const at = rows && id ? 1 + rows[1] + id[1] : -1;
-  if (!rows || at < 0 || at + 2 > head.length) throw new WireParseError('OK packet too short');
-  return { affectedRows: rows[0], status: head.readUInt16LE(at) };
+function readOk(frame: MysqlFrame): { affectedRows: number; status: number } {
+  const { bytes, headStart: start } = frame;
+  const end = start + frame.headLength;
+  const rowsWidth = lenEncWidth(bytes, start + 1, end);
+  const idWidth = rowsWidth < 0 ? -1 : lenEncWidth(bytes, start + 1 + rowsWidth, end);
+  const at = start + 1 + rowsWidth + idWidth;
+  if (rowsWidth < 0 || idWidth < 0 || at + 2 > end) throw new WireParseError('OK packet too short');
+  return { affectedRows: lenEncValue(bytes, start + 1, rowsWidth), status: bytes.readUInt16LE(at) };
 }
 
 /** EOF_Packet: 0xFE, warnings, status flags. */
-function readEof(head: Buffer): number {
-  if (head.length < 5) throw new WireParseError('EOF packet too short');
-  return head.readUInt16LE(3);
+function readEof(frame: MysqlFrame): number {
+  if (frame.headLength < 5) throw new WireParseError('EOF packet too short');
+  return frame.bytes.readUInt16LE(frame.headStart + 3);
 }
 
 /** COM_STMT_PREPARE_OK: how many column and parameter definitions follow. */
@@ -318,12 +380,15 @@ function readPrepareOk(head: Buffer): { columns: number; params: number; metadat
 }
 
 /** Result-set column count, and whether column definitions follow (optional/cached metadata). */
-function readColumnCount(head: Buffer, flagByte: boolean): { columns: number; metadataFollows: boolean } {
-  const count = readLenEnc(head, 0);
-  if (!count || count[0] === 0) throw new WireParseError('bad result-set column count');
-  const flag = flagByte ? head[count[1]] : 1;
+function readColumnCount(frame: MysqlFrame, flagByte: boolean): { columns: number; metadataFollows: boolean } {
+  const { bytes, headStart: start } = frame;
+  const end = start + frame.headLength;
+  const width = lenEncWidth(bytes, start, end);
+  const columns = width < 0 ? 0 : lenEncValue(bytes, start, width);
+  if (columns === 0) throw new WireParseError('bad result-set column count');
+  const flag = !flagByte ? 1 : start + width < end ? bytes[start + width] : undefined;
   if (flag === undefined) throw new WireParseError('column count packet lacks its metadata flag');
-  return { columns: count[0], metadataFollows: flag !== 0 };
+  return { columns, metadataFollows: flag !== 0 };
 }
 
 type Phase = 'greeting' | 'handshakeResponse' | 'auth' | 'command' | 'stopped' | 'closed';
@@ -490,9 +555,9 @@ export class MysqlSession implements WireSession {
 
   #command(frame: MysqlFrame): void {
     if (frame.seq !== 0) throw new WireParseError(`bad sequence id ${frame.seq} at the start of a client command`);
-    const code = frame.head[0];
-    if (code === undefined) throw new WireParseError('empty client command packet');
-    const known = COMMANDS.get(code);
+    const code = frame.firstByte;
+    if (code < 0) throw new WireParseError('empty client command packet');
+    const known = COMMAND_BY_CODE[code];
     const name = known?.name ?? mysqlCommandName(code);
     this.tally.command(name, frame.chunk);
     if (code === Command.Quit) this.#quitSent = true;
@@ -501,7 +566,7 @@ export class MysqlSession implements WireSession {
     if (response === 'none') return;
     if (response === 'unparsed') throw new WireParseError(`${name} starts an exchange this counter does not follow`);
     // Cursor flags sit right after the statement id.
-    const cursor = code === Command.StmtExecute && ((frame.head[5] ?? 0) & 0x07) !== 0;
+    const cursor = code === Command.StmtExecute && frame.headLength > 5 && ((frame.bytes[frame.headStart + 5] as number) & 0x07) !== 0;
     // MariaDB 11.5+ bulk with STMT_BULK_FLAG_SEND_UNIT_RESULTS answers with a result set of per-row counts, not an OK.
     if (code === Command.StmtBulkExecute && frame.head.length >= 7 && frame.head.readUInt16LE(5) & BULK_SEND_UNIT_RESULTS) {
       this.tally.rowsAffectedUnknown();
@@ -535,7 +600,7 @@ export class MysqlSession implements WireSession {
     if (frame.seq !== 0) throw new WireParseError(`bad sequence id ${frame.seq} in the server greeting`);
     this.tally.setupFromServer(frame.wireBytes);
     this.#handshakeSeq = frame.lastSeq;
-    if (frame.head[0] === Response.Err) {
+    if (frame.firstByte === Response.Err) {
       // Refused before the handshake (too many connections, host blocked): the server closes next.
       this.#phase = 'closed';
       return;
@@ -549,7 +614,7 @@ export class MysqlSession implements WireSession {
 
   #authReply(frame: MysqlFrame): void {
     this.tally.setupFromServer(frame.wireBytes);
-    switch (frame.head[0]) {
+    switch (frame.firstByte) {
       case Response.Ok:
         if (this.#compressed) {
           this.tally.fail('compressed protocol negotiated: packets cannot be counted');
@@ -573,7 +638,7 @@ export class MysqlSession implements WireSession {
     const command = this.#pending[this.#pendingHead];
     if (!command) {
       // A server may send ERR before closing (killed, shutdown, timeout) with nothing asked.
-      if (frame.head[0] === Response.Err) {
+      if (frame.firstByte === Response.Err) {
         this.tally.serverMessage('ERR');
         return;
       }
@@ -589,7 +654,7 @@ export class MysqlSession implements WireSession {
         this.#firstPacket(command, frame);
         return;
       case 'definitions':
-        if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
+        if (frame.firstByte === Response.Err) return this.#finish(command, 'ERR');
         this.tally.serverMessage(step.what);
         step.left -= 1;
         if (step.left === 0) this.#nextStep(command);
@@ -608,13 +673,13 @@ export class MysqlSession implements WireSession {
 
   /** COM_FIELD_LIST: column definitions until EOF (or an OK-style terminator under DEPRECATE_EOF). */
   #columnUntilEof(command: PendingCommand, frame: MysqlFrame): void {
-    if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
-    if (frame.head[0] === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) return this.#finish(command, 'EOF');
+    if (frame.firstByte === Response.Err) return this.#finish(command, 'ERR');
+    if (frame.firstByte === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) return this.#finish(command, 'EOF');
     this.tally.serverMessage('ColumnDefinition');
   }
 
   #firstPacket(command: PendingCommand, frame: MysqlFrame): void {
-    const first = frame.head[0];
+    const first = frame.firstByte;
     if (command.response === 'statistics') return this.#finish(command, 'Statistics');
     if (first === Response.Err) return this.#finish(command, 'ERR');
     if (command.response === 'rows') {
@@ -627,20 +692,20 @@ export class MysqlSession implements WireSession {
     }
     if (first === Response.Ok) {
       if (command.response === 'prepare') return this.#prepareOk(command, frame);
-      const ok = readOk(frame.head);
+      const ok = readOk(frame);
       this.tally.rowsAffected(ok.affectedRows);
       return this.#endOfResult(command, 'OK', ok.status);
     }
     if (first === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) {
-      const status = this.#deprecateEof && frame.firstLength >= 7 ? readOk(frame.head).status : readEof(frame.head);
+      const status = this.#deprecateEof && frame.firstLength >= 7 ? readOk(frame).status : readEof(frame);
       return this.#endOfResult(command, 'EOF', status);
     }
     if (first === Response.LocalInfile) throw new WireParseError('LOCAL INFILE exchange is not parsed');
     if (command.response !== 'results') {
-      throw new WireParseError(`unexpected packet 0x${String(first?.toString(16))} answering ${command.name}`);
+      throw new WireParseError(`unexpected packet 0x${String(frame.head[0]?.toString(16))} answering ${command.name}`);
     }
     const flagByte = this.#optionalMetadata || (this.#cacheMetadata && command.code === Command.StmtExecute);
-    const { columns, metadataFollows } = readColumnCount(frame.head, flagByte);
+    const { columns, metadataFollows } = readColumnCount(frame, flagByte);
     this.tally.serverMessage('ResultSet');
     const steps: Step[] = [];
     if (metadataFollows) steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
@@ -668,11 +733,11 @@ export class MysqlSession implements WireSession {
   }
 
   #intermediateEof(command: PendingCommand, frame: MysqlFrame): void {
-    if (frame.head[0] === Response.Err) return this.#finish(command, 'ERR');
-    if (frame.head[0] !== Response.Eof || frame.firstLength >= 9) {
+    if (frame.firstByte === Response.Err) return this.#finish(command, 'ERR');
+    if (frame.firstByte !== Response.Eof || frame.firstLength >= 9) {
       throw new WireParseError(`expected EOF after definitions answering ${command.name}`);
     }
-    const status = readEof(frame.head);
+    const status = readEof(frame);
     this.tally.serverMessage('EOF');
     // A cursor was opened: no rows now, they come with COM_STMT_FETCH.
     if (command.cursor && command.steps[1]?.kind === 'rows' && status & SERVER_STATUS_CURSOR_EXISTS) {
@@ -682,12 +747,12 @@ export class MysqlSession implements WireSession {
   }
 
   #row(command: PendingCommand, frame: MysqlFrame): void {
-    const first = frame.head[0];
+    const first = frame.firstByte;
     if (first === Response.Err) return this.#finish(command, 'ERR');
     // A row can start with 0xFE only as an 8-byte length prefix, so its first packet is a full 0xFFFFFF one.
     const terminator = this.#deprecateEof ? frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD : frame.firstLength < 9;
     if (first === Response.Eof && terminator) {
-      const status = this.#deprecateEof ? readOk(frame.head).status : readEof(frame.head);
+      const status = this.#deprecateEof ? readOk(frame).status : readEof(frame);
       return this.#endOfResult(command, this.#deprecateEof ? 'OK' : 'EOF', status);
     }
     this.tally.serverMessage('Row');

@@ -49,6 +49,61 @@ describe('PgMessageParser', () => {
   });
 });
 
+describe('PgMessageParser heads', () => {
+  const messages = [pg.query('SELECT 1'), pg.commandComplete('INSERT 0 5000'), pg.sync(), pgMessage('d', Buffer.alloc(300, 0x61))];
+  const stream = Buffer.concat(messages);
+  const bodies = messages.map((m) => m.subarray(5, 5 + Math.min(64, m.length - 5)));
+
+  it('gives every message the same head at every split, whether it is a view of the chunk or a copy', () => {
+    for (let cut = 0; cut <= stream.length; cut += 1) {
+      const parser = new PgMessageParser('typed');
+      const frames: PgFrame[] = [];
+      const chunks = [Buffer.from(stream.subarray(0, cut)), Buffer.from(stream.subarray(cut))];
+      for (const chunk of chunks) parser.parse(chunk, (f) => frames.push(f));
+      const heads = (): string[] => frames.map((f) => f.head.toString('hex'));
+      expect({ cut, heads: heads() }).toEqual({ cut, heads: bodies.map((b) => b.toString('hex')) });
+      // A head cut across the two chunks was copied, so it must not change with them; the others are views.
+      for (const chunk of chunks) chunk.fill(0xee);
+      const copied = frames.map((f) => !chunks.some((c) => c === f.bytes));
+      const kept = frames.map((f, k) => (copied[k] ? f.head.toString('hex') : (bodies[k] as Buffer).toString('hex')));
+      expect({ cut, kept }).toEqual({ cut, kept: bodies.map((b) => b.toString('hex')) });
+    }
+  });
+
+  it('makes no copy of a head that lies whole in the chunk', () => {
+    const chunk = Buffer.from(stream);
+    const frames: PgFrame[] = [];
+    new PgMessageParser('typed').parse(chunk, (f) => frames.push(f));
+    expect(frames.map((f) => f.bytes === chunk)).toEqual(messages.map(() => true));
+    expect(frames.map((f) => f.head.toString('latin1'))).toEqual(bodies.map((b) => b.toString('latin1')));
+    const starts = messages.map((_, k) => messages.slice(0, k).reduce((n, m) => n + m.length, 0) + 5);
+    expect(frames.map((f) => f.headStart)).toEqual(starts);
+  });
+});
+
+describe('CommandComplete tags', () => {
+  /** The reading the counter must keep: the tag up to its NUL, matched whole. */
+  const reference = (tag: string): number => {
+    const m = /^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$/.exec(tag.split('\0')[0] as string);
+    return m ? Number(m[1]) : 0;
+  };
+  const tags = [
+    'INSERT 0 5000', 'INSERT 0 1', 'INSERT 16385 1', 'INSERT 5000', 'INSERT  5', 'INSERT 0 ', 'INSERT 0 5 ', 'INSERT x 5', 'INSERT 0 5x',
+    'UPDATE 3', 'UPDATE 0', 'UPDATE', 'UPDATE ', 'UPDATEX 3', 'UPDATE 3 4', 'DELETE 1', 'DELETE 12x', 'MERGE 2', 'COPY 10', 'COPY 1234567890123456789',
+    'SELECT 5', 'FETCH 5', 'MOVE 5', 'CREATE TABLE', 'copy 10', 'INSERT 0 01', `UPDATE ${'9'.repeat(60)}`, `INSERT 0 ${'1'.repeat(60)}`,
+  ];
+
+  it.each(tags)('reads "%s" as the reference does', (tag) => {
+    const turns: Turn[] = [
+      ...startup,
+      client(pg.query('x')),
+      // Built by hand so a tag without its NUL (cut at 64 bytes by the head) is also tried.
+      server(pgMessage('C', Buffer.from(`${tag}\0`, 'latin1')), pg.ready()),
+    ];
+    expect(drive(passthrough, turns).counts.rowsAffected).toBe(reference(tag.slice(0, 64)));
+  });
+});
+
 describe('PostgreSQL sessions', () => {
   it('keeps startup and authentication in setup and reads the backend pid', () => {
     const run = drive(passthrough, startup);
