@@ -10,6 +10,7 @@ export const STATEMENT_CLASSES = [
   'begin',
   'commit',
   'rollback',
+  'savepoint',
   'set',
   'show',
   'ddl',

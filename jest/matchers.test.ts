@@ -30,7 +30,7 @@ function tally(overrides: Partial<Tally> = {}): Tally {
       driver: {
         calls: 2,
         byKind: { query: 2, execute: 0, batch: 0, prepare: 0 },
-        byClass: { insert: 2, select: 0, update: 0, delete: 0, begin: 0, commit: 0, rollback: 0, set: 0, show: 0, ddl: 0, other: 0 },
+        byClass: { insert: 2, select: 0, update: 0, delete: 0, begin: 0, commit: 0, rollback: 0, savepoint: 0, set: 0, show: 0, ddl: 0, other: 0 },
         parameterSets: 2,
         bindValues: 12,
         maxBindValuesPerCall: 6,
