@@ -139,7 +139,14 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       const snapshot = countSnapshotOf(received);
       if (!snapshot.ok) return cannotCheck(this, SNAPSHOT_NAME, snapshot.reason, received);
       if (this?.isNot) return cannotCheck(this, SNAPSHOT_NAME, 'a snapshot cannot be matched with .not: there is no "any other counts" to store');
-      const result = snapshotMatcher().call(this, snapshot.text, hint);
+      let match: SnapshotMatcher;
+      try {
+        match = snapshotMatcher();
+      } catch (err) {
+        return cannotCheck(this, SNAPSHOT_NAME, `no snapshot machinery: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      // jest-snapshot reads its arguments by count: an explicit undefined would be taken for "properties".
+      const result = hint === undefined ? match.call(this, snapshot.text) : match.call(this, snapshot.text, hint);
       if (result.pass) return result;
       if (result.expected === undefined) {
         return {
