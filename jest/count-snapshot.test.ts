@@ -102,7 +102,7 @@ describe('toMatchCountSnapshot on Jest snapshots', () => {
     expect(run.output).toMatch(/- shapes: 1\n\s*\+ shapes: 2\n/);
     expect(run.output).toMatch(/\+ {3}[0-9a-f]{12} select\/query calls=1 parameterSets=1: SELECT count\(\*\) FROM t\n/);
     expect(run.output).toMatch(/- Snapshot {2}- 2\n\s*\+ Received {2}\+ 3/);
-    expect(run.output).toContain('toMatchCountSnapshot: no snapshot is stored for this test, and this run writes none (--ci)');
+    expect(run.output).toContain('toMatchCountSnapshot: no snapshot is stored for this test, and this run writes none (--ci, or CI set)');
     expect(existsSync(join(dir, '__snapshots__', 'fresh.test.ts.snap'))).toBe(false);
     expect(readFileSync(snapFile(), 'utf8')).toContain('driver.calls: 2');
   });

@@ -151,7 +151,7 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       if (result.expected === undefined) {
         return {
           ...result,
-          message: () => `${SNAPSHOT_NAME}: no snapshot is stored for this test, and this run writes none (--ci): run the tests once without --ci, or with -u, and commit the snapshot\n\n${result.message()}`,
+          message: () => `${SNAPSHOT_NAME}: no snapshot is stored for this test, and this run writes none (--ci, or CI set): run the tests once outside CI, or with -u, and commit the snapshot\n\n${result.message()}`,
         };
       }
       const stored = storedSnapshotFormat(result.expected);
@@ -167,7 +167,7 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       }
       return {
         ...result,
-        message: () => `${SNAPSHOT_NAME}: the counts differ from the snapshot (rewrite it with \`jest -u\` if the change is meant)\n\n${result.message()}`,
+        message: () => `${SNAPSHOT_NAME}: the counts differ from the snapshot (if the change is meant, rewrite it with -u: \`jest -u\`, \`vitest -u\`)\n\n${result.message()}`,
       };
     },
 
