@@ -18,6 +18,8 @@ export interface RepeatedShapesOptions {
 }
 
 export const DEFAULT_REPEAT_THRESHOLD = 2;
+// Context, not evidence: the shapes that passed are cut short; offenders and ignored shapes are always all listed.
+const BELOW_SHOWN = 20;
 
 /** Why a shape ran more than once, from its distinct parameter sets. */
 export type RepeatKind = 'N+1' | 'N+1 with duplicates' | 'duplicate' | 'repeated';
@@ -133,7 +135,8 @@ export function describeRepeatedShapes(judgement: Extract<RepeatedShapesJudgemen
   const below = judgement.judged.filter((s) => s.calls < judgement.threshold);
   if (below.length > 0) {
     lines.push(`  below the threshold (${below.length}):`);
-    for (const s of below) lines.push(`    ${s.calls}× ${s.id} [${s.statementClass}/${s.kind}] ${s.fingerprint}`);
+    for (const s of below.slice(0, BELOW_SHOWN)) lines.push(`    ${s.calls}× ${s.id} [${s.statementClass}/${s.kind}] ${s.fingerprint}`);
+    if (below.length > BELOW_SHOWN) lines.push(`    ... and ${below.length - BELOW_SHOWN} more`);
   }
   if (judgement.ignored.length > 0) {
     lines.push(`  ignored (${judgement.ignored.length}):`);
