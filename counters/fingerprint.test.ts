@@ -175,6 +175,33 @@ describe('fingerprint', () => {
     expect(checked).toBeGreaterThan(5000);
   });
 
+  it('steps over repeated IN list elements exactly as lexing them would', () => {
+    const variants: [SqlDialect, string[]][] = [
+      ['mysql', ['1', '22', "'a'", "'b\\'c'", '?', ':p', 'x', '1 + 2', '1+2', '(1, 2)', 'f(1)', '-1', 'NULL', "'a' 'b'", '1 /* c */', "X'1F'", "X '1F'", '1e-5', "'m\\'"]],
+      ['postgres', ['1', '$1', '$2', "E'x\\''", "'x\\'", '$$y$$', 'ARRAY[1, 2]', '1::int', 'e', "e'q'", 'a.b', '"Q"']],
+      ['sqlite', ['?1', '?', ':a', '@b', '$c', '[x]', "'z'", '2']],
+    ];
+    const separators = [', ', ',', ' , '];
+    let checked = 0;
+    for (const [dialect, elements] of variants) {
+      for (const a of elements) {
+        for (const b of elements) {
+          for (const list of [[a, b], [a, b, a], [a, a, b], [a, a, a, b]]) {
+            for (const separator of separators) {
+              const sql = `SELECT * FROM t WHERE a IN (${list.join(separator)}) AND b IN (${list.join(separator)} ) + 1`;
+              expect({ sql, shape: fingerprint(sql, dialect) }).toEqual({ sql, shape: fingerprint(sql, dialect, { skipRepeatedRows: false }) });
+              checked++;
+            }
+          }
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(5000);
+    // A subquery's select list is not an IN list: its repeated items stay.
+    expect(fingerprint('SELECT * FROM t WHERE x IN (SELECT a, a, a FROM u)', 'mysql')).toBe('SELECT * FROM t WHERE x IN (SELECT a, a, a FROM u)');
+    expect(fingerprint(`SELECT * FROM t WHERE id IN (${Array.from({ length: 30_000 }, (_, i) => i).join(', ')})`, 'mysql')).toBe('SELECT * FROM t WHERE id IN (?)');
+  });
+
   it('fingerprints a 200 KB multi-row INSERT to one row', () => {
     const rows = Array.from({ length: 4000 }, (_, i) => `(${i}, 'name-${i}', ${i * 1.5}, NULL)`).join(', ');
     const sql = `INSERT INTO bench (id, name, amount, note) VALUES ${rows}`;

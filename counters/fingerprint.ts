@@ -35,9 +35,16 @@ import type { SqlDialect } from './tokenizer';
  * table spelt in two cases would share a shape; DDL numbers become `?` too (`VARCHAR(?)`).
  */
 export function fingerprint(sql: string, dialect: SqlDialect, options: FingerprintOptions = {}): string {
-  const tokens = normalise(sql, dialect, options.skipRepeatedRows ?? true);
+  let tokens = normalise(sql, dialect, options.skipRepeatedRows ?? true);
+  let collapser = new Collapser(tokens, dialect);
+  // Elements were stepped over on the promise that their list collapses; in SQL whose brackets do not pair up
+  // it does not, and then the text is lexed again, in full.
+  if (tokens.skippedIn.some((open) => !collapser.isMatched(open))) {
+    tokens = normalise(sql, dialect, false);
+    collapser = new Collapser(tokens, dialect);
+  }
   const out = new Rendering();
-  new Collapser(tokens, dialect).render(0, tokens.count, out);
+  collapser.render(0, tokens.count, out);
   return out.text();
 }
 
@@ -101,6 +108,7 @@ const NAME_THEN_LIST = new Set(['INTO', 'TABLE', 'REFERENCES', 'EXISTS', 'VIEW',
 const STRING_PREFIXES = new Set(['X', 'B', 'N']);
 const CHARSET_INTRODUCER = /^_(?:binary|utf8\w*|latin\d|ascii|ucs2|utf16\w*|utf32|cp\d+|big5|gbk|gb2312|gb18030|euckr|sjis|ujis|koi8\w+)$/i;
 const SUBQUERY_WORDS = new Set(['SELECT', 'WITH', 'VALUES', 'TABLE']);
+
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 const PLAIN_LOWER_NAME = /^[a-z_][a-z0-9_$]*$/;
 
@@ -114,6 +122,8 @@ class Tokens {
   #textIndex: Int32Array;
   readonly #texts: string[] = [];
   count = 0;
+  /** The `(` of every VALUES row or IN list whose repeated elements were stepped over without tokens. */
+  readonly skippedIn: number[] = [];
 
   constructor(capacity: number) {
     this.kinds = new Uint8Array(capacity);
@@ -213,16 +223,52 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
   let afterRow = false;
   let refStart = -1;
   let refEnd = -1;
+  let rowOpen = -1;
+  let refOpen = -1;
+  // IN lists: the depth inside `IN (`, where the current element began, and the last element lexed in full.
+  let listDepth = -1;
+  let listOpen = -1;
+  let elementStart = -1;
+  let elementRefStart = -1;
+  let elementRefEnd = -1;
+  let listOpened = false;
+  let listSkipped = false;
   let t = lexer.next();
   while (t) {
+    if (listOpened) {
+      // `IN (SELECT a, a ...)` is a subquery, whose repeated items are not a list to collapse.
+      listOpened = false;
+      if (t.type === 'word' && SUBQUERY_WORDS.has(t.value)) listDepth = -1;
+    }
+    if (skipRepeatedRows && listDepth === depth && t.type === 'punct' && t.value === ',') {
+      if (!listSkipped) {
+        elementRefStart = skipSpace(sql, elementStart);
+        elementRefEnd = t.start;
+      }
+      listSkipped = false;
+      // The next elements, while they lex like the last one and are all of their element (a `,` or `)` follows),
+      // go with their commas: the collapse would keep one of them only anyway.
+      const end = skipElementsLike(lexer, sql, elementRefStart, elementRefEnd, t.start, true);
+      if (end >= 0) {
+        tokens.skippedIn.push(listOpen);
+        lexer.seek(end);
+        prevWord = null;
+        prevString = false;
+        prevAmpAfterU = false;
+        prevEnd = end;
+        listSkipped = true;
+        t = lexer.next();
+        continue;
+      }
+      elementStart = t.end;
+    }
     if (afterRow) {
       afterRow = false;
       if (skipRepeatedRows && t.type === 'punct' && t.value === ',') {
-        const rowEnd = lexer.skipSameShape(refStart, refEnd, t.end);
-        if (rowEnd >= 0) {
-          // The comma and the row go: the collapse would keep one of them only anyway. Exact copies of that
-          // comma and row after it go with them.
-          const end = lexer.skipRepeats(t.start, rowEnd);
+        // The comma and the row go, and the rows like it after them: the collapse would keep one of them only.
+        const end = skipElementsLike(lexer, sql, refStart, refEnd, t.start, false);
+        if (end >= 0) {
+          tokens.skippedIn.push(refOpen);
           lexer.seek(end);
           prevWord = null;
           prevString = false;
@@ -242,6 +288,7 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         if (t.type === 'punct' && t.value === '(') {
           if (rowStart < 0) rowStart = t.start;
           rowDepth = depth;
+          rowOpen = -1;
           inRow = true;
         }
         expectRow = false;
@@ -304,15 +351,26 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
       case 'punct': {
         const p = t.value;
         const kind = p.length === 1 ? punctKind(p.charCodeAt(0)) : OP;
-        if (kind === OPEN) {
+        // Brackets count in the depth too, so the commas of an ARRAY[...] inside an IN list are not the list's.
+        if (kind === OPEN || kind === LBRACK) {
           depth++;
-        } else if (kind === CLOSE) {
+          if (kind === OPEN && tokens.kind(n - 1) === WORD && tokens.text(n - 1) === 'IN') {
+            listDepth = depth;
+            listOpen = n;
+            elementStart = t.end;
+            listOpened = true;
+            listSkipped = false;
+          }
+          if (kind === OPEN && inRow && rowOpen < 0) rowOpen = n;
+        } else if (kind === CLOSE || kind === RBRACK) {
+          if (depth === listDepth) listDepth = -1;
           depth--;
           if (inRow && depth === rowDepth) {
             inRow = false;
             afterRow = true;
             refStart = rowStart;
             refEnd = t.end;
+            refOpen = rowOpen;
           }
         }
         if (kind === SEMI && (n === 0 || tokens.kind(n - 1) === SEMI)) break;
@@ -331,6 +389,42 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
   while (n > 0 && tokens.kind(n - 1) === SEMI) n--;
   tokens.truncate(n);
   return tokens;
+}
+
+/**
+ * From the comma at `comma`, steps over the comma-separated elements that lex like `[refStart, refEnd)`
+ * ({@link SqlLexer.skipSameShape}), and over runs of exact copies in a few comparisons when they are the same text.
+ * Returns the end of the last element stepped over, or -1 for none. With `whole`, an element counts only when a
+ * `,` or `)` follows it (an IN list element is everything up to its comma; a row ends at its parenthesis).
+ */
+function skipElementsLike(lexer: SqlLexer, sql: string, refStart: number, refEnd: number, comma: number, whole: boolean): number {
+  if (refEnd <= refStart) return -1;
+  let skipped = -1;
+  let at = comma;
+  while (sql.charCodeAt(at) === 44) {
+    const next = lexer.skipSameShape(refStart, refEnd, at + 1);
+    if (next < 0 || (whole && !endsElement(sql, next))) break;
+    let end = next;
+    if (lexer.lastShapeWasText) {
+      end = lexer.skipRepeats(at, next);
+      if (whole && !endsElement(sql, end)) end -= next - at;
+    }
+    skipped = end;
+    at = skipSpace(sql, end);
+  }
+  return skipped;
+}
+
+function skipSpace(sql: string, from: number): number {
+  let i = from;
+  for (let c = sql.charCodeAt(i); c === 32 || (c >= 9 && c <= 13); c = sql.charCodeAt(++i));
+  return i;
+}
+
+/** True when only whitespace stands between `at` and a `,` or `)`: the element before `at` is complete. */
+function endsElement(sql: string, at: number): boolean {
+  const c = sql.charCodeAt(skipSpace(sql, at));
+  return c === 44 || c === 41;
 }
 
 function punctKind(c: number): number {
@@ -459,6 +553,11 @@ class Collapser {
       out.push(kind, text);
       i++;
     }
+  }
+
+  /** True when the bracket at token `open` has its partner. */
+  isMatched(open: number): boolean {
+    return open >= 0 && this.#match[open]! > open;
   }
 
   #closes(open: number, to: number): boolean {

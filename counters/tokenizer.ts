@@ -151,6 +151,8 @@ export class SqlLexer {
   readonly #rules: DialectRules;
   #pos = 0;
   #versionDepth = 0;
+  /** True when the last {@link skipSameShape} that passed matched the reference's exact text (it has no literal). */
+  lastShapeWasText = false;
   // The reference row of skipSameShape, compiled once per reference rather than once per row.
   #shape: { start: number; end: number; value: RowShape | null } = { start: -1, end: -1, value: null };
 
@@ -256,12 +258,14 @@ export class SqlLexer {
    * never used, so any doubt sends the row through the lexer instead.
    */
   skipSameShape(refStart: number, refEnd: number, from: number): number {
+    this.lastShapeWasText = false;
     if (this.#versionDepth !== 0) return -1;
     const sql = this.#sql;
     const shape = this.#shapeOf(refStart, refEnd);
     if (shape === null) return -1;
     let c = this.#skipSpace(from);
     // Rows of placeholders are the same text: one native comparison. Rows with literals almost never are.
+    this.lastShapeWasText = !shape.literals;
     if (!shape.literals) return sql.startsWith(shape.text, c) ? c + shape.text.length : -1;
     const { ops, args } = shape;
     for (let i = 0; i < ops.length; i++) {
