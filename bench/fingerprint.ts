@@ -3,9 +3,10 @@
  *
  *   npx tsx bench/fingerprint.ts [--rounds 51] [--json]
  *
- * Three texts of about 200 KB: rows of placeholders (`(?, ?, ?, ?, ?)`, the same text each row), rows of literals
- * (numbers, strings, NULL: what an ORM that inlines values sends), and the literal rows again with repeated-row
- * skipping off (every token lexed), which is what any statement without a VALUES list pays per character.
+ * Texts of about 200 KB: rows of placeholders (`(?, ?, ?, ?, ?)`, the same text each row), rows of literals
+ * (numbers, strings, NULL: what an ORM that inlines values sends), the literal rows again with repeated-row
+ * skipping off (every token lexed: what a statement pays per character when it has no list to step over), and
+ * two IN lists (66 000 placeholders; 33 000 numbers).
  * The figure is the median over rounds, in ms; nothing is asserted.
  *
  * Noise floor: a bare `charCodeAt` pass over the same text, timed in the same rounds, says what one look at every
@@ -51,10 +52,14 @@ function main(): void {
   const rounds = Number(values.rounds);
   const placeholders = build(() => '(?, ?, ?, ?, ?)');
   const literals = build((i) => `(${i}, 'name-${i}', ${i * 1.5}, '2026-12-01 10:00:00', NULL)`);
+  const inPlaceholders = `SELECT * FROM t WHERE id IN (${Array.from({ length: 66_000 }, () => '?').join(', ')})`;
+  const inLiterals = `SELECT * FROM t WHERE id IN (${Array.from({ length: 33_000 }, (_, i) => String(100_000 + i)).join(', ')})`;
   const cases = [
     { name: 'placeholder rows', sql: placeholders, run: () => fingerprint(placeholders, 'mysql') },
     { name: 'literal rows', sql: literals, run: () => fingerprint(literals, 'mysql') },
     { name: 'literal rows, every token lexed', sql: literals, run: () => fingerprint(literals, 'mysql', { skipRepeatedRows: false }) },
+    { name: 'IN list of placeholders', sql: inPlaceholders, run: () => fingerprint(inPlaceholders, 'mysql') },
+    { name: 'IN list of numbers', sql: inLiterals, run: () => fingerprint(inLiterals, 'mysql') },
   ];
   const results = cases.map((c) => {
     const shape = c.run();
