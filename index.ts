@@ -6,7 +6,13 @@
 export { capture, CaptureSession } from './capture/capture';
 export type { CaptureOptions, Captured } from './capture/capture';
 export type { Tally, Layers, WorkloadError } from './capture/tally';
-export { installSqltallyMatchers, sqltallyMatchers } from './jest/matchers';
+export { createSqltallyMatchers, installSqltallyMatchers, sqltallyMatchers } from './jest/matchers';
+export type { SqltallyMatchers } from './jest/matchers';
+export type { RepeatedShapesOptions } from './jest/repeated-shapes';
+export { fingerprint, fingerprintId } from './counters/fingerprint';
+export { captureCaller } from './counters/caller';
+export { ShapeStatSchema } from './counters/shapes';
+export type { ShapeStat } from './counters/shapes';
 export { checkCounts } from './jest/expectations';
 export type { CountSpec, CountCheck } from './jest/expectations';
 export { listBackends, resolveBackend, startBackend } from './containers/registry';

@@ -1,8 +1,11 @@
 import { truncateStatement } from '../containers/errors';
+import { captureCaller } from './caller';
 import type { CallGroup } from './driver/module';
 import type { DriverName } from './driver/names';
-import { CallKindSchema, STATEMENT_CLASSES } from './events';
-import type { CallKind, CallShape, DriverLayer, StatementClass, StatementEvent, StatementSink } from './events';
+import { DRIVERS } from './driver/registry';
+import { CallKindSchema, shownFingerprintText, STATEMENT_CLASSES } from './events';
+import type { CallKind, CallShape, DriverLayer, ShapeStat, StatementClass, StatementEvent, StatementSink } from './events';
+import { fingerprintCached } from './statement-cache';
 
 const DEFAULT_MAX_EVENTS = 200;
 const SQL_SHOWN_CHARS = 200;
@@ -11,6 +14,12 @@ const SQL_SHOWN_CHARS = 200;
  * still count in every total, and the driver model is told its groups are incomplete.
  */
 const DEFAULT_MAX_TEXTS = 10_000;
+/** New texts of a window whose caller is captured: capturing a stack is tens of microseconds, fine once per shape. */
+const MAX_CALLERS = 256;
+/** Calls per text whose bound values are compared, for duplicate-vs-N+1: the first ones tell, and it stays cheap. */
+const MAX_TRACKED_CALLS = 1024;
+/** A call binding more values than this is not compared (a multi-row INSERT is not an N+1 candidate). */
+const MAX_TRACKED_VALUES = 32;
 
 /** How much of the window's calls a {@link DriverLayer} keeps. */
 export interface SummarizeOptions {
@@ -20,7 +29,12 @@ export interface SummarizeOptions {
   maxSqlChars?: number;
   /** Distinct SQL texts grouped for the driver model; default 10000. */
   maxTexts?: number;
+  /** Shapes to leave out of every total, listed as ignored (see {@link ShapeFilter}). */
+  ignore?: ShapeFilter | null;
 }
+
+/** Decides from a statement's shape whether a session ignores it (its own ignore list). */
+export type ShapeFilter = (shape: { fingerprint: string; id: string; sql: string }) => boolean;
 
 function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
   return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
@@ -44,6 +58,67 @@ interface GroupRows {
 }
 
 type Group = CallGroup & GroupRows;
+
+/** What a window knows about one SQL text beyond its groups: for shapes. */
+interface TextInfo {
+  dialect: import('./tokenizer').SqlDialect;
+  groups: Group[];
+  caller: string | null;
+  /** Keys of the bound values seen (first calls only); null once some call could not be compared. */
+  distinct: Set<string> | null;
+  tracked: number;
+  rows: number;
+  rowsKnown: boolean;
+  ignored: boolean;
+}
+
+/** A comparable key of one call's bound values, or null when they cannot be compared cheaply. */
+function valuesKey(values: unknown): string | null {
+  if (values === undefined || values === null) return '';
+  let list: unknown = values;
+  // better-sqlite3 hands over its arguments: one array or named object, or the values themselves.
+  if (typeof (values as { length?: unknown }).length === 'number' && !Array.isArray(values) && typeof values !== 'string') {
+    const args = values as ArrayLike<unknown>;
+    list = args.length === 1 && typeof args[0] === 'object' && args[0] !== null ? args[0] : Array.from(args);
+  }
+  if (Array.isArray(list)) {
+    if (list.length > MAX_TRACKED_VALUES) return null;
+    let key = '';
+    for (const v of list) {
+      const part = scalarKey(v);
+      if (part === null) return null;
+      key += `${part}\u0001`;
+    }
+    return key;
+  }
+  if (typeof list === 'object') {
+    const entries = Object.entries(list as object);
+    if (entries.length > MAX_TRACKED_VALUES) return null;
+    let key = '';
+    for (const [k, v] of entries) {
+      const part = scalarKey(v);
+      if (part === null) return null;
+      key += `${k}=${part}\u0001`;
+    }
+    return key;
+  }
+  return scalarKey(list);
+}
+
+function scalarKey(v: unknown): string | null {
+  if (v === null || v === undefined) return 'n';
+  switch (typeof v) {
+    case 'string':
+      return v.length > 256 ? null : `s${v}`;
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+      return `${typeof v}${String(v)}`;
+    default:
+      if (v instanceof Date) return `d${v.getTime()}`;
+      return null;
+  }
+}
 
 /** What a closed window holds: the layer for the report, and the groups the driver model reasons about. */
 export interface DriverWindow {
@@ -69,8 +144,11 @@ export class WindowTotals {
   readonly #byClass = zeroes<StatementClass>(STATEMENT_CLASSES);
   readonly #events: StatementEvent[] = [];
   // Keyed by text, then by kind and connection: a map per text keeps the per-call lookup a single hash of the text.
-  readonly #texts = new Map<string, Group[]>();
+  readonly #texts = new Map<string, TextInfo>();
+  readonly #ignore: ShapeFilter | null;
   #textsOmitted = 0;
+  #callersTaken = 0;
+  #ignoredCalls = 0;
   #calls = 0;
   #parameterSets = 0;
   #bindValues = 0;
@@ -84,6 +162,7 @@ export class WindowTotals {
     this.#maxEvents = Math.max(0, opts.maxEvents ?? DEFAULT_MAX_EVENTS);
     this.#maxSql = opts.maxSqlChars ?? SQL_SHOWN_CHARS;
     this.#maxTexts = opts.maxTexts ?? DEFAULT_MAX_TEXTS;
+    this.#ignore = opts.ignore ?? null;
   }
 
   add(
@@ -94,9 +173,29 @@ export class WindowTotals {
     rowsAffected: number | null,
     error: unknown,
     connectionId: number | null,
+    values?: unknown,
   ): void {
-    this.#calls++;
+    const info = this.#text(driver, shape.sql);
     const kind = shape.kind;
+    const failed = error !== null && error !== undefined;
+    if (info) {
+      if (info.tracked < MAX_TRACKED_CALLS && info.distinct) {
+        info.tracked++;
+        const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
+        if (key === null) info.distinct = null;
+        else info.distinct.add(key);
+      }
+      if (!failed && rowsAffected !== null) info.rows += rowsAffected;
+      else if (!failed && kind !== 'prepare') info.rowsKnown = false;
+      if (info.ignored) {
+        // Listed as an ignored shape, counted in none of the totals.
+        this.#ignoredCalls++;
+        this.#group(info, shape, connectionId);
+        return;
+      }
+      this.#group(info, shape, connectionId);
+    }
+    this.#calls++;
     this.#byKind[kind]++;
     // A prepare is not a statement executed: statement classes count executions only, the same on every driver.
     if (kind !== 'prepare') this.#byClass[shape.statementClass]++;
@@ -104,14 +203,12 @@ export class WindowTotals {
     const bind = shape.bindValues;
     this.#bindValues += bind;
     if (bind > this.#maxBindValuesPerCall) this.#maxBindValuesPerCall = bind;
-    const failed = error !== null && error !== undefined;
     if (failed) this.#errors++;
     else if (rowsAffected !== null) this.#rowsAffected += rowsAffected;
     if (shape.statementClass === 'insert' && kind !== 'prepare' && !failed) {
       if (rowsAffected !== null) this.#insertedRows += rowsAffected;
       else this.#insertedRowsKnown = false;
     }
-    this.#group(shape, connectionId);
     if (this.#events.length < this.#maxEvents) {
       this.#events.push({
         driver,
@@ -130,6 +227,26 @@ export class WindowTotals {
     }
   }
 
+  /** The window's record of a text, made at its first call (caller captured, ignore decided); null beyond the cap. */
+  #text(driver: DriverName, sql: string): TextInfo | null {
+    const known = this.#texts.get(sql);
+    if (known) return known;
+    if (this.#texts.size >= this.#maxTexts) {
+      this.#textsOmitted++;
+      return null;
+    }
+    const dialect = DRIVERS[driver].dialect;
+    let ignored = false;
+    if (this.#ignore) {
+      const { fingerprint, id } = fingerprintCached(sql, dialect);
+      ignored = this.#ignore({ fingerprint, id, sql });
+    }
+    const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller()) : null;
+    const info: TextInfo = { dialect, groups: [], caller, distinct: new Set(), tracked: 0, rows: 0, rowsKnown: true, ignored };
+    this.#texts.set(sql, info);
+    return info;
+  }
+
   /** Whether the next call's event will be kept (and so needs its times). */
   get keepsEvents(): boolean {
     return this.#events.length < this.#maxEvents;
@@ -141,16 +258,8 @@ export class WindowTotals {
     this.add(e.driver, e, startMs, startMs + e.durationNs / 1e6, e.rowsAffected, e.error, e.connectionId);
   }
 
-  #group(shape: CallShape, connectionId: number | null): void {
-    let groups = this.#texts.get(shape.sql);
-    if (!groups) {
-      if (this.#texts.size >= this.#maxTexts) {
-        this.#textsOmitted++;
-        return;
-      }
-      groups = [];
-      this.#texts.set(shape.sql, groups);
-    }
+  #group(info: TextInfo, shape: CallShape, connectionId: number | null): void {
+    const groups = info.groups;
     let group: Group | undefined;
     for (const g of groups) {
       if (g.kind === shape.kind && g.connectionId === connectionId) {
@@ -179,10 +288,56 @@ export class WindowTotals {
     if (shape.bindValues > 0) group.callsWithValues++;
   }
 
+  /** Calls grouped by statement shape and kind, first seen first: texts that differ only by values are one shape. */
+  #shapes(): ShapeStat[] {
+    const byShape = new Map<string, ShapeStat & { distinctKnown: boolean; rowsKnown: boolean }>();
+    for (const [sql, info] of this.#texts) {
+      const { fingerprint, id } = fingerprintCached(sql, info.dialect);
+      for (const g of info.groups) {
+        const key = `${id}\u0000${g.kind}`;
+        let shape = byShape.get(key);
+        if (!shape) {
+          shape = {
+            id,
+            fingerprint: shownFingerprintText(fingerprint),
+            statementClass: g.statementClass,
+            kind: g.kind,
+            calls: 0,
+            parameterSets: 0,
+            distinctParameterSets: 0,
+            rows: 0,
+            caller: info.caller,
+            ignored: info.ignored,
+            distinctKnown: true,
+            rowsKnown: true,
+          };
+          byShape.set(key, shape);
+        }
+        shape.calls += g.calls;
+        shape.parameterSets += g.parameterSets;
+        shape.caller ??= info.caller;
+      }
+      // Values are compared per text: a text's distinct sets join its shape's (different texts differ anyway).
+      const first = info.groups[0];
+      if (!first) continue;
+      const shape = byShape.get(`${id}\u0000${first.kind}`)!;
+      if (info.distinct) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + info.distinct.size;
+      else shape.distinctKnown = false;
+      shape.rows = (shape.rows ?? 0) + info.rows;
+      if (!info.rowsKnown) shape.rowsKnown = false;
+    }
+    return [...byShape.values()].map(({ distinctKnown, rowsKnown, ...shape }) => ({
+      ...shape,
+      distinctParameterSets: distinctKnown ? shape.distinctParameterSets : null,
+      rows: rowsKnown || (shape.rows ?? 0) > 0 ? shape.rows : null,
+    }));
+  }
+
   finish(): DriverWindow {
     const groups: CallGroup[] = [];
-    for (const list of this.#texts.values()) {
-      for (const g of list) {
+    for (const info of this.#texts.values()) {
+      if (info.ignored) continue;
+      for (const g of info.groups) {
         const { rows: _rows, known: _known, ...group } = g;
         groups.push(group);
       }
@@ -200,6 +355,9 @@ export class WindowTotals {
         errors: this.#errors,
         events: this.#events.slice(),
         eventsOmitted: this.#calls - this.#events.length,
+        shapes: this.#shapes(),
+        shapesOmitted: this.#textsOmitted,
+        ignoredCalls: this.#ignoredCalls,
       },
       groups,
       insertedRows: this.#insertedRowsKnown ? this.#insertedRows : null,
@@ -313,11 +471,20 @@ export class DriverRecorder implements StatementSink {
     this.#opts = opts;
   }
 
-  record(driver: DriverName, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown, connectionId: number | null): void {
+  record(
+    driver: DriverName,
+    shape: CallShape,
+    startMs: number,
+    endMs: number,
+    rowsAffected: number | null,
+    error: unknown,
+    connectionId: number | null,
+    values?: unknown,
+  ): void {
     const window = this.#window;
     if (window === null) return;
     this.#drivers.add(driver);
-    window.add(driver, shape, startMs, endMs, rowsAffected, error, connectionId);
+    window.add(driver, shape, startMs, endMs, rowsAffected, error, connectionId, values);
   }
 
   inFlight(delta: 1 | -1): void {
@@ -346,10 +513,10 @@ export class DriverRecorder implements StatementSink {
   }
 
   /** Opens a window: calls that settle from now on count in it. */
-  begin(): void {
+  begin(opts: Pick<SummarizeOptions, 'ignore'> = {}): void {
     this.#drivers.clear();
     this.#inFlightInWindow = 0;
-    this.#window = new WindowTotals(this.#opts);
+    this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }
 
   /** Closes the window and returns what it counted; `drivers` are those whose calls it saw. */

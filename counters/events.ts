@@ -10,6 +10,7 @@ export const STATEMENT_CLASSES = [
   'begin',
   'commit',
   'rollback',
+  'savepoint',
   'set',
   'show',
   'ddl',
@@ -72,6 +73,8 @@ export interface StatementSink {
     rowsAffected: number | null,
     error: unknown,
     connectionId: number | null,
+    /** The call's bound values as the caller passed them (read only to tell duplicate calls from N+1). */
+    values?: unknown,
   ): void;
   /**
    * Told +1 when a call is handed to the driver and -1 once it has settled (after its `record`), so that a window
@@ -84,6 +87,45 @@ export interface StatementSink {
    */
   readonly timed?: boolean;
 }
+
+/** Characters of a fingerprint kept in a {@link ShapeStat}; the id is taken from the whole fingerprint first. */
+export const SHAPE_FINGERPRINT_SHOWN_CHARS = 300;
+
+/** A fingerprint as a {@link ShapeStat} keeps it: whole when short, else cut with the full length said. */
+export function shownFingerprintText(fingerprintText: string): string {
+  if (fingerprintText.length <= SHAPE_FINGERPRINT_SHOWN_CHARS) return fingerprintText;
+  return `${fingerprintText.slice(0, SHAPE_FINGERPRINT_SHOWN_CHARS)}… (${fingerprintText.length} chars)`;
+}
+
+/**
+ * The driver calls of one window that share a statement shape (see `fingerprint` in counters/fingerprint.ts) and a
+ * call kind. The driver layer carries them as `shapes`, first seen first; the matchers judge them.
+ */
+export const ShapeStatSchema = z.object({
+  /** `fingerprintId` of the whole fingerprint: 12 hex characters, stable across runs, for snapshots and ignore lists. */
+  id: z.string().regex(/^[0-9a-f]{12}$/, 'a shape id is 12 lower-case hex characters'),
+  /** The fingerprint, cut to {@link SHAPE_FINGERPRINT_SHOWN_CHARS} characters for display (see {@link shownFingerprint}). */
+  fingerprint: z.string(),
+  statementClass: StatementClassSchema,
+  kind: CallKindSchema,
+  /** Driver calls of this shape and kind in the window. */
+  calls: z.number().int().positive(),
+  /** Parameter sets over those calls: one per plain call, N per batch of N rows, 0 per prepare. */
+  parameterSets: z.number().int().nonnegative(),
+  /**
+   * How many of those parameter sets were different, counting the statement text with its bound values (so an
+   * inlined literal that differs counts as different too); null when the driver layer did not track it. 1 with
+   * more than one call is a duplicate; as many as the parameter sets is an N+1.
+   */
+  distinctParameterSets: z.number().int().nonnegative().nullable(),
+  /** Rows the calls affected or returned, as the driver reported them; null when it did not say. */
+  rows: z.number().int().nonnegative().nullable(),
+  /** `file:line:column` of the first call's user frame (`captureCaller`), or null when none was found. */
+  caller: z.string().nullable(),
+  /** Set by the capture's own ignore list: such a shape is listed, never judged. */
+  ignored: z.boolean(),
+});
+export type ShapeStat = z.infer<typeof ShapeStatSchema>;
 
 /** Driver-layer totals over a window, derived from the events (the events are kept beside them). */
 export const DriverLayerSchema = z.object({
@@ -99,5 +141,11 @@ export const DriverLayerSchema = z.object({
   /** The calls themselves, SQL truncated, in order. Capped; `eventsOmitted` says how many were left out. */
   events: z.array(StatementEventSchema),
   eventsOmitted: z.number().int().nonnegative(),
+  /** The calls grouped by statement shape and kind, first seen first (capped; `shapesOmitted` says how many calls fell beyond). */
+  shapes: z.array(ShapeStatSchema),
+  /** Calls whose shape was not grouped (more distinct shapes than the cap): counted in every total above. */
+  shapesOmitted: z.number().int().nonnegative(),
+  /** Calls whose shape is on the session's ignore list: listed as ignored shapes, counted in none of the totals. */
+  ignoredCalls: z.number().int().nonnegative(),
 });
 export type DriverLayer = z.infer<typeof DriverLayerSchema>;

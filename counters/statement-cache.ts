@@ -1,4 +1,5 @@
 import type { StatementClass } from './events';
+import { fingerprint, fingerprintId } from './fingerprint';
 import { classifyStatement, type SqlDialect } from './tokenizer';
 
 /** Distinct SQL texts remembered per dialect before the cache starts over. */
@@ -37,4 +38,36 @@ const CACHES: Record<SqlDialect, ClassCache> = {
 /** {@link classifyStatement}, cached per distinct text (see {@link ClassCache}). */
 export function classifyCached(sql: string, dialect: SqlDialect): StatementClass {
   return CACHES[dialect].classify(sql);
+}
+
+/** Fingerprints (and their ids) by SQL text, computed once per distinct text, bounded the same way. */
+class FingerprintCache {
+  #current = new Map<string, { fingerprint: string; id: string }>();
+  readonly #dialect: SqlDialect;
+
+  constructor(dialect: SqlDialect) {
+    this.#dialect = dialect;
+  }
+
+  get(sql: string): { fingerprint: string; id: string } {
+    const cached = this.#current.get(sql);
+    if (cached !== undefined) return cached;
+    const fp = fingerprint(sql, this.#dialect);
+    const entry = { fingerprint: fp, id: fingerprintId(fp) };
+    if (this.#current.size >= MAX_TEXTS) this.#current = new Map();
+    this.#current.set(sql, entry);
+    return entry;
+  }
+}
+
+const FINGERPRINTS: Record<SqlDialect, FingerprintCache> = {
+  mysql: new FingerprintCache('mysql'),
+  postgres: new FingerprintCache('postgres'),
+  sqlite: new FingerprintCache('sqlite'),
+  generic: new FingerprintCache('generic'),
+};
+
+/** The statement's shape (see counters/fingerprint.ts) and its short id, cached per distinct text. */
+export function fingerprintCached(sql: string, dialect: SqlDialect): { fingerprint: string; id: string } {
+  return FINGERPRINTS[dialect].get(sql);
 }

@@ -97,13 +97,21 @@ describe('classifyStatement', () => {
       ['ROLLBACK', 'rollback'],
       ['ROLLBACK WORK', 'rollback'],
       ['ABORT', 'rollback', 'postgres'],
-      ['ROLLBACK TO SAVEPOINT s1', 'other'],
-      ['ROLLBACK TO s1', 'other'],
-      ['ROLLBACK WORK TO SAVEPOINT s1', 'other'],
-      ['ROLLBACK TRANSACTION TO s1', 'other'],
-      ['SAVEPOINT s1', 'other'],
-      ['RELEASE SAVEPOINT s1', 'other'],
-      ['RELEASE `\t_bs3.\t`', 'other', 'sqlite'],
+      ['ROLLBACK TO SAVEPOINT s1', 'savepoint'],
+      ['ROLLBACK TO s1', 'savepoint'],
+      ['ROLLBACK WORK TO SAVEPOINT s1', 'savepoint'],
+      ['ROLLBACK TRANSACTION TO s1', 'savepoint'],
+      ['rollback to savepoint "s 1"', 'savepoint', 'postgres'],
+      ['SAVEPOINT s1', 'savepoint'],
+      ['savepoint `sp`', 'savepoint', 'mysql'],
+      ['/* orm */ SAVEPOINT sa_savepoint_1', 'savepoint'],
+      ['RELEASE SAVEPOINT s1', 'savepoint'],
+      ['RELEASE s1', 'savepoint', 'postgres'],
+      ['RELEASE `\t_bs3.\t`', 'savepoint', 'sqlite'],
+      // MySQL's `RELEASE` also appears after COMMIT/ROLLBACK, where it closes the session: the verb decides.
+      ['COMMIT AND NO RELEASE', 'commit', 'mysql'],
+      ['ROLLBACK RELEASE', 'rollback', 'mysql'],
+      ['ROLLBACK TRANSACTION', 'rollback'],
     ]);
   });
 
@@ -198,8 +206,7 @@ describe('SqlLexer', () => {
       'punct:,',
       'string:$',
       'punct:,',
-      'punct:$',
-      'number:1',
+      'param:$1',
       'word:FROM',
       'word:T',
     ]);

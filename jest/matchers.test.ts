@@ -1,103 +1,22 @@
-import type { Tally } from '../capture/tally';
 import { checkCounts } from './expectations';
-import { sqltallyMatchers } from './matchers';
+import { countSnapshotOf } from './count-snapshot';
+import { createSqltallyMatchers, sqltallyMatchers } from './matchers';
+import { asTally, nPlusOneTally, shapeOf, tallyFixture, withShapes } from './tally.fixture';
+import type { ShapedTally } from './tally.fixture';
 
 expect.extend(sqltallyMatchers);
 
-// Hand-built tallies: these tests judge the matcher logic, not a server.
-function tally(overrides: Partial<Tally> = {}): Tally {
-  return {
-    backend: {
-      name: 'mariadb',
-      id: 'mariadb@10.11',
-      flavour: 'mariadb',
-      serverVersion: '10.11.14-MariaDB',
-      provider: 'local',
-      origin: '/usr/sbin/mariadbd',
-      capabilities: {
-        wireProtocol: 'mysql',
-        perThreadStatements: true,
-        statementStats: false,
-        rowCounter: 'Handler_write',
-        bulkExecute: true,
-        maxBindValues: 65535,
-        privateServer: true,
-      },
-      readyMs: 1000,
-    },
-    driver: 'mysql2',
-    layers: {
-      driver: {
-        calls: 2,
-        byKind: { query: 2, execute: 0, batch: 0, prepare: 0 },
-        byClass: { insert: 2, select: 0, update: 0, delete: 0, begin: 0, commit: 0, rollback: 0, set: 0, show: 0, ddl: 0, other: 0 },
-        parameterSets: 2,
-        bindValues: 12,
-        maxBindValuesPerCall: 6,
-        rowsAffected: 2,
-        errors: 0,
-        events: [1, 2].map((i) => ({
-          driver: 'mysql2' as const,
-          method: 'query',
-          kind: 'query' as const,
-          sql: `INSERT INTO t VALUES (${i})`,
-          statementClass: 'insert' as const,
-          bindValues: 6,
-          parameterSets: 1,
-          rowsAffected: 1,
-          startNs: i,
-          durationNs: 10,
-          error: null,
-          connectionId: 7,
-        })),
-        eventsOmitted: 0,
-      },
-      wire: {
-        protocol: 'mysql',
-        commands: { COM_QUERY: 2 },
-        commandsTotal: 2,
-        roundTrips: 2,
-        bytesClientToServer: 100,
-        bytesServerToClient: 22,
-        clientWrites: 2,
-        connections: 1,
-        incomplete: false,
-        incompleteReasons: [],
-      },
-      server: {
-        global: { Questions: 2, Com_insert: 2 },
-        perConnection: { 'statement/sql/insert': 2 },
-        summary: {
-          statements: 2,
-          inserts: 2,
-          prepares: 0,
-          executes: 0,
-          bulkExecutes: 0,
-          commits: 0,
-          rowsInserted: 2,
-        },
-        summarySource: 'perConnection',
-        statements: null,
-        probeCost: { Questions: 1 },
-        control: { Questions: 0 },
-        settleNs: null,
-        foreignSessions: [],
-        backgroundSessions: [],
-        canSeeOtherSessions: true,
-        notes: [],
-        incomplete: false,
-        incompleteReasons: [],
-      },
-    },
-    verdict: { kind: 'assert', reason: 'private server, control window 0', reconciliation: [], discrepancies: [] },
-    workloadError: null,
-    drivers: [{ name: 'mysql2', version: '3.24.6' }],
-    driverAbsent: null,
-    beyondWindow: [],
-    lateCommits: null,
-    durationNs: 1000,
-    ...overrides,
-  };
+function tally(overrides: Partial<ShapedTally> = {}): ShapedTally {
+  return tallyFixture(overrides);
+}
+
+function messageOf(fn: () => void): string {
+  try {
+    fn();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error('expected the assertion to fail');
 }
 
 describe('toHaveCounts', () => {
@@ -110,12 +29,7 @@ describe('toHaveCounts', () => {
   });
 
   it('fails with expected vs actual and the numbered statements', () => {
-    let message = '';
-    try {
-      expect(tally()).toHaveCounts({ driver: { calls: 1 } });
-    } catch (err) {
-      message = (err as Error).message;
-    }
+    const message = messageOf(() => expect(tally()).toHaveCounts({ driver: { calls: 1 } }));
     expect(message).toContain('driver.calls: expected 1, actual 2');
     expect(message).toContain('1. mysql2.query [insert, 6 values] INSERT INTO t VALUES (1)');
     expect(message).toContain('2. mysql2.query');
@@ -130,11 +44,12 @@ describe('toHaveCounts', () => {
     const reported = tally({
       verdict: { kind: 'report', reason: '1 other client connection (id 12, root@localhost, INSERT)', reconciliation: [], discrepancies: [] },
     });
-    const checks = checkCounts(reported, { server: { statements: 2 }, driver: { calls: 2 } }, 'exact');
+    const checks = checkCounts(asTally(reported), { server: { statements: 2 }, driver: { calls: 2 } }, 'exact');
     expect(checks[0]).toMatchObject({ ok: false, blocked: expect.stringContaining('report-only') });
     expect(checks[1]).toMatchObject({ ok: true });
     // Per-connection attribution stays checkable under a report verdict: that is what it is for.
     expect(reported).toHaveCounts({ server: { perConnection: { 'statement/sql/insert': 2 } } });
+    expect(() => expect(reported).toHaveCounts({ server: { statements: 2 } })).toThrow(/report-only here: 1 other client connection/);
   });
 
   it('never passes an incomplete layer', () => {
@@ -160,6 +75,228 @@ describe('toHaveCountsAtMost', () => {
 describe('toHaveVerdict', () => {
   it('shows the reason when the kind differs', () => {
     expect(tally()).toHaveVerdict('assert');
+    expect(tally()).not.toHaveVerdict('report');
     expect(() => expect(tally()).toHaveVerdict('report')).toThrow(/got assert: private server/);
+  });
+
+  it('can say that a window is incomplete: that is its answer, not an error', () => {
+    const incomplete = tally({ verdict: { kind: 'incomplete', reason: 'wire: TLS', reconciliation: [], discrepancies: [] } });
+    expect(incomplete).toHaveVerdict('incomplete');
+    expect(incomplete).not.toHaveVerdict('assert');
+  });
+});
+
+describe('error states fail with and without .not', () => {
+  const base = tally();
+  const threw = tally({ workloadError: { message: 'boom', phase: 'workload', statement: null, causes: [] } });
+  const wireCut = tally({ layers: { ...base.layers, wire: { ...base.layers.wire!, incomplete: true, incompleteReasons: ['TLS'] } } });
+  const incomplete = tally({
+    layers: { ...base.layers, wire: { ...base.layers.wire!, incomplete: true, incompleteReasons: ['TLS'] } },
+    verdict: { kind: 'incomplete', reason: 'wire: TLS', reconciliation: [], discrepancies: [] },
+  });
+  const noShapes = tally({ layers: { ...base.layers, driver: { ...base.layers.driver!, shapes: undefined as never } } });
+  const noDriver = tally({ layers: { ...base.layers, driver: null } });
+
+  type Check = [label: string, received: unknown, run: (e: jest.Matchers<void, unknown>) => void, error: RegExp];
+  const cases: Check[] = [
+    ['toHaveCounts: not a tally', { calls: 2 }, (e) => e.toHaveCounts({ driver: { calls: 2 } }), /expected a sqltally Tally/],
+    ['toHaveCounts: null', null, (e) => e.toHaveCounts({ driver: { calls: 2 } }), /received null/],
+    ['toHaveCounts: the code threw', threw, (e) => e.toHaveCounts({ driver: { calls: 2 } }), /the captured code threw[\s\S]*boom/],
+    ['toHaveCounts: layer incomplete', wireCut, (e) => e.toHaveCounts({ wire: { roundTrips: 5 } }), /wire layer incomplete: TLS/],
+    ['toHaveCounts: empty spec', base, (e) => e.toHaveCounts({}), /names no count/],
+    ['toHaveCountsAtMost: not a tally', 'tally', (e) => e.toHaveCountsAtMost({ driver: { calls: 2 } }), /received string/],
+    ['toHaveCountsAtMost: the code threw', threw, (e) => e.toHaveCountsAtMost({ driver: { calls: 2 } }), /the captured code threw/],
+    ['toHaveCountsAtMost: layer incomplete', wireCut, (e) => e.toHaveCountsAtMost({ wire: { roundTrips: 5 } }), /wire layer incomplete/],
+    ['toHaveVerdict: not a tally', undefined, (e) => e.toHaveVerdict('assert'), /received undefined/],
+    ['toHaveVerdict: the code threw', threw, (e) => e.toHaveVerdict('assert'), /the captured code threw/],
+    ['toHaveVerdict: not a verdict kind', base, (e) => e.toHaveVerdict('passed' as never), /"passed" is not a verdict kind/],
+    ['toMatchCountSnapshot: not a tally', [1, 2], (e) => e.toMatchCountSnapshot(), /received an array/],
+    ['toMatchCountSnapshot: the code threw', threw, (e) => e.toMatchCountSnapshot(), /the captured code threw/],
+    ['toMatchCountSnapshot: layer incomplete', incomplete, (e) => e.toMatchCountSnapshot(), /wire layer is incomplete: TLS/],
+    ['toHaveNoRepeatedShapes: not a tally', 42, (e) => e.toHaveNoRepeatedShapes(), /received number/],
+    ['toHaveNoRepeatedShapes: the code threw', threw, (e) => e.toHaveNoRepeatedShapes(), /the captured code threw/],
+    ['toHaveNoRepeatedShapes: no shapes recorded', noShapes, (e) => e.toHaveNoRepeatedShapes(), /records no statement shapes/],
+    ['toHaveNoRepeatedShapes: no driver layer', noDriver, (e) => e.toHaveNoRepeatedShapes(), /driver layer was not captured/],
+  ];
+
+  it.each(cases)('%s', (_label, received, run, error) => {
+    const plain = messageOf(() => run(expect(received)));
+    const negated = messageOf(() => run(expect(received).not));
+    for (const message of [plain, negated]) {
+      expect(message).toMatch(error);
+      expect(message).toContain('fails with and without .not');
+    }
+  });
+});
+
+describe('toHaveNoRepeatedShapes', () => {
+  it('fails the classic N+1 loop of 20, naming the shape, its count and its line', () => {
+    const message = messageOf(() => expect(nPlusOneTally(20)).toHaveNoRepeatedShapes());
+    expect(message).toContain('1 shape ran 2 or more times');
+    expect(message).toContain('N+1 (different parameters each time): 20 calls of');
+    expect(message).toContain('SELECT * FROM order_lines WHERE order_id = ?');
+    expect(message).toContain('at test/orders.test.ts:14:7');
+    // The list query ran once: it is shown below the threshold, not as an offender.
+    expect(message).toMatch(/below the threshold \(1\):\n {4}1× \w{12} \[select\/execute\] SELECT id FROM orders/);
+    expect(nPlusOneTally(20)).not.toHaveNoRepeatedShapes();
+  });
+
+  it('tells duplicates (the same parameters) from an N+1, and says when parameters were not tracked', () => {
+    const repeated = withShapes(tallyFixture(), [
+      shapeOf('SELECT * FROM settings WHERE k = ?', { statementClass: 'select', calls: 5, parameterSets: 5, distinctParameterSets: 1 }),
+      shapeOf('SELECT * FROM users WHERE id = ?', { statementClass: 'select', calls: 4, parameterSets: 4, distinctParameterSets: 3, caller: null }),
+      shapeOf('SELECT now()', { statementClass: 'select', calls: 3, parameterSets: 3, distinctParameterSets: null }),
+    ]);
+    const message = messageOf(() => expect(repeated).toHaveNoRepeatedShapes());
+    expect(message).toContain('3 shapes ran 2 or more times');
+    expect(message).toContain('duplicate (the same parameters every time): 5 calls');
+    expect(message).toContain('N+1 with duplicates (3 distinct of 4 parameter sets): 4 calls');
+    expect(message).toContain('repeated (parameters not tracked): 3 calls');
+    expect(message).toContain('caller unknown');
+    // Most calls first.
+    expect(message.indexOf('5 calls')).toBeLessThan(message.indexOf('4 calls'));
+  });
+
+  it('passes when every shape ran once, and a batch of many rows is one call', () => {
+    const batch = withShapes(tallyFixture(), [
+      shapeOf('INSERT INTO t (a, b) VALUES (?, ?)', { kind: 'batch', calls: 1, parameterSets: 5000, distinctParameterSets: 5000 }),
+      shapeOf('SELECT count(*) FROM t', { statementClass: 'select' }),
+    ]);
+    expect(batch).toHaveNoRepeatedShapes();
+    const message = messageOf(() => expect(batch).not.toHaveNoRepeatedShapes());
+    expect(message).toContain('no shape ran 2 or more times, but .not was used (2 shapes judged)');
+  });
+
+  it('takes a threshold, and refuses one that is not an integer of at least 2', () => {
+    expect(nPlusOneTally(20)).toHaveNoRepeatedShapes({ threshold: 21 });
+    expect(() => expect(nPlusOneTally(20)).toHaveNoRepeatedShapes({ threshold: 20 })).toThrow(/ran 20 or more times/);
+    for (const threshold of [1, 0, -3, 2.5, Number.NaN, '3']) {
+      const options = { threshold } as never;
+      for (const message of [
+        messageOf(() => expect(nPlusOneTally()).toHaveNoRepeatedShapes(options)),
+        messageOf(() => expect(nPlusOneTally()).not.toHaveNoRepeatedShapes(options)),
+      ]) {
+        expect(message).toMatch(/threshold must be an integer of at least 2/);
+        expect(message).toContain('fails with and without .not');
+      }
+    }
+    expect(() => expect(nPlusOneTally()).toHaveNoRepeatedShapes({ treshold: 3 } as never)).toThrow(/unknown option treshold/);
+  });
+
+  it('ignores shapes by RegExp, id or fingerprint, and lists them as ignored', () => {
+    const t = nPlusOneTally(20);
+    const lines = t.layers.driver!.shapes![1]!;
+    const byRegExp = /order_lines/g;
+    // Twice with the same /g pattern: lastIndex must not make the second call miss.
+    expect(t).toHaveNoRepeatedShapes({ ignore: [byRegExp] });
+    expect(t).toHaveNoRepeatedShapes({ ignore: [byRegExp] });
+    expect(t).toHaveNoRepeatedShapes({ ignore: [lines.id] });
+    expect(t).toHaveNoRepeatedShapes({ ignore: [lines.fingerprint] });
+    const message = messageOf(() => expect(t).not.toHaveNoRepeatedShapes({ ignore: [lines.id] }));
+    expect(message).toContain(`ignored (1):\n    20× ${lines.id} [select/execute] SELECT * FROM order_lines WHERE order_id = ? (matched ignore[0] id ${lines.id})`);
+  });
+
+  it('refuses ignore entries that are not a RegExp, an id or a fingerprint, naming the entry', () => {
+    for (const [entry, shown] of [[42, '42 (number)'], [null, 'null'], ['', '""'], [{}, '[object Object] (object)']] as const) {
+      for (const message of [
+        messageOf(() => expect(nPlusOneTally()).toHaveNoRepeatedShapes({ ignore: [/x/, entry] } as never)),
+        messageOf(() => expect(nPlusOneTally()).not.toHaveNoRepeatedShapes({ ignore: [/x/, entry] } as never)),
+      ]) {
+        expect(message).toContain(`ignore[1] is ${shown}`);
+      }
+    }
+    expect(() => expect(nPlusOneTally()).toHaveNoRepeatedShapes({ ignore: 'x' } as never)).toThrow(/ignore must be an array/);
+  });
+
+  it('lists shapes the capture marked ignored, and does not judge them', () => {
+    const t = withShapes(tallyFixture(), [
+      shapeOf('SET autocommit = 0', { statementClass: 'set', calls: 7, parameterSets: 7, distinctParameterSets: 1, ignored: true }),
+      shapeOf('INSERT INTO t VALUES (?)', { calls: 3, parameterSets: 3, distinctParameterSets: 3 }),
+    ]);
+    const message = messageOf(() => expect(t).toHaveNoRepeatedShapes());
+    expect(message).toContain('1 shape ran 2 or more times');
+    expect(message).toMatch(/ignored \(1\):\n {4}7× \w{12} \[set\/query\] SET autocommit = \? \(marked ignored by the capture\)/);
+  });
+
+  it('refuses shapes that do not parse, rather than judging garbage', () => {
+    const bad = withShapes(tallyFixture(), [{ ...shapeOf('SELECT 1'), id: 'not-an-id' }]);
+    expect(() => expect(bad).toHaveNoRepeatedShapes()).toThrow(/shapes do not parse: 0.id: a shape id is 12 lower-case hex characters/);
+  });
+});
+
+describe('count snapshot text', () => {
+  it('has the format line, one line per counter, and the shapes without callers', () => {
+    const snapshot = countSnapshotOf(asTally(nPlusOneTally(3)));
+    expect(snapshot.ok).toBe(true);
+    const text = snapshot.ok ? snapshot.text : '';
+    const [list, lines] = nPlusOneTally(3).layers.driver!.shapes!;
+    expect(text).toBe(
+      [
+        'sqltally-count-snapshot v1',
+        'backend: mariadb via mysql2',
+        'verdict: assert',
+        'driver.calls: 4',
+        'driver.byKind.query: 2',
+        'driver.byClass.insert: 2',
+        'driver.parameterSets: 2',
+        'driver.bindValues: 12',
+        'driver.rowsAffected: 2',
+        'driver.errors: 0',
+        'wire.commands.COM_QUERY: 2',
+        'wire.commandsTotal: 2',
+        'wire.roundTrips: 2',
+        'wire.connections: 1',
+        'wire.rowsAffected: 2',
+        'server.statements: 2',
+        'server.inserts: 2',
+        'server.prepares: 0',
+        'server.executes: 0',
+        'server.bulkExecutes: 0',
+        'server.commits: 0',
+        'server.rowsInserted: 2',
+        'shapes: 2',
+        `  ${lines!.id} select/execute calls=3 parameterSets=3: SELECT * FROM order_lines WHERE order_id = ?`,
+        `  ${list!.id} select/execute calls=1 parameterSets=1: SELECT id FROM orders WHERE customer_id = ?`,
+      ].join('\n'),
+    );
+    expect(text).not.toContain('orders.test.ts');
+    expect(text).not.toContain('10.11');
+  });
+
+  it('leaves the server out, saying so, when the verdict is not assert; says what was not captured', () => {
+    const base = tallyFixture();
+    const reported = tallyFixture({
+      layers: { ...base.layers, wire: null, driver: { ...base.layers.driver!, shapes: undefined as never } },
+      verdict: { kind: 'report', reason: 'other client connection 12', reconciliation: [], discrepancies: [] },
+    });
+    const snapshot = countSnapshotOf(asTally(reported));
+    const text = snapshot.ok ? snapshot.text : snapshot.reason;
+    expect(text).toContain('wire: not captured (in-process backend, or the wire proxy was off)');
+    expect(text).toContain('server: left out, the verdict is report, not assert');
+    expect(text).toContain('shapes: not recorded by this driver layer');
+    // The reason can carry connection ids: it is not in the snapshot.
+    expect(text).not.toContain('connection 12');
+  });
+
+  it('does not depend on the order shapes were first seen in', () => {
+    const t = nPlusOneTally(3);
+    const reversed = withShapes(t, [...t.layers.driver!.shapes!].reverse());
+    expect(countSnapshotOf(asTally(reversed))).toEqual(countSnapshotOf(asTally(t)));
+  });
+});
+
+describe('createSqltallyMatchers', () => {
+  it('hands the snapshot text to the given snapshot matcher and words a version mismatch', () => {
+    const seen: unknown[] = [];
+    const matchers = createSqltallyMatchers(() =>
+      function (this: unknown, received: unknown) {
+        seen.push(received);
+        return { pass: false, message: () => 'stored differs', actual: received, expected: '"sqltally-count-snapshot v0\ndriver.calls: 1"' };
+      },
+    );
+    const result = matchers.toMatchCountSnapshot.call({ isNot: false }, tallyFixture());
+    expect(seen[0]).toEqual(expect.stringMatching(/^sqltally-count-snapshot v1\nbackend: mariadb via mysql2\n/));
+    expect(result.pass).toBe(false);
+    expect(result.message()).toMatch(/the stored snapshot was written as sqltally-count-snapshot v0; this sqltally reads and writes sqltally-count-snapshot v1[\s\S]*jest -u/);
   });
 });

@@ -1,40 +1,92 @@
 import type { Tally } from '../capture/tally';
 import type { VerdictKind } from '../verdict/types';
+import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, storedSnapshotFormat } from './count-snapshot';
 import { checkCounts, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
+import { describeRepeatedShapes, judgeRepeatedShapes, type RepeatedShapesOptions } from './repeated-shapes';
 
-type MatcherResult = { pass: boolean; message: () => string };
+/**
+ * What a matcher is called with as `this`, in Jest and in Vitest alike: only `isNot` is read here; the rest is
+ * handed, untouched, to the framework's own snapshot matcher.
+ */
+export interface SqltallyMatcherContext {
+  isNot?: boolean;
+}
+
+/** What every matcher returns; `actual`/`expected` let the framework draw a diff (snapshots). */
+export interface SqltallyMatcherResult {
+  pass: boolean;
+  message: () => string;
+  actual?: unknown;
+  expected?: unknown;
+}
+
+/**
+ * The framework's own snapshot matcher, called with the matcher's `this`: jest-snapshot's `toMatchSnapshot` in
+ * Jest, `Snapshots.toMatchSnapshot` from 'vitest' in Vitest. It stores, compares and updates (`-u`, `--ci`).
+ */
+export type SnapshotMatcher = (this: unknown, received: unknown, hint?: string) => SqltallyMatcherResult;
+
+/** The matchers' signatures, for a framework's type augmentation (`R` is what an assertion returns). */
+export interface SqltallyMatchers<R> {
+  /** Exact counts per layer: `expect(tally).toHaveCounts({ driver: { calls: 1 }, server: { rowsInserted: 5000 } })`. */
+  toHaveCounts(spec: CountSpec): R;
+  /** Upper bounds per layer, for "no more than N statements" guards. */
+  toHaveCountsAtMost(spec: CountSpec): R;
+  /** The verdict kind, with its reason shown on failure. */
+  toHaveVerdict(kind: VerdictKind): R;
+  /**
+   * The deterministic counts and statement shapes, against the test file's snapshot: written on the first run,
+   * compared exactly afterwards, updated with `-u`, missing fails under `--ci`.
+   */
+  toMatchCountSnapshot(hint?: string): R;
+  /** No statement shape ran `threshold` (default 2) or more times: N+1 loops and duplicates fail, with their lines. */
+  toHaveNoRepeatedShapes(options?: RepeatedShapesOptions): R;
+}
 
 function isTally(value: unknown): value is Tally {
   return !!value && typeof value === 'object' && 'layers' in value && 'verdict' in value && 'backend' in value;
 }
 
-function notATally(name: string, received: unknown): MatcherResult {
+/**
+ * A check that cannot be made fails whether or not `.not` was used: `pass` equal to `isNot` is a failure in both
+ * Jest and Vitest, where throwing would lose the message formatting and Vitest's `expect.soft`.
+ */
+function cannotCheck(context: SqltallyMatcherContext | undefined, name: string, why: string, evidence?: Tally): SqltallyMatcherResult {
+  const negated = context?.isNot === true;
   return {
-    pass: false,
-    message: () => `${name}: expected a sqltally Tally (from capture()), received ${typeof received}`,
+    pass: negated,
+    message: () =>
+      `${name}: cannot check, so this fails with and without .not: ${why}${evidence ? `\n\n${describeEvidence(evidence)}` : ''}`,
   };
+}
+
+function notATally(context: SqltallyMatcherContext | undefined, name: string, received: unknown): SqltallyMatcherResult {
+  const what = received === null ? 'null' : Array.isArray(received) ? 'an array' : typeof received;
+  return cannotCheck(context, name, `expected a sqltally Tally (from capture()), received ${what}`);
 }
 
 // When the captured code itself threw, the counts are beside the point: show that error first.
-function workloadFailure(name: string, tally: Tally): MatcherResult | null {
-  if (!tally.workloadError) return null;
+function workloadFailure(context: SqltallyMatcherContext | undefined, name: string, tally: Tally): SqltallyMatcherResult | null {
   const e = tally.workloadError;
-  return {
-    pass: false,
-    message: () =>
-      `${name}: the captured code threw, so its counts are not checked.\n` +
-      `  phase ${e.phase}: ${e.message}${e.statement ? `\n  statement: ${e.statement}` : ''}\n\n${describeEvidence(tally)}`,
-  };
+  if (!e) return null;
+  return cannotCheck(
+    context,
+    name,
+    `the captured code threw, so its counts are not checked.\n  phase ${e.phase}: ${e.message}${e.statement ? `\n  statement: ${e.statement}` : ''}`,
+    tally,
+  );
 }
 
 function countsMatcher(name: string, comparison: Comparison) {
-  return function (this: jest.MatcherContext, received: unknown, spec: CountSpec): MatcherResult {
-    if (!isTally(received)) return notATally(name, received);
-    const failed = workloadFailure(name, received);
+  return function (this: SqltallyMatcherContext | undefined, received: unknown, spec: CountSpec): SqltallyMatcherResult {
+    if (!isTally(received)) return notATally(this, name, received);
+    const failed = workloadFailure(this, name, received);
     if (failed) return failed;
-    const checks = checkCounts(received, spec, comparison);
-    if (checks.length === 0) {
-      return { pass: false, message: () => `${name}: the spec names no count to check` };
+    const checks = checkCounts(received, spec ?? {}, comparison);
+    if (checks.length === 0) return cannotCheck(this, name, 'the spec names no count to check');
+    const blocked = checks.filter((c) => c.blocked !== null);
+    if (blocked.length > 0) {
+      return cannotCheck(this, name, `${blocked.length} of the counts cannot be read\n${describeChecks(checks, comparison)}`, received);
     }
     const pass = checks.every((c) => c.ok);
     const backend = `${received.backend.id} (${received.backend.serverVersion}) via ${received.driver}`;
@@ -47,35 +99,119 @@ function countsMatcher(name: string, comparison: Comparison) {
   };
 }
 
-export const sqltallyMatchers = {
-  /** Exact counts per layer: `expect(tally).toHaveCounts({ driver: { calls: 1 }, server: { rowsInserted: 5000 } })`. */
-  toHaveCounts: countsMatcher('toHaveCounts', 'exact'),
-  /** Upper bounds per layer, for "no more than N statements" guards. */
-  toHaveCountsAtMost: countsMatcher('toHaveCountsAtMost', 'atMost'),
-  /** The verdict kind, with its reason shown on failure. */
-  toHaveVerdict(this: jest.MatcherContext, received: unknown, kind: VerdictKind): MatcherResult {
-    if (!isTally(received)) return notATally('toHaveVerdict', received);
-    const pass = received.verdict.kind === kind;
-    return {
-      pass,
-      message: () =>
-        `toHaveVerdict: expected ${this.isNot ? 'not ' : ''}${kind}, got ${received.verdict.kind}: ${received.verdict.reason}\n\n${describeEvidence(received)}`,
-    };
-  },
-};
+const VERDICT_KINDS: readonly string[] = ['assert', 'report', 'incomplete'];
+const SNAPSHOT_NAME = 'toMatchCountSnapshot';
 
-/** Registers the matchers: `import 'sqltally/jest'` style, or call from a setup file. */
-export function installSqltallyMatchers(expectFn: jest.Expect = expect): void {
-  expectFn.extend(sqltallyMatchers);
+/** jest-snapshot, loaded only when a count snapshot is taken under Jest, so Vitest users never need it. */
+function jestSnapshotMatcher(): SnapshotMatcher {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('jest-snapshot') as { toMatchSnapshot: SnapshotMatcher }).toMatchSnapshot;
+}
+
+/**
+ * The matchers, wired to a framework's snapshot matcher. `snapshotMatcher` is called lazily, on the first
+ * `toMatchCountSnapshot`; give one that throws a clear error where snapshots are not supported.
+ */
+export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = jestSnapshotMatcher) {
+  return {
+    toHaveCounts: countsMatcher('toHaveCounts', 'exact'),
+    toHaveCountsAtMost: countsMatcher('toHaveCountsAtMost', 'atMost'),
+
+    toHaveVerdict(this: SqltallyMatcherContext | undefined, received: unknown, kind: VerdictKind): SqltallyMatcherResult {
+      const name = 'toHaveVerdict';
+      if (!isTally(received)) return notATally(this, name, received);
+      if (!VERDICT_KINDS.includes(kind)) return cannotCheck(this, name, `${JSON.stringify(kind)} is not a verdict kind: ${VERDICT_KINDS.join(', ')}`);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      const pass = received.verdict.kind === kind;
+      return {
+        pass,
+        message: () =>
+          `${name}: expected ${this?.isNot ? 'not ' : ''}${kind}, got ${received.verdict.kind}: ${received.verdict.reason}\n\n${describeEvidence(received)}`,
+      };
+    },
+
+    toMatchCountSnapshot(this: SqltallyMatcherContext | undefined, received: unknown, hint?: string): SqltallyMatcherResult {
+      if (!isTally(received)) return notATally(this, SNAPSHOT_NAME, received);
+      if (hint !== undefined && typeof hint !== 'string') return cannotCheck(this, SNAPSHOT_NAME, `the hint must be a string, received ${typeof hint}`);
+      const failed = workloadFailure(this, SNAPSHOT_NAME, received);
+      if (failed) return failed;
+      const snapshot = countSnapshotOf(received);
+      if (!snapshot.ok) return cannotCheck(this, SNAPSHOT_NAME, snapshot.reason, received);
+      if (this?.isNot) return cannotCheck(this, SNAPSHOT_NAME, 'a snapshot cannot be matched with .not: there is no "any other counts" to store');
+      let match: SnapshotMatcher;
+      try {
+        match = snapshotMatcher();
+      } catch (err) {
+        return cannotCheck(this, SNAPSHOT_NAME, `no snapshot machinery: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      // jest-snapshot reads its arguments by count: an explicit undefined would be taken for "properties".
+      const result = hint === undefined ? match.call(this, snapshot.text) : match.call(this, snapshot.text, hint);
+      if (result.pass) return result;
+      if (result.expected === undefined) {
+        return {
+          ...result,
+          message: () => `${SNAPSHOT_NAME}: no snapshot is stored for this test, and this run writes none (--ci, or CI set): run the tests once outside CI, or with -u, and commit the snapshot\n\n${result.message()}`,
+        };
+      }
+      const stored = storedSnapshotFormat(result.expected);
+      if (stored !== COUNT_SNAPSHOT_VERSION) {
+        const found = stored === null ? 'is not a sqltally count snapshot (no "sqltally-count-snapshot" line)' : `was written as sqltally-count-snapshot ${stored}`;
+        return {
+          ...result,
+          message: () =>
+            `${SNAPSHOT_NAME}: the stored snapshot ${found}; this sqltally reads and writes ${COUNT_SNAPSHOT_FORMAT}, so the ` +
+            `two cannot be compared line by line. Check the counts below, then rewrite the snapshot with \`jest -u\` ` +
+            `(or \`vitest -u\`).\n\n${result.message()}`,
+        };
+      }
+      return {
+        ...result,
+        message: () => `${SNAPSHOT_NAME}: the counts differ from the snapshot (if the change is meant, rewrite it with -u: \`jest -u\`, \`vitest -u\`)\n\n${result.message()}`,
+      };
+    },
+
+    toHaveNoRepeatedShapes(this: SqltallyMatcherContext | undefined, received: unknown, options?: RepeatedShapesOptions): SqltallyMatcherResult {
+      const name = 'toHaveNoRepeatedShapes';
+      if (!isTally(received)) return notATally(this, name, received);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      const judgement = judgeRepeatedShapes(received, options);
+      if (!judgement.ok) return cannotCheck(this, name, judgement.reason);
+      const count = judgement.repeated.length;
+      const pass = count === 0;
+      const details = describeRepeatedShapes(judgement);
+      return {
+        pass,
+        message: () =>
+          pass
+            ? `${name}: no shape ran ${judgement.threshold} or more times, but .not was used (${judgement.judged.length} shapes judged)${details ? `\n${details}` : ''}`
+            : `${name}: ${count} shape${count === 1 ? '' : 's'} ran ${judgement.threshold} or more times in this window\n${details}`,
+      };
+    },
+  };
+}
+
+/** The matchers for Jest: `expect.extend(sqltallyMatchers)`. Count snapshots go through jest-snapshot. */
+export const sqltallyMatchers = createSqltallyMatchers();
+
+/** The part of `expect` that registering needs; Jest's and Vitest's both fit. */
+export interface ExpectWithExtend {
+  extend(matchers: ReturnType<typeof createSqltallyMatchers>): void;
+}
+
+/** Registers the matchers on Jest's `expect` (the global one by default), from a setup file or a test. */
+export function installSqltallyMatchers(expectFn?: ExpectWithExtend): void {
+  const target = expectFn ?? (globalThis as { expect?: ExpectWithExtend }).expect;
+  if (!target) throw new Error('installSqltallyMatchers: no expect given and no global expect: pass the one your test framework exports');
+  target.extend(sqltallyMatchers);
 }
 
 declare global {
+  // Jest's types, for @types/jest users; without them this declares an unused namespace and needs nothing.
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace jest {
-    interface Matchers<R> {
-      toHaveCounts(spec: CountSpec): R;
-      toHaveCountsAtMost(spec: CountSpec): R;
-      toHaveVerdict(kind: VerdictKind): R;
-    }
+    // eslint-disable-next-line @typescript-eslint/no-empty-object-type
+    interface Matchers<R> extends SqltallyMatchers<R> {}
   }
 }

@@ -60,7 +60,7 @@ export function driverLayer(o: { calls: number; kind: CallKind; parameterSets: n
   return {
     calls: o.calls,
     byKind: { query: 0, execute: 0, batch: 0, prepare: 0, [o.kind]: o.calls },
-    byClass: { insert: o.calls, select: 0, update: 0, delete: 0, begin: 0, commit: 0, rollback: 0, set: 0, show: 0, ddl: 0, other: 0 },
+    byClass: { insert: o.calls, select: 0, update: 0, delete: 0, begin: 0, commit: 0, rollback: 0, savepoint: 0, set: 0, show: 0, ddl: 0, other: 0 },
     parameterSets: o.parameterSets,
     bindValues: o.bindValues,
     maxBindValuesPerCall: o.maxBindValuesPerCall,
@@ -68,6 +68,9 @@ export function driverLayer(o: { calls: number; kind: CallKind; parameterSets: n
     errors: 0,
     events: [],
     eventsOmitted: o.calls,
+    shapes: [],
+    shapesOmitted: 0,
+    ignoredCalls: 0,
   };
 }
 

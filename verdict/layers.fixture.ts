@@ -85,5 +85,8 @@ export function driverLayer(events: StatementEvent[]): DriverLayer {
     errors: events.filter((e) => e.error).length,
     events,
     eventsOmitted: 0,
+    shapes: [],
+    shapesOmitted: 0,
+    ignoredCalls: 0,
   };
 }

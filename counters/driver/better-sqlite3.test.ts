@@ -181,9 +181,9 @@ describe('wrapBetterSqlite3', () => {
     outer();
     expect(tally.since(nested).map((e) => `${e.statementClass}:${e.sql.split(' ')[0]}`)).toEqual([
       'begin:BEGIN',
-      'other:SAVEPOINT',
+      'savepoint:SAVEPOINT',
       'insert:INSERT',
-      'other:RELEASE',
+      'savepoint:RELEASE',
       'commit:COMMIT',
     ]);
   });

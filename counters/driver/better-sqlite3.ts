@@ -18,7 +18,7 @@ const DRIVER = 'better-sqlite3';
  * - `transaction(fn)` -> a counted transaction function: its BEGIN and COMMIT/ROLLBACK, which better-sqlite3
  *   issues itself, are recorded as `query` events with method `transaction` (durations 0: they run inside the
  *   driver and cannot be timed apart from the body), so the driver layer shows the transaction the server saw.
- *   Nested calls use SAVEPOINT/RELEASE/ROLLBACK TO, which classify as `other`.
+ *   Nested calls use SAVEPOINT/RELEASE/ROLLBACK TO, which classify as `savepoint`, the same on every driver.
  */
 export interface BetterSqlite3Database {
   prepare(source: string): BetterSqlite3Statement;
@@ -132,10 +132,10 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
         try {
           result = original.apply(undefined, args);
         } catch (error) {
-          emit(site, shape, start, timed ? nowNs() : 0, null, error);
+          emit(site, shape, start, timed ? nowNs() : 0, null, error, args);
           throw error;
         }
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, args);
         return result;
       };
     };

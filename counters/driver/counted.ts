@@ -42,8 +42,16 @@ export const nowNs: () => number = performance.now.bind(performance);
  * driver's error class extends the Error of the realm that first loaded it) keep their message: the sink reads
  * `message`, never `instanceof`.
  */
-export function emit(site: CallSite, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown): void {
-  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId());
+export function emit(
+  site: CallSite,
+  shape: CallShape,
+  startMs: number,
+  endMs: number,
+  rowsAffected: number | null,
+  error: unknown,
+  values?: unknown,
+): void {
+  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId(), values);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -64,6 +72,7 @@ export function track<R>(
   shape: CallShape,
   invoke: () => R,
   rowsOf: (result: unknown) => number | null,
+  values?: unknown,
 ): R {
   const sink = site.sink;
   sink.inFlight?.(1);
@@ -73,25 +82,25 @@ export function track<R>(
   try {
     result = invoke();
   } catch (error) {
-    emit(site, shape, start, timed ? nowNs() : 0, null, error);
+    emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
     sink.inFlight?.(-1);
     throw error;
   }
   if (isThenable(result)) {
     return result.then(
       (value) => {
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null, values);
         sink.inFlight?.(-1);
         return value;
       },
       (error: unknown) => {
-        emit(site, shape, start, timed ? nowNs() : 0, null, error);
+        emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
         sink.inFlight?.(-1);
         throw error;
       },
     ) as R;
   }
-  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null);
+  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values);
   sink.inFlight?.(-1);
   return result;
 }
@@ -107,6 +116,7 @@ export function trackCallback<A extends unknown[]>(
   callbackIndex: number,
   invoke: (args: A) => unknown,
   rowsOf: (result: unknown) => number | null,
+  values?: unknown,
 ): unknown {
   const sink = site.sink;
   sink.inFlight?.(1);
@@ -117,7 +127,7 @@ export function trackCallback<A extends unknown[]>(
     if (!done) {
       done = true;
       const error = cbArgs[0];
-      emit(site, shape, start, nowNs(), error ? null : rowsOf(cbArgs[1]), error ?? null);
+      emit(site, shape, start, nowNs(), error ? null : rowsOf(cbArgs[1]), error ?? null, values);
       sink.inFlight?.(-1);
     }
     return original.apply(this, cbArgs);
@@ -129,7 +139,7 @@ export function trackCallback<A extends unknown[]>(
   } catch (error) {
     if (!done) {
       done = true;
-      emit(site, shape, start, nowNs(), null, error);
+      emit(site, shape, start, nowNs(), null, error, values);
       sink.inFlight?.(-1);
     }
     throw error;

@@ -112,13 +112,13 @@ function commonHooks<T>(site: CallSite): MethodHooks<T> {
   return {
     query: (original) =>
       function query(...args: unknown[]) {
-        const callShape = shape('query', 'query', sqlOf(args[0]), countExpandedValues(valuesOf(args[0], args[1])));
-        return track(site, callShape, () => original(...args), mariadbRowsAffected);
+        const values = valuesOf(args[0], args[1]);
+        return track(site, shape('query', 'query', sqlOf(args[0]), countExpandedValues(values)), () => original(...args), mariadbRowsAffected, values);
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        const callShape = shape('execute', 'execute', sqlOf(args[0]), countParameterValues(valuesOf(args[0], args[1])));
-        return track(site, callShape, () => original(...args), mariadbRowsAffected);
+        const values = valuesOf(args[0], args[1]);
+        return track(site, shape('execute', 'execute', sqlOf(args[0]), countParameterValues(values)), () => original(...args), mariadbRowsAffected, values);
       },
     batch: (original) =>
       function batch(...args: unknown[]) {
@@ -190,7 +190,7 @@ function wrapStatement(statement: object, sink: StatementSink, site: CallSite, s
             bindValues: countParameterValues(args[0]),
             parameterSets: 1,
           };
-          return track(site, callShape, () => original(...args), mariadbRowsAffected);
+          return track(site, callShape, () => original(...args), mariadbRowsAffected, args[0]);
         },
       executeBatch: (original) =>
         function executeBatch(...args: unknown[]) {

@@ -201,11 +201,11 @@ function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink,
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return track(site, queryShape(args), () => original(...args), promiseRows);
+        return track(site, queryShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return track(site, executeShape(args), () => original(...args), promiseRows);
+        return track(site, executeShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     prepare: (original) =>
       function prepare(...args: unknown[]) {
@@ -228,11 +228,11 @@ function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark:
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return track(site, queryShape(args), () => original(...args), promiseRows);
+        return track(site, queryShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return track(site, executeShape(args), () => original(...args), promiseRows);
+        return track(site, executeShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     getConnection: (original) =>
       function getConnection(...args: unknown[]) {
@@ -253,7 +253,7 @@ function callbackCall(
   original: (...a: unknown[]) => unknown,
 ): unknown {
   const cb = callbackIndex(args);
-  if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected);
+  if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected, valuesOf(args[0], args[1]));
   const start = nowNs();
   let command: unknown;
   try {
@@ -332,7 +332,7 @@ function wrapPromiseStatement(statement: object, sink: StatementSink, site: Call
             bindValues: countParameterValues(args[0]),
             parameterSets: 1,
           };
-          return track(site, callShape, () => original(...args), promiseRows);
+          return track(site, callShape, () => original(...args), promiseRows, args[0]);
         },
     };
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);

@@ -51,7 +51,7 @@ export function pgRowsAffected(result: unknown): number | null {
 
 const noRows = (): null => null;
 
-function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean } {
+function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean; values: unknown[] } {
   const [config, values] = args;
   const object = config !== null && typeof config === 'object' ? (config as Loose) : undefined;
   const sql = typeof config === 'string' ? config : typeof object?.text === 'string' ? object.text : '';
@@ -67,17 +67,18 @@ function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean }
       parameterSets: 1,
     },
     submittable: typeof object?.submit === 'function',
+    values: bound,
   };
 }
 
 function countedQuery(site: CallSite) {
   return (original: (...a: unknown[]) => unknown) =>
     function query(...args: unknown[]) {
-      const { shape, submittable } = queryShape(args);
-      if (submittable) return track(site, shape, () => original(...args), noRows);
+      const { shape, submittable, values } = queryShape(args);
+      if (submittable) return track(site, shape, () => original(...args), noRows, values);
       const cb = callbackIndex(args);
-      if (cb >= 0) return trackCallback(site, shape, args, cb, (patched) => original(...patched), pgRowsAffected);
-      return track(site, shape, () => original(...args), pgRowsAffected);
+      if (cb >= 0) return trackCallback(site, shape, args, cb, (patched) => original(...patched), pgRowsAffected, values);
+      return track(site, shape, () => original(...args), pgRowsAffected, values);
     };
 }
 

@@ -65,7 +65,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
       bindValues: query.parameters?.length ?? 0,
       parameterSets: 1,
     };
-    emit(site, shape, start, nowNs(), rows, error);
+    emit(site, shape, start, nowNs(), rows, error, query.parameters);
     site.sink.inFlight?.(-1);
   };
   query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {

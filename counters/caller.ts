@@ -1,0 +1,159 @@
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Where sqltally's own code lives, from this file's location, so the answer is right from the TypeScript sources
+ * (ts-jest, tsx, Vitest), from the compiled `dist/` and from an installed package.
+ *
+ * - Compiled (`dist/counters/caller.js`): everything under `dist/` is sqltally's, and so is the package's `bin/`.
+ *   An installed copy sits under `node_modules/` as well, which is skipped anyway.
+ * - Sources (`counters/caller.ts`): the library folders are sqltally's, but not the test files in them, nor
+ *   `integration/` and `bench/`: those are callers, like a user's tests.
+ */
+export interface OwnCode {
+  roots: string[];
+  /** Files under `roots` that are callers all the same (test files in a source checkout). */
+  callers: RegExp | null;
+}
+
+const LIBRARY_FOLDERS = ['containers', 'counters', 'workload', 'verdict', 'capture', 'reports', 'run', 'cli', 'jest', 'bin'];
+const TEST_FILE = /\.(?:test|spec)\.[cm]?[jt]sx?$/;
+// Deep enough for an ORM between the user's line and the driver (typeorm, sequelize: 20 to 30 frames).
+const FRAMES_KEPT = 60;
+
+/** Where sqltally's own code is, given the path of this module (exported for tests of both layouts). */
+export function ownCodeOf(here: string | null): OwnCode {
+  if (here === null) return { roots: [], callers: null };
+  const folder = resolve(here, '..');
+  const root = resolve(folder, '..');
+  if (/\.[cm]?js$/.test(here)) return { roots: [root + sep, resolve(root, '..', 'bin') + sep], callers: null };
+  return { roots: [...LIBRARY_FOLDERS.map((f) => resolve(root, f) + sep), resolve(root, 'index.ts')], callers: TEST_FILE };
+}
+
+// `__filename` is what CommonJS (tsc, ts-jest, tsx) gives; an ESM runner may not, and then the first frame of a
+// stack taken here names this file.
+function thisFile(): string | null {
+  if (typeof __filename === 'string' && isAbsolute(__filename)) return __filename;
+  return locationOf(new Error().stack?.split('\n')[1] ?? '')?.file ?? null;
+}
+
+const OWN = ownCodeOf(thisFile());
+
+interface Location {
+  file: string;
+  line: string;
+  column: string;
+}
+
+// `at /a/b.ts:1:2` (an anonymous function), `at fn (/a/b.ts:1:2)`, `at async fn (file:///a/b.mjs:1:2)`; eval
+// and native frames end in `<anonymous>:1:1` or `(native)` and give no file.
+const BARE_FRAME = /^\s*at (?:async )?([^()\s][^()]*):(\d+):(\d+)\s*$/;
+const NAMED_FRAME = /\(([^()]+):(\d+):(\d+)\)\s*$/;
+
+function locationOf(frame: string): Location | null {
+  const m = BARE_FRAME.exec(frame) ?? NAMED_FRAME.exec(frame);
+  if (!m) return null;
+  let file = m[1]!;
+  if (file.startsWith('file://')) {
+    try {
+      file = fileURLToPath(file);
+    } catch {
+      return null;
+    }
+  }
+  if (!isAbsolute(file)) return null;
+  return { file, line: m[2]!, column: m[3]! };
+}
+
+/** True for a frame's file that is not the user's: a package under `node_modules`, or sqltally itself. */
+export function isLibraryFile(file: string, own: OwnCode = OWN): boolean {
+  if (file.includes(`${sep}node_modules${sep}`)) return true;
+  if (!own.roots.some((root) => (root.endsWith(sep) ? file.startsWith(root) : file === root))) return false;
+  return !(own.callers?.test(file) ?? false);
+}
+
+/** The part of V8's CallSite that is read here. */
+interface CallSite {
+  getFileName(): string | null | undefined;
+}
+
+function relativeLocation(file: string, line: string | number, column: string | number): string {
+  const rel = relative(process.cwd(), file);
+  const shown = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
+  return `${shown}:${line}:${column}`;
+}
+
+function fileOf(site: CallSite): string | null {
+  const name = site.getFileName();
+  if (!name) return null;
+  if (name.startsWith('file://')) {
+    try {
+      return fileURLToPath(name);
+    } catch {
+      return null;
+    }
+  }
+  return isAbsolute(name) ? name : null;
+}
+
+/**
+ * The user's line that led to the current driver call: `file:line:column` of the first stack frame outside
+ * `node_modules` and outside sqltally's own code, or null when there is none (every frame is a library's, or
+ * the stack is cut before the user's code: an `await` inside a library can leave only its own frames).
+ *
+ * The path is relative to the working directory when it lies inside it, else absolute. Lines are those of the
+ * stack as the runtime prints it, so under ts-jest, tsx or `--enable-source-maps` they are the TypeScript lines.
+ * It takes a stack trace, so call it once per new statement shape, not per call (see bench/caller-capture.ts).
+ */
+export function captureCaller(): string | null {
+  // First the frames as objects, which costs no formatting, to find which one is the user's.
+  const environment = Error.prepareStackTrace;
+  const limit = Error.stackTraceLimit;
+  const holder: { stack?: unknown } = {};
+  try {
+    Error.stackTraceLimit = FRAMES_KEPT;
+    Error.prepareStackTrace = (_error, sites) => sites;
+    Error.captureStackTrace(holder, captureCaller);
+    const sites = holder.stack as CallSite[] | undefined;
+    if (!Array.isArray(sites)) {
+      // A runtime that ignores prepareStackTrace: read the printed stack instead.
+      Error.prepareStackTrace = environment;
+      return fromText(captureText(FRAMES_KEPT));
+    }
+    const index = sites.findIndex((site) => {
+      const file = fileOf(site);
+      return file !== null && !isLibraryFile(file);
+    });
+    if (index < 0) return null;
+    // Positions in CallSites are those of the code that runs. Whatever maps stacks to the sources (Jest's
+    // source-map-support, installed on the main context's Error where this realm cannot see it; Node's source
+    // maps, which tsx turns on) does it when the stack is printed: so print the frames up to the user's again,
+    // the ordinary way, and read the last one. Printing is the expensive part, so only those frames are printed.
+    Error.prepareStackTrace = environment;
+    return fromText(captureText(index + 1), true);
+  } finally {
+    Error.prepareStackTrace = environment;
+    Error.stackTraceLimit = limit;
+  }
+}
+
+function captureText(frames: number): string {
+  const holder: { stack?: string } = {};
+  Error.stackTraceLimit = frames;
+  // Cut at captureCaller, like the first capture, so frame `frames - 1` is the same frame in both.
+  Error.captureStackTrace(holder, captureCaller);
+  return typeof holder.stack === 'string' ? holder.stack : '';
+}
+
+/** The first user frame of a printed stack; with `last`, the last frame printed (known to be the user's). */
+function fromText(stack: string, last = false): string | null {
+  const frames = stack.split('\n').filter((frame) => frame.trimStart().startsWith('at '));
+  if (last) frames.reverse();
+  for (const frame of frames) {
+    const location = locationOf(frame);
+    if (location === null) continue;
+    if (!last && isLibraryFile(location.file)) continue;
+    return relativeLocation(location.file, location.line, location.column);
+  }
+  return null;
+}

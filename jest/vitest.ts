@@ -1,0 +1,39 @@
+/**
+ * sqltally's matchers for Vitest. Nothing here imports Vitest at run time (it cannot be `require`d, and this
+ * package compiles to CommonJS): the caller hands over Vitest's `expect` and, for count snapshots, its
+ * `Snapshots` helpers (Vitest 4.1+):
+ *
+ *   import { expect, Snapshots } from 'vitest';
+ *   import { installSqltallyVitestMatchers } from 'sqltally/vitest'; // exports entry "./vitest" -> dist/jest/vitest
+ *   installSqltallyVitestMatchers(expect, Snapshots);
+ *
+ * Importing this module also brings the matchers into Vitest's `Assertion` type, without `@types/jest`.
+ */
+import type { ExpectStatic, Snapshots } from 'vitest';
+import { createSqltallyMatchers } from './matchers';
+import type { SnapshotMatcher, SqltallyMatchers } from './matchers';
+
+/** The part of Vitest's `Snapshots` used here: its composable `toMatchSnapshot`. */
+export type VitestSnapshots = Pick<typeof Snapshots, 'toMatchSnapshot'>;
+
+/** The matchers, with count snapshots stored by Vitest's own snapshot machinery (`-u`, CI) when `snapshots` is given. */
+export function sqltallyVitestMatchers(snapshots?: VitestSnapshots) {
+  return createSqltallyMatchers(() => {
+    if (!snapshots) {
+      throw new Error(
+        "count snapshots under Vitest need Vitest's Snapshots helpers: installSqltallyVitestMatchers(expect, Snapshots), with both imported from 'vitest' (4.1 or later)",
+      );
+    }
+    return snapshots.toMatchSnapshot as unknown as SnapshotMatcher;
+  });
+}
+
+/** Registers the matchers on Vitest's `expect`; pass `Snapshots` from 'vitest' for `toMatchCountSnapshot`. */
+export function installSqltallyVitestMatchers(expect: ExpectStatic, snapshots?: VitestSnapshots): void {
+  expect.extend(sqltallyVitestMatchers(snapshots));
+}
+
+declare module 'vitest' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type, @typescript-eslint/no-unused-vars
+  interface Assertion<T = any> extends SqltallyMatchers<void> {}
+}
