@@ -3,6 +3,7 @@ import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
 import type { WindowContext } from './probe';
 import { classifyCached } from '../statement-cache';
+import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
@@ -104,6 +105,7 @@ export class MysqlFamilySource implements SnapshotSource {
   #processlistSql: string = SQL_PROCESSLIST_INFORMATION_SCHEMA;
   #preparedReadable = false;
   #preparedNote: string | null = null;
+  #unregister: () => void = () => undefined;
 
   constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
     this.description = description;
@@ -154,6 +156,7 @@ export class MysqlFamilySource implements SnapshotSource {
     }
     const [idRow] = await this.#query<{ id: unknown; ps: unknown }>('SELECT CONNECTION_ID() AS id, @@performance_schema AS ps');
     this.#ownId = Number(idRow?.id);
+    this.#unregister = registerProbeConnection(c, this.#ownId);
     const status = await this.#readGlobalStatus();
     const capabilities = this.description.capabilities;
     this.#rowCounter = capabilities.rowCounter !== null && capabilities.rowCounter in status ? capabilities.rowCounter : null;
@@ -230,6 +233,10 @@ export class MysqlFamilySource implements SnapshotSource {
     for (const r of rows) {
       const id = Number(r.ID);
       if (id === this.#ownId || workload.has(id)) continue;
+      if (isProbeConnection(this.#connection, id)) {
+        sessions.background.push({ id, name: 'another sqltally probe' });
+        continue;
+      }
       const user = r.USER ?? '';
       const command = r.COMMAND ?? '';
       if (this.#traits.backgroundUsers.includes(user) || this.#traits.backgroundCommands.includes(command)) {
@@ -378,6 +385,7 @@ export class MysqlFamilySource implements SnapshotSource {
   async close(): Promise<void> {
     const conn = this.#conn;
     this.#conn = null;
+    this.#unregister();
     await conn?.close();
   }
 }

@@ -2,6 +2,7 @@ import { SqltallyError } from '../../containers/errors';
 import { openSqlClient, type SqlClient } from '../../containers/sql-client';
 import type { BackendDescription, NetworkConnection } from '../../containers/types';
 import { classifyCached } from '../statement-cache';
+import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { ProbeOptions, WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
@@ -92,6 +93,7 @@ export class PostgresSource implements SnapshotSource {
   #ownPid = -1;
   #versionNum = 0;
   #statementStats: 'on' | string = 'on';
+  #unregister: () => void = () => undefined;
 
   constructor(description: BackendDescription, connection: NetworkConnection, opts: ProbeOptions = {}) {
     this.description = description;
@@ -127,6 +129,7 @@ export class PostgresSource implements SnapshotSource {
     const [info] = await client.query<{ v: string; pid: number }>("SELECT current_setting('server_version_num') AS v, pg_backend_pid() AS pid");
     this.#versionNum = Number(info?.v);
     this.#ownPid = Number(info?.pid);
+    this.#unregister = registerProbeConnection(c, this.#ownPid);
     // Re-read statistics on every access instead of caching the first read of each object for the transaction.
     if (this.#forcedFlush) await client.query('SET stats_fetch_consistency = none');
     if (!this.description.capabilities.statementStats) {
@@ -168,6 +171,10 @@ export class PostgresSource implements SnapshotSource {
     const seen: SeenSessions = { foreign: [], background: [], canSeeOtherSessions: true };
     for (const a of activity) {
       if (a.pid === this.#ownPid || workload.has(a.pid)) continue;
+      if (isProbeConnection(this.#connection, a.pid)) {
+        seen.background.push({ id: a.pid, name: 'another sqltally probe' });
+        continue;
+      }
       // autovacuum, walwriter, checkpointer, parallel workers...: the server's own, named and set aside.
       if (a.backend_type !== 'client backend') {
         seen.background.push({ id: a.pid, name: a.backend_type ?? 'unknown backend' });
@@ -306,6 +313,7 @@ export class PostgresSource implements SnapshotSource {
   async close(): Promise<void> {
     const client = this.#client;
     this.#client = null;
+    this.#unregister();
     await client?.close();
   }
 }

@@ -1,0 +1,27 @@
+/**
+ * The connections sqltally's own probes hold, by server address, across every session of this process: two capture
+ * sessions on one server each see the other's probe connection, which is sqltally's, not a client's. Only the
+ * presence of such a connection is set aside; anything it does still shows in the global counters.
+ */
+const OWN = new Map<string, Set<number>>();
+
+function keyOf(server: { host: string; port: number }): string {
+  return `${server.host}:${server.port}`;
+}
+
+/** Registers a probe's connection id; returns the function that removes it again. */
+export function registerProbeConnection(server: { host: string; port: number }, id: number): () => void {
+  const key = keyOf(server);
+  let ids = OWN.get(key);
+  if (!ids) OWN.set(key, (ids = new Set()));
+  ids.add(id);
+  return () => {
+    ids.delete(id);
+    if (ids.size === 0) OWN.delete(key);
+  };
+}
+
+/** Whether `id` on `server` is a connection of one of sqltally's probes in this process. */
+export function isProbeConnection(server: { host: string; port: number }, id: number): boolean {
+  return OWN.get(keyOf(server))?.has(id) ?? false;
+}
