@@ -16,6 +16,13 @@ const config: Config = {
       testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest}/**/*.test.ts'],
     },
     {
+      // Small apps a user would write, under the matchers the README shows; SQLite only, so always runnable.
+      displayName: 'examples',
+      testEnvironment: 'node',
+      transform: tsJest,
+      testMatch: ['<rootDir>/examples/**/*.test.ts'],
+    },
+    {
       displayName: 'integration',
       testEnvironment: 'node',
       transform: tsJest,

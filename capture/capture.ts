@@ -1,7 +1,8 @@
 import { SqltallyError, truncateStatement } from '../containers/errors';
 import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
-import { DriverRecorder } from '../counters/driver-layer';
+import { DriverRecorder, type ShapeFilter } from '../counters/driver-layer';
+import { isFingerprintId } from '../counters/fingerprint';
 import type { DriverLayer } from '../counters/events';
 import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import type { DriverName } from '../counters/driver/names';
@@ -50,6 +51,36 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    * so per-connection attribution may still assert for the window's own connections, naming the foreign activity.
    */
   otherConnections?: OtherConnections;
+  /**
+   * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its
+   * fingerprint, e.g. `/^SELECT \?$/` for a pool's `SELECT 1` keep-alive) or shape ids (12 hex characters from
+   * `tally.layers.driver.shapes`). They are listed as ignored shapes (`ignored: true`, `driver.ignoredCalls`) and
+   * counted in none of the driver layer's totals; the wire and server layers cannot tell statements apart and still
+   * count them (PostgreSQL's pg_stat_statements list marks them).
+   */
+  ignore?: IgnoreEntry[];
+}
+
+/** A statement to ignore: a RegExp over its fingerprint, or a shape id. */
+export type IgnoreEntry = RegExp | string;
+
+/** One predicate over a statement's shape from an ignore list, refusing entries that are neither a RegExp nor an id. */
+function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFilter | null {
+  if (entries.length === 0) return null;
+  const patterns: RegExp[] = [];
+  const ids = new Set<string>();
+  for (const entry of entries) {
+    if (entry instanceof RegExp) patterns.push(new RegExp(entry.source, entry.flags.replace('g', '')));
+    else if (typeof entry === 'string' && isFingerprintId(entry)) ids.add(entry);
+    else {
+      throw new SqltallyError(`ignore entry ${JSON.stringify(entry)} is neither a RegExp nor a shape id (12 hex characters)`, {
+        backend,
+        phase: 'config',
+        hint: 'pass RegExps matched against the statement shape (tally.layers.driver.shapes[].fingerprint) or shape ids',
+      });
+    }
+  }
+  return (shape) => ids.has(shape.id) || patterns.some((p) => p.test(shape.fingerprint));
 }
 
 /** How one window runs. */
@@ -75,10 +106,30 @@ export interface MeasureOptions {
   onTimeout?: 'cancel' | 'wait';
   /** Wraps the user's function alone (an event-loop delay recorder), not the probe's readings. */
   around?: <R>(work: () => Promise<R>) => Promise<R>;
+  /** More statements to leave out of this window's counts, beside the session's `ignore` (see CaptureOptions). */
+  ignore?: IgnoreEntry[];
 }
 
 /** A window's result: the tally, and what the user's function returned when it did not throw. */
 export type Captured<T> = Tally & { result: T | undefined };
+
+/** A window opened with `session.begin()`; `end()` closes it (once: later calls return the same tally). */
+export interface OpenCapture {
+  /** Closes the window; pass the error the code under it threw, if any, so the tally shows it. */
+  end(error?: unknown): Promise<Tally>;
+}
+
+/** Marks "the function did not throw" apart from a function that threw `undefined`. */
+const NOTHING = Symbol('sqltally.nothingThrown');
+
+/** What a window holds between its opening and its close. */
+interface OpenState<D extends DriverName> {
+  conn: WorkloadConnection<D> | null;
+  window: OpenWindow | null;
+  probeError: string | null;
+  wireBefore: WireSnapshot | undefined;
+  durationNs: number;
+}
 
 /** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
 interface WorkloadConnection<D extends DriverName> {
@@ -194,6 +245,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const driver = (options.driver ?? allowed[0]) as D;
     const session = new CaptureSession(backend, owns, driver, options);
     try {
+      ignoreFilter(options.ignore ?? [], backend.description.id);
       if (!allowed.includes(driver)) {
         throw new SqltallyError(`driver ${driver} does not talk to ${backend.description.name}; use one of ${allowed.join(', ')}`, {
           backend: backend.description.id,
@@ -356,57 +408,96 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
    */
   async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions = {}): Promise<Captured<T>> {
+    const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
+    const open = await this.#open(mode, opts);
+    let result: T | undefined;
+    let thrown: unknown = NOTHING;
+    const timed = async () => {
+      const started = process.hrtime.bigint();
+      try {
+        const work = Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
+        result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
+      } catch (err) {
+        thrown = err;
+      }
+      open.durationNs = Number(process.hrtime.bigint() - started);
+    };
+    try {
+      await (opts.around ? opts.around(timed) : timed());
+    } catch (err) {
+      // `around` itself failed: the window still closes, and the error is the tally's.
+      thrown = err;
+    }
+    const tally = await this.#close(open, thrown, opts);
+    return { ...tally, result };
+  }
+
+  /**
+   * Opens a window that stays open until `end()`: for code that is not one function (a test's body between
+   * `beforeEach` and `afterEach`, see `windowPerTest` in jest/). Nothing is handed over; the window covers whatever
+   * ran, as `measure` with `connection: 'none'` does. Only one window is open on a session at a time.
+   */
+  async begin(opts: Pick<MeasureOptions, 'ignore'> = {}): Promise<OpenCapture> {
+    const open = await this.#open('none', opts);
+    const started = process.hrtime.bigint();
+    let ended: Promise<Tally> | null = null;
+    return {
+      end: (error?: unknown) =>
+        (ended ??= (async () => {
+          open.durationNs = Number(process.hrtime.bigint() - started);
+          return this.#close(open, error === undefined ? NOTHING : error, opts);
+        })()),
+    };
+  }
+
+  async #open(mode: 'none' | 'fresh' | 'hot', opts: Pick<MeasureOptions, 'ignore'>): Promise<OpenState<D>> {
     this.#assertOpen('workload');
     if (this.#measuring) {
       throw new SqltallyError('a window is already open on this session', {
         backend: this.backend.description.id,
         phase: 'workload',
-        hint: 'await one measure() before starting the next: two windows at once would count each other',
+        hint: 'await one measure() (or end() a begin()) before starting the next: two windows at once would count each other',
       });
     }
+    const ignore = ignoreFilter([...(this.#options.ignore ?? []), ...(opts.ignore ?? [])], this.backend.description.id);
     this.#measuring = true;
     try {
-      return await this.#measure(fn, opts);
+      const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
+      const sinceNs = Number(process.hrtime.bigint());
+      const context = this.#context(sinceNs);
+      let probeError = this.#probeError;
+      let window: OpenWindow | null = null;
+      if (this.#probe) {
+        try {
+          window = await this.#probe.begin(context);
+        } catch (err) {
+          probeError = `could not open the server window: ${messageOf(err)}`;
+        }
+      }
+      const wireBefore = this.#proxy?.snapshot();
+      this.#window = window;
+      this.#recorder.begin(ignore ? { ignore } : {});
+      return { conn, window, probeError, wireBefore, durationNs: 0 };
+    } catch (err) {
+      this.#measuring = false;
+      throw err;
+    }
+  }
+
+  async #close(open: OpenState<D>, thrown: unknown, opts: MeasureOptions): Promise<Tally> {
+    try {
+      return await this.#closeWindow(open, thrown, opts);
     } finally {
+      this.#window = null;
       this.#measuring = false;
     }
   }
 
-  async #measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions): Promise<Captured<T>> {
-    const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
-    const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
-    const sinceNs = Number(process.hrtime.bigint());
-    const context = this.#context(sinceNs);
-
-    let probeError = this.#probeError;
-    let window: OpenWindow | null = null;
-    if (this.#probe) {
-      try {
-        window = await this.#probe.begin(context);
-      } catch (err) {
-        probeError = `could not open the server window: ${messageOf(err)}`;
-      }
-    }
-    const wireBefore = this.#proxy?.snapshot();
-    this.#window = window;
-    this.#recorder.begin();
-
-    let result: T | undefined;
-    let workloadError: WorkloadError | null = null;
-    let gaveUpWhy: string | null = null;
-    let durationNs = 0;
-    const timed = async () => {
-      const started = process.hrtime.bigint();
-      try {
-        const work = Promise.resolve().then(() => fn(conn?.counted as DriverHandle<D>));
-        result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
-      } catch (err) {
-        gaveUpWhy = gaveUp(err);
-        if (!gaveUpWhy) workloadError = workloadErrorOf(err);
-      }
-      durationNs = Number(process.hrtime.bigint() - started);
-    };
-    await (opts.around ? opts.around(timed) : timed());
+  async #closeWindow(open: OpenState<D>, thrown: unknown, opts: MeasureOptions): Promise<Tally> {
+    const gaveUpWhy = thrown === NOTHING ? null : gaveUp(thrown);
+    const workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
+    const { window, wireBefore } = open;
+    let probeError = open.probeError;
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
     // answer has arrived, so the proxy saw all of the window's traffic.
@@ -465,8 +556,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       verdict,
       workloadError,
       lateCommits,
-      durationNs,
-      result,
+      durationNs: open.durationNs,
     };
   }
 

@@ -59,16 +59,19 @@ interface GroupRows {
 
 type Group = CallGroup & GroupRows;
 
+/** Bound values compared across one text's calls of one kind (on any connection). */
+interface DistinctValues {
+  /** Keys of the values of the first calls; null once a call could not be compared (and for prepares). */
+  keys: Set<string> | null;
+  tracked: number;
+}
+
 /** What a window knows about one SQL text beyond its groups: for shapes. */
 interface TextInfo {
   dialect: import('./tokenizer').SqlDialect;
   groups: Group[];
+  distinct: Partial<Record<CallKind, DistinctValues>>;
   caller: string | null;
-  /** Keys of the bound values seen (first calls only); null once some call could not be compared. */
-  distinct: Set<string> | null;
-  tracked: number;
-  rows: number;
-  rowsKnown: boolean;
   ignored: boolean;
 }
 
@@ -179,21 +182,22 @@ export class WindowTotals {
     const kind = shape.kind;
     const failed = error !== null && error !== undefined;
     if (info) {
-      if (info.tracked < MAX_TRACKED_CALLS && info.distinct) {
-        info.tracked++;
+      const group = this.#group(info, shape, connectionId);
+      // A prepare binds nothing: whether its repeats are N+1 or duplicates is the executes' question.
+      const distinct = (info.distinct[kind] ??= { keys: kind === 'prepare' ? null : new Set(), tracked: 0 });
+      if (distinct.keys && distinct.tracked < MAX_TRACKED_CALLS) {
+        distinct.tracked++;
         const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
-        if (key === null) info.distinct = null;
-        else info.distinct.add(key);
+        if (key === null) distinct.keys = null;
+        else distinct.keys.add(key);
       }
-      if (!failed && rowsAffected !== null) info.rows += rowsAffected;
-      else if (!failed && kind !== 'prepare') info.rowsKnown = false;
+      if (!failed && rowsAffected !== null) group.rows += rowsAffected;
+      else if (!failed) group.known = false;
       if (info.ignored) {
         // Listed as an ignored shape, counted in none of the totals.
         this.#ignoredCalls++;
-        this.#group(info, shape, connectionId);
         return;
       }
-      this.#group(info, shape, connectionId);
     }
     this.#calls++;
     this.#byKind[kind]++;
@@ -242,7 +246,7 @@ export class WindowTotals {
       ignored = this.#ignore({ fingerprint, id, sql });
     }
     const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller()) : null;
-    const info: TextInfo = { dialect, groups: [], caller, distinct: new Set(), tracked: 0, rows: 0, rowsKnown: true, ignored };
+    const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored };
     this.#texts.set(sql, info);
     return info;
   }
@@ -258,7 +262,7 @@ export class WindowTotals {
     this.add(e.driver, e, startMs, startMs + e.durationNs / 1e6, e.rowsAffected, e.error, e.connectionId);
   }
 
-  #group(info: TextInfo, shape: CallShape, connectionId: number | null): void {
+  #group(info: TextInfo, shape: CallShape, connectionId: number | null): Group {
     const groups = info.groups;
     let group: Group | undefined;
     for (const g of groups) {
@@ -286,6 +290,7 @@ export class WindowTotals {
     group.parameterSets += shape.parameterSets;
     if (shape.parameterSets > 0) group.callsWithParameterSets++;
     if (shape.bindValues > 0) group.callsWithValues++;
+    return group;
   }
 
   /** Calls grouped by statement shape and kind, first seen first: texts that differ only by values are one shape. */
@@ -316,15 +321,16 @@ export class WindowTotals {
         shape.calls += g.calls;
         shape.parameterSets += g.parameterSets;
         shape.caller ??= info.caller;
+        shape.rows = (shape.rows ?? 0) + g.rows;
+        if (!g.known) shape.rowsKnown = false;
       }
-      // Values are compared per text: a text's distinct sets join its shape's (different texts differ anyway).
-      const first = info.groups[0];
-      if (!first) continue;
-      const shape = byShape.get(`${id}\u0000${first.kind}`)!;
-      if (info.distinct) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + info.distinct.size;
-      else shape.distinctKnown = false;
-      shape.rows = (shape.rows ?? 0) + info.rows;
-      if (!info.rowsKnown) shape.rowsKnown = false;
+      // Values are compared per text and kind: distinct sets of different texts differ anyway, so they add up.
+      for (const [kind, d] of Object.entries(info.distinct) as [CallKind, DistinctValues][]) {
+        const shape = byShape.get(`${id}\u0000${kind}`);
+        if (!shape) continue;
+        if (d.keys) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + d.keys.size;
+        else shape.distinctKnown = false;
+      }
     }
     return [...byShape.values()].map(({ distinctKnown, rowsKnown, ...shape }) => ({
       ...shape,

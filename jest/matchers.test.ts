@@ -135,7 +135,7 @@ describe('toHaveNoRepeatedShapes', () => {
     expect(message).toContain('1 shape ran 2 or more times');
     expect(message).toContain('N+1 (different parameters each time): 20 calls of');
     expect(message).toContain('SELECT * FROM order_lines WHERE order_id = ?');
-    expect(message).toContain('at test/orders.test.ts:14:7');
+    expect(message).toContain('called from test/orders.test.ts:14:7');
     // The list query ran once: it is shown below the threshold, not as an offender.
     expect(message).toMatch(/below the threshold \(1\):\n {4}1× \w{12} \[select\/execute\] SELECT id FROM orders/);
     expect(nPlusOneTally(20)).not.toHaveNoRepeatedShapes();

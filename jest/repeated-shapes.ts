@@ -130,7 +130,8 @@ export function describeRepeatedShapes(judgement: Extract<RepeatedShapesJudgemen
   const lines: string[] = [];
   for (const r of judgement.repeated) {
     lines.push(`  ✗ ${r.description}`);
-    lines.push(`      at ${r.shape.caller ?? '(caller unknown: no frame outside sqltally and node_modules)'}`);
+    // Not "at file:line": Jest and Vitest take such a line for a stack frame of their own and rewrite it.
+    lines.push(`      called from ${r.shape.caller ?? '(caller unknown: no frame outside sqltally and node_modules)'}`);
   }
   const below = judgement.judged.filter((s) => s.calls < judgement.threshold);
   if (below.length > 0) {
