@@ -17,9 +17,10 @@ const config: Config = {
     },
     {
       displayName: 'integration',
-      testEnvironment: 'node',
       transform: tsJest,
       testMatch: ['<rootDir>/integration/**/*.test.ts'],
+      // Lends each worker's pooled servers to one file after another and checks them between files (harness.ts).
+      testEnvironment: '<rootDir>/integration/environment.ts',
       // Resolves the backends once for all files and enforces SQLTALLY_REQUIRE; teardown fails the run on leaks.
       globalSetup: '<rootDir>/integration/global-setup.ts',
       globalTeardown: '<rootDir>/integration/global-teardown.ts',

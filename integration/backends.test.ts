@@ -88,7 +88,8 @@ async function rejection(promise: Promise<unknown>): Promise<SqltallyError> {
 }
 
 describeEachBackend((b) => {
-  const backend = withBackend(b.id);
+  // Its own server: the last test stops it, and the start itself is what this file tests.
+  const backend = withBackend(b.id, { fresh: true });
 
   it('reads its flavour and version from the server itself', () => {
     const d = backend().description;

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DATADIR_PREFIX, runTag, tempBase } from '../containers/local-process';
 import { rootfsCacheDir } from '../containers/rootfs';
+import { existingProcessPool } from './pool';
 
 /** A process or directory sqltally made that is still here. */
 export interface Leak {
@@ -90,11 +91,15 @@ const SETTLE_MS = 2_000;
 const POLL_MS = 100;
 
 /**
- * Fails the run if any server process or private directory from this run outlived the tests. A process that is
+ * Stops the pooled servers of this process, then fails the run if any server process or private directory from
+ * this run outlived the tests. A process that is
  * just finishing its shutdown gets a short grace period; whatever is left is reported, then killed and removed.
  */
 export default async function globalTeardown(): Promise<void> {
   if (!process.env['SQLTALLY_RUN_ID']) return;
+  // Tests that ran inside this process (one worker: Jest runs in band) left their pooled servers here; pools of
+  // worker processes were killed as those exited. Whatever is still around after this is a leak.
+  await existingProcessPool()?.close();
   const deadline = Date.now() + SETTLE_MS;
   let leaks = findLeaks(process.env);
   while (leaks.length > 0 && Date.now() < deadline) {
