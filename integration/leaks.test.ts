@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'jest-worker';
 import { processAlive } from '../containers/live';
 import { findLeaks, sweepLeaks } from './global-teardown';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
@@ -75,6 +76,14 @@ const HOLD = (id: string): string => `
   }, (err) => { console.error(err.message); process.exit(3); });
 `;
 
+/** A pool in a plain Node process that waits for a signal, as a Jest worker that Jest must terminate. */
+const POOL_HOLD = (id: string): string => `
+  require('./integration/pool-worker').borrow(${JSON.stringify(id)}).then((s) => {
+    console.log(JSON.stringify(s));
+    setInterval(() => undefined, 1000);
+  }, (err) => { console.error(err.message); process.exit(3); });
+`;
+
 /** describe.each refuses an empty table: say why there is nothing to run instead. */
 function eachId(ids: string[], title: string, body: (id: string) => void): void {
   if (ids.length === 0) {
@@ -118,6 +127,46 @@ eachId(servers.map((b) => b.id), '%s: a killed Node process', (id) => {
     sweepLeaks(leftovers);
     expect(alive).toBe(false);
     expect(leftovers.filter((l) => l.kind === 'process')).toEqual([]);
+  });
+});
+
+eachId(servers.map((b) => b.id), '%s: a pooled server in a Jest worker', (id) => {
+  it('is gone, process and data, once Jest has ended the worker', async () => {
+    const env = childEnv();
+    // The way jest-runner runs test files: a forked jest-worker child, ended with end() when the run is over.
+    const worker = new Worker(path.join(__dirname, 'pool-worker.ts'), {
+      numWorkers: 1,
+      exposedMethods: ['borrow'],
+      forkOptions: { cwd: ROOT, env, execArgv: ['--import', 'tsx'] },
+    }) as Worker & { borrow(id: string): Promise<{ pid: number; dataDir: string }> };
+    let held: { pid: number; dataDir: string } | undefined;
+    try {
+      held = await worker.borrow(id);
+      expect(processAlive(held.pid)).toBe(true);
+    } finally {
+      // Jest gives an ending worker half a second, then SIGTERM, then SIGKILL: a kill mid-cleanup would leak.
+      const { forceExited } = await worker.end();
+      expect(forceExited).toBe(false);
+    }
+    expect(processAlive(held.pid)).toBe(false);
+    expect(fs.existsSync(held.dataDir)).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+});
+
+// The signal path is the pool's, whatever the server: the cheapest one to start shows it.
+const cheapestServer = [...servers].sort((a, b) => Number(b.backend === 'postgres') - Number(a.backend === 'postgres'))[0];
+eachId(cheapestServer ? [cheapestServer.id] : [], '%s: a pooled server of a worker Jest terminates', (id) => {
+  it('is stopped and its data removed before the worker dies of SIGTERM', async () => {
+    const env = childEnv();
+    const child = spawnTs(POOL_HOLD(id), env);
+    const held = await firstJsonLine<{ pid: number; dataDir: string }>(child);
+    child.kill('SIGTERM');
+    const exit = await exitOf(child);
+    expect(exit.signal).toBe('SIGTERM');
+    expect(processAlive(held.pid)).toBe(false);
+    expect(fs.existsSync(held.dataDir)).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
   });
 });
 
