@@ -145,6 +145,21 @@ describeEachBackend((b) => {
     });
   }
 
+  if (b.provider === 'local' && (b.backend === 'mariadb' || b.backend === 'mysql')) {
+    it('keeps its temporary files in its own private directory, where no other starting server deletes them', async () => {
+      // A starting MySQL or MariaDB deletes every #sql* file in its tmpdir: a shared /tmp would let it destroy the
+      // temporary tables of every other server running there.
+      const { dataDir } = backend();
+      const conn = await mysql.createConnection(driverOptions(backend().connection as NetworkConnection));
+      try {
+        const [rows] = await conn.query('SELECT @@tmpdir AS tmp');
+        expect((rows as { tmp: string }[])[0]?.tmp.replace(/\/$/, '')).toMatch(new RegExp(`/${path.basename(dataDir ?? '(none)')}/tmp$`));
+      } finally {
+        await conn.end();
+      }
+    });
+  }
+
   if (b.provider === 'local') {
     it('refuses a wrong password at the external provider, with a message that names backend, provider and fix', async () => {
       const c = backend().connection as NetworkConnection;
