@@ -5,9 +5,10 @@ import { Client } from 'pg';
 import { processAlive } from '../containers/live';
 import type { NetworkConnection, StartedBackend } from '../containers/types';
 import type { HandoverSession, PooledHandover, ServerState } from './handover';
+import { sweepPooledServers } from './global-teardown';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
 import type { AvailableIntegrationBackend } from './harness';
-import { pooledHandover, ServerPool } from './pool';
+import { poolMarker, pooledHandover, ServerPool } from './pool';
 
 // jest's testTimeout is a global option, not a project one: these cases start real servers.
 jest.setTimeout(START_TIMEOUT_MS);
@@ -186,11 +187,13 @@ if (pooled.length === 0) {
 
 /** Long enough for a closed connection to leave the server's list, short enough that a forgotten one fails fast. */
 const TEST_SETTLE_MS = 1_000;
+/** A run id of this file's own, so its pools' directories and sweeps never touch the pools of the running suite. */
+const TEST_ENV = { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'pool'}t${process.pid}` };
 
 for (const b of pooled) {
   describe(`server pool on ${b.id}`, () => {
     const handover = pooledHandover(b) as PooledHandover;
-    const pool = new ServerPool({ sessionSettleMs: TEST_SETTLE_MS });
+    const pool = new ServerPool({ env: TEST_ENV, sessionSettleMs: TEST_SETTLE_MS });
     const sql = family(b);
     afterAll(() => pool.close());
 
@@ -253,7 +256,7 @@ const [cheapest] = [...pooled].sort((x, y) => ['postgres', 'mariadb', 'mysql'].i
 if (cheapest) {
   describe(`server pool on ${cheapest.id}: stopped and killed servers`, () => {
     const handover = pooledHandover(cheapest) as PooledHandover;
-    const pool = new ServerPool({ sessionSettleMs: TEST_SETTLE_MS });
+    const pool = new ServerPool({ env: TEST_ENV, sessionSettleMs: TEST_SETTLE_MS });
     afterAll(() => pool.close());
 
     it('a server a test stopped fails the handover instead of being lent again', async () => {
@@ -266,13 +269,14 @@ if (cheapest) {
       expect(problems[0]).toContain(`a test that stops or kills its server needs withBackend('${cheapest.id}', { fresh: true })`);
     });
 
-    it('killAllSync (process exit) leaves neither the server process nor its data directory', async () => {
+    it('at process exit a server is only told to stop; global teardown waits for it and removes its data', async () => {
       const lent = await pool.borrow(cheapest.id, 'f.test.ts', handover);
-      expect(processAlive(lent.pid ?? -1)).toBe(true);
-      pool.killAllSync();
+      expect(lent.dataDir && path.basename(lent.dataDir).startsWith(poolMarker(TEST_ENV))).toBe(true);
+      pool.handOverAllSync();
+      expect(pool.servers().size).toBe(0);
+      expect(await sweepPooledServers(TEST_ENV)).toEqual([]);
       expect(processAlive(lent.pid ?? -1)).toBe(false);
       expect(fs.existsSync(lent.dataDir ?? '/nonexistent')).toBe(false);
-      expect(pool.servers().size).toBe(0);
     });
   });
 }

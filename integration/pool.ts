@@ -1,5 +1,7 @@
 import path from 'node:path';
-import { liveResources, processAlive, stopSync } from '../containers/live';
+import { isMainThread } from 'node:worker_threads';
+import { forgetLive, liveResources } from '../containers/live';
+import { DATADIR_PREFIX, runTag } from '../containers/local-process';
 import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
 import { changedObjects, changedSettings, describeSession, HANDOVER } from './handover';
@@ -11,6 +13,11 @@ import type { IntegrationBackend, LentBackend, ServerLender } from './harness';
  * once. A server goes back into the pool only if it is handed over clean: no client connection of the last file
  * still open, no setting changed; then its test database is recreated empty, as on a fresh start. Anything else
  * fails the file that left it so, and the server is stopped rather than lent again.
+ *
+ * A Jest worker gets half a second to exit before Jest kills it, less than a MySQL shutdown takes; so a worker does
+ * not stop its servers itself. As it exits it tells each one to shut down and hands the rest to global teardown,
+ * which waits for them and removes their data before it looks for leaks. Their directories carry the pool's own
+ * run tag (`sqltally-<run>pool-`), so the leak check (`sqltally-<run>-`) never mistakes them for leaks.
  */
 
 /** Where the worker process keeps its pool, shared by the test environment and (in band) global teardown. */
@@ -19,10 +26,24 @@ const PROCESS_POOL_KEY = Symbol.for('sqltally.integration.serverPool');
 /** Closing connections is asynchronous on every server: a session the last file ended may still be leaving. */
 const SESSION_SETTLE_MS = 3_000;
 const SESSION_POLL_MS = 25;
-/** At process exit the event loop is gone: servers get this long for their own shutdown, then SIGKILL. */
-const EXIT_GRACE_MS = 300;
-const EXIT_POLL_MS = 10;
 const EXIT_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+/** Room in the 24-character run tag for the pool's suffix. */
+const POOL_TAG_CHARS = 20;
+
+/** The run id pooled servers are started under: their directories are then `sqltally-<run>pool-...`. */
+export function poolRunId(env: NodeJS.ProcessEnv = process.env): string {
+  return `${runTag(env).slice(0, POOL_TAG_CHARS)}pool`;
+}
+
+/** `sqltally-<run>pool-`: the start of every private directory of a pooled server of this run. */
+export function poolMarker(env: NodeJS.ProcessEnv = process.env): string {
+  return `${DATADIR_PREFIX}${poolRunId(env)}-`;
+}
+
+/** A forked Jest worker (or a worker thread), as opposed to the Jest process running tests in band. */
+function inJestWorker(): boolean {
+  return typeof process.send === 'function' || !isMainThread;
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -40,10 +61,15 @@ interface PooledServer {
 }
 
 export interface ServerPoolOptions {
-  /** Starts a server (tests give their own environment). */
+  /** The run's environment; servers start in it under the pool's run id (see `poolRunId`). */
+  env?: NodeJS.ProcessEnv;
+  /** Starts a server (tests give a stand-in). */
   start?: (id: string) => Promise<StartedBackend>;
-  /** Kills pooled servers when this process exits or gets a terminating signal (the worker's pool does). */
-  processHooks?: boolean;
+  /**
+   * When this process exits or gets a terminating signal, tell every pooled server to shut down and leave the rest
+   * to global teardown (`sweepPooledServers`). For a Jest worker's pool; elsewhere live.ts stops them at exit.
+   */
+  handOverAtExit?: boolean;
   /** How long client sessions may take to leave before they count as left open. */
   sessionSettleMs?: number;
 }
@@ -60,9 +86,10 @@ export class ServerPool {
   #unhook: (() => void) | undefined;
 
   constructor(options: ServerPoolOptions = {}) {
-    this.#start = options.start ?? ((id) => startBackend(id, process.env));
+    const env = options.env ?? process.env;
+    this.#start = options.start ?? ((id) => startBackend(id, { ...env, SQLTALLY_RUN_ID: poolRunId(env) }));
     this.#settleMs = options.sessionSettleMs ?? SESSION_SETTLE_MS;
-    if (options.processHooks) this.#unhook = this.#installProcessHooks();
+    if (options.handOverAtExit) this.#unhook = this.#installProcessHooks();
   }
 
   /** Running pooled servers, by id: for tests of the pool itself. */
@@ -135,20 +162,15 @@ export class ServerPool {
   }
 
   /**
-   * Without an event loop (process exit, a terminating signal): every pooled server is asked to stop at once,
-   * given a short grace, then killed with its process group; data directories are removed. A Jest worker that
-   * does not exit within a second is killed by Jest, so the polite per-server wait of `stopAllSync` is too slow.
+   * Without an event loop (process exit, a terminating signal): asks every pooled server to shut down, without
+   * waiting, and forgets it, so live.ts's exit hook does not wait on it either. Global teardown finishes the job.
    */
-  killAllSync(): void {
+  handOverAllSync(): void {
     const pids = new Set([...this.#servers.values()].map((s) => s.started.pid).filter((p): p is number => p !== undefined));
-    const resources = liveResources().filter((r) => r.pid !== undefined && pids.has(r.pid));
-    for (const r of resources) signalQuietly(r.pid as number, r.stopSignal ?? 'SIGTERM');
-    const deadline = Date.now() + EXIT_GRACE_MS;
-    while (resources.some((r) => processAlive(r.pid as number)) && Date.now() < deadline) sleepSync(EXIT_POLL_MS);
-    for (const r of resources) {
-      signalQuietly(-(r.pid as number), 'SIGKILL');
-      // Dead by now, so this only removes the directory and forgets the resource.
-      stopSync(r);
+    for (const r of liveResources()) {
+      if (r.pid === undefined || !pids.has(r.pid)) continue;
+      forgetLive(r);
+      signalQuietly(r.pid, r.stopSignal ?? 'SIGTERM');
     }
     this.#servers.clear();
   }
@@ -195,9 +217,9 @@ export class ServerPool {
   }
 
   #installProcessHooks(): () => void {
-    const onExit = (): void => this.killAllSync();
+    const onExit = (): void => this.handOverAllSync();
     const onSignal = (signal: NodeJS.Signals): void => {
-      this.killAllSync();
+      this.handOverAllSync();
       unhook();
       // live.ts may still be listening: it cleans up the rest and re-raises. Alone, re-raise for the default exit.
       if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
@@ -234,10 +256,6 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
 /** Only servers this machine starts privately are pooled; external ones cost nothing, containers clean up their own way. */
 export function pooledHandover(b: IntegrationBackend): PooledHandover | undefined {
   if (!b.available || b.provider !== 'local') return undefined;
@@ -245,10 +263,10 @@ export function pooledHandover(b: IntegrationBackend): PooledHandover | undefine
   return handover.pooled ? handover : undefined;
 }
 
-/** The pool of this process, created on first use with its exit hooks. */
+/** The pool of this process, created on first use (with the hand-over at exit when this is a Jest worker). */
 export function processPool(): ServerPool {
   const holder = process as unknown as Record<symbol, ServerPool | undefined>;
-  return (holder[PROCESS_POOL_KEY] ??= new ServerPool({ processHooks: true }));
+  return (holder[PROCESS_POOL_KEY] ??= new ServerPool({ handOverAtExit: inJestWorker() }));
 }
 
 /** The pool of this process if one was ever made (global teardown stops it before looking for leaks). */
