@@ -39,11 +39,16 @@ export interface MysqlFamilyTraits {
 const SQL_GLOBAL_STATUS = 'SHOW GLOBAL STATUS';
 export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
 export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM performance_schema.processlist';
+/**
+ * Per-thread statement counts, without `statement/com/Ping`: the probe's own ping is filed after its answer, racing
+ * the reading that follows it (on a loaded machine MariaDB 10.11 showed 12 in 1000 pings not yet filed), which made
+ * an empty control window move by a ping now and then.
+ */
 const SQL_THREAD_EVENTS =
   'SELECT t.PROCESSLIST_ID AS ID, e.EVENT_NAME AS NAME, e.COUNT_STAR AS N ' +
   'FROM performance_schema.events_statements_summary_by_thread_by_event_name e ' +
   'JOIN performance_schema.threads t ON t.THREAD_ID = e.THREAD_ID ' +
-  'WHERE t.PROCESSLIST_ID IS NOT NULL AND e.COUNT_STAR > 0';
+  "WHERE t.PROCESSLIST_ID IS NOT NULL AND e.COUNT_STAR > 0 AND e.EVENT_NAME <> 'statement/com/Ping'";
 const SQL_THREAD_STATUS =
   'SELECT t.PROCESSLIST_ID AS ID, s.VARIABLE_NAME AS NAME, s.VARIABLE_VALUE AS N ' +
   'FROM performance_schema.status_by_thread s ' +

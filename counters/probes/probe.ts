@@ -10,7 +10,7 @@ export interface ProbeCost {
   counters: Record<string, number>;
   /**
    * The same for the workload's own per-connection counters: zero unless the probe touches the workload connection
-   * itself (the MySQL ping before each reading moves its `statement/com/Ping` and `Bytes_received`).
+   * itself (the MySQL ping before each reading moves its `Bytes_received`).
    */
   perConnection?: Record<string, number>;
   /** Empty windows measured. */
@@ -38,7 +38,8 @@ export interface WindowContext {
    * statement's OK before it files the statement in `performance_schema`, so a reading right after the client got
    * its answer can miss it; the server finishes one command before it reads the next, so a ping answered means the
    * previous statement is filed. `COM_PING` is not in `Questions`, and it is sent before every reading, calibration
-   * included, so its bytes are part of the measured probe cost.
+   * included, so its bytes are part of the measured probe cost. The ping's own `statement/com/Ping` event is never
+   * read: it is filed after its answer too, so whether a reading sees it depends on scheduling.
    */
   pingWorkloadConnections?: () => Promise<void>;
 }
