@@ -8,6 +8,10 @@ const tsJest: Config['transform'] = {
 const config: Config = {
   // A root option (Jest ignores it inside a project): real servers on two shared cores can take tens of seconds.
   testTimeout: 180_000,
+  // Root options too. Integration files mostly wait on their servers, so three workers keep two cores busy where
+  // Jest's default (cores - 1) would run everything in one process. Each worker keeps its own pooled servers
+  // (integration/pool.ts), so more workers also means more servers; `--maxWorkers` on the command line overrides.
+  maxWorkers: 3,
   projects: [
     {
       displayName: 'unit',
