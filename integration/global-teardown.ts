@@ -70,8 +70,11 @@ export function leakedDirectories(marker: string, bases: string[]): Leak[] {
 }
 
 export function findLeaks(env: NodeJS.ProcessEnv = process.env, derived = false): Leak[] {
-  const marker = runMarker(env, derived);
-  return [...leakedProcesses(marker), ...leakedDirectories(marker, privateDirBases(env))];
+  // The pool's tag is cut to fit (see poolRunId), so a long run id is not always a prefix of it: named outright.
+  const markers = derived ? [runMarker(env, true), poolMarker(env)] : [runMarker(env)];
+  const bases = privateDirBases(env);
+  const found = markers.flatMap((m) => [...leakedProcesses(m), ...leakedDirectories(m, bases)]);
+  return found.filter((leak, i) => found.findIndex((l) => l.what === leak.what) === i);
 }
 
 /** Kills leaked process groups and removes leaked directories, so one failed run does not poison the next. */

@@ -214,7 +214,9 @@ describe('global teardown', () => {
   });
 
   it("looks for leaks under the run's derived ids too (pools, child runs), which the per-run marker alone misses", () => {
-    const env = childEnv();
+    // Longer than a run tag holds, so the pool's tag is cut short and is no longer an extension of the run's.
+    const base = childEnv();
+    const env = { ...base, SQLTALLY_RUN_ID: `${base['SQLTALLY_RUN_ID']}padding0123456789` };
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${poolMarker(env)}left-`));
     try {
       expect(path.basename(dir).startsWith(runMarker(env))).toBe(false);
