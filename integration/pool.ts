@@ -17,7 +17,8 @@ import type { IntegrationBackend, LentBackend, ServerLender } from './harness';
  * A Jest worker gets half a second to exit before Jest kills it, less than a MySQL shutdown takes; so a worker does
  * not stop its servers itself. As it exits it tells each one to shut down and hands the rest to global teardown,
  * which waits for them and removes their data before it looks for leaks. Their directories carry the pool's own
- * run tag (`sqltally-<run>pool-`), so the leak check (`sqltally-<run>-`) never mistakes them for leaks.
+ * run tag (`sqltally-<run>pool-`), so the sweep finds exactly them; whatever it cannot remove, the leak check that
+ * follows reports like any other leak.
  */
 
 /** Where the worker process keeps its pool, shared by the test environment and (in band) global teardown. */
