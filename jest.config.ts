@@ -8,6 +8,10 @@ const tsJest: Config['transform'] = {
 const config: Config = {
   // A root option (Jest ignores it inside a project): real servers on two shared cores can take tens of seconds.
   testTimeout: 180_000,
+  // Root options too. Integration files mostly wait on their servers, so three workers keep two cores busy where
+  // Jest's default (cores - 1) would run everything in one process. Each worker keeps its own pooled servers
+  // (integration/pool.ts), so more workers also means more servers; `--maxWorkers` on the command line overrides.
+  maxWorkers: 3,
   projects: [
     {
       displayName: 'unit',
@@ -24,9 +28,10 @@ const config: Config = {
     },
     {
       displayName: 'integration',
-      testEnvironment: 'node',
       transform: tsJest,
       testMatch: ['<rootDir>/integration/**/*.test.ts'],
+      // Lends each worker's pooled servers to one file after another and checks them between files (harness.ts).
+      testEnvironment: '<rootDir>/integration/environment.ts',
       // Resolves the backends once for all files and enforces SQLTALLY_REQUIRE; teardown fails the run on leaks.
       globalSetup: '<rootDir>/integration/global-setup.ts',
       globalTeardown: '<rootDir>/integration/global-teardown.ts',

@@ -39,6 +39,15 @@ export function liveResources(): readonly LiveResource[] {
   return [...LIVE];
 }
 
+/**
+ * Forgets a resource without stopping it, for when something outside this process takes over its cleanup (a Jest
+ * worker hands its pooled servers to the run's global teardown): the exit hook then no longer waits on it.
+ */
+export function forgetLive(resource: LiveResource): void {
+  LIVE.delete(resource);
+  if (LIVE.size === 0) removeSignalHooks();
+}
+
 /** True while the process exists and is not a zombie waiting to be reaped. */
 export function processAlive(pid: number): boolean {
   try {

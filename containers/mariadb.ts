@@ -26,13 +26,24 @@ function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
+/**
+ * Where one private MariaDB keeps its files, all inside its private directory. The temporary directory is its own:
+ * a MariaDB deletes every `#sql*` file in its tmpdir when it starts, so a shared /tmp lets one starting server
+ * destroy the temporary tables another is using (seen as "Error on delete of '/tmp/#sql-temptable-...'").
+ */
+export function mariadbLayout(privateDir: string): { dataDir: string; tmpDir: string; initFile: string } {
+  return { dataDir: path.join(privateDir, 'data'), tmpDir: path.join(privateDir, 'tmp'), initFile: path.join(privateDir, 'sqltally-init.sql') };
+}
+
 /** Server options that make every private MariaDB ready for counting and reachable only from loopback. */
-export function mariadbServerArgs(dataDir: string, port: number, initFile: string): string[] {
+export function mariadbServerArgs(privateDir: string, port: number): string[] {
+  const { dataDir, tmpDir, initFile } = mariadbLayout(privateDir);
   return [
     '--no-defaults',
     `--datadir=${dataDir}`,
-    `--socket=${path.join(dataDir, 'mysqld.sock')}`,
-    `--pid-file=${path.join(dataDir, 'mysqld.pid')}`,
+    `--tmpdir=${tmpDir}`,
+    `--socket=${path.join(privateDir, 'mysqld.sock')}`,
+    `--pid-file=${path.join(privateDir, 'mysqld.pid')}`,
     `--port=${port}`,
     '--bind-address=127.0.0.1',
     '--skip-networking=0',
@@ -55,14 +66,18 @@ export function mariadbServerArgs(dataDir: string, port: number, initFile: strin
 
 async function startLocal(install: { binary: string; installDb: string }, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('mariadb', options.env);
+  const layout = mariadbLayout(dir.path);
   const password = randomBytes(12).toString('hex');
   try {
+    fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
     await runTool(
       options.id,
       install.installDb,
       [
         '--no-defaults',
-        `--datadir=${dir.path}`,
+        `--datadir=${layout.dataDir}`,
+        // Passed on to the bootstrap server, which has temporary tables of its own.
+        `--tmpdir=${layout.tmpDir}`,
         '--skip-test-db',
         '--auth-root-authentication-method=normal',
         // A smaller redo log makes the install and the datadir a fraction of the default size.
@@ -71,9 +86,8 @@ async function startLocal(install: { binary: string; installDb: string }, option
       ],
       { cwd: dir.path, env: options.env },
     );
-    const initFile = path.join(dir.path, 'sqltally-init.sql');
     fs.writeFileSync(
-      initFile,
+      layout.initFile,
       [
         // The install may already have made this account without a password: set ours either way.
         `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
@@ -92,7 +106,7 @@ async function startLocal(install: { binary: string; installDb: string }, option
   const running = await launchServer({
     id: options.id,
     binary: install.binary,
-    args: (port) => mariadbServerArgs(dir.path, port, path.join(dir.path, 'sqltally-init.sql')),
+    args: (port) => mariadbServerArgs(dir.path, port),
     dir,
     stopSignal: STOP_SIGNAL,
     bindFailure: BIND_FAILURE,

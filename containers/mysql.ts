@@ -24,11 +24,15 @@ function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
-/** Server options for a private MySQL: loopback only, performance_schema on, no binary log. */
-export function mysqlServerArgs(dataDir: string, port: number, initFile: string): string[] {
+/**
+ * Server options for a private MySQL: loopback only, performance_schema on, no binary log, and a temporary
+ * directory of its own (a starting MySQL deletes every `#sql*` file in its tmpdir, another server's included).
+ */
+export function mysqlServerArgs(dataDir: string, port: number, initFile: string, tmpDir: string): string[] {
   return [
     '--no-defaults',
     `--datadir=${dataDir}`,
+    `--tmpdir=${tmpDir}`,
     `--socket=${path.join(dataDir, 'mysqld.sock')}`,
     `--pid-file=${path.join(dataDir, 'mysqld.pid')}`,
     `--port=${port}`,
@@ -53,12 +57,14 @@ async function startLocal(binary: string, options: StartOptions): Promise<Starte
   const password = randomBytes(12).toString('hex');
   const dataDir = path.join(dir.path, 'data');
   const initFile = path.join(dir.path, 'sqltally-init.sql');
+  const tmpDir = path.join(dir.path, 'tmp');
   try {
+    fs.mkdirSync(tmpDir, { mode: 0o700 });
     // --initialize refuses a non-empty datadir, so the data lives one level below our private directory.
     await runTool(
       options.id,
       binary,
-      ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, ...(isRoot() ? ['--user=root'] : [])],
+      ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ...(isRoot() ? ['--user=root'] : [])],
       { cwd: dir.path, env: options.env },
     );
     fs.writeFileSync(
@@ -81,7 +87,7 @@ async function startLocal(binary: string, options: StartOptions): Promise<Starte
   const running = await launchServer({
     id: options.id,
     binary,
-    args: (port) => mysqlServerArgs(dataDir, port, initFile),
+    args: (port) => mysqlServerArgs(dataDir, port, initFile, tmpDir),
     dir,
     stopSignal: STOP_SIGNAL,
     bindFailure: BIND_FAILURE,

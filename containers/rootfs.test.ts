@@ -294,6 +294,7 @@ describe('mysqldArgs', () => {
         '--performance-schema=ON',
         '--max-allowed-packet=64M',
         '--init-file=/var/tmp/sqltally-x/init.sql',
+        '--tmpdir=/var/tmp/sqltally-x/tmp',
       ]),
     );
   });

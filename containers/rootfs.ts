@@ -53,8 +53,8 @@ interface RootfsRecipe {
   backend: Extract<BackendName, 'mysql' | 'mariadb'>;
   flavour: 'mysql' | 'mariadb';
   serverBinary: string;
-  /** Creates an empty data directory; paths are as the chrooted server sees them. */
-  initialize(dataDir: string): { binary: string; args: string[] };
+  /** Creates an empty data directory, using `tmpDir` for temporary files; paths are as the chrooted server sees them. */
+  initialize(dataDir: string, tmpDir: string): { binary: string; args: string[] };
 }
 
 const RECIPES = {
@@ -62,9 +62,9 @@ const RECIPES = {
     backend: 'mysql',
     flavour: 'mysql',
     serverBinary: '/usr/sbin/mysqld',
-    initialize: (dataDir) => ({
+    initialize: (dataDir, tmpDir) => ({
       binary: '/usr/sbin/mysqld',
-      args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`],
+      args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`],
     }),
   },
   mariadb11: {
@@ -73,17 +73,17 @@ const RECIPES = {
     serverBinary: '/usr/sbin/mariadbd',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
-    initialize: (dataDir) => ({
+    initialize: (dataDir, tmpDir) => ({
       binary: '/bin/sh',
       args: [
         '-c',
         [
-          `mkdir -p ${dataDir} &&`,
+          `mkdir -p ${dataDir} ${tmpDir} &&`,
           // Bootstrap mode reads one statement per line.
           `{ printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;';`,
           ...MARIADB_BOOTSTRAP_SQL.map((f) => `cat /usr/share/mariadb/${f};`),
           '} |',
-          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --log-warnings=0`,
+          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --tmpdir=${tmpDir} --log-warnings=0`,
           '--enforce-storage-engine= --max-allowed-packet=8M --net-buffer-length=16K',
         ].join(' '),
       ],
@@ -162,10 +162,13 @@ export function locateRootfs(name: RootfsName, env: NodeJS.ProcessEnv = process.
 export interface MysqldLayout {
   flavour: 'mysql' | 'mariadb';
   dataDir: string;
-  /** Holds the socket, the pid file and the init file. */
+  /** Holds the socket, the pid file, the init file and the server's own `tmp` directory. */
   runDir: string;
   port: number;
 }
+
+/** The server's temporary directory inside its run directory (see `mysqldArgs`). */
+export const RUN_TMP = 'tmp';
 
 /** Options for a private, loopback-only server that is ready for counting (performance_schema on). */
 export function mysqldArgs(layout: MysqldLayout): string[] {
@@ -178,6 +181,9 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     `--socket=${path.posix.join(layout.runDir, 'mysqld.sock')}`,
     `--pid-file=${path.posix.join(layout.runDir, 'mysqld.pid')}`,
     `--init-file=${path.posix.join(layout.runDir, 'init.sql')}`,
+    // Its own: a starting server deletes every #sql* file in its tmpdir, so the root filesystem's shared /tmp
+    // would let one server destroy the temporary tables of another running from the same root filesystem.
+    `--tmpdir=${path.posix.join(layout.runDir, RUN_TMP)}`,
     `--port=${layout.port}`,
     '--bind-address=127.0.0.1',
     // Clients on 127.0.0.1 match 'root'@'127.0.0.1' by address; no resolver needed inside the chroot.
@@ -233,6 +239,7 @@ async function startInRootfs(
   try {
     const template = await initializedTemplate(name, rootfs, chroot, options);
     await fs.promises.cp(template, path.join(dir.path, 'data'), { recursive: true, preserveTimestamps: true });
+    fs.mkdirSync(path.join(dir.path, RUN_TMP), { mode: 0o700 });
     fs.writeFileSync(path.join(dir.path, 'init.sql'), initSql(password), { mode: 0o600 });
   } catch (err) {
     await dir.remove();
@@ -284,9 +291,10 @@ async function initializedTemplate(name: RootfsName, rootfs: string, chroot: str
   if (fs.existsSync(path.join(ready, 'mysql'))) return ready;
   fs.mkdirSync(templates, { recursive: true, mode: 0o700 });
   const building = fs.mkdtempSync(path.join(templates, `.building-${name}-`));
-  const inside = `/${path.relative(rootfs, building)}/data`;
+  const inside = `/${path.relative(rootfs, building)}`;
   try {
-    const init = recipe.initialize(inside);
+    fs.mkdirSync(path.join(building, 'tmp'), { mode: 0o700 });
+    const init = recipe.initialize(`${inside}/data`, `${inside}/tmp`);
     await runTool(options.id, chroot, [rootfs, init.binary, ...init.args], {
       cwd: building,
       env: options.env,

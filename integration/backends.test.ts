@@ -88,7 +88,8 @@ async function rejection(promise: Promise<unknown>): Promise<SqltallyError> {
 }
 
 describeEachBackend((b) => {
-  const backend = withBackend(b.id);
+  // Its own server: the last test stops it, and the start itself is what this file tests.
+  const backend = withBackend(b.id, { fresh: true });
 
   it('reads its flavour and version from the server itself', () => {
     const d = backend().description;
@@ -141,6 +142,21 @@ describeEachBackend((b) => {
       expect(dataDir).toBeDefined();
       expect(fs.statSync(dataDir ?? '').mode & 0o777).toBe(0o700);
       if (connection.kind === 'network') expect(connection.host).toBe('127.0.0.1');
+    });
+  }
+
+  if (b.provider === 'local' && (b.backend === 'mariadb' || b.backend === 'mysql')) {
+    it('keeps its temporary files in its own private directory, where no other starting server deletes them', async () => {
+      // A starting MySQL or MariaDB deletes every #sql* file in its tmpdir: a shared /tmp would let it destroy the
+      // temporary tables of every other server running there.
+      const { dataDir } = backend();
+      const conn = await mysql.createConnection(driverOptions(backend().connection as NetworkConnection));
+      try {
+        const [rows] = await conn.query('SELECT @@tmpdir AS tmp');
+        expect((rows as { tmp: string }[])[0]?.tmp.replace(/\/$/, '')).toMatch(new RegExp(`/${path.basename(dataDir ?? '(none)')}/tmp$`));
+      } finally {
+        await conn.end();
+      }
     });
   }
 

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DATADIR_PREFIX, runTag } from '../containers/local-process';
 import { privateDirBases } from '../containers/stale';
+import { existingProcessPool, poolMarker } from './pool';
 
 /** A process or directory sqltally made that is still here. */
 export interface Leak {
@@ -11,9 +12,12 @@ export interface Leak {
   path?: string;
 }
 
-/** `sqltally-<run>-`: every private directory of one run starts with this, wherever it lives. */
-export function runMarker(env: NodeJS.ProcessEnv = process.env): string {
-  return `${DATADIR_PREFIX}${runTag(env)}-`;
+/**
+ * `sqltally-<run>-`: every private directory of one run starts with this, wherever it lives. With `derived`,
+ * `sqltally-<run>`: also those of the run ids made from it (the pools' `<run>pool`, the leak tests' children).
+ */
+export function runMarker(env: NodeJS.ProcessEnv = process.env, derived = false): string {
+  return `${DATADIR_PREFIX}${runTag(env)}${derived ? '' : '-'}`;
 }
 
 function readQuietly(read: () => string): string {
@@ -52,9 +56,12 @@ export function leakedDirectories(marker: string, bases: string[]): Leak[] {
   );
 }
 
-export function findLeaks(env: NodeJS.ProcessEnv = process.env): Leak[] {
-  const marker = runMarker(env);
-  return [...leakedProcesses(marker), ...leakedDirectories(marker, privateDirBases(env))];
+export function findLeaks(env: NodeJS.ProcessEnv = process.env, derived = false): Leak[] {
+  // The pool's tag is cut to fit (see poolRunId), so a long run id is not always a prefix of it: named outright.
+  const markers = derived ? [runMarker(env, true), poolMarker(env)] : [runMarker(env)];
+  const bases = privateDirBases(env);
+  const found = markers.flatMap((m) => [...leakedProcesses(m), ...leakedDirectories(m, bases)]);
+  return found.filter((leak, i) => found.findIndex((l) => l.what === leak.what) === i);
 }
 
 /** Kills leaked process groups and removes leaked directories, so one failed run does not poison the next. */
@@ -72,23 +79,46 @@ export function sweepLeaks(leaks: Leak[]): void {
   for (const leak of leaks) if (leak.path) fs.rmSync(leak.path, { recursive: true, force: true, maxRetries: 3 });
 }
 
-
 const SETTLE_MS = 2_000;
 const POLL_MS = 100;
+/** A pooled server was told to shut down as its worker exited; a MySQL takes a couple of seconds, loaded more. */
+const POOLED_STOP_MS = 30_000;
 
 /**
- * Fails the run if any server process or private directory from this run outlived the tests. A process that is
- * just finishing its shutdown gets a short grace period; whatever is left is reported, then killed and removed.
+ * Finishes what Jest workers handed over (integration/pool.ts): waits for their pooled servers to exit, then
+ * removes their directories. Returns the servers that did not stop in time (now killed): each is a bug to report.
+ */
+export async function sweepPooledServers(env: NodeJS.ProcessEnv = process.env, stopMs = POOLED_STOP_MS): Promise<string[]> {
+  const marker = poolMarker(env);
+  const deadline = Date.now() + stopMs;
+  let running = leakedProcesses(marker);
+  while (running.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, POLL_MS));
+    running = leakedProcesses(marker);
+  }
+  sweepLeaks([...running, ...leakedDirectories(marker, privateDirBases(env))]);
+  return running.map((p) => `pooled server still running ${stopMs / 1000} s after its worker ended (now killed): ${p.what}`);
+}
+
+/**
+ * Stops the pooled servers (this process's, then those the workers handed over), then fails the run if any server
+ * process or private directory from this run outlived the tests. A process that is just finishing its shutdown
+ * gets a short grace period; whatever is left is reported, then killed and removed.
  */
 export default async function globalTeardown(): Promise<void> {
   if (!process.env['SQLTALLY_RUN_ID']) return;
+  // Tests that ran inside this process (one worker: Jest runs in band) left their pooled servers here.
+  await existingProcessPool()?.close();
+  const unstopped = await sweepPooledServers(process.env);
+  // The whole run, derived run ids included: a pooled server the sweep could not remove is a leak like any other.
   const deadline = Date.now() + SETTLE_MS;
-  let leaks = findLeaks(process.env);
+  let leaks = findLeaks(process.env, true);
   while (leaks.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, POLL_MS));
-    leaks = findLeaks(process.env);
+    leaks = findLeaks(process.env, true);
   }
-  if (leaks.length === 0) return;
   sweepLeaks(leaks);
-  throw new Error(`sqltally leaked ${leaks.length} thing(s) from this test run (now killed/removed):\n  ${leaks.map((l) => l.what).join('\n  ')}`);
+  const problems = [...unstopped, ...leaks.map((l) => l.what)];
+  if (problems.length === 0) return;
+  throw new Error(`sqltally leaked ${problems.length} thing(s) from this test run (now killed/removed):\n  ${problems.join('\n  ')}`);
 }

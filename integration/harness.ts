@@ -1,5 +1,5 @@
 import { startBackend } from '../containers/registry';
-import type { BackendName, ProviderKind, StartedBackend } from '../containers/types';
+import type { BackendDescription, BackendName, ConnectionInfo, ProviderKind, StartedBackend } from '../containers/types';
 
 /** Environment variable through which global setup hands its resolutions to every test file. */
 export const RESOLVED_ENV = 'SQLTALLY_INTEGRATION_BACKENDS';
@@ -42,17 +42,76 @@ export function describeEachBackend(body: (backend: AvailableIntegrationBackend)
   }
 }
 
+/** What a test file gets from the worker's server pool: plain data, copied into the file's own realm. */
+export interface LentBackend {
+  description: BackendDescription;
+  connection: ConnectionInfo;
+  pid?: number;
+  dataDir?: string;
+}
+
+/** The worker's server pool as one test file sees it (integration/pool.ts, set up by integration/environment.ts). */
+export interface ServerLender {
+  /** True if `id` is lent from the pool here; false means the harness starts a fresh server itself. */
+  lends(id: string): boolean;
+  /** A running server for `id`, started or reused, as JSON of a `LentBackend`. */
+  borrow(id: string): Promise<string>;
+  /** The describe block is done with it; the pool checks it when next borrowed or when the file ends. */
+  giveBack(id: string): void;
+}
+
+/** The global through which the test environment hands a file its lender. */
+export const LENDER_KEY = Symbol.for('sqltally.integration.serverLender');
+
+export interface WithBackendOptions {
+  /**
+   * A private server for this describe block alone, started in `beforeAll` and stopped in `afterAll`: for tests
+   * that stop, kill or reconfigure their server, or that test starting one.
+   */
+  fresh?: boolean;
+  /** Resolve and start against this environment instead of the run's (always a fresh server). */
+  env?: NodeJS.ProcessEnv;
+}
+
+function lender(): ServerLender | undefined {
+  return (globalThis as unknown as Record<symbol, ServerLender | undefined>)[LENDER_KEY];
+}
+
+/** A lent server's handle: the pool stops it, so a test that tries gets told what to ask for instead. */
+function lentHandle(id: string, json: string): StartedBackend {
+  // Parsed here, so the objects belong to this file's realm (toEqual, instanceof Array) rather than the worker's.
+  const lent = JSON.parse(json) as LentBackend;
+  const refuse = async (): Promise<void> => {
+    throw new Error(`${id} is lent by the worker's server pool and stops with it: a test that stops its server needs withBackend('${id}', { fresh: true })`);
+  };
+  return {
+    description: lent.description,
+    connection: lent.connection,
+    ...(lent.pid !== undefined ? { pid: lent.pid } : {}),
+    ...(lent.dataDir !== undefined ? { dataDir: lent.dataDir } : {}),
+    stop: refuse,
+    [Symbol.asyncDispose]: refuse,
+  };
+}
+
 /**
- * Starts the backend in `beforeAll` and stops it in `afterAll` of the enclosing describe; the getter throws if
- * used before start (or after a failed start, whose error Jest already shows).
+ * A running server for the enclosing describe, from `beforeAll` on; the getter throws if used before that (or
+ * after a failed start, whose error Jest already shows). Private servers started from local binaries come from
+ * the worker's pool: started once per Jest worker, lent to one file at a time, checked clean (no connection left
+ * open, no setting changed) and given an empty test database before the next file gets it. Everything else, and
+ * every `{ fresh: true }` block, gets its own server, stopped in `afterAll`.
  */
-export function withBackend(id: string, env: NodeJS.ProcessEnv = process.env): () => StartedBackend {
+export function withBackend(id: string, options: WithBackendOptions = {}): () => StartedBackend {
+  const pool = lender();
+  const pooled = pool !== undefined && !options.fresh && options.env === undefined && pool.lends(id);
   let started: StartedBackend | undefined;
   beforeAll(async () => {
-    started = await startBackend(id, env);
+    started = pooled ? lentHandle(id, await pool.borrow(id)) : await startBackend(id, options.env ?? process.env);
   }, START_TIMEOUT_MS);
   afterAll(async () => {
-    await started?.stop();
+    if (pooled) {
+      if (started) pool.giveBack(id);
+    } else await started?.stop();
   }, START_TIMEOUT_MS);
   return () => {
     if (!started) throw new Error(`backend ${id} is not started (beforeAll failed or has not run)`);

@@ -1,14 +1,17 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'jest-worker';
 import { processAlive } from '../containers/live';
 import { sweepStalePrivateDirs } from '../containers/stale';
 import { BackendsReportSchema } from '../cli/backends';
 import { main } from '../cli/main';
 import { strategiesFor } from '../workload/strategies';
-import { findLeaks, sweepLeaks } from './global-teardown';
+import { findLeaks, runMarker, sweepLeaks, sweepPooledServers } from './global-teardown';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
+import { poolMarker } from './pool';
 import type { AvailableIntegrationBackend } from './harness';
 
 // jest's testTimeout is global, not per project: each case here starts a real server in a child process.
@@ -34,8 +37,8 @@ function childEnv(): NodeJS.ProcessEnv {
 }
 
 /** Runs TypeScript in a plain Node child (tsx's hooks, which also cover dynamic import()), so signals reach exactly that one process. */
-function spawnTs(code: string, env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnTs(code: string, env: NodeJS.ProcessEnv, ipc = false): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc' as const] : [])] });
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
@@ -75,6 +78,14 @@ const HOLD = (id: string): string => `
   const { startBackend } = require('./containers/registry');
   startBackend(${JSON.stringify(id)}).then((b) => {
     console.log(JSON.stringify({ pid: b.pid ?? null, dataDir: b.dataDir ?? null }));
+    setInterval(() => undefined, 1000);
+  }, (err) => { console.error(err.message); process.exit(3); });
+`;
+
+/** A pool in a forked Node process (an IPC channel, as a Jest worker has) that waits until Jest terminates it. */
+const POOL_HOLD = (id: string): string => `
+  require('./integration/pool-worker').borrow(${JSON.stringify(id)}).then((s) => {
+    console.log(JSON.stringify(s));
     setInterval(() => undefined, 1000);
   }, (err) => { console.error(err.message); process.exit(3); });
 `;
@@ -219,5 +230,81 @@ eachId(servers.map((b) => b.id), 'sqltally backends --check %s', (id) => {
     const exit = await exited;
     expect(exit.signal).toBe('SIGINT');
     expect(await settledLeaks(env)).toEqual([]);
+  });
+});
+
+// What the worker leaves to teardown is the server's own shutdown: the slowest one to shut down (MySQL) shows it.
+const slowestStop = [...servers].sort((a, b) => ['mysql', 'mariadb', 'postgres'].indexOf(a.backend) - ['mysql', 'mariadb', 'postgres'].indexOf(b.backend))[0];
+eachId(slowestStop ? [slowestStop.id] : [], '%s: a pooled server in a Jest worker', (id) => {
+  it('is told to stop as Jest ends the worker; global teardown then finds it gone and removes its data', async () => {
+    const env = childEnv();
+    // The way jest-runner runs test files: a forked jest-worker child, ended with end() when the run is over.
+    const worker = new Worker(path.join(__dirname, 'pool-worker.ts'), {
+      numWorkers: 1,
+      exposedMethods: ['borrow'],
+      forkOptions: { cwd: ROOT, env, execArgv: ['--import', 'tsx'] },
+    }) as Worker & { borrow(id: string): Promise<{ pid: number; dataDir: string }> };
+    let held: { pid: number; dataDir: string } | undefined;
+    try {
+      held = await worker.borrow(id);
+      expect(processAlive(held.pid)).toBe(true);
+    } finally {
+      // Jest gives an ending worker half a second, then SIGTERM, then SIGKILL: the worker only signals its servers.
+      await worker.end();
+    }
+    expect(await sweepPooledServers(env)).toEqual([]);
+    expect(processAlive(held.pid)).toBe(false);
+    expect(fs.existsSync(held.dataDir)).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+});
+
+// The signal path is the pool's, whatever the server: the cheapest one to start shows it.
+const cheapestServer = [...servers].sort((a, b) => Number(b.backend === 'postgres') - Number(a.backend === 'postgres'))[0];
+eachId(cheapestServer ? [cheapestServer.id] : [], '%s: a pooled server of a worker Jest terminates', (id) => {
+  it('is told to stop as the worker dies of SIGTERM; global teardown then finds it gone and removes its data', async () => {
+    const env = childEnv();
+    const child = spawnTs(POOL_HOLD(id), env, true);
+    const held = await firstJsonLine<{ pid: number; dataDir: string }>(child);
+    child.kill('SIGTERM');
+    const exit = await exitOf(child);
+    expect(exit.signal).toBe('SIGTERM');
+    expect(await sweepPooledServers(env)).toEqual([]);
+    expect(processAlive(held.pid)).toBe(false);
+    expect(fs.existsSync(held.dataDir)).toBe(false);
+    expect(await settledLeaks(env)).toEqual([]);
+  });
+});
+
+describe('global teardown', () => {
+  it('reports a pooled server still running after its worker ended, then kills it and removes its directory', async () => {
+    const env = childEnv();
+    // Stands in for a server that ignored its stop signal: a process working in a pooled server's directory.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), poolMarker(env)));
+    const stuck = spawn('sleep', ['60'], { cwd: dir, stdio: 'ignore' });
+    try {
+      const problems = await sweepPooledServers(env, 300);
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(new RegExp(`^pooled server still running 0\\.3 s after its worker ended \\(now killed\\): pid ${stuck.pid}: sleep 60`));
+      await exitOf(stuck);
+      expect(fs.existsSync(dir)).toBe(false);
+    } finally {
+      stuck.kill('SIGKILL');
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("looks for leaks under the run's derived ids too (pools, child runs), which the per-run marker alone misses", () => {
+    // Longer than a run tag holds, so the pool's tag is cut short and is no longer an extension of the run's.
+    const base = childEnv();
+    const env = { ...base, SQLTALLY_RUN_ID: `${base['SQLTALLY_RUN_ID']}padding0123456789` };
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${poolMarker(env)}left-`));
+    try {
+      expect(path.basename(dir).startsWith(runMarker(env))).toBe(false);
+      expect(findLeaks(env).map((l) => l.path)).not.toContain(dir);
+      expect(findLeaks(env, true).map((l) => l.path)).toContain(dir);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
