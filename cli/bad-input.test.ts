@@ -125,7 +125,7 @@ const CASES: Record<string, Case> = {
   'gate --bogus': { argv: () => ['gate', '--bogus'], code: 2, says: ['sqltally gate: unknown option --bogus'] },
   'gate --report <missing>': { argv: (s) => ['gate', '--report', S('nope')(s), '--baseline', S('baseline.json')(s)], code: 2, says: [/nope: cannot read report: no such file/] },
   'gate --report <not JSON>': { argv: (s) => ['gate', '--report', S('not-json.json')(s), '--baseline', S('baseline.json')(s)], code: 2, says: [/not-json\.json: not valid JSON/] },
-  'gate --report <schema 0>': { argv: (s) => ['gate', '--report', S('old-schema')(s), '--baseline', S('baseline.json')(s)], code: 2, says: ['written by sqltally schema 0; this is 1'] },
+  'gate --report <schema 0>': { argv: (s) => ['gate', '--report', S('old-schema')(s), '--baseline', S('baseline.json')(s)], code: 2, says: ['written by sqltally schema 0; this is 2'] },
   'gate --report <a baseline>': { argv: (s) => ['gate', '--report', S('baseline.json')(s), '--baseline', S('baseline.json')(s)], code: 2, says: ['is a sqltally "baseline", not a report'] },
   'gate --baseline <a report>': { argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('report/report.json')(s)], code: 2, says: ['is a sqltally "report", not a baseline', 'nothing was written'] },
   'gate --baseline <corrupt> --update': {

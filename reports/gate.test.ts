@@ -239,10 +239,10 @@ describe('sqltally gate (CLI)', () => {
     const baseline = write('baseline.json', JSON.stringify(old));
     const report = reportFile(fixtureReport([batchCell(5000)]));
     expect(await gate('--report', report, '--baseline', baseline)).toBe(2);
-    expect(err.join('\n')).toContain('written by sqltally schema 0; this is 1: regenerate with sqltally gate --update');
+    expect(err.join('\n')).toContain('written by sqltally schema 0; this is 2: regenerate with sqltally gate --update');
     expect(JSON.parse(readFileSync(baseline, 'utf8')).schemaVersion).toBe(0);
     expect(await gate('--report', report, '--baseline', baseline, '--update')).toBe(0);
-    expect(JSON.parse(readFileSync(baseline, 'utf8')).schemaVersion).toBe(1);
+    expect(JSON.parse(readFileSync(baseline, 'utf8')).schemaVersion).toBe(2);
     expect(err.join('\n')).toContain('replacing it');
   });
 

@@ -104,13 +104,13 @@ describe('sqltally merge (CLI)', () => {
 
   it('exits 2 and writes nothing for a report of another schema', async () => {
     const old = JSON.parse(toJson(job('a', [sqliteCell(100)])));
-    old.schemaVersion = 2;
+    old.schemaVersion = 3;
     const a = artifact('old', JSON.stringify(old));
     const b = artifact('mariadb', job('b', [batchCell(5000)]));
     const out = join(dir, 'merged');
     expect(await mergeCommand.run(['--out', out, a, b])).toBe(2);
     expect(existsSync(out)).toBe(false);
-    expect((console.error as jest.Mock).mock.calls.join('\n')).toContain('written by sqltally schema 2; this is 1');
+    expect((console.error as jest.Mock).mock.calls.join('\n')).toContain('written by sqltally schema 3; this is 2');
   });
 
   it('exits 2 on missing arguments', async () => {

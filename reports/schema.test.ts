@@ -64,7 +64,7 @@ describe('report schema', () => {
     }
     expect(caught).toBeInstanceOf(UnreadableFileError);
     expect((caught as UnreadableFileError).problem).toBe('version');
-    expect((caught as Error).message).toContain('baseline.json: written by sqltally schema 0; this is 1: regenerate with sqltally gate --update');
+    expect((caught as Error).message).toContain('baseline.json: written by sqltally schema 0; this is 2: regenerate with sqltally gate --update');
   });
 
   it('refuses text that is not JSON, and a report given as a baseline', () => {

@@ -14,7 +14,7 @@ import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
  * The one description of every file sqltally writes or reads back: report.json, the gate's baseline and the CLI's
  * JSON output. Bump SCHEMA_VERSION on any incompatible change; readers refuse other versions by name.
  */
-export const SCHEMA_VERSION = 1 as const;
+export const SCHEMA_VERSION = 2 as const;
 export const SchemaVersionSchema = z.literal(SCHEMA_VERSION);
 
 const int = () => z.number().int();
