@@ -12,12 +12,13 @@ import { markOf } from '../counters/driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
 import type { WireCounts, WireSnapshot } from '../counters/wire/types';
+import { ignoredShare } from '../verdict/reconcile';
 import { beyondWindow, decideVerdict, type OtherConnections } from '../verdict/verdict';
 import { connectionUrl } from './connection';
 import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
-import type { CountedDriver, Tally, WorkloadError } from './tally';
+import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 
 export type { SessionConnection } from './connection';
 
@@ -55,10 +56,65 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its
    * fingerprint, e.g. `/^SELECT \?$/` for a pool's `SELECT 1` keep-alive) or shape ids (12 hex characters from
    * `tally.layers.driver.shapes`). They are listed as ignored shapes (`ignored: true`, `driver.ignoredCalls`) and
-   * counted in none of the driver layer's totals; the wire and server layers cannot tell statements apart and still
-   * count them (PostgreSQL's pg_stat_statements list marks them).
+   * counted in none of the driver layer's totals. The wire and server layers cannot tell statements apart by
+   * shape: the verdict compares them with the ignored calls still in, then the driver model's exact share of the
+   * ignored calls is taken out of the wire commands and the server summary (`tally.ignored` says how much, and what
+   * stayed in: round trips, bytes, global and per-connection counters).
    */
   ignore?: IgnoreEntry[];
+}
+
+/**
+ * Takes what ignored calls accounted for out of the wire commands and the server summary (the counters a gate reads),
+ * where the model's share is exact and the layer has at least that much; says what stayed in.
+ */
+function takeOutIgnored(
+  share: NonNullable<ReturnType<typeof ignoredShare>>,
+  wire: WireCounts | null,
+  server: ServerLayer | null,
+): { wire: WireCounts | null; server: ServerLayer | null; share: IgnoredShare; line: string } {
+  const leftIn = [...share.inexact.map((r) => `${r} (the model gives a range, not a count)`)];
+  const takenWire: Record<string, number> = {};
+  let outWire = wire;
+  if (wire) {
+    const commands = { ...wire.commands };
+    let total = wire.commandsTotal;
+    for (const [cmd, n] of Object.entries(share.wire)) {
+      const have = commands[cmd] ?? 0;
+      if (n === 0) continue;
+      if (have < n) {
+        leftIn.push(`wire ${cmd}: the model gives the ignored calls ${n}, the wire saw ${have}`);
+        continue;
+      }
+      // A command only ignored calls sent is absent, as it would be had they not run.
+      if (have === n) delete commands[cmd];
+      else commands[cmd] = have - n;
+      total -= n;
+      takenWire[cmd] = n;
+    }
+    outWire = { ...wire, commands, commandsTotal: total };
+    leftIn.push('wire round trips, bytes, client writes and rows include the ignored calls');
+  }
+  const takenServer: Record<string, number> = {};
+  let outServer = server;
+  if (server) {
+    const summary = { ...server.summary };
+    for (const [field, n] of Object.entries(share.server) as [keyof typeof summary, number][]) {
+      const have = summary[field];
+      if (have === null || n === 0) continue;
+      if (have < n) {
+        leftIn.push(`server ${field}: the model gives the ignored calls ${n}, the server counted ${have}`);
+        continue;
+      }
+      summary[field] = have - n;
+      takenServer[field] = n;
+    }
+    outServer = { ...server, summary };
+    leftIn.push("the server's global and per-connection counters include the ignored calls");
+  }
+  const words = (m: Record<string, number>) => Object.entries(m).map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing';
+  const line = `ignored: ${share.calls} call(s) left out of every total; taken out of the wire (${words(takenWire)}) and the server summary (${words(takenServer)}) by the driver model, after the layers were compared with them in`;
+  return { wire: outWire, server: outServer, share: { calls: share.calls, wire: takenWire, server: takenServer, leftIn }, line };
 }
 
 /** A statement to ignore: a RegExp over its fingerprint, or a shape id. */
@@ -544,6 +600,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
       via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}` : 'the session connection only (no wire proxy)',
     });
+    const share =
+      driver && modelDriver
+        ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
+        : null;
+    const ignored = share ? takeOutIgnored(share, wire, server) : null;
     return {
       backend: this.backend.description,
       driver: this.driver,
@@ -551,9 +612,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       driverAbsent: driver
         ? null
         : 'no driver object was counted in this session: the driver layer is empty because nothing told sqltally about the calls (count your client with session.count(); wire and server layers still count it when it connects to session.connection)',
-      layers: { driver, wire, server },
+      layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
       beyondWindow: server ? beyondWindow(server, wire) : [],
-      verdict,
+      verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
+      ignored: ignored?.share ?? null,
       workloadError,
       lateCommits,
       durationNs: open.durationNs,

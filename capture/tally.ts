@@ -45,6 +45,20 @@ export type CountedDriver = z.infer<typeof CountedDriverSchema>;
 export const BeyondWindowSchema = z.object({ counter: z.string(), server: z.number().int(), window: z.number().int() });
 export type WorkloadError = z.infer<typeof WorkloadErrorSchema>;
 
+/**
+ * What the session's ignore list took out of the wire and server layers. Those layers cannot tell a statement by its
+ * shape, so the share is the driver model's prediction for the ignored calls, taken out only where it is exact; the
+ * verdict compared the layers with the ignored calls still in.
+ */
+export const IgnoredShareSchema = z.object({
+  calls: z.number().int().nonnegative(),
+  wire: z.record(z.string(), z.number().int().nonnegative()),
+  server: z.record(z.string(), z.number().int().nonnegative()),
+  /** What stayed in the layers and why: round trips, bytes, per-connection counters, inexact predictions. */
+  leftIn: z.array(z.string()),
+});
+export type IgnoredShare = z.infer<typeof IgnoredShareSchema>;
+
 /** What one captured window produced: serialisable, so it can go into a report as it is. */
 export const TallySchema = z.object({
   backend: BackendDescriptionSchema,
@@ -58,6 +72,8 @@ export const TallySchema = z.object({
   /** How much the server did beyond the window's own connections, counter by counter (only those that differ). */
   beyondWindow: z.array(BeyondWindowSchema),
   verdict: VerdictSchema,
+  /** What ignored calls accounted for on the wire and on the server, taken out of those layers; null without any. */
+  ignored: IgnoredShareSchema.nullable(),
   workloadError: WorkloadErrorSchema.nullable(),
   /** After a timeout or abort: what the server went on doing, and the rows that committed anyway. */
   lateCommits: LateCommitsSchema.nullable(),

@@ -132,6 +132,11 @@ export interface DriverWindow {
   insertedRows: number | null;
   /** Why `groups` does not cover every call (too many distinct texts), or null. */
   groupsIncomplete: string | null;
+  /**
+   * The calls an ignore list left out of every total, grouped the same way: the wire and the server still saw them,
+   * so the model needs them to line the layers up, and to say how much of each layer was theirs.
+   */
+  ignored: { groups: CallGroup[]; insertedRows: number | null };
 }
 
 /**
@@ -281,6 +286,7 @@ export class WindowTotals {
         parameterSets: 0,
         callsWithParameterSets: 0,
         callsWithValues: 0,
+        byProtocol: { simple: 0, extended: 0, named: 0 },
         rows: 0,
         known: true,
       };
@@ -290,6 +296,7 @@ export class WindowTotals {
     group.parameterSets += shape.parameterSets;
     if (shape.parameterSets > 0) group.callsWithParameterSets++;
     if (shape.bindValues > 0) group.callsWithValues++;
+    if (shape.protocol !== undefined) group.byProtocol[shape.protocol]++;
     return group;
   }
 
@@ -341,11 +348,17 @@ export class WindowTotals {
 
   finish(): DriverWindow {
     const groups: CallGroup[] = [];
+    const ignoredGroups: CallGroup[] = [];
+    let ignoredRows: number | null = 0;
     for (const info of this.#texts.values()) {
-      if (info.ignored) continue;
       for (const g of info.groups) {
-        const { rows: _rows, known: _known, ...group } = g;
-        groups.push(group);
+        const { rows, known, ...group } = g;
+        if (!info.ignored) {
+          groups.push(group);
+          continue;
+        }
+        ignoredGroups.push(group);
+        if (group.statementClass === 'insert' && group.kind !== 'prepare' && ignoredRows !== null) ignoredRows = known ? ignoredRows + rows : null;
       }
     }
     // Text by text in first-seen order, and within a text kind by kind: the order a driver prepares in.
@@ -367,6 +380,7 @@ export class WindowTotals {
       },
       groups,
       insertedRows: this.#insertedRowsKnown ? this.#insertedRows : null,
+      ignored: { groups: ignoredGroups, insertedRows: ignoredRows },
       groupsIncomplete:
         this.#textsOmitted > 0
           ? `${this.#textsOmitted} calls had SQL texts beyond the first ${this.#maxTexts} distinct ones of the window: they count in every total but the driver model did not see them`

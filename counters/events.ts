@@ -58,7 +58,15 @@ export interface CallShape {
   statementClass: StatementClass;
   bindValues: number;
   parameterSets: number;
+  /**
+   * How the call goes out, where the driver decides per call and the kind does not say: node-postgres sends a
+   * simple Query, the unnamed extended statement (Parse every time) or a named one (parsed once per connection).
+   * Absent when the wrapper cannot tell (a Submittable); the model then gives a range.
+   */
+  protocol?: CallProtocol;
 }
+
+export type CallProtocol = 'simple' | 'extended' | 'named';
 
 /**
  * Where wrappers send calls. Counters subscribe; the wrapper never counts anything itself. One call per settled

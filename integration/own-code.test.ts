@@ -29,6 +29,8 @@ interface OwnCode {
   pool(at: NetworkConnection): { pool: object; end: () => Promise<void> };
   /** One single-row INSERT through the (counted) pool. */
   insert(pool: object, a: number): Promise<unknown>;
+  /** The pool's keep-alive: a text `SELECT 1`. */
+  keepAlive(pool: object): Promise<unknown>;
   /** A plain client straight to the server, not through the proxy. */
   direct(at: NetworkConnection): Promise<{ insert: (a: number) => Promise<unknown>; count: () => Promise<number>; end: () => Promise<void> }>;
   create: string;
@@ -47,6 +49,7 @@ const MYSQL_FAMILY: OwnCode = {
     return { pool, end: () => pool.end() };
   },
   insert: (pool, a) => (pool as mysql.Pool).execute('INSERT INTO own_items (a) VALUES (?)', [a]),
+  keepAlive: (pool) => (pool as mysql.Pool).query('SELECT 1'),
   direct: async (at) => {
     const c = await mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
     return {
@@ -67,6 +70,7 @@ const POSTGRES: OwnCode = {
     return { pool, end: () => pool.end() };
   },
   insert: (pool, a) => (pool as pg.Pool).query('INSERT INTO own_items (a) VALUES ($1)', [a]),
+  keepAlive: (pool) => (pool as pg.Pool).query('SELECT 1'),
   direct: async (at) => {
     const c = new pg.Client({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
     await c.connect();
@@ -88,6 +92,13 @@ const POOL_EXPECTED = {
   mariadb: (n: number) => ({ wire: { COM_STMT_EXECUTE: n }, server: { statements: n, inserts: n, executes: n, rowsInserted: n } }),
   mysql: (n: number) => ({ wire: { COM_STMT_EXECUTE: n }, server: { statements: n, inserts: n, executes: n, rowsInserted: n } }),
   postgres: (n: number) => ({ wire: { Bind: n, Execute: n, Sync: n }, server: { statements: n, inserts: n, rowsInserted: n } }),
+} satisfies Partial<Record<BackendName, unknown>>;
+
+/** One warm-pool INSERT and one ignored keep-alive: what the wire shows for the INSERT alone, and the keep-alive's share. */
+const KEEPALIVE_EXPECTED = {
+  mariadb: { insertWire: { COM_STMT_EXECUTE: 1 }, ignoredWire: { COM_QUERY: 1 } },
+  mysql: { insertWire: { COM_STMT_EXECUTE: 1 }, ignoredWire: { COM_QUERY: 1 } },
+  postgres: { insertWire: { Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }, ignoredWire: { Query: 1 } },
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
@@ -163,6 +174,31 @@ describeEachBackend(
         } finally {
           await check.end();
         }
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('a keep-alive SELECT 1 on the ignore list: in no driver total, its share taken out of the wire and server counts, still assert', async () => {
+      const own = code.pool(network(session.connection));
+      const keep = KEEPALIVE_EXPECTED[b.backend as keyof typeof KEEPALIVE_EXPECTED];
+      try {
+        const pool = session.count(own.pool);
+        await code.insert(pool, -1);
+        const tally = await session.measure(
+          async () => {
+            await code.keepAlive(pool);
+            await code.insert(pool, 1);
+          },
+          { ignore: [/^SELECT \?$/] },
+        );
+        expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+        expect(tally.layers.driver).toMatchObject({ calls: 1, ignoredCalls: 1, byClass: { insert: 1, select: 0 } });
+        expect(tally.layers.driver?.shapes.filter((s) => s.ignored)).toMatchObject([{ fingerprint: 'SELECT ?', calls: 1 }]);
+        expect(tally.ignored).toMatchObject({ calls: 1, wire: keep.ignoredWire, server: { statements: 1 } });
+        expect(tally.layers.wire?.commands).toEqual(keep.insertWire);
+        expect(tally.layers.server?.summary).toMatchObject({ statements: 1, inserts: 1, rowsInserted: 1 });
+        expect(tally.verdict.reconciliation.join('\n')).toMatch(/ignored: 1 call\(s\) left out of every total/);
       } finally {
         await own.end();
       }

@@ -124,6 +124,7 @@ export function tallyFixture(overrides: Partial<ShapedTally> = {}): ShapedTally 
     driverAbsent: null,
     beyondWindow: [],
     lateCommits: null,
+    ignored: null,
     durationNs: 1000,
     ...overrides,
   };

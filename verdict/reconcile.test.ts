@@ -1,6 +1,7 @@
 import { backend, driverLayer, event } from './layers.fixture';
-import { predict, reconcile } from './reconcile';
-import { windowOfEvents } from '../counters/driver-layer';
+import { ignoredShare, predict, reconcile } from './reconcile';
+import { WindowTotals, windowOfEvents } from '../counters/driver-layer';
+import type { CallShape } from '../counters/events';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 
@@ -192,5 +193,49 @@ describe('reconcile', () => {
     expect(full.reconciliation[0]).toMatch(/^300 driver executes \[insert\]/);
     const wrong = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, window: windowOfEvents(all), wire: null, server: { ...summary, executes: 301 } });
     expect(wrong.discrepancies).toHaveLength(1);
+  });
+
+  describe('pg calls tagged with their protocol', () => {
+    const shape = (sql: string, protocol: CallShape['protocol'], bindValues = 0): CallShape => ({
+      method: 'query', kind: 'query', sql, statementClass: sql.startsWith('INSERT') ? 'insert' : 'select', bindValues, parameterSets: 1, ...(protocol ? { protocol } : {}),
+    });
+    const windowOf = (calls: [CallShape, number | null][], ignore?: (s: { sql: string }) => boolean) => {
+      const totals = new WindowTotals(ignore ? { ignore } : {});
+      for (const [s, connection] of calls) totals.add('pg', s, 0, 0, s.statementClass === 'insert' ? 1 : null, null, connection);
+      return totals.finish();
+    };
+    const input = (w: ReturnType<typeof windowOf>) => ({ driverName: 'pg' as const, capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const }, driver: w.layer, window: w, wire: null, server: null });
+
+    it('get exact counts: Query per simple call, Parse per unnamed call and once per connection for a named one', () => {
+      const named = shape('INSERT INTO t VALUES ($1)', 'named', 1);
+      const w = windowOf([[named, 7], [named, 7], [named, 7], [named, 8], [shape('SELECT $1', 'extended', 1), 7], [shape('SELECT $1', 'extended', 1), 7], [shape('SELECT 1', 'simple'), 7]]);
+      expect(predict(input(w)).wire).toEqual({
+        Query: { min: 1, max: 1 },
+        Parse: { min: 4, max: 4 },
+        Bind: { min: 6, max: 6 },
+        Describe: { min: 6, max: 6 },
+        Execute: { min: 6, max: 6 },
+        Sync: { min: 6, max: 6 },
+      });
+    });
+
+    it('a named statement through a pool (no connection id) parses 1 to N times; an untagged call keeps the range', () => {
+      const named = shape('INSERT INTO t VALUES ($1)', 'named', 1);
+      expect(predict(input(windowOf([[named, null], [named, null], [named, null]]))).wire.Parse).toEqual({ min: 1, max: 3 });
+      expect(predict(input(windowOf([[shape('SELECT 1', undefined), 7]]))).wire.Query).toEqual({ min: 0, max: 1 });
+    });
+
+    it('ignored calls stay in the comparison, and their exact share is what a layer loses without them', () => {
+      const w = windowOf([[shape('SELECT 1', 'simple'), 7], [shape('INSERT INTO t VALUES ($1)', 'extended', 1), 7]], (s) => s.sql === 'SELECT 1');
+      expect(w.layer).toMatchObject({ calls: 1, ignoredCalls: 1 });
+      const wireSeen = { ...wire({ Query: 1, Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }), protocol: 'postgres' as const };
+      const r = reconcile({ ...input(w), wire: wireSeen, server: server({ statements: 2, inserts: 1, rowsInserted: 1 }) });
+      expect(r.discrepancies).toEqual([]);
+      expect(r.reconciliation[1]).toBe('1 driver query [select, ignored] -> Query -> 1 pg_stat_statements call');
+      expect(ignoredShare(input(w))).toEqual({ calls: 1, wire: { Query: 1, Parse: 0, Bind: 0, Describe: 0, Execute: 0, Sync: 0 }, server: { statements: 1, rowsInserted: 0 }, inexact: [] });
+      // Without the ignored call in the model, the same layers would disagree.
+      const blind = reconcile({ ...input({ ...w, ignored: { groups: [], insertedRows: 0 } }), wire: wireSeen, server: server({ statements: 2, inserts: 1, rowsInserted: 1 }) });
+      expect(blind.discrepancies).toHaveLength(2);
+    });
   });
 });

@@ -36,7 +36,7 @@ export interface ReconcileInput {
    * reports, and a model fed a capped list would predict too little. Without it the groups are rebuilt from the
    * events, and an omitted event turns off the comparisons.
    */
-  window?: Pick<DriverWindow, 'groups' | 'insertedRows' | 'groupsIncomplete'>;
+  window?: Pick<DriverWindow, 'groups' | 'insertedRows' | 'groupsIncomplete'> & Partial<Pick<DriverWindow, 'ignored'>>;
   wire: WireCounts | null;
   server: ServerSummary | null;
 }
@@ -66,7 +66,10 @@ export function predict(input: ReconcileInput): Prediction {
   const window = input.window ?? windowOfEvents(input.driver.events);
   // A driver prepares once per connection and SQL text, whichever call kind first needs it.
   const prepared = new Set<string>();
-  for (const group of window.groups) {
+  // Ignored calls reached the wire and the server like any other: the layers only line up with them in.
+  const ignoredGroups = window.ignored?.groups ?? [];
+  const all = ignoredGroups.length > 0 ? [...window.groups.map((g) => ({ g, ignored: false })), ...ignoredGroups.map((g) => ({ g, ignored: true }))] : window.groups.map((g) => ({ g, ignored: false }));
+  for (const { g: group, ignored } of all) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
     const claimPrepare = (): boolean => {
       if (prepared.has(key)) return false;
@@ -76,14 +79,18 @@ export function predict(input: ReconcileInput): Prediction {
     const c = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
-    const lineKey = `${group.kind}|${group.statementClass}|${c.wireWords}`;
+    const lineKey = `${group.kind}|${group.statementClass}${ignored ? ', ignored' : ''}|${c.wireWords}`;
     const line = lines.get(lineKey) ?? { calls: 0, sets: 0, wireWords: c.wireWords, serverWords: c.serverWords };
     line.calls += group.calls;
     line.sets += group.parameterSets;
     lines.set(lineKey, line);
   }
   // Rows: what the driver said its INSERT calls inserted.
-  if (window.insertedRows !== null) server.rowsInserted = { min: window.insertedRows, max: window.insertedRows };
+  const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
+  if (window.insertedRows !== null && ignoredRows !== null) {
+    const rows = window.insertedRows + ignoredRows;
+    server.rowsInserted = { min: rows, max: rows };
+  }
   else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
   if (window.groupsIncomplete) gaps.push(window.groupsIncomplete);
   if (partial) {
@@ -96,9 +103,43 @@ export function predict(input: ReconcileInput): Prediction {
     const sets = kind === 'batch' ? ` (${g.sets} parameter sets)` : '';
     return `${g.calls} driver ${kind}${g.calls === 1 ? '' : 's'} [${cls}]${sets} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
   });
-  const batchGroups = window.groups.filter((g) => g.kind === 'batch');
+  const batchGroups = all.map((x) => x.g).filter((g) => g.kind === 'batch');
   const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
   return { wire, server, lines: text, gaps, partial, batches };
+}
+
+function ignoredCalls(input: ReconcileInput): string {
+  return input.driver.ignoredCalls > 0 ? ` and ${input.driver.ignoredCalls} ignored` : '';
+}
+
+/**
+ * How much of the wire and server counts the ignored calls account for, from the driver model: what a layer that
+ * cannot tell statements apart by itself would have counted without them. Only exact predictions are given as
+ * numbers; a range (a driver that may or may not prepare) is named in `inexact` and left in the layer.
+ */
+export interface IgnoredShare {
+  calls: number;
+  wire: Record<string, number>;
+  server: Partial<Record<keyof ServerSummary, number>>;
+  inexact: string[];
+}
+
+export function ignoredShare(input: ReconcileInput): IgnoredShare | null {
+  const ignored = input.window?.ignored;
+  if (!ignored || ignored.groups.length === 0) return null;
+  const p = predict({ ...input, window: { groups: ignored.groups, insertedRows: ignored.insertedRows, groupsIncomplete: null } });
+  const wire: Record<string, number> = {};
+  const server: Partial<Record<keyof ServerSummary, number>> = {};
+  const inexact: string[] = [];
+  for (const [cmd, r] of Object.entries(p.wire)) {
+    if (r.min === r.max) wire[cmd] = r.min;
+    else inexact.push(`wire ${cmd} ${rangeText(r)}`);
+  }
+  for (const [field, r] of Object.entries(p.server) as [keyof ServerSummary, Range][]) {
+    if (r.min === r.max) server[field] = r.min;
+    else inexact.push(`server ${field} ${rangeText(r)}`);
+  }
+  return { calls: ignored.groups.reduce((n, g) => n + g.calls, 0), wire, server, inexact };
 }
 
 const FELL_BACK = 'the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)';
@@ -138,7 +179,7 @@ export function reconcile(input: ReconcileInput): Reconciliation {
       parts.push(`${cmd} ${actual}`);
       if (!partial && (actual < r.min || actual > r.max)) {
         discrepancies.push(
-          `wire layer: ${actual} ${cmd}, model predicts ${rangeText(r)} from ${input.driver.calls} driver calls (${
+          `wire layer: ${actual} ${cmd}, model predicts ${rangeText(r)} from ${input.driver.calls} driver calls${ignoredCalls(input)} (${
             actual > r.max
               ? 'extra commands: another client on the proxied port, or driver-internal commands'
               : cmd === 'COM_STMT_BULK_EXECUTE'

@@ -1,5 +1,5 @@
 import type { BackendName, Capabilities, ConnectionInfo } from '../../containers/types';
-import type { CallKind, StatementClass, StatementSink } from '../events';
+import type { CallKind, CallProtocol, StatementClass, StatementSink } from '../events';
 import type { ServerSummary } from '../probes/types';
 import type { SqlDialect } from '../tokenizer';
 import type { DriverName } from './names';
@@ -65,6 +65,8 @@ export interface CallGroup {
   callsWithParameterSets: number;
   /** Calls that bound at least one value. */
   callsWithValues: number;
+  /** Calls by the protocol the wrapper saw them go out with ({@link CallShape.protocol}); the rest are untagged. */
+  byProtocol: Record<CallProtocol, number>;
 }
 
 /** What one group of driver calls contributes, per layer, and the words for the reconciliation line. */

@@ -1,9 +1,9 @@
 import { SqltallyError } from '../../containers/errors';
-import type { StatementSink } from '../events';
+import type { CallProtocol, StatementSink } from '../events';
 import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions } from './counted';
 import { callbackIndex, countedProxy, toCount, track, trackCallback, wrapOnce } from './counted';
-import type { DriverModel, DriverModule, Range } from './module';
+import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
 
 const DRIVER = 'pg';
@@ -56,19 +56,29 @@ function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean; 
   const object = config !== null && typeof config === 'object' ? (config as Loose) : undefined;
   const sql = typeof config === 'string' ? config : typeof object?.text === 'string' ? object.text : '';
   const bound = Array.isArray(values) ? values : Array.isArray(object?.values) ? (object.values as unknown[]) : [];
-  return {
-    shape: {
-      method: 'query',
-      kind: 'query',
-      sql,
-      statementClass: classifyCached(sql, 'postgres'),
-      // An array parameter (`unnest($1::int[])`) is one bind value: pg sends it as one parameter.
-      bindValues: bound.length,
-      parameterSets: 1,
-    },
-    submittable: typeof object?.submit === 'function',
-    values: bound,
+  const submittable = typeof object?.submit === 'function';
+  const shape: CallShape = {
+    method: 'query',
+    kind: 'query',
+    sql,
+    statementClass: classifyCached(sql, 'postgres'),
+    // An array parameter (`unnest($1::int[])`) is one bind value: pg sends it as one parameter.
+    bindValues: bound.length,
+    parameterSets: 1,
   };
+  // A Submittable (a cursor, a stream) speaks the protocol its own way: left untagged, the model gives a range.
+  if (!submittable) shape.protocol = pgProtocol(object, bound.length);
+  return { shape, submittable, values: bound };
+}
+
+/**
+ * The protocol node-postgres picks for a query (its `Query#requiresPreparation`): extended when the config asks for
+ * it, names the statement or limits rows per portal, or when values are bound; a simple Query otherwise.
+ */
+function pgProtocol(config: Loose | undefined, boundValues: number): CallProtocol {
+  if (typeof config?.name === 'string' && config.name !== '') return 'named';
+  if (config?.queryMode === 'extended' || (typeof config?.rows === 'number' && config.rows > 0) || boundValues > 0) return 'extended';
+  return 'simple';
 }
 
 function countedQuery(site: CallSite) {
@@ -130,11 +140,14 @@ function isPgObject(value: unknown): boolean {
 
 /**
  * node-postgres: values given => extended protocol (Parse/Bind/Describe/Execute/Sync), one round trip; none =>
- * simple Query, or the extended form when pg is handed an empty values array. The unnamed statement is parsed on
- * every call, a named one once per connection: 0 or 1 Parse per call either way.
+ * simple Query (an empty values array included), unless the config names the statement, limits rows or asks for
+ * `queryMode: 'extended'`. Calls the wrapper tagged with their protocol get exact counts; untagged ones (a
+ * Submittable, events rebuilt from a report) a range: 0 or 1 Parse per call, Query or the extended messages.
  */
-const pgModel: DriverModel = (group) => {
+const pgModel: DriverModel = (group, ctx) => {
   const calls = group.kind === 'prepare' ? 0 : group.calls;
+  const { simple: simpleCalls, extended: unnamed, named } = group.byProtocol;
+  if (calls > 0 && simpleCalls + unnamed + named === calls) return pgExactModel(group, ctx, { simple: simpleCalls, unnamed, named });
   const extended = group.kind === 'execute' ? calls : Math.min(calls, group.callsWithValues);
   const simple = calls - extended;
   const range = (min: number, max: number): Range => ({ min, max });
@@ -153,6 +166,32 @@ const pgModel: DriverModel = (group) => {
     serverWords: '1 pg_stat_statements call',
   };
 };
+
+/**
+ * Every call's protocol is known: one Query per simple call; Bind/Describe/Execute/Sync per extended one; Parse per
+ * unnamed call and once per connection for a named statement (a pool does not say which connection ran it, so a
+ * named statement there parses 1 to N times).
+ */
+function pgExactModel(group: CallGroup, ctx: ModelContext, n: { simple: number; unnamed: number; named: number }): Contribution {
+  const exact = (v: number): Range => ({ min: v, max: v });
+  const extended = n.unnamed + n.named;
+  const namedParses: Range = n.named === 0 ? exact(0) : group.connectionId === null ? { min: 1, max: n.named } : exact(ctx.claimPrepare() ? 1 : 0);
+  const statements = exact(group.calls);
+  const words = [n.simple > 0 ? 'Query' : '', extended > 0 ? `${n.named > 0 ? 'Parse once/' : 'Parse/'}Bind/Describe/Execute/Sync` : ''].filter(Boolean);
+  return {
+    wire: {
+      Query: exact(n.simple),
+      Parse: { min: n.unnamed + namedParses.min, max: n.unnamed + namedParses.max },
+      Bind: exact(extended),
+      Describe: exact(extended),
+      Execute: exact(extended),
+      Sync: exact(extended),
+    },
+    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
+    wireWords: words.join(' + '),
+    serverWords: '1 pg_stat_statements call',
+  };
+}
 
 /** node-postgres (`pg`): one `Client` per connection; `Pool` and checked-out clients are counted the same way. */
 export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
