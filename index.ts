@@ -4,8 +4,10 @@
  * the report is written and gated (reports/, run/).
  */
 export { capture, CaptureSession } from './capture/capture';
-export type { CaptureOptions, Captured } from './capture/capture';
-export type { Tally, Layers, WorkloadError } from './capture/tally';
+export type { CaptureOptions, Captured, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection } from './capture/capture';
+export type { Tally, Layers, WorkloadError, IgnoredShare, CountedDriver } from './capture/tally';
+export { windowPerTest } from './jest/window';
+export type { TestHooks, TestWindows, WindowPerTestOptions } from './jest/window';
 export { createSqltallyMatchers, installSqltallyMatchers, sqltallyMatchers } from './jest/matchers';
 export type { SqltallyMatchers } from './jest/matchers';
 export type { RepeatedShapesOptions } from './jest/repeated-shapes';
