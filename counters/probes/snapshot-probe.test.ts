@@ -154,7 +154,7 @@ describe('SnapshotProbe', () => {
  * connection at calibration, so the settle statement moves for the first time inside the window.
  */
 class StatementsSource extends ScriptedSource {
-  override readonly ownStatements = ['SELECT pg_stat_force_next_flush()'];
+  readonly ownStatements = ['SELECT pg_stat_force_next_flush()'];
   calls = new Map<string, { query: string; calls: number }>([['probe', { query: 'SELECT json_build_object(...)', calls: 0 }]]);
   connections = 0;
 
