@@ -109,6 +109,26 @@ describe('reconcile', () => {
     ]);
   });
 
+  it('a batch whose value types change every row is one bulk command per row: no fallback when the bulk commands are seen', () => {
+    const r = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(24)]),
+      wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_BULK_EXECUTE: 24 }),
+      server: server({ statements: 24, inserts: 24, prepares: 1, executes: 24, bulkExecutes: 24, rowsInserted: 24 }),
+    });
+    expect(r.discrepancies).toEqual([]);
+    // Without the server's per-connection bulk count, the wire's bulk commands say the same.
+    const wireOnly = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(24)]),
+      wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_BULK_EXECUTE: 24 }),
+      server: server({ statements: 24, prepares: 1, executes: 24, bulkExecutes: null, rowsInserted: 24 }),
+    });
+    expect(wireOnly.discrepancies).toEqual([]);
+  });
+
   it('with bulk off (or on MySQL) a batch is prepare + N executes, as the model predicts', () => {
     for (const [input, why] of [
       [{ capabilities: caps(true), driverOptions: { bulk: false } }, 'the bulk option is off'],

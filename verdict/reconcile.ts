@@ -157,12 +157,17 @@ export function reconcile(input: ReconcileInput): Reconciliation {
   const bulkSets = batches.parameterSets;
   if (input.server) {
     const parts: string[] = [];
+    // Bulk commands the server or the wire saw: a batch whose value types change every row is one bulk command per
+    // row, as many as a fallback would send, and only these tell the two apart.
+    const bulkSeen = input.server.bulkExecutes ?? input.wire?.commands.COM_STMT_BULK_EXECUTE ?? null;
     for (const [field, r] of Object.entries(prediction.server) as [keyof ServerSummary, Range][]) {
       const actual = input.server[field];
       if (actual === null || actual === undefined) continue;
       parts.push(`${field} ${actual}`);
-      // One execute per parameter set fits the bulk range too, but it is what a fallback looks like.
-      const fellBack = bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches;
+      // One execute per parameter set fits the bulk range too, but it is what a fallback looks like, unless each of
+      // those executes was seen to be a bulk command.
+      const fellBack =
+        bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches && (bulkSeen === null || bulkSeen < actual);
       if (!partial && (actual < r.min || actual > r.max || fellBack)) {
         discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, batches)}`);
       }
