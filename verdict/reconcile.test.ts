@@ -129,6 +129,22 @@ describe('reconcile', () => {
     expect(wireOnly.discrepancies).toEqual([]);
   });
 
+  it("a pool's executes, whose connection the wrapper does not know, prepare once on each of the window's connections", () => {
+    const execute = (connectionId: number | null) =>
+      event({ method: 'execute', kind: 'execute', sql: 'INSERT INTO t (a) VALUES (?)', bindValues: 1, rowsAffected: 1, connectionId });
+    const pooled = { ...wire({ COM_STMT_PREPARE: 4, COM_STMT_EXECUTE: 24 }), connections: 4 };
+    const summary = server({ statements: 24, inserts: 24, prepares: 4, executes: 24, rowsInserted: 24 });
+    const r = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: driverLayer(Array.from({ length: 24 }, () => execute(null))), wire: pooled, server: summary });
+    expect(r.discrepancies).toEqual([]);
+    expect(r.prediction.wire.COM_STMT_PREPARE).toEqual({ min: 0, max: 4 });
+    // On one known connection a text is still prepared once at most.
+    const one = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: driverLayer(Array.from({ length: 24 }, () => execute(7))), wire: pooled, server: summary });
+    expect(one.discrepancies).toEqual([
+      'wire layer: 4 COM_STMT_PREPARE, model predicts 0-1 from 24 driver calls (extra commands: another client on the proxied port, or driver-internal commands)',
+      'server layer: prepares 4, model predicts 0-1: 3 more than the driver calls explain: another connection, driver-internal statements (SET, ping), or retries',
+    ]);
+  });
+
   it('with bulk off (or on MySQL) a batch is prepare + N executes, as the model predicts', () => {
     for (const [input, why] of [
       [{ capabilities: caps(true), driverOptions: { bulk: false } }, 'the bulk option is off'],

@@ -64,14 +64,17 @@ export function predict(input: ReconcileInput): Prediction {
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
   const window = input.window ?? windowOfEvents(input.driver.events);
-  // A driver prepares once per connection and SQL text, whichever call kind first needs it.
-  const prepared = new Set<string>();
+  // A driver prepares once per connection and SQL text, whichever call kind first needs it. Calls on a connection the
+  // wrapper does not know (a pool's own execute) may have run on any of the window's connections.
+  const unknownConnections = Math.max(1, input.wire?.connections ?? 1);
+  const preparesLeft = new Map<string, number>();
   for (const group of window.groups) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
-    const claimPrepare = (): boolean => {
-      if (prepared.has(key)) return false;
-      prepared.add(key);
-      return true;
+    const claimPrepare = (): number => {
+      const left = preparesLeft.get(key) ?? (group.connectionId === null ? unknownConnections : 1);
+      const claimed = Math.min(left, group.calls);
+      preparesLeft.set(key, left - claimed);
+      return claimed;
     };
     const c = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
