@@ -213,6 +213,7 @@ async function postgresLog(b: StartedBackend): Promise<ServerLog> {
   await withAdmin(async (c) => {
     await c.query("ALTER SYSTEM SET log_statement = 'all'");
     await c.query('ALTER SYSTEM SET log_min_duration_statement = 0');
+    await c.query('ALTER SYSTEM SET log_connections = on');
     await c.query('SELECT pg_reload_conf()');
   });
   const mark = () =>
@@ -244,7 +245,8 @@ async function postgresLog(b: StartedBackend): Promise<ServerLog> {
         else if ((m = /^execute ([^:]+): ([\s\S]*)$/.exec(message))) entries.push({ connection: pid, command: 'Execute', text: m[2]!.trim() });
         else if ((m = /^duration: [\d.]+ ms {2}(parse|bind) ([^:]+): ([\s\S]*)$/.exec(message)))
           entries.push({ connection: pid, command: m[1] === 'parse' ? 'Parse' : 'Bind', text: m[3]!.trim() });
-        else if (/^duration: [\d.]+ ms$/.test(message)) continue;
+        else if (/^duration: [\d.]+ ms$/.test(message) || /^connection received: /.test(message)) continue;
+        else if (/^connection authorized: /.test(message)) entries.push({ connection: pid, command: 'Connect', text: message });
         else entries.push({ connection: pid, command: `LOG ${message.slice(0, 40)}`, text: message });
       }
       return entries;
@@ -257,6 +259,7 @@ async function postgresLog(b: StartedBackend): Promise<ServerLog> {
       withAdmin(async (c) => {
         await c.query('ALTER SYSTEM RESET log_statement');
         await c.query('ALTER SYSTEM RESET log_min_duration_statement');
+        await c.query('ALTER SYSTEM RESET log_connections');
         await c.query('SELECT pg_reload_conf()');
       }),
   };
@@ -301,6 +304,92 @@ function countLog(entries: LogEntry[]): LogCounts {
   return { connections: [...new Set(entries.map((e) => e.connection))].sort((a, b) => a - b), commands, executedByClass, textByClass, executed };
 }
 
+/**
+ * What the log says each of the server layer's global and per-connection counters must be, by key. A key the tally
+ * prints that is in neither this table nor {@link UNCHECKED_KEYS} fails the cell: no counter goes unexamined.
+ */
+function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sqlite: SqliteReading | null): { global: Record<string, number>; perConnection: Record<string, number> } {
+  const cls = (c: string) => n(log.executedByClass, c);
+  const text = (c: string) => n(log.textByClass, c);
+  const cmd = (c: string) => n(log.commands, c);
+  switch (backend) {
+    case 'mariadb':
+    case 'mysql':
+      return {
+        global: {
+          Questions: log.executed,
+          // A prepared execute moves its statement's own Com_ counter too; a bulk command once, whatever its rows.
+          Com_insert: cls('insert'),
+          Com_insert_select: 0,
+          Com_replace: 0,
+          Com_update: cls('update'),
+          Com_delete: cls('delete'),
+          Com_select: cls('select'),
+          Com_set_option: cls('set'),
+          Com_stmt_prepare: cmd('Prepare'),
+          Com_stmt_execute: cmd('Execute'),
+          Com_stmt_close: cmd('Close stmt'),
+          Com_stmt_reset: cmd('Reset stmt'),
+          Com_stmt_send_long_data: cmd('Long Data'),
+          Com_stmt_fetch: cmd('Fetch'),
+          Com_begin: cls('begin'),
+          Com_commit: cls('commit'),
+          Com_rollback: cls('rollback'),
+          Connections: cmd('Connect'),
+          Innodb_rows_inserted: rows,
+          Handler_write: rows,
+        },
+        perConnection: {
+          Questions: log.executed,
+          Handler_write: rows,
+          'statement/sql/insert': text('insert'),
+          'statement/sql/select': text('select'),
+          'statement/sql/set_option': text('set'),
+          'statement/sql/begin': text('begin'),
+          'statement/sql/commit': text('commit'),
+          'statement/sql/rollback': text('rollback'),
+          'statement/com/Prepare': cmd('Prepare'),
+          // MariaDB logs a bulk command as Execute: the two events are checked as one sum.
+          'statement/com/Execute+statement/com/Bulk_execute': cmd('Execute'),
+          'statement/com/Close stmt': cmd('Close stmt'),
+          'statement/com/Reset stmt': cmd('Reset stmt'),
+        },
+      };
+    case 'postgres':
+      return {
+        global: {
+          'db.sessions': cmd('Connect'),
+          'tables.n_tup_ins': rows,
+          'tables.n_tup_upd': 0,
+          'tables.n_tup_del': 0,
+          'table.n_tup_ins': rows,
+          'table.n_tup_upd': 0,
+          'table.n_tup_del': 0,
+          'statements.calls': log.executed,
+          // Rows each statement affected or returned: only the INSERTs have any in these cells.
+          'statements.rows': rows,
+          'statements.insert_calls': cls('insert'),
+          'statements.begin_calls': cls('begin'),
+          'statements.commit_calls': cls('commit'),
+        },
+        perConnection: {},
+      };
+    case 'sqlite':
+      return {
+        global: {
+          'table.rows': rows,
+          // Read only with one handle: it moves when a connection other than that handle commits, and none did.
+          data_version: 0,
+          page_count: sqlite?.pages ?? Number.NaN,
+        },
+        perConnection: { total_changes: rows },
+      };
+  }
+}
+
+/** Server counters the oracle cannot check from a log, and why (each also goes into the closing note's table). */
+const UNCHECKED_KEYS: Record<string, string> = {};
+
 /** One comparison: what the oracle read, what sqltally counted. */
 interface Check {
   what: string;
@@ -316,7 +405,7 @@ function driverByClass(tally: Captured<unknown>, cls: string): number {
 }
 
 /** Every check of one cell, per backend family. A batch is one driver call for many rows: no per-class check there. */
-function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCounts, rows: number, cell: Cell): Check[] {
+function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCounts, rows: number, cell: Cell, sqlite: SqliteReading | null): Check[] {
   const driver = tally.layers.driver;
   const wire = tally.layers.wire;
   const server = tally.layers.server;
@@ -329,6 +418,32 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
   }
   checks.push({ what: 'driver.rowsAffected = rows the table gained', oracle: rows, sqltally: driver?.rowsAffected });
   checks.push({ what: 'driver.errors', oracle: 0, sqltally: driver?.errors });
+  const keys = serverKeyOracle(backend, log, rows, sqlite);
+  for (const [key, value] of Object.entries(server?.global ?? {})) {
+    if (key in UNCHECKED_KEYS) continue;
+    checks.push({ what: `server.global.${key}`, oracle: key in keys.global ? keys.global[key]! : 'no oracle for this key', sqltally: value });
+  }
+  const perConnection = { ...(server?.perConnection ?? {}) };
+  const sum = (a: string, b: string) => {
+    if (!(a in perConnection) && !(b in perConnection)) return;
+    perConnection[`${a}+${b}`] = (perConnection[a] ?? 0) + (perConnection[b] ?? 0);
+    delete perConnection[a];
+    delete perConnection[b];
+  };
+  sum('statement/com/Execute', 'statement/com/Bulk_execute');
+  for (const [key, value] of Object.entries(perConnection)) {
+    if (key in UNCHECKED_KEYS) continue;
+    checks.push({ what: `server.perConnection.${key}`, oracle: key in keys.perConnection ? keys.perConnection[key]! : 'no oracle for this key', sqltally: value });
+  }
+  if (!cell.batch && backend !== 'sqlite') {
+    const c = (k: string) => n(driver?.byKind, k);
+    if (backend === 'postgres') checks.push({ what: 'driver.byKind.query = statement: + execute lines', oracle: log.executed, sqltally: c('query') + c('execute') });
+    else
+      checks.push(
+        { what: 'driver.byKind.query = Query lines', oracle: n(log.commands, 'Query'), sqltally: c('query') },
+        { what: 'driver.byKind.execute = Execute lines', oracle: n(log.commands, 'Execute'), sqltally: c('execute') },
+      );
+  }
   switch (backend) {
     case 'mariadb':
     case 'mysql': {
@@ -713,12 +828,20 @@ async function createTable(b: StartedBackend): Promise<void> {
   }
 }
 
-/** SQLite's row count through a second handle that sqltally does not count. */
-function sqliteRows(b: StartedBackend): number {
+/** What a second handle, which sqltally does not count, reads of the SQLite file. */
+interface SqliteReading {
+  rows: number;
+  pages: number;
+}
+
+function sqliteReading(b: StartedBackend): SqliteReading {
   if (b.connection.kind !== 'file') throw new Error('expected a file backend');
   const db = new Database(b.connection.filename, { readonly: true });
   try {
-    return Number((db.prepare(`SELECT COUNT(*) AS n FROM ${TABLE}`).get() as { n: number }).n);
+    return {
+      rows: Number((db.prepare(`SELECT COUNT(*) AS n FROM ${TABLE}`).get() as { n: number }).n),
+      pages: Number(db.pragma('page_count', { simple: true })),
+    };
   } finally {
     db.close();
   }
@@ -753,13 +876,17 @@ describeEachBackend((b) => {
       });
       const verbose = b.backend === 'sqlite' ? verboseLog() : null;
       let rowsBefore = 0;
+      let sqliteBefore: SqliteReading | null = null;
       let from = 0;
       const tally = await cell.run(session, verbose, async () => {
-        rowsBefore = log ? await log.rows() : sqliteRows(started);
+        if (log) rowsBefore = await log.rows();
+        else rowsBefore = (sqliteBefore = sqliteReading(started)).rows;
         from = log ? await log.mark() : 0;
       });
       const entries = log ? await log.since(from) : verbose!.entries;
-      const rows = (log ? await log.rows() : sqliteRows(started)) - rowsBefore;
+      const sqliteAfter = log ? null : sqliteReading(started);
+      const rows = (log ? await log.rows() : sqliteAfter!.rows) - rowsBefore;
+      const sqliteDelta = sqliteBefore && sqliteAfter ? { rows, pages: sqliteAfter.pages - (sqliteBefore as SqliteReading).pages } : null;
       expect(tally.workloadError).toBeNull();
       expect(rows).toBe(ROWS);
 
@@ -769,9 +896,13 @@ describeEachBackend((b) => {
       const counts = countLog(workload);
       const unknown = workload.filter((e) => !['Query', 'Prepare', 'Execute', 'Close stmt', 'Reset stmt', 'Parse', 'Bind', 'Connect', 'Quit'].includes(e.command));
 
-      const checks = checksFor(b.backend, tally, counts, rows, cell);
+      expect(counts.executed).toBeGreaterThan(0);
+      const checks = checksFor(b.backend, tally, counts, rows, cell, sqliteDelta);
       checks.push({ what: 'log entries of a kind the oracle does not know', oracle: 0, sqltally: unknown.length });
       const failed = checks.filter((c) => c.oracle !== c.sqltally);
+      const report = process.env['SQLTALLY_ORACLE_REPORT'];
+      // For the closing note's table: every check of every cell, one JSON line each, when asked for.
+      if (report) fs.appendFileSync(report, `${JSON.stringify({ backend: b.id, cell: key, verdict: tally.verdict.kind, checks, summary: tally.layers.server?.summary, driver: { byKind: tally.layers.driver?.byKind, calls: tally.layers.driver?.calls, parameterSets: tally.layers.driver?.parameterSets, bindValues: tally.layers.driver?.bindValues, rowsAffected: tally.layers.driver?.rowsAffected }, wire: tally.layers.wire })}\n`);
       if (failed.length > 0) throw new Error(describeFailure(cell.name, failed, entries, tally));
       // Counts the oracle agrees with, on a private server where every connection is the test's own: nothing keeps
       // the verdict from asserting, unless the cell says why sqltally cannot know it.
