@@ -133,7 +133,7 @@ export function startedBackend(
   description: BackendDescription,
   connection: ConnectionInfo,
   stop: () => Promise<void>,
-  resources: { pid?: number; dataDir?: string } = {},
+  resources: { pid?: number; dataDir?: string; logFile?: string } = {},
 ): StartedBackend {
   let stopping: Promise<void> | undefined;
   const once = (): Promise<void> => (stopping ??= stop());
@@ -142,6 +142,7 @@ export function startedBackend(
     connection,
     ...(resources.pid !== undefined ? { pid: resources.pid } : {}),
     ...(resources.dataDir !== undefined ? { dataDir: resources.dataDir } : {}),
+    ...(resources.logFile !== undefined ? { logFile: resources.logFile } : {}),
     stop: once,
     [Symbol.asyncDispose]: once,
   };

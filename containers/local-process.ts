@@ -126,6 +126,11 @@ export interface ServerLaunch {
   pickPort?: () => Promise<number>;
   readyTimeoutMs?: number;
   env: NodeJS.ProcessEnv;
+  /**
+   * A log file the server writes itself (PostgreSQL's logging collector): once it runs, messages go there instead of
+   * stderr, so its tail is read too when a start fails.
+   */
+  logFile?: string;
 }
 
 /** A server process that has answered a real query. */
@@ -142,6 +147,24 @@ export interface RunningServer {
 }
 
 class BindRace extends Error {}
+
+/** The last part of a server's own log file, or nothing while it does not exist. */
+function fileTail(file: string | undefined): string {
+  if (!file) return '';
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(file, 'r');
+    const size = fs.fstatSync(fd).size;
+    const length = Math.min(size, LOG_TAIL_CHARS);
+    const buffer = Buffer.alloc(length);
+    fs.readSync(fd, buffer, 0, length, size - length);
+    return buffer.toString('utf8');
+  } catch {
+    return '';
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
 
 /** The error lines (servers print the cause long before the tail) followed by the last lines of a log. */
 function lastLines(text: string): string {
@@ -209,6 +232,7 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
   };
   child.stdout?.on('data', append);
   child.stderr?.on('data', append);
+  const logText = (): string => log + fileTail(launch.logFile);
   // A forgotten stop must not keep Node alive; the 'exit' hook in live.ts still kills the server.
   child.unref();
   (child.stdout as net.Socket | null)?.unref?.();
@@ -265,20 +289,20 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
   for (;;) {
     if (exited(child)) {
       resource.pid = undefined;
-      if (launch.bindFailure.test(log)) throw new BindRace(`port ${port} taken`);
+      if (launch.bindFailure.test(logText())) throw new BindRace(`port ${port} taken`);
       throw new SqltallyError(`${path.basename(launch.binary)} exited before it was ready (code ${child.exitCode ?? child.signalCode})`, {
         backend: launch.id,
         phase: 'start',
         provider: 'local',
         statement: undefined,
         cause: lastError,
-        hint: `server log:\n    ${lastLines(log) || '(empty)'}`,
+        hint: `server log:\n    ${lastLines(logText()) || '(empty)'}`,
       });
     }
     try {
       await launch.ping(port);
       const readyAt = process.hrtime.bigint();
-      return { pid, port, dataDir: launch.dir.path, spawnedAt, readyAt, stop, logTail: () => log };
+      return { pid, port, dataDir: launch.dir.path, spawnedAt, readyAt, stop, logTail: logText };
     } catch (err) {
       lastError = err;
     }
@@ -291,7 +315,7 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
         phase: 'start',
         provider: 'local',
         cause: lastError,
-        hint: `server log:\n    ${lastLines(log) || '(empty)'}`,
+        hint: `server log:\n    ${lastLines(logText()) || '(empty)'}`,
       });
     }
     await sleep(READY_POLL_MS);

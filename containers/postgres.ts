@@ -24,12 +24,24 @@ const BIND_FAILURE = /could not bind IPv[46] address.*Address already in use|cou
 const VERSION_PATTERN = /\(PostgreSQL\)\s+(\S+)/;
 const CONNECT_TIMEOUT_MS = 3_000;
 const STATEMENTS_EXTENSION = 'pg_stat_statements';
+const LOG_DIRECTORY = 'log';
+const LOG_FILENAME = 'postgresql.log';
 
 function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
-/** Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. */
+/** Where a private server's logging collector writes, inside its data directory (see {@link postgresServerArgs}). */
+export function postgresLogFile(dataDir: string): string {
+  return path.join(dataDir, LOG_DIRECTORY, LOG_FILENAME);
+}
+
+/**
+ * Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. Its log
+ * goes to one fixed file through the logging collector, which reassembles each message whole: backends writing
+ * long messages at once straight into one stderr pipe interleave past PIPE_BUF. Bind failures are logged before the
+ * collector starts, so they still reach the start-up tail; later messages are read from the file (ServerLaunch.logFile).
+ */
 export function postgresServerArgs(dataDir: string, port: number): string[] {
   const settings = {
     listen_addresses: '127.0.0.1',
@@ -40,6 +52,13 @@ export function postgresServerArgs(dataDir: string, port: number): string[] {
     synchronous_commit: 'off',
     full_page_writes: 'off',
     max_connections: '100',
+    logging_collector: 'on',
+    log_directory: path.join(dataDir, LOG_DIRECTORY),
+    log_filename: LOG_FILENAME,
+    log_rotation_age: '0',
+    log_rotation_size: '0',
+    // Time and pid on every line: which backend (the pid is the connection id) said what, and in which order.
+    log_line_prefix: '%m [%p] ',
   };
   return ['-D', dataDir, ...Object.entries(settings).flatMap(([key, value]) => ['-c', `${key}=${value}`])];
 }
@@ -112,6 +131,7 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
     id: options.id,
     binary: binaries.postgres,
     args: (port) => postgresServerArgs(dir.path, port),
+    logFile: postgresLogFile(dir.path),
     dir,
     ...(runAs ? { runAs } : {}),
     stopSignal: STOP_SIGNAL,
@@ -131,7 +151,7 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
       describeBackend(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),
       connection,
       running.stop,
-      running,
+      { ...running, logFile: postgresLogFile(dir.path) },
     );
   } catch (cause) {
     await running.stop();

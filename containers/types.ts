@@ -80,6 +80,12 @@ export interface StartedBackend extends AsyncDisposable {
   readonly pid?: number;
   /** The private directory sqltally created (local and embedded), removed by stop. */
   readonly dataDir?: string;
+  /**
+   * The server's own log file, where sqltally started the server with one (private PostgreSQL: the logging
+   * collector's file in the data directory, one line per message prefixed `%m [%p] `). Statement logging is off
+   * until someone turns it on (`ALTER SYSTEM SET log_statement = 'all'`); removed with the data directory.
+   */
+  readonly logFile?: string;
   /** Stops the server if sqltally started it and removes its private data; idempotent. */
   stop(): Promise<void>;
 }

@@ -64,17 +64,20 @@ export function predict(input: ReconcileInput): Prediction {
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
   const window = input.window ?? windowOfEvents(input.driver.events);
-  // A driver prepares once per connection and SQL text, whichever call kind first needs it.
-  const prepared = new Set<string>();
+  // A driver prepares once per connection and SQL text, whichever call kind first needs it. Calls on a connection the
+  // wrapper does not know (a pool's own execute) may have run on any of the window's connections.
+  const unknownConnections = Math.max(1, input.wire?.connections ?? 1);
+  const preparesLeft = new Map<string, number>();
   // Ignored calls reached the wire and the server like any other: the layers only line up with them in.
   const ignoredGroups = window.ignored?.groups ?? [];
   const all = ignoredGroups.length > 0 ? [...window.groups.map((g) => ({ g, ignored: false })), ...ignoredGroups.map((g) => ({ g, ignored: true }))] : window.groups.map((g) => ({ g, ignored: false }));
   for (const { g: group, ignored } of all) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
-    const claimPrepare = (): boolean => {
-      if (prepared.has(key)) return false;
-      prepared.add(key);
-      return true;
+    const claimPrepare = (): number => {
+      const left = preparesLeft.get(key) ?? (group.connectionId === null ? unknownConnections : 1);
+      const claimed = Math.min(left, group.calls);
+      preparesLeft.set(key, left - claimed);
+      return claimed;
     };
     const c = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
@@ -198,12 +201,17 @@ export function reconcile(input: ReconcileInput): Reconciliation {
   const bulkSets = batches.parameterSets;
   if (input.server) {
     const parts: string[] = [];
+    // Bulk commands the server or the wire saw: a batch whose value types change every row is one bulk command per
+    // row, as many as a fallback would send, and only these tell the two apart.
+    const bulkSeen = input.server.bulkExecutes ?? input.wire?.commands.COM_STMT_BULK_EXECUTE ?? null;
     for (const [field, r] of Object.entries(prediction.server) as [keyof ServerSummary, Range][]) {
       const actual = input.server[field];
       if (actual === null || actual === undefined) continue;
       parts.push(`${field} ${actual}`);
-      // One execute per parameter set fits the bulk range too, but it is what a fallback looks like.
-      const fellBack = bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches;
+      // One execute per parameter set fits the bulk range too, but it is what a fallback looks like, unless each of
+      // those executes was seen to be a bulk command.
+      const fellBack =
+        bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches && (bulkSeen === null || bulkSeen < actual);
       if (!partial && (actual < r.min || actual > r.max || fellBack)) {
         discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, batches)}`);
       }

@@ -83,11 +83,13 @@ export interface ModelContext {
   capabilities: Pick<Capabilities, 'bulkExecute' | 'wireProtocol'>;
   driverOptions: Readonly<Record<string, unknown>>;
   /**
-   * For a group whose calls need the statement prepared on its connection: true when no earlier group of the window
-   * needed the same text prepared on the same connection (so it is prepared here, unless cached from before the
-   * window), false when one did. The first group to ask claims it; a model asks only for calls that prepare.
+   * For a group whose calls need the statement prepared on its connection: at most how many prepares it causes
+   * (fewer when cached from before the window). 1 when no earlier group of the window needed the same text prepared
+   * on the same connection, 0 when one did. Calls whose connection the wrapper does not know (a pool's own methods)
+   * may each run on another of the window's connections, each of which prepares the text once: up to as many as the
+   * window has connections. The first group to ask claims them; a model asks only for calls that prepare.
    */
-  claimPrepare(): boolean;
+  claimPrepare(): number;
 }
 
 /** How a driver turns calls into wire commands and server statements, per group (see {@link CallGroup}). */

@@ -34,7 +34,7 @@ export function noBulkReason(ctx: Parameters<DriverModel>[1]): string {
  * the window, so the first group of a text in the window prepares 0 or 1 times, later ones never.
  */
 export const mysqlProtocolModel: DriverModel = (group, ctx): Contribution => {
-  const prepare: Range = group.kind !== 'query' && ctx.claimPrepare() ? upTo(1) : one(0);
+  const prepare: Range = group.kind !== 'query' ? upTo(ctx.claimPrepare()) : one(0);
   const n = one(group.calls);
   switch (group.kind) {
     case 'query':

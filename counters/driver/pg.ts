@@ -169,13 +169,13 @@ const pgModel: DriverModel = (group, ctx) => {
 
 /**
  * Every call's protocol is known: one Query per simple call; Bind/Describe/Execute/Sync per extended one; Parse per
- * unnamed call and once per connection for a named statement (a pool does not say which connection ran it, so a
- * named statement there parses 1 to N times).
+ * unnamed call, and for a named statement at most once per connection that ran it (none if parsed before the window).
  */
 function pgExactModel(group: CallGroup, ctx: ModelContext, n: { simple: number; unnamed: number; named: number }): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });
   const extended = n.unnamed + n.named;
-  const namedParses: Range = n.named === 0 ? exact(0) : group.connectionId === null ? { min: 1, max: n.named } : exact(ctx.claimPrepare() ? 1 : 0);
+  // A named statement parsed before the window (a warm connection) is not parsed again: 0 up to one per connection.
+  const namedParses: Range = n.named === 0 ? exact(0) : { min: 0, max: Math.min(n.named, ctx.claimPrepare()) };
   const statements = exact(group.calls);
   const words = [n.simple > 0 ? 'Query' : '', extended > 0 ? `${n.named > 0 ? 'Parse once/' : 'Parse/'}Bind/Describe/Execute/Sync` : ''].filter(Boolean);
   return {

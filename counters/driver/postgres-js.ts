@@ -191,7 +191,7 @@ const postgresJsModel: DriverModel = (group, ctx) => {
   const extended = Math.min(calls, group.callsWithValues);
   const range = (min: number, max: number): Range => ({ min, max });
   const preparedControl = PREPARED_CONTROL.has(group.statementClass);
-  const counted = preparedControl ? range(0, ctx.claimPrepare() ? 1 : 0) : range(calls, calls);
+  const counted = preparedControl ? range(0, ctx.claimPrepare()) : range(calls, calls);
   return {
     wire: {
       Parse: range(0, calls),

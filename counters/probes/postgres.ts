@@ -7,6 +7,7 @@ import type { ProbeOptions, WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
+import { POSTGRES_SETTLE_SQL } from '../wire/proxy';
 
 /** `pg_stat_force_next_flush()` and `stats_fetch_consistency` arrived in 15; before that a collector process ran. */
 const FORCED_FLUSH_MIN_VERSION = 150000;
@@ -20,7 +21,8 @@ const QUERY_CHARS = 200;
 /** Enough of each pg_stat_statements text to classify and show it; a 5000-row VALUES list is 70 KB otherwise. */
 const STATEMENT_TEXT_READ = 400;
 
-const SQL_FORCE_FLUSH = 'SELECT pg_stat_force_next_flush()';
+/** The same text as the wire proxy's settle request, so both share one pg_stat_statements entry, set aside as own. */
+const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
 
 /**
  * One statement reads the user tables, the named table, the sessions and (14+) the database's session count. On 15+
@@ -87,6 +89,12 @@ export class PostgresSource implements SnapshotSource {
   readonly description: BackendDescription;
   readonly comparable: { global: string; perConnection: string }[] = [];
   readonly attributionMethod = null;
+  /**
+   * The wire proxy settles each window connection with this statement before a reading. A connection that first
+   * appears inside a window (a pool connecting lazily) runs it for the first time there, after calibration, so the
+   * probe cannot learn it as its own from the empty windows: it is known by its text.
+   */
+  readonly ownStatements: readonly string[] = [SQL_FORCE_FLUSH];
   readonly #connection: NetworkConnection;
   readonly #settleTimeoutMs: number;
   #client: SqlClient | null = null;

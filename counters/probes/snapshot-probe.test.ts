@@ -147,3 +147,46 @@ describe('SnapshotProbe', () => {
     expect(layer.attribution?.missing).toEqual(['#7 was not found at the start of the window', '#8 was not found at the start of the window']);
   });
 });
+
+/**
+ * A PostgreSQL-like source: pg_stat_statements grows by the workload's statements and, on each window connection,
+ * by the wire proxy's settle statement before every reading. A pool that connects inside the window has no
+ * connection at calibration, so the settle statement moves for the first time inside the window.
+ */
+class StatementsSource extends ScriptedSource {
+  readonly ownStatements = ['SELECT pg_stat_force_next_flush()'];
+  calls = new Map<string, { query: string; calls: number }>([['probe', { query: 'SELECT json_build_object(...)', calls: 0 }]]);
+  connections = 0;
+
+  bump(key: string, query: string, by: number): void {
+    const s = this.calls.get(key) ?? { query, calls: 0 };
+    s.calls += by;
+    this.calls.set(key, s);
+  }
+
+  override async snapshot(ctx: WindowContext, purpose: string, ids: readonly number[]): Promise<Snapshot> {
+    const snap = await super.snapshot(ctx, purpose, ids);
+    if (this.connections > 0) this.bump('settle', 'SELECT pg_stat_force_next_flush()', this.connections);
+    this.bump('probe', 'SELECT json_build_object(...)', 1);
+    return { ...snap, statements: new Map([...this.calls].map(([k, s]) => [k, { ...s, rows: 0, statementClass: classOf(s.query) }])) };
+  }
+}
+
+function classOf(query: string): string {
+  return query.startsWith('INSERT') ? 'insert' : 'select';
+}
+
+describe('SnapshotProbe, per-statement counters', () => {
+  it("never counts the wire proxy's settle statement as the workload's, even when it first moves inside the window", async () => {
+    const source = new StatementsSource();
+    const probe = new SnapshotProbe(source);
+    const win = await probe.begin(CTX);
+    // A pool of 4 connects inside the window and inserts 24 rows one by one.
+    source.connections = 4;
+    source.bump('insert', 'INSERT INTO t (a) VALUES ($1)', 24);
+    const layer = await win.end();
+    expect(layer.global['statements.calls']).toBe(24);
+    expect(layer.global['statements.insert_calls']).toBe(24);
+    expect(layer.statements).toEqual([{ query: 'INSERT INTO t (a) VALUES ($1)', calls: 24, rows: 0 }]);
+  });
+});

@@ -78,6 +78,11 @@ export interface SnapshotSource {
   readonly connectionsKey: string | null;
   /** Sources found unreadable at open (see `ServerLayer.degraded`). */
   readonly degraded: string[];
+  /**
+   * Statement texts (as `Snapshot.statements` has them) that are sqltally's own on whichever connection they run:
+   * never the workload's, even when they first move inside a window.
+   */
+  readonly ownStatements?: readonly string[];
   close(): Promise<void>;
 }
 
@@ -190,6 +195,8 @@ export class SnapshotProbe implements ServerProbe {
   async #snapshot(ctx: WindowContext, purpose: 'calibrate' | 'control' | 'begin' | 'end', ids: readonly number[]): Promise<Snapshot> {
     const unsettled = (await ctx.settle?.()) ?? [];
     const snap = await this.#source.snapshot(ctx, purpose, ids);
+    const own = this.#source.ownStatements;
+    if (own && snap.statements) for (const [key, s] of snap.statements) if (own.includes(s.query.trim())) this.#probeStatementKeys.add(key);
     if (unsettled.length > 0) snap.failures.push(`could not settle the server's bookkeeping before the reading: ${unsettled.join('; ')}`);
     return snap;
   }

@@ -175,11 +175,17 @@ function pgQuery(sql: string): Buffer {
   return out;
 }
 
+/**
+ * The statement the proxy settles a PostgreSQL connection with. The server counts it like any other in
+ * pg_stat_statements, on the user's connection: the probe knows it by this text as sqltally's own.
+ */
+export const POSTGRES_SETTLE_SQL = 'SELECT pg_stat_force_next_flush()';
+
 /** The settle request of each protocol (see {@link WireProxy}). */
 const SETTLE = {
   mysql: { bytes: Buffer.from([1, 0, 0, 0, 0x0e]), reader: mysqlPingReader },
   // A failed flush (PostgreSQL before 15 has no such function) is answered and swallowed the same way.
-  postgres: { bytes: pgQuery('SELECT pg_stat_force_next_flush()'), reader: pgQueryReader },
+  postgres: { bytes: pgQuery(POSTGRES_SETTLE_SQL), reader: pgQueryReader },
 } satisfies Record<WireProtocol, SettleRequest>;
 
 /** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
