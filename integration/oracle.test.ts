@@ -138,6 +138,11 @@ async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
     }
   };
   const ownIds = new Set<number>();
+  // The pooled server goes back to the next test file as it came: its log settings are restored on close.
+  const original = await withAdmin(async (c) => {
+    const [rows] = await c.query('SELECT @@GLOBAL.log_output AS output, @@GLOBAL.general_log_file AS file, @@GLOBAL.general_log AS enabled');
+    return (rows as { output: string; file: string; enabled: number }[])[0]!;
+  });
   await withAdmin(async (c) => {
     await c.query("SET GLOBAL log_output = 'FILE'");
     // Relative to the data directory: the same place whether the server runs here or chrooted.
@@ -185,6 +190,9 @@ async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
     close: () =>
       withAdmin(async (c) => {
         await c.query('SET GLOBAL general_log = 0');
+        await c.query('SET GLOBAL general_log_file = ?', [original.file]);
+        await c.query('SET GLOBAL log_output = ?', [original.output]);
+        if (Number(original.enabled) === 1) await c.query('SET GLOBAL general_log = 1');
       }),
   };
 }
