@@ -64,12 +64,21 @@ interface TextInfo {
   dialect: import('./tokenizer').SqlDialect;
   groups: Group[];
   caller: string | null;
+  /**
+   * Values and rows by call kind: each kind of a text is a shape of its own, and a driver that prepares each call
+   * before running it (knex on better-sqlite3) must not give the run's values and rows to the prepare. Prepares
+   * bind nothing and return no rows, so they have no entry.
+   */
+  byKind: Map<CallKind, KindValues>;
+  ignored: boolean;
+}
+
+interface KindValues {
   /** Keys of the bound values seen (first calls only); null once some call could not be compared. */
   distinct: Set<string> | null;
   tracked: number;
   rows: number;
   rowsKnown: boolean;
-  ignored: boolean;
 }
 
 /** A comparable key of one call's bound values, or null when they cannot be compared cheaply. */
@@ -179,14 +188,21 @@ export class WindowTotals {
     const kind = shape.kind;
     const failed = error !== null && error !== undefined;
     if (info) {
-      if (info.tracked < MAX_TRACKED_CALLS && info.distinct) {
-        info.tracked++;
-        const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
-        if (key === null) info.distinct = null;
-        else info.distinct.add(key);
+      if (kind !== 'prepare') {
+        let v = info.byKind.get(kind);
+        if (!v) {
+          v = { distinct: new Set(), tracked: 0, rows: 0, rowsKnown: true };
+          info.byKind.set(kind, v);
+        }
+        if (v.tracked < MAX_TRACKED_CALLS && v.distinct) {
+          v.tracked++;
+          const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
+          if (key === null) v.distinct = null;
+          else v.distinct.add(key);
+        }
+        if (!failed && rowsAffected !== null) v.rows += rowsAffected;
+        else if (!failed) v.rowsKnown = false;
       }
-      if (!failed && rowsAffected !== null) info.rows += rowsAffected;
-      else if (!failed && kind !== 'prepare') info.rowsKnown = false;
       if (info.ignored) {
         // Listed as an ignored shape, counted in none of the totals.
         this.#ignoredCalls++;
@@ -242,7 +258,7 @@ export class WindowTotals {
       ignored = this.#ignore({ fingerprint, id, sql });
     }
     const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller()) : null;
-    const info: TextInfo = { dialect, groups: [], caller, distinct: new Set(), tracked: 0, rows: 0, rowsKnown: true, ignored };
+    const info: TextInfo = { dialect, groups: [], caller, byKind: new Map(), ignored };
     this.#texts.set(sql, info);
     return info;
   }
@@ -317,14 +333,15 @@ export class WindowTotals {
         shape.parameterSets += g.parameterSets;
         shape.caller ??= info.caller;
       }
-      // Values are compared per text: a text's distinct sets join its shape's (different texts differ anyway).
-      const first = info.groups[0];
-      if (!first) continue;
-      const shape = byShape.get(`${id}\u0000${first.kind}`)!;
-      if (info.distinct) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + info.distinct.size;
-      else shape.distinctKnown = false;
-      shape.rows = (shape.rows ?? 0) + info.rows;
-      if (!info.rowsKnown) shape.rowsKnown = false;
+      // Values are compared per text and kind: those distinct sets join the shape's (different texts differ anyway).
+      for (const [kind, v] of info.byKind) {
+        const shape = byShape.get(`${id}\u0000${kind}`);
+        if (!shape) continue;
+        if (v.distinct) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + v.distinct.size;
+        else shape.distinctKnown = false;
+        shape.rows = (shape.rows ?? 0) + v.rows;
+        if (!v.rowsKnown) shape.rowsKnown = false;
+      }
     }
     return [...byShape.values()].map(({ distinctKnown, rowsKnown, ...shape }) => ({
       ...shape,
