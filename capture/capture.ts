@@ -87,6 +87,8 @@ interface WorkloadConnection<D extends DriverName> {
 }
 
 const MESSAGE_CHARS = 2000;
+/** How much of a long message's end is kept beside its start: where an ORM puts the reason. */
+const MESSAGE_TAIL_CHARS = 300;
 const CAUSES_SHOWN = 5;
 /** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
 const AFTER_TIMEOUT_SETTLE_MS = 30_000;
@@ -99,6 +101,16 @@ function messageOf(err: unknown): string {
 }
 
 /**
+ * A long message cut in the middle, not at the end: knex puts the whole statement first and the server's reason
+ * last (`insert into ... 60 KB ... - SQLITE_ERROR: too many terms in compound SELECT`).
+ */
+function truncateMessage(message: string): string {
+  if (message.length <= MESSAGE_CHARS) return truncateStatement(message, MESSAGE_CHARS);
+  const tail = message.slice(-MESSAGE_TAIL_CHARS).replace(/\s+/g, ' ').trim();
+  return `${truncateStatement(message, MESSAGE_CHARS - MESSAGE_TAIL_CHARS)} … ${tail}`;
+}
+
+/**
  * The user's error as a tally keeps it: message and statement truncated (a driver may quote a 60 KB INSERT in its
  * message), and the cause chain kept (an ORM wraps the driver's error, which has the real reason).
  */
@@ -108,15 +120,15 @@ export function workloadErrorOf(err: unknown): WorkloadError {
   const seen = new Set<unknown>([err]);
   while (cause !== undefined && cause !== null && !seen.has(cause) && causes.length < CAUSES_SHOWN) {
     seen.add(cause);
-    causes.push(truncateStatement(messageOf(cause), MESSAGE_CHARS));
+    causes.push(truncateMessage(messageOf(cause)));
     cause = (cause as { cause?: unknown }).cause;
   }
   if (err instanceof SqltallyError) {
-    return { message: truncateStatement(err.message, MESSAGE_CHARS), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
+    return { message: truncateMessage(err.message), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
   }
   const e = err as { sql?: unknown; query?: unknown } | null;
   const sql = typeof e?.sql === 'string' ? e.sql : typeof e?.query === 'string' ? e.query : null;
-  return { message: truncateStatement(messageOf(err), MESSAGE_CHARS), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
+  return { message: truncateMessage(messageOf(err)), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
 }
 
 /** Resolves or rejects with the work; rejects with a marker when the time runs out or the signal aborts. */
