@@ -312,6 +312,26 @@ describeEachBackend(
         other.close();
       }
     });
+
+    it('a Database the session never counted (an ORM that opens its own) writing to the file: never assert, the reason says why', async () => {
+      await using session = await CaptureSession.open({ backend: backend() });
+      const c = session.connection;
+      if (c.kind !== 'file') throw new Error('expected a file');
+      const own = new Database(c.filename);
+      try {
+        own.exec('DROP TABLE IF EXISTS own_items; CREATE TABLE own_items (id INTEGER PRIMARY KEY, a INTEGER NOT NULL)');
+        const tally = await session.measure(async () => {
+          own.prepare('INSERT INTO own_items (a) VALUES (?)').run(1);
+        });
+        expect(tally.layers.driver).toBeNull();
+        expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({
+          kind: 'report',
+          reason: expect.stringMatching(/no SQLite handle is counted in the session, so nothing reads the file/),
+        });
+      } finally {
+        own.close();
+      }
+    });
   },
   (b) => b.backend === 'sqlite',
 );
