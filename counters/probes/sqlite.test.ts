@@ -35,4 +35,11 @@ describe('SqliteSource', () => {
     const snap = await new SqliteSource(DESCRIPTION).snapshot({ workloadConnectionIds: [1, 2], onWorkloadConnection: on }, 'test', [1, 2]);
     expect(snap.sessions.canSeeOtherSessions).toBe(false);
   });
+
+  it('gives rows as unknown, not 0, when no handle was read', () => {
+    const source = new SqliteSource(DESCRIPTION);
+    expect(source.summarize({}, {}).summary.rowsInserted).toBeNull();
+    expect(source.summarize({}, { total_changes: 0 }).summary.rowsInserted).toBe(0);
+    expect(source.summarize({}, { total_changes: 5000 }).summary.rowsInserted).toBe(5000);
+  });
 });

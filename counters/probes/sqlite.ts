@@ -85,7 +85,8 @@ export class SqliteSource implements SnapshotSource {
         executes: null,
         bulkExecutes: null,
         commits: null,
-        rowsInserted: perConnection ? (perConnection.total_changes ?? 0) : null,
+        // No counted handle, no total_changes: unknown, not 0 (the rows went through a handle nothing read).
+        rowsInserted: perConnection && perConnection.total_changes !== undefined ? perConnection.total_changes : null,
       },
       source: perConnection ? 'perConnection' : 'global',
       notes: ['rowsInserted is total_changes(): rows inserted, updated or deleted through the counted handles'],
