@@ -258,6 +258,25 @@ describeEachBackend(
         }
       });
 
+      it('a pool that first connects inside a window: the proxy\'s statistics flush on its session is never counted, and the next windows assert', async () => {
+        await using lazy = await CaptureSession.open({ backend: backend() });
+        const at = network(lazy.connection);
+        const pool = lazy.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        try {
+          const windows = [];
+          for (let i = 0; i < 3; i++) windows.push(await lazy.measure(() => pool.query('INSERT INTO own_items (a) VALUES ($1)', [i])));
+          // The first window opened the connection: its handshake is set apart in the wire layer's setup bucket.
+          expect(windows.map((t) => t.layers.wire?.setup?.connectionsOpened)).toEqual([1, 0, 0]);
+          for (const tally of windows) {
+            expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ kind: 'assert', reason: expect.any(String) });
+            expect(tally.layers.server?.summary).toMatchObject({ statements: 1, inserts: 1, rowsInserted: 1 });
+            expect(tally.layers.server?.statements?.map((s) => s.query)).toEqual(['INSERT INTO own_items (a) VALUES ($1)']);
+          }
+        } finally {
+          await pool.end();
+        }
+      });
+
       it('every session of a pool flushes its statistics through the proxy: rows exact over 4 connections, with the settle time', async () => {
         const own = code.pool(network(session.connection));
         try {
