@@ -10,7 +10,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { CaptureSession } from '../../capture/capture';
 import type { CallKind } from '../../counters/events';
-import { filename, network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -31,7 +31,8 @@ const sqliteSchema = {
 
 // README recipe: drizzle on PostgreSQL
 async function drizzleOnPostgres(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 });
   const db = drizzlePg({ client: session.count(pool) });
   await pool.query('select 1'); // warm: the pool's first connection opens here, outside every window
@@ -40,7 +41,8 @@ async function drizzleOnPostgres(session: CaptureSession) {
 
 // README recipe: drizzle on MariaDB and MySQL
 async function drizzleOnMysql(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 });
   const db = drizzleMysql({ client: session.count(pool) });
   await pool.query('select 1');
@@ -49,7 +51,9 @@ async function drizzleOnMysql(session: CaptureSession) {
 
 // README recipe: drizzle on SQLite (better-sqlite3)
 async function drizzleOnSqlite(session: CaptureSession) {
-  const sqlite = new Database(filename(session.connection));
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  const sqlite = new Database(at.filename);
   const db = drizzleSqlite({ client: session.count(sqlite) });
   return { db, end: async () => sqlite.close() };
 }

@@ -1,8 +1,7 @@
 import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import type { CaptureSession } from '../../capture/capture';
-import type { BackendName, NetworkConnection, StartedBackend } from '../../containers/types';
+import type { BackendName, StartedBackend } from '../../containers/types';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is
@@ -26,16 +25,6 @@ export function bulkRows(tag: string): ChildRow[] {
 
 /** Sum of `parent_id` over {@link bulkRows}: 250 rows of each parent 1..20. */
 export const BULK_PARENT_ID_SUM = (BULK_ROWS / PARENTS) * ((PARENTS * (PARENTS + 1)) / 2);
-
-export function network(c: CaptureSession['connection'] | StartedBackend['connection']): NetworkConnection {
-  if (c.kind !== 'network') throw new Error(`expected a network connection, got a ${c.kind} one`);
-  return { kind: 'network', host: c.host, port: c.port, user: c.user, password: c.password, database: c.database };
-}
-
-export function filename(c: CaptureSession['connection'] | StartedBackend['connection']): string {
-  if (c.kind !== 'file') throw new Error(`expected a file, got a ${c.kind} connection`);
-  return c.filename;
-}
 
 /** A plain client straight to the server (never through the proxy, never counted), for DDL and for checks. */
 interface PlainClient {

@@ -5,7 +5,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { CaptureSession } from '../../capture/capture';
 import type { CallKind } from '../../counters/events';
-import { filename, network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -17,31 +17,46 @@ import type { OrmCase, OrmUnderTest } from './suite';
 
 // README recipe: knex on PostgreSQL
 async function knexOnPostgres(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   // idleTimeoutMillis 0: pg closes idle clients after 10 s, and a client reopened inside a window brings its
   // connection set-up (and knex's version check) into it.
   const pool = new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 });
   const db = knex({ client: 'pg', connectionPool: session.count(pool) });
   await db.raw('select 1'); // warm: the first connection and knex's `select version()` run here, outside every window
-  return { db, end: async () => (await db.destroy(), await pool.end()) };
+  const end = async () => {
+    await db.destroy(); // knex only lets go of a pool it did not make: end the pool too
+    await pool.end();
+  };
+  return { db, end };
 }
 
 // README recipe: knex on MariaDB and MySQL
 async function knexOnMysql(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 });
   const db = knex({ client: 'mysql2', connectionPool: session.count(pool) });
   await db.raw('select 1');
-  return { db, end: async () => (await db.destroy(), await pool.end()) };
+  const end = async () => {
+    await db.destroy(); // knex only lets go of a pool it did not make: end the pool too
+    await pool.end();
+  };
+  return { db, end };
 }
 
 // README recipe: knex on SQLite (better-sqlite3)
 async function knexOnSqlite(session: CaptureSession) {
-  const file = filename(session.connection);
-  const pool = new KnexPool<Database.Database>({ min: 1, max: 1, create: async () => session.count(new Database(file)), destroy: (d) => d.close() });
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  const pool = new KnexPool<Database.Database>({ min: 1, max: 1, create: async () => session.count(new Database(at.filename)), destroy: (d) => d.close() });
   const db = knex({ client: 'better-sqlite3', useNullAsDefault: true, connectionPool: pool });
   await db.raw('select 1');
-  return { db, end: async () => (await db.destroy(), await pool.destroy()) };
+  const end = async () => {
+    await db.destroy(); // knex only lets go of a pool it did not make: end the pool too
+    await pool.destroy();
+  };
+  return { db, end };
 }
 
 function workload(built: { db: Knex; end: () => Promise<unknown> }): OrmUnderTest {

@@ -5,7 +5,7 @@ import mysql2 from 'mysql2';
 import pg from 'pg';
 import type { CaptureSession } from '../../capture/capture';
 import type { CallKind } from '../../counters/events';
-import { filename, network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -18,7 +18,8 @@ interface Tables {
 
 // README recipe: kysely on PostgreSQL
 async function kyselyOnPostgres(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 });
   const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: session.count(pool) }) });
   await sql`select 1`.execute(db); // warm: the pool's first connection opens here, outside every window
@@ -27,7 +28,8 @@ async function kyselyOnPostgres(session: CaptureSession) {
 
 // README recipe: kysely on MariaDB and MySQL
 async function kyselyOnMysql(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = mysql2.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 });
   const db = new Kysely<Tables>({ dialect: new MysqlDialect({ pool: session.count(pool) }) });
   await sql`select 1`.execute(db);
@@ -36,7 +38,9 @@ async function kyselyOnMysql(session: CaptureSession) {
 
 // README recipe: kysely on SQLite (better-sqlite3)
 async function kyselyOnSqlite(session: CaptureSession) {
-  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: session.count(new Database(filename(session.connection))) }) });
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  const db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: session.count(new Database(at.filename)) }) });
   await sql`select 1`.execute(db);
   return db;
 }

@@ -4,7 +4,7 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { CaptureSession } from '../../capture/capture';
 import type { CallKind } from '../../counters/events';
-import { filename, network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -13,7 +13,8 @@ import type { OrmCase, OrmUnderTest } from './suite';
 
 // README recipe: a pg Pool
 async function pgPool(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 }));
   await pool.query('select 1'); // warm: the first connection opens here, outside every window
   return pool; // pool.end() before session.close()
@@ -21,7 +22,8 @@ async function pgPool(session: CaptureSession) {
 
 // README recipe: a mysql2 pool
 async function mysql2Pool(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const pool = session.count(mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 }));
   await pool.query('select 1');
   return pool;
@@ -29,7 +31,8 @@ async function mysql2Pool(session: CaptureSession) {
 
 // README recipe: a mariadb connector pool
 async function mariadbPool(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   // minDelayValidation: the pool pings a connection idle for more than 500 ms (the default) before handing it out,
   // and that COM_PING crosses the wire inside the window; a long delay keeps the counts the same in every window.
   const pool = session.count(mariadb.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2, minDelayValidation: 600_000 }));
@@ -39,7 +42,9 @@ async function mariadbPool(session: CaptureSession) {
 
 // README recipe: a better-sqlite3 Database
 function sqliteDatabase(session: CaptureSession) {
-  return session.count(new Database(filename(session.connection))); // db.close() before session.close()
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  return session.count(new Database(at.filename)); // db.close() before session.close()
 }
 
 function onPg(pool: pg.Pool): OrmUnderTest {

@@ -1,7 +1,7 @@
 import { DataTypes, Sequelize } from 'sequelize';
 import type { Model, ModelStatic } from 'sequelize';
 import type { CaptureSession } from '../../capture/capture';
-import { network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -15,7 +15,8 @@ const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver 
 
 // README recipe: Sequelize on PostgreSQL, MariaDB and MySQL
 async function sequelizeOn(session: CaptureSession, dialect: 'postgres' | 'mariadb' | 'mysql') {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const sequelize = new Sequelize({
     dialect, // 'postgres' uses pg, 'mariadb' the mariadb connector, 'mysql' mysql2
     host: at.host,

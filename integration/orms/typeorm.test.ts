@@ -1,6 +1,6 @@
 import { DataSource, EntitySchema } from 'typeorm';
 import type { CaptureSession } from '../../capture/capture';
-import { filename, network, PARENTS } from './fixture';
+import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
@@ -35,7 +35,8 @@ const ChildEntity = new EntitySchema<Child>({
 
 // README recipe: TypeORM on PostgreSQL
 async function typeormOnPostgres(session: CaptureSession) {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const dataSource = new DataSource({
     type: 'postgres',
     host: at.host,
@@ -53,7 +54,8 @@ async function typeormOnPostgres(session: CaptureSession) {
 
 // README recipe: TypeORM on MariaDB and MySQL
 async function typeormOnMysql(session: CaptureSession, type: 'mariadb' | 'mysql') {
-  const at = network(session.connection);
+  const at = session.connection;
+  if (at.kind !== 'network') throw new Error('expected a network backend');
   const dataSource = new DataSource({ type, host: at.host, port: at.port, username: at.user, password: at.password, database: at.database, entities: [ParentEntity, ChildEntity], poolSize: 2 });
   await dataSource.initialize();
   return dataSource;
@@ -61,7 +63,9 @@ async function typeormOnMysql(session: CaptureSession, type: 'mariadb' | 'mysql'
 
 // README recipe: TypeORM on SQLite (better-sqlite3)
 async function typeormOnSqlite(session: CaptureSession) {
-  const dataSource = new DataSource({ type: 'better-sqlite3', database: filename(session.connection), entities: [ParentEntity, ChildEntity] });
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  const dataSource = new DataSource({ type: 'better-sqlite3', database: at.filename, entities: [ParentEntity, ChildEntity] });
   await dataSource.initialize();
   return dataSource;
 }
