@@ -184,6 +184,23 @@ describeEachBackend(
       }
     });
 
+    it('a pool opened and ended inside the window, and one ended right before it: exact, assert (a driver\'s end() resolves before its goodbye reaches the server)', async () => {
+      const before = code.pool(network(session.connection));
+      await code.insert(session.count(before.pool), -1);
+      await before.end();
+      const tally = await session.measure(async () => {
+        const own = code.pool(network(session.connection));
+        const pool = session.count(own.pool);
+        for (let i = 0; i < 3; i++) await code.insert(pool, i);
+        await own.end();
+      });
+      expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+      expect(tally.layers.driver).toMatchObject({ calls: 3, byClass: { insert: 3 } });
+      expect(tally.layers.server?.summary).toMatchObject({ statements: 3, inserts: 3, rowsInserted: 3 });
+      expect(tally.beyondWindow).toEqual([]);
+      expect(tally.layers.wire?.connections).toBe(1);
+    });
+
     it('a query started without await is still in flight when the function returns: incomplete, naming the cause', async () => {
       const own = code.pool(network(session.connection));
       try {
