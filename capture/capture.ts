@@ -194,15 +194,29 @@ interface WorkloadConnection<D extends DriverName> {
 }
 
 const MESSAGE_CHARS = 2000;
+/** How much of a long message's end is kept beside its start: where an ORM puts the reason. */
+const MESSAGE_TAIL_CHARS = 300;
 const CAUSES_SHOWN = 5;
 /** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
 const AFTER_TIMEOUT_SETTLE_MS = 30_000;
 /** How long `close()` waits for the user's own connections to finish closing. */
 const CLOSE_GRACE_MS = 2_000;
+/** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
+const GOODBYE_GRACE_MS = 2_000;
 
 function messageOf(err: unknown): string {
   const message = (err as { message?: unknown } | null)?.message;
   return typeof message === 'string' ? message : String(err);
+}
+
+/**
+ * A long message cut in the middle, not at the end: knex puts the whole statement first and the server's reason
+ * last (`insert into ... 60 KB ... - SQLITE_ERROR: too many terms in compound SELECT`).
+ */
+function truncateMessage(message: string): string {
+  if (message.length <= MESSAGE_CHARS) return truncateStatement(message, MESSAGE_CHARS);
+  const tail = message.slice(-MESSAGE_TAIL_CHARS).replace(/\s+/g, ' ').trim();
+  return `${truncateStatement(message, MESSAGE_CHARS - MESSAGE_TAIL_CHARS)} … ${tail}`;
 }
 
 /**
@@ -215,15 +229,15 @@ export function workloadErrorOf(err: unknown): WorkloadError {
   const seen = new Set<unknown>([err]);
   while (cause !== undefined && cause !== null && !seen.has(cause) && causes.length < CAUSES_SHOWN) {
     seen.add(cause);
-    causes.push(truncateStatement(messageOf(cause), MESSAGE_CHARS));
+    causes.push(truncateMessage(messageOf(cause)));
     cause = (cause as { cause?: unknown }).cause;
   }
   if (err instanceof SqltallyError) {
-    return { message: truncateStatement(err.message, MESSAGE_CHARS), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
+    return { message: truncateMessage(err.message), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
   }
   const e = err as { sql?: unknown; query?: unknown } | null;
   const sql = typeof e?.sql === 'string' ? e.sql : typeof e?.query === 'string' ? e.query : null;
-  return { message: truncateStatement(messageOf(err), MESSAGE_CHARS), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
+  return { message: truncateMessage(messageOf(err)), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
 }
 
 /** Resolves or rejects with the work; rejects with a marker when the time runs out or the signal aborts. */
@@ -284,6 +298,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
   #window: OpenWindow | null = null;
+  /** Closing connections being read by the probe (`#retire`), so a window ends only once they are read. */
+  readonly #retiring = new Set<Promise<void>>();
   #closed = false;
   #measuring = false;
 
@@ -311,7 +327,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       const protocol = backend.description.capabilities.wireProtocol;
       if (protocol && options.wire !== false && backend.connection.kind === 'network') {
         session.#proxy = await startWireProxy({ protocol, target: { host: backend.connection.host, port: backend.connection.port } });
-        session.#proxy.onClosing((connection, settle) => session.#retire(connection.serverConnectionId, settle));
+        session.#proxy.onClosing((connection, settle) => {
+          const quit = (connection.counts.commands.COM_QUIT ?? 0) > 0 || (connection.counts.commands.Terminate ?? 0) > 0;
+          return session.#trackRetire(session.#retire(connection.serverConnectionId, settle, quit));
+        });
       }
       if (options.server !== false) {
         try {
@@ -427,12 +446,36 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     return [...ids];
   }
 
+  #trackRetire(run: Promise<void>): Promise<void> {
+    this.#retiring.add(run);
+    void run.finally(() => this.#retiring.delete(run));
+    return run;
+  }
+
+  /**
+   * Lets connections that said goodbye finish closing, and the probe finish reading those that closed inside the
+   * window. A driver's `end()` resolves as soon as its COM_QUIT or Terminate is written (mysql2, pg-pool), before the
+   * proxy has even read it: at a window's start such a connection would count as the window's, gone from the server
+   * before the first reading (attribution not exact); at its end, its read would still be running, its cost not
+   * subtracted (the server doing more than the window's connections).
+   */
+  async #settleGoodbyes(): Promise<void> {
+    const proxy = this.#proxy;
+    if (!proxy) return;
+    // Two check phases have a poll phase between them: by then the proxy has read what clients had written.
+    for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+    const saidGoodbye = () =>
+      proxy.connections().some((c) => c.closedAtNs === null && ((c.counts.commands.COM_QUIT ?? 0) > 0 || (c.counts.commands.Terminate ?? 0) > 0));
+    for (let waited = 0; saidGoodbye() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    await Promise.allSettled([...this.#retiring]);
+  }
+
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
-  async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>): Promise<void> {
+  async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>, quit: boolean): Promise<void> {
     const window = this.#window;
     if (!window || serverConnectionId === null) return;
     await settle();
-    await window.retire(serverConnectionId);
+    await window.retire(serverConnectionId, { quit });
   }
 
   #context(sinceNs: number): WindowContext {
@@ -519,6 +562,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     this.#measuring = true;
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
+      await this.#settleGoodbyes();
       const sinceNs = Number(process.hrtime.bigint());
       const context = this.#context(sinceNs);
       let probeError = this.#probeError;
@@ -566,6 +610,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     let server: ServerLayer | null = null;
     if (window) {
       try {
+        await this.#settleGoodbyes();
         server = await window.end();
       } catch (err) {
         probeError = `could not close the server window: ${messageOf(err)}`;

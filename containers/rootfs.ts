@@ -22,6 +22,14 @@ export const PROVISION_SCRIPT =
   [path.resolve(__dirname, '..', 'scripts', 'provision-rootfs.sh'), path.resolve(__dirname, '..', '..', 'scripts', 'provision-rootfs.sh')].find((p) =>
     fs.existsSync(p),
   ) ?? path.resolve(__dirname, '..', 'scripts', 'provision-rootfs.sh');
+/**
+ * How to run the provisioning script from here: relative to the working directory inside a checkout
+ * (`scripts/provision-rootfs.sh`), and its own path from an app that installed sqltally, which ships the script.
+ */
+export function provisionCommand(name: string): string {
+  const relative = path.relative(process.cwd(), PROVISION_SCRIPT);
+  return `${relative.startsWith('..') || path.isAbsolute(relative) ? PROVISION_SCRIPT : relative} ${name}`;
+}
 export const ROOTFS_STAMP_FILE = '.sqltally-rootfs.json';
 const DEFAULT_CACHE = '/var/cache/sqltally/rootfs';
 const CHROOT_DIRS = ['/usr/sbin', '/usr/bin', '/sbin', '/bin'];
@@ -121,7 +129,7 @@ export function rootfsInputsHash(name: RootfsName, script: string = PROVISION_SC
 
 /** Finds the complete build of `name` made by the current script; anything else is reported, never used. */
 export function locateRootfs(name: RootfsName, env: NodeJS.ProcessEnv = process.env): RootfsLocation {
-  const provision = `run scripts/provision-rootfs.sh ${name} (as root)`;
+  const provision = `run ${provisionCommand(name)} (as root)`;
   let hash: string;
   try {
     hash = rootfsInputsHash(name);

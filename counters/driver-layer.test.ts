@@ -1,6 +1,7 @@
 import { DriverLayerSchema, STATEMENT_CLASSES } from './events';
 import type { StatementEvent } from './events';
-import { DriverTally, summarizeDriverEvents } from './driver-layer';
+import { DriverTally, summarizeDriverEvents, WindowTotals } from './driver-layer';
+import type { CallShape } from './events';
 
 function event(over: Partial<StatementEvent>): StatementEvent {
   return {
@@ -98,5 +99,44 @@ describe('DriverTally', () => {
     // `events` is a copy: a caller cannot rewrite history.
     tally.events.pop();
     expect(tally.size).toBe(4);
+  });
+});
+
+describe('WindowTotals shapes', () => {
+  // knex on better-sqlite3 prepares every query anew, then runs it: each text has a prepare and an execute group.
+  const prepare = (sql: string): CallShape => ({ method: 'prepare', kind: 'prepare', sql, statementClass: 'select', bindValues: 0, parameterSets: 0 });
+  const run = (sql: string, statementClass: CallShape['statementClass']): CallShape => ({ method: 'all', kind: 'execute', sql, statementClass, bindValues: 1, parameterSets: 1 });
+
+  it('gives the distinct parameter sets and rows of a prepared-then-run text to the executions, not to the prepare', () => {
+    const totals = new WindowTotals();
+    const select = 'SELECT id FROM children WHERE parent_id = ?';
+    const insert = 'INSERT INTO children (parent_id) VALUES (?)';
+    for (let i = 0; i < 20; i++) {
+      totals.add('better-sqlite3', prepare(select), 0, 0, null, null, null);
+      totals.add('better-sqlite3', run(select, 'select'), 0, 0, null, null, null, [i]);
+      totals.add('better-sqlite3', { ...prepare(insert), statementClass: 'insert' }, 0, 0, null, null, null);
+      totals.add('better-sqlite3', { ...run(insert, 'insert'), method: 'run' }, 0, 0, 1, null, null, [i % 2]);
+    }
+    const shapes = totals.finish().layer.shapes.map((s) => [s.kind, s.statementClass, s.calls, s.parameterSets, s.distinctParameterSets, s.rows]);
+    expect(shapes).toEqual([
+      ['prepare', 'select', 20, 0, 0, 0],
+      // Different parameters each time: an N+1 on the executions.
+      ['execute', 'select', 20, 20, 20, null],
+      ['prepare', 'insert', 20, 0, 0, 0],
+      // Two value sets over 20 runs, one row each.
+      ['execute', 'insert', 20, 20, 2, 20],
+    ]);
+  });
+
+  it('keeps the distinct parameter sets of two kinds on one text apart (mysql2 query and execute of the same SQL)', () => {
+    const totals = new WindowTotals();
+    const sql = 'SELECT id FROM children WHERE parent_id = ?';
+    for (let i = 0; i < 3; i++) totals.add('mysql2', { ...run(sql, 'select'), method: 'query', kind: 'query' }, 0, 0, null, null, null, [1]);
+    for (let i = 0; i < 3; i++) totals.add('mysql2', { ...run(sql, 'select'), method: 'execute' }, 0, 0, null, null, null, [i]);
+    const shapes = totals.finish().layer.shapes.map((s) => [s.kind, s.calls, s.distinctParameterSets]);
+    expect(shapes).toEqual([
+      ['query', 3, 1],
+      ['execute', 3, 3],
+    ]);
   });
 });

@@ -188,16 +188,19 @@ export class WindowTotals {
     const failed = error !== null && error !== undefined;
     if (info) {
       const group = this.#group(info, shape, connectionId);
-      // A prepare binds nothing: whether its repeats are N+1 or duplicates is the executes' question.
-      const distinct = (info.distinct[kind] ??= { keys: kind === 'prepare' ? null : new Set(), tracked: 0 });
-      if (distinct.keys && distinct.tracked < MAX_TRACKED_CALLS) {
-        distinct.tracked++;
-        const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
-        if (key === null) distinct.keys = null;
-        else distinct.keys.add(key);
+      // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats
+      // are N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
+      if (kind !== 'prepare') {
+        const distinct = (info.distinct[kind] ??= { keys: new Set(), tracked: 0 });
+        if (distinct.keys && distinct.tracked < MAX_TRACKED_CALLS) {
+          distinct.tracked++;
+          const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
+          if (key === null) distinct.keys = null;
+          else distinct.keys.add(key);
+        }
+        if (!failed && rowsAffected !== null) group.rows += rowsAffected;
+        else if (!failed) group.known = false;
       }
-      if (!failed && rowsAffected !== null) group.rows += rowsAffected;
-      else if (!failed) group.known = false;
       if (info.ignored) {
         // Listed as an ignored shape, counted in none of the totals.
         this.#ignoredCalls++;

@@ -220,6 +220,23 @@ describeEachBackend(
       }
     });
 
+    it('a pool opened and ended inside the window, and one ended right before it: exact, assert (a driver\'s end() resolves before its goodbye reaches the server)', async () => {
+      const before = code.pool(network(session.connection));
+      await code.insert(session.count(before.pool), -1);
+      await before.end();
+      const tally = await session.measure(async () => {
+        const own = code.pool(network(session.connection));
+        const pool = session.count(own.pool);
+        for (let i = 0; i < 3; i++) await code.insert(pool, i);
+        await own.end();
+      });
+      expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+      expect(tally.layers.driver).toMatchObject({ calls: 3, byClass: { insert: 3 } });
+      expect(tally.layers.server?.summary).toMatchObject({ statements: 3, inserts: 3, rowsInserted: 3 });
+      expect(tally.beyondWindow).toEqual([]);
+      expect(tally.layers.wire?.connections).toBe(1);
+    });
+
     it('a query started without await is still in flight when the function returns: incomplete, naming the cause', async () => {
       const own = code.pool(network(session.connection));
       try {
@@ -294,6 +311,25 @@ describeEachBackend(
         }
       });
 
+      it('a pool that first connects inside a window: the proxy\'s statistics flush on its session is never counted, and the next windows assert', async () => {
+        await using lazy = await CaptureSession.open({ backend: backend() });
+        const at = network(lazy.connection);
+        const pool = lazy.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        try {
+          const windows = [];
+          for (let i = 0; i < 3; i++) windows.push(await lazy.measure(() => pool.query('INSERT INTO own_items (a) VALUES ($1)', [i])));
+          // The first window opened the connection: its handshake is set apart in the wire layer's setup bucket.
+          expect(windows.map((t) => t.layers.wire?.setup?.connectionsOpened)).toEqual([1, 0, 0]);
+          for (const tally of windows) {
+            expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ kind: 'assert', reason: expect.any(String) });
+            expect(tally.layers.server?.summary).toMatchObject({ statements: 1, inserts: 1, rowsInserted: 1 });
+            expect(tally.layers.server?.statements?.map((s) => s.query)).toEqual(['INSERT INTO own_items (a) VALUES ($1)']);
+          }
+        } finally {
+          await pool.end();
+        }
+      });
+
       it('every session of a pool flushes its statistics through the proxy: rows exact over 4 connections, with the settle time', async () => {
         const own = code.pool(network(session.connection));
         try {
@@ -346,6 +382,26 @@ describeEachBackend(
       } finally {
         raw.close();
         other.close();
+      }
+    });
+
+    it('a Database the session never counted (an ORM that opens its own) writing to the file: never assert, the reason says why', async () => {
+      await using session = await CaptureSession.open({ backend: backend() });
+      const c = session.connection;
+      if (c.kind !== 'file') throw new Error('expected a file');
+      const own = new Database(c.filename);
+      try {
+        own.exec('DROP TABLE IF EXISTS own_items; CREATE TABLE own_items (id INTEGER PRIMARY KEY, a INTEGER NOT NULL)');
+        const tally = await session.measure(async () => {
+          own.prepare('INSERT INTO own_items (a) VALUES (?)').run(1);
+        });
+        expect(tally.layers.driver).toBeNull();
+        expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({
+          kind: 'report',
+          reason: expect.stringMatching(/no SQLite handle is counted in the session, so nothing reads the file/),
+        });
+      } finally {
+        own.close();
       }
     });
   },

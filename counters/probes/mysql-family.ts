@@ -114,6 +114,13 @@ export class MysqlFamilySource implements SnapshotSource {
     this.#traits = traits;
   }
 
+  /**
+   * A COM_QUIT goes through the server's command dispatch and counts in `Questions`, after the probe read the closing
+   * connection's own counters: without this, every connection that quit inside a window looked like one statement
+   * run beyond the window's connections.
+   */
+  readonly quitCost: Counters = { Questions: 1 };
+
   get attributionMethod(): 'performance_schema' | null {
     return this.#perfSchema === 'on' ? 'performance_schema' : null;
   }

@@ -278,7 +278,12 @@ export class PostgresSource implements SnapshotSource {
           statementsReadSql(this.#forcedFlush),
         );
         statements = new Map(
-          (res?.statements ?? []).map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows), statementClass: classifyCached(s.query, 'postgres') }]),
+          (res?.statements ?? [])
+            // The flush the wire proxy (or the probe, without one) asks of each session is sqltally's, never the
+            // workload's. Calibration learns the probe's own statements by key, but a proxied session that first
+            // connects inside a window was not there to be learned from, and would count in every window after.
+            .filter((s) => s.query !== SQL_FORCE_FLUSH)
+            .map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows), statementClass: classifyCached(s.query, 'postgres') }]),
         );
       } catch (err) {
         failures.push(`pg_stat_statements read failed: ${messageOf(err)}`);

@@ -55,8 +55,10 @@ export interface OpenWindow {
   /**
    * A window connection is about to close: read its own counters now, while the server still has them, and use them
    * as its final values (a pool that shrinks inside the window would otherwise lose them). Call after settling it.
+   * `quit`: it said goodbye with the protocol's quit command (COM_QUIT, Terminate), which the server receives after
+   * this read and may count (MySQL and MariaDB count a COM_QUIT in `Questions`).
    */
-  retire(connectionId: number): Promise<void>;
+  retire(connectionId: number, goodbye?: { quit: boolean }): Promise<void>;
   end(): Promise<ServerLayer>;
 }
 

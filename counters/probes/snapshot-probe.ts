@@ -70,6 +70,11 @@ export interface SnapshotSource {
    * server has none. Its global cost is measured at calibration like a snapshot's.
    */
   readConnection?(ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null }>;
+  /**
+   * What a connection's quit command costs in the global counters, counted by the server after that connection's
+   * last read (`readConnection`): subtracted once per connection that quit inside the window, like a probe cost.
+   */
+  readonly quitCost?: Counters;
   summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] };
   /** Global key and the per-connection key meaning the same thing. */
   readonly comparable: { global: string; perConnection: string }[];
@@ -226,8 +231,12 @@ export class SnapshotProbe implements ServerProbe {
       cost.stable = cost.stable && own.stable;
     }
     const readConnection = this.#source.readConnection?.bind(this.#source);
-    const sample = ids[0];
-    if (readConnection && sample !== undefined) {
+    // Which connection is read does not change what the read runs (its statements filter by id on this side), so a
+    // session with no window connection yet (a pool that connects inside the first window) measures it on id 0, which
+    // no thread has: without this cost, every connection that closed inside a later window left its read's
+    // statements in the global counters, as work beyond the window's connections.
+    const sample = ids[0] ?? 0;
+    if (readConnection) {
       // What one read of a closing connection costs globally: two readings around it, minus one snapshot's cost.
       const retireWindows: Counters[] = [];
       for (let i = 0; i < 2; i++) {
@@ -256,22 +265,22 @@ export class SnapshotProbe implements ServerProbe {
     const controlAll = { ...control, ...prefixed('perConnection.', perConnectionControl) };
     const retired = new Map<number, Counters>();
     const retiredPrepared = new Map<string, PreparedInstance>();
-    let retireReads = 0;
-    const retireFailures: string[] = [];
+    const retirement = { retired, retiredPrepared, retireReads: 0, quits: 0, retireFailures: [] as string[] };
     return {
-      retire: async (connectionId) => {
+      retire: async (connectionId, goodbye) => {
         const read = this.#source.readConnection;
         if (!read) return;
-        retireReads += 1;
+        retirement.retireReads += 1;
+        if (goodbye?.quit) retirement.quits += 1;
         try {
           const got = await read.call(this.#source, ctx, connectionId);
           if (got.counters) retired.set(connectionId, got.counters);
           for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
         } catch (err) {
-          retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
+          retirement.retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
         }
       },
-      end: async () => this.#finish(ctx, cost, controlAll, controlStart, start, new Set(ids), { retired, retiredPrepared, retireReads, retireFailures }),
+      end: async () => this.#finish(ctx, cost, controlAll, controlStart, start, new Set(ids), retirement),
     };
   }
 
@@ -282,12 +291,13 @@ export class SnapshotProbe implements ServerProbe {
     controlStart: Snapshot,
     start: Snapshot,
     openedBefore: ReadonlySet<number>,
-    retirement: { retired: Map<number, Counters>; retiredPrepared: Map<string, PreparedInstance>; retireReads: number; retireFailures: string[] },
+    retirement: { retired: Map<number, Counters>; retiredPrepared: Map<string, PreparedInstance>; retireReads: number; quits: number; retireFailures: string[] },
   ): Promise<ServerLayer> {
     const ids = [...new Set([...openedBefore, ...connectionIdsOf(ctx)])].sort((a, b) => a - b);
     const end = await this.#snapshot(ctx, 'end', ids);
     let global = subtractCost(delta(start.global, end.global), cost.counters);
     for (let i = 0; i < retirement.retireReads; i++) global = subtractCost(global, cost.retireRead ?? {});
+    for (let i = 0; i < retirement.quits; i++) global = subtractCost(global, this.#source.quitCost ?? {});
     global = { ...global, ...this.#statementTotals(start, end) };
     const own = perConnectionWindow(ids, start, end, openedBefore, retirement.retired);
     const perConnection = own ? subtractCost(own.counters, cost.perConnection ?? {}) : null;

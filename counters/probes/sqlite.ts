@@ -66,8 +66,9 @@ export class SqliteSource implements SnapshotSource {
         global.page_count = firstNumber(await run('PRAGMA page_count', first));
       }
       // One handle's data_version moves only when another connection commits to the file: with one counted handle that
-      // is the whole check for other writers; with several, each moves the others' and no writer can be told apart.
-      const sessions = { foreign: [], background: [], canSeeOtherSessions: ids.length <= 1 };
+      // is the whole check for other writers; with several, each moves the others' and no writer can be told apart;
+      // with none (an ORM that opened its own Database), nothing reads the file at all.
+      const sessions = { foreign: [], background: [], canSeeOtherSessions: ids.length === 1 };
       return { ...base, global, perConnection, sessions };
     } catch (err) {
       base.failures.push(`SQLite read failed: ${messageOf(err)}`);
@@ -84,7 +85,8 @@ export class SqliteSource implements SnapshotSource {
         executes: null,
         bulkExecutes: null,
         commits: null,
-        rowsInserted: perConnection ? (perConnection.total_changes ?? 0) : null,
+        // No counted handle, no total_changes: unknown, not 0 (the rows went through a handle nothing read).
+        rowsInserted: perConnection && perConnection.total_changes !== undefined ? perConnection.total_changes : null,
       },
       source: perConnection ? 'perConnection' : 'global',
       notes: ['rowsInserted is total_changes(): rows inserted, updated or deleted through the counted handles'],
