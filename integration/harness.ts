@@ -48,6 +48,18 @@ export interface LentBackend {
   connection: ConnectionInfo;
   pid?: number;
   dataDir?: string;
+  logFile?: string;
+}
+
+/** The plain-data part of a started server that crosses from the worker's pool to a test file. */
+export function lentPart(s: Pick<StartedBackend, 'description' | 'connection' | 'pid' | 'dataDir' | 'logFile'>): LentBackend {
+  return {
+    description: s.description,
+    connection: s.connection,
+    ...(s.pid !== undefined ? { pid: s.pid } : {}),
+    ...(s.dataDir !== undefined ? { dataDir: s.dataDir } : {}),
+    ...(s.logFile !== undefined ? { logFile: s.logFile } : {}),
+  };
 }
 
 /** The worker's server pool as one test file sees it (integration/pool.ts, set up by integration/environment.ts). */
@@ -85,10 +97,7 @@ function lentHandle(id: string, json: string): StartedBackend {
     throw new Error(`${id} is lent by the worker's server pool and stops with it: a test that stops its server needs withBackend('${id}', { fresh: true })`);
   };
   return {
-    description: lent.description,
-    connection: lent.connection,
-    ...(lent.pid !== undefined ? { pid: lent.pid } : {}),
-    ...(lent.dataDir !== undefined ? { dataDir: lent.dataDir } : {}),
+    ...lentPart(lent),
     stop: refuse,
     [Symbol.asyncDispose]: refuse,
   };

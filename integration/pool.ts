@@ -6,7 +6,7 @@ import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
 import { changedObjects, changedSettings, describeSession, HANDOVER } from './handover';
 import type { ClientSession, HandoverSession, PooledHandover, ServerState } from './handover';
-import type { IntegrationBackend, LentBackend, ServerLender } from './harness';
+import { lentPart, type IntegrationBackend, type ServerLender } from './harness';
 
 /**
  * Private servers started once per Jest worker process and lent to one test file after another, never to two at
@@ -287,13 +287,7 @@ export function lenderFor(pool: ServerPool, holder: string, backends: Integratio
       const handover = handovers.get(id);
       if (!handover) throw new Error(`${id} is not lent by the pool here`);
       const s = await pool.borrow(id, holder, handover);
-      const lent: LentBackend = {
-        description: s.description,
-        connection: s.connection,
-        ...(s.pid !== undefined ? { pid: s.pid } : {}),
-        ...(s.dataDir !== undefined ? { dataDir: s.dataDir } : {}),
-      };
-      return JSON.stringify(lent);
+      return JSON.stringify(lentPart(s));
     },
     giveBack: (id) => pool.giveBack(id, holder),
   };

@@ -13,6 +13,7 @@ describe('cellFromTally', () => {
     driverAbsent: null,
     beyondWindow: [],
     lateCommits: null,
+    ignored: null,
     durationNs: 1234,
   });
 
