@@ -18,6 +18,7 @@ import { connectionUrl } from './connection';
 import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
+import { ownConnectionSettle } from './own-settle';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 
 export type { SessionConnection } from './connection';
@@ -298,6 +299,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
   #window: OpenWindow | null = null;
+  /** The window being opened: a connection closing meanwhile is read once it is open (see `#retire`). */
+  #opening: Promise<OpenWindow | null> | null = null;
+  /** Without a wire proxy, how the probe settles the session's own connection before a reading. */
+  #ownSettle: (() => Promise<string[]>) | null = null;
   /** Closing connections being read by the probe (`#retire`), so a window ends only once they are read. */
   readonly #retiring = new Set<Promise<void>>();
   #closed = false;
@@ -331,6 +336,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           const quit = (connection.counts.commands.COM_QUIT ?? 0) > 0 || (connection.counts.commands.Terminate ?? 0) > 0;
           return session.#trackRetire(session.#retire(connection.serverConnectionId, settle, quit));
         });
+      }
+      if (!session.#proxy) {
+        session.#ownSettle = ownConnectionSettle(protocol, driver, () =>
+          session.#last ? { handle: session.#last.opened.handle, connectionId: session.#last.opened.connectionId } : null,
+        );
       }
       if (options.server !== false) {
         try {
@@ -472,7 +482,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
 
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
   async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>, quit: boolean): Promise<void> {
-    const window = this.#window;
+    // A connection closing while the window opens (a pool's idle reaper) was in the start reading: its goodbye is
+    // held until the window is open, then it is read like any other closing inside it.
+    const window = this.#window ?? (this.#opening ? await this.#opening : null);
     if (!window || serverConnectionId === null) return;
     await settle();
     await window.retire(serverConnectionId, { quit });
@@ -498,7 +510,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
               return result.busy.map((b) => `connection #${b.serverConnectionId ?? '?'} (${b.why})`);
             },
           }
-        : {}),
+        : this.#ownSettle
+          ? { settle: this.#ownSettle }
+          : {}),
     };
   }
 
@@ -568,18 +582,22 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       let probeError = this.#probeError;
       let window: OpenWindow | null = null;
       if (this.#probe) {
+        const opening = this.#probe.begin(context);
+        this.#opening = opening.catch(() => null);
         try {
-          window = await this.#probe.begin(context);
+          window = await opening;
         } catch (err) {
           probeError = `could not open the server window: ${messageOf(err)}`;
         }
       }
       const wireBefore = this.#proxy?.snapshot();
       this.#window = window;
+      this.#opening = null;
       this.#recorder.begin(ignore ? { ignore } : {});
       return { conn, window, probeError, wireBefore, durationNs: 0 };
     } catch (err) {
       this.#measuring = false;
+      this.#opening = null;
       throw err;
     }
   }
