@@ -463,7 +463,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets connections that said goodbye finish closing, and the probe finish reading those that closed inside the
+   * Lets connections that are closing (a goodbye said, or a socket destroyed) finish, and the probe finish reading those that closed inside the
    * window. A driver's `end()` resolves as soon as its COM_QUIT or Terminate is written (mysql2, pg-pool), before the
    * proxy has even read it: at a window's start such a connection would count as the window's, gone from the server
    * before the first reading (attribution not exact); at its end, its read would still be running, its cost not
@@ -474,9 +474,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (!proxy) return;
     // Two check phases have a poll phase between them: by then the proxy has read what clients had written.
     for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-    const saidGoodbye = () =>
-      proxy.connections().some((c) => c.closedAtNs === null && ((c.counts.commands.COM_QUIT ?? 0) > 0 || (c.counts.commands.Terminate ?? 0) > 0));
-    for (let waited = 0; saidGoodbye() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    // A goodbye said, or a socket a pool destroyed without one: either way the server is about to forget it.
+    const closing = () => proxy.closing().length > 0;
+    for (let waited = 0; closing() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
     await Promise.allSettled([...this.#retiring]);
   }
 
