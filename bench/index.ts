@@ -18,6 +18,10 @@ const BENCHES = {
   },
   'wire-cpu': { file: 'wire-cpu.ts', what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)' },
   settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
+  'settle-race': {
+    file: 'settle-race.ts',
+    what: "per-connection readings right after one INSERT's answer that miss it: unsettled, settled by the driver, settled by the wire proxy (MariaDB, MySQL, PostgreSQL)",
+  },
   raw: { file: 'strategy-vs-raw.ts', what: 'each insert strategy / the raw-SQL twin, 5000 rows' },
   caller: { file: 'caller-capture.ts', what: 'captureCaller: ns per call at 0, 10 and 30 package frames, with its noise floor' },
   fingerprint: { file: 'fingerprint.ts', what: 'fingerprint of a 200 KB multi-row INSERT, against a bare pass over the same text' },

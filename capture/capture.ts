@@ -18,6 +18,7 @@ import { connectionUrl } from './connection';
 import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
+import { ownConnectionSettle } from './own-settle';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 
 export type { SessionConnection } from './connection';
@@ -298,6 +299,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
   #window: OpenWindow | null = null;
+  /** The window being opened: a connection closing meanwhile is read once it is open (see `#retire`). */
+  #opening: Promise<OpenWindow | null> | null = null;
+  /** Without a wire proxy, how the probe settles the session's own connection before a reading. */
+  #ownSettle: (() => Promise<string[]>) | null = null;
   /** Closing connections being read by the probe (`#retire`), so a window ends only once they are read. */
   readonly #retiring = new Set<Promise<void>>();
   #closed = false;
@@ -331,6 +336,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           const quit = (connection.counts.commands.COM_QUIT ?? 0) > 0 || (connection.counts.commands.Terminate ?? 0) > 0;
           return session.#trackRetire(session.#retire(connection.serverConnectionId, settle, quit));
         });
+      }
+      if (!session.#proxy) {
+        session.#ownSettle = ownConnectionSettle(protocol, driver, () =>
+          session.#last ? { handle: session.#last.opened.handle, connectionId: session.#last.opened.connectionId } : null,
+        );
       }
       if (options.server !== false) {
         try {
@@ -453,7 +463,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets connections that said goodbye finish closing, and the probe finish reading those that closed inside the
+   * Lets connections that are closing (a goodbye said, or a socket destroyed) finish, and the probe finish reading those that closed inside the
    * window. A driver's `end()` resolves as soon as its COM_QUIT or Terminate is written (mysql2, pg-pool), before the
    * proxy has even read it: at a window's start such a connection would count as the window's, gone from the server
    * before the first reading (attribution not exact); at its end, its read would still be running, its cost not
@@ -464,15 +474,17 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (!proxy) return;
     // Two check phases have a poll phase between them: by then the proxy has read what clients had written.
     for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-    const saidGoodbye = () =>
-      proxy.connections().some((c) => c.closedAtNs === null && ((c.counts.commands.COM_QUIT ?? 0) > 0 || (c.counts.commands.Terminate ?? 0) > 0));
-    for (let waited = 0; saidGoodbye() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    // A goodbye said, or a socket a pool destroyed without one: either way the server is about to forget it.
+    const closing = () => proxy.closing().length > 0;
+    for (let waited = 0; closing() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
     await Promise.allSettled([...this.#retiring]);
   }
 
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
   async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>, quit: boolean): Promise<void> {
-    const window = this.#window;
+    // A connection closing while the window opens (a pool's idle reaper) was in the start reading: its goodbye is
+    // held until the window is open, then it is read like any other closing inside it.
+    const window = this.#window ?? (this.#opening ? await this.#opening : null);
     if (!window || serverConnectionId === null) return;
     await settle();
     await window.retire(serverConnectionId, { quit });
@@ -498,7 +510,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
               return result.busy.map((b) => `connection #${b.serverConnectionId ?? '?'} (${b.why})`);
             },
           }
-        : {}),
+        : this.#ownSettle
+          ? { settle: this.#ownSettle }
+          : {}),
     };
   }
 
@@ -568,18 +582,22 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       let probeError = this.#probeError;
       let window: OpenWindow | null = null;
       if (this.#probe) {
+        const opening = this.#probe.begin(context);
+        this.#opening = opening.catch(() => null);
         try {
-          window = await this.#probe.begin(context);
+          window = await opening;
         } catch (err) {
           probeError = `could not open the server window: ${messageOf(err)}`;
         }
       }
       const wireBefore = this.#proxy?.snapshot();
       this.#window = window;
+      this.#opening = null;
       this.#recorder.begin(ignore ? { ignore } : {});
       return { conn, window, probeError, wireBefore, durationNs: 0 };
     } catch (err) {
       this.#measuring = false;
+      this.#opening = null;
       throw err;
     }
   }

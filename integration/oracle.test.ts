@@ -5,7 +5,7 @@ import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { CaptureSession, type Captured } from '../capture/capture';
-import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
+import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import { isProbeConnection } from '../counters/probes/own-connections';
 import { describeEachBackend, withBackend } from './harness';
@@ -127,6 +127,8 @@ const GENERAL_LOG_LINE = /^[^\t]*\t+ *(\d+) ([^\t]+?)(?:\t(.*))?$/;
 
 async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
   const at = network(b);
+  // Checked before the server's settings are touched: a lent server must go back to the pool as it came.
+  if (!b.dataDir) throw new Error(`${b.description.id} (provider ${b.description.provider}) came without its data directory (StartedBackend.dataDir), where its general log is written`);
   const connect = () => mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
   // A connection of the oracle's own for each step: none of them is open while a window runs.
   const withAdmin = async <T>(fn: (c: mysql.Connection, id: number) => Promise<T>): Promise<T> => {
@@ -149,7 +151,8 @@ async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
     await c.query(`SET GLOBAL general_log_file = '${GENERAL_LOG_NAME}'`);
     await c.query('SET GLOBAL general_log = 1');
   });
-  const file = [path.join(b.dataDir ?? '', GENERAL_LOG_NAME), path.join(b.dataDir ?? '', 'data', GENERAL_LOG_NAME)].find((f) => fs.existsSync(f));
+  const dataDir = b.dataDir;
+  const file = [path.join(dataDir, GENERAL_LOG_NAME), path.join(dataDir, 'data', GENERAL_LOG_NAME)].find((f) => fs.existsSync(f));
   if (!file) throw new Error(`the general log ${GENERAL_LOG_NAME} was not found under ${b.dataDir}`);
 
   const mark = () =>
@@ -855,7 +858,24 @@ function sqliteReading(b: StartedBackend): SqliteReading {
   }
 }
 
+/**
+ * Which providers leave the server's own log where this process can read it, or why not (NOT_SUPPORTED). A
+ * private server started from local binaries or a root filesystem writes its log under its data directory, which
+ * crosses the per-worker pool with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
+ */
+const SERVER_LOG = {
+  local: null,
+  embedded: null,
+  testcontainers: "the server runs in a container: its log file is inside the container, not on this machine, so the oracle has no server log to read",
+  external: "an external server: its log (if any) is on that server's machine, and the oracle would have to reconfigure a server sqltally does not own",
+} satisfies Record<ProviderKind, string | null>;
+
 describeEachBackend((b) => {
+  const noLog = SERVER_LOG[b.provider];
+  if (noLog) {
+    for (const key of Object.keys(CELLS[b.backend])) it.skip(`${key}: NOT_SUPPORTED: ${noLog}`, () => undefined);
+    return;
+  }
   let log: ServerLog | null = null;
   // Declared before withBackend: afterAll hooks run in the order declared, so the log is turned off while the server is up.
   afterAll(async () => {

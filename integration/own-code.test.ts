@@ -33,6 +33,11 @@ interface OwnCode {
   keepAlive(pool: object): Promise<unknown>;
   /** A plain client straight to the server, not through the proxy. */
   direct(at: NetworkConnection): Promise<{ insert: (a: number) => Promise<unknown>; count: () => Promise<number>; end: () => Promise<void> }>;
+  /**
+   * A plain client to `at` whose socket can be destroyed with no goodbye (no COM_QUIT, no Terminate), as a pool does
+   * when it throws a connection away; `insert` runs through its counted twin when one is given.
+   */
+  abrupt(at: NetworkConnection): Promise<{ client: object; insert: (client: object, a: number) => Promise<unknown>; destroy: () => void }>;
   create: string;
   /** An INSERT that commits one row after about 1.5 s. */
   slowInsert: string;
@@ -58,6 +63,11 @@ const MYSQL_FAMILY: OwnCode = {
       end: () => c.end(),
     };
   },
+  abrupt: async (at) => {
+    const c = await mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    c.on('error', () => undefined);
+    return { client: c, insert: (client, a) => (client as mysql.Connection).query('INSERT INTO own_items (a) VALUES (?)', [a]), destroy: () => c.destroy() };
+  },
   create: 'CREATE TABLE own_items (id INT AUTO_INCREMENT PRIMARY KEY, a INT NOT NULL)',
   slowInsert: 'INSERT INTO own_items (a) SELECT SLEEP(1.5) + 1',
   rowsAfterCancel: 0,
@@ -79,6 +89,13 @@ const POSTGRES: OwnCode = {
       count: async () => Number((await c.query('SELECT COUNT(*) AS n FROM own_items')).rows[0]?.n),
       end: () => c.end(),
     };
+  },
+  abrupt: async (at) => {
+    const c = new pg.Client({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    c.on('error', () => undefined);
+    await c.connect();
+    const socket = (c as unknown as { connection: { stream: { destroy(): void } } }).connection.stream;
+    return { client: c, insert: (client, a) => (client as pg.Client).query('INSERT INTO own_items (a) VALUES ($1)', [a]), destroy: () => socket.destroy() };
   },
   create: 'CREATE TABLE own_items (id serial PRIMARY KEY, a int NOT NULL)',
   slowInsert: 'INSERT INTO own_items (a) SELECT 1 FROM pg_sleep(1.5)',
@@ -229,6 +246,23 @@ describeEachBackend(
         const pool = session.count(own.pool);
         for (let i = 0; i < 3; i++) await code.insert(pool, i);
         await own.end();
+      });
+      expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+      expect(tally.layers.driver).toMatchObject({ calls: 3, byClass: { insert: 3 } });
+      expect(tally.layers.server?.summary).toMatchObject({ statements: 3, inserts: 3, rowsInserted: 3 });
+      expect(tally.beyondWindow).toEqual([]);
+      expect(tally.layers.wire?.connections).toBe(1);
+    });
+
+    it('sockets destroyed with no goodbye, right before the window and inside it: exact, assert (the window waits for the server to let them go)', async () => {
+      const before = await code.abrupt(network(session.connection));
+      await before.insert(session.count(before.client), -1);
+      before.destroy();
+      const tally = await session.measure(async () => {
+        const inside = await code.abrupt(network(session.connection));
+        const counted = session.count(inside.client);
+        for (let i = 0; i < 3; i++) await inside.insert(counted, i);
+        inside.destroy();
       });
       expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
       expect(tally.layers.driver).toMatchObject({ calls: 3, byClass: { insert: 3 } });

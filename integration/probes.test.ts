@@ -236,6 +236,20 @@ describeEachBackend(
       }
     });
 
+    it('without a settle hook, per-connection counts are never called exact: incomplete, with the reason', async () => {
+      const table = tableName();
+      await createTable(table);
+      const { settle: _settle, ...unsettled } = ctxFor(writer.threadId, table);
+      const win = await probe.begin(unsettled);
+      await writer.query(`INSERT INTO ${table} (a, b) VALUES ?`, [rows(MULTI_ROW)]);
+      const layer = await win.end();
+      expect(layer.incomplete).toBe(true);
+      expect(layer.incompleteReasons).toContain(
+        'nothing settled the window connections before this reading (no settle hook): the server files a statement in performance_schema only after answering it, so their last statement may be missing',
+      );
+      expect(verdictOf(get(), layer).kind).toBe('incomplete');
+    });
+
     it('a short-lived client that comes and goes inside the window is still caught', async () => {
       const table = tableName();
       await createTable(table);

@@ -50,7 +50,16 @@ async function runWindow<D extends DriverName>(
       workloadConnectionIds: [opened.connectionId ?? 0],
       table: { schema: backend.description.flavour === 'postgres' ? 'public' : undefined, name: table },
       onWorkloadConnection: (sql) => raw(opened.handle, sql),
-      ...(canPing(driver) ? { pingWorkloadConnections: () => pingConnection(driver, opened.handle) } : {}),
+      // MySQL files a statement in performance_schema after answering it: a ping answered on the same connection
+      // before each reading waits that out (the probe refuses exact per-connection counts without it).
+      ...(canPing(driver)
+        ? {
+            settle: async () => {
+              await pingConnection(driver, opened.handle);
+              return [];
+            },
+          }
+        : {}),
     };
     const win = await probe.begin(ctx);
     const mark = tally.mark();

@@ -56,9 +56,12 @@ export interface OpenWindow {
    * A window connection is about to close: read its own counters now, while the server still has them, and use them
    * as its final values (a pool that shrinks inside the window would otherwise lose them). Call after settling it.
    * `quit`: it said goodbye with the protocol's quit command (COM_QUIT, Terminate), which the server receives after
-   * this read and may count (MySQL and MariaDB count a COM_QUIT in `Questions`).
+   * this read and may count (MySQL and MariaDB count a COM_QUIT in `Questions`). Once `end()` has begun, a retire
+   * reads nothing: it resolves when the end is done, whose snapshot read the connection while it was still open
+   * (hold its goodbye until then).
    */
   retire(connectionId: number, goodbye?: { quit: boolean }): Promise<void>;
+  /** Waits for retires under way, then takes the end snapshot; later calls return the same layer. */
   end(): Promise<ServerLayer>;
 }
 

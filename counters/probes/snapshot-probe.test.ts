@@ -190,3 +190,63 @@ describe('SnapshotProbe, per-statement counters', () => {
     expect(layer.statements).toEqual([{ query: 'INSERT INTO t (a) VALUES ($1)', calls: 24, rows: 0 }]);
   });
 });
+
+/** A source whose closing-connection read can be held open, to order it against the end snapshot. */
+class RetiringSource extends ScriptedSource {
+  reads: number[] = [];
+  /** Each read waits for this before returning. */
+  gate: Promise<void> = Promise.resolve();
+  readCostQuestions = 2;
+
+  async readConnection(_ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: null }> {
+    await this.gate;
+    this.reads.push(connectionId);
+    // Reading costs the server statements of the probe's own, like the real per-thread queries.
+    this.questions += this.readCostQuestions;
+    return { counters: { Questions: this.workloadQuestions }, prepared: null };
+  }
+}
+
+describe('SnapshotProbe, connections closing at the end of a window', () => {
+  it('a read under way when end() is called finishes before the end snapshot, so its cost is inside the window', async () => {
+    const source = new RetiringSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    const win = await probe.begin(CTX);
+    source.happen(3, 3);
+    let open!: () => void;
+    source.gate = new Promise<void>((resolve) => (open = resolve));
+    const retiring = win.retire(7, { quit: false });
+    const ending = win.end();
+    // The end snapshot must not be taken while the read is held.
+    await new Promise((r) => setImmediate(r));
+    const snapshotsWhileHeld = source.snapshots;
+    open();
+    await retiring;
+    const layer = await ending;
+    expect(source.snapshots).toBe(snapshotsWhileHeld + 1);
+    expect({ global: layer.global, perConnection: layer.perConnection, incomplete: layer.incompleteReasons }).toEqual({
+      global: { Questions: 3 },
+      perConnection: { Questions: 3 },
+      incomplete: [],
+    });
+  });
+
+  it('a connection that starts closing once the end has begun is not read again: the end snapshot has it', async () => {
+    const source = new RetiringSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    const win = await probe.begin(CTX);
+    // Calibration read a connection to learn what a read costs; only reads from here on are the window's.
+    source.reads = [];
+    source.happen(3, 3);
+    const ending = win.end();
+    const late = win.retire(7, { quit: true });
+    const layer = await ending;
+    await late;
+    expect(source.reads).toEqual([]);
+    // Neither the read's cost nor a quit is taken out of counts that never had them.
+    expect({ global: layer.global, perConnection: layer.perConnection }).toEqual({ global: { Questions: 3 }, perConnection: { Questions: 3 } });
+    expect(await win.end()).toBe(layer);
+  });
+});

@@ -266,21 +266,45 @@ export class SnapshotProbe implements ServerProbe {
     const retired = new Map<number, Counters>();
     const retiredPrepared = new Map<string, PreparedInstance>();
     const retirement = { retired, retiredPrepared, retireReads: 0, quits: 0, retireFailures: [] as string[] };
+    // A closing connection's read must fall wholly inside the window, before the end snapshot's global reading: its
+    // cost is subtracted from the window, and a read running beside the end snapshot could land after it (the cost
+    // then taken out of counts that never had it). Reads under way when `end()` is called finish first; a connection
+    // that starts closing once the end has begun is read by the end snapshot itself, still open on the server
+    // because its goodbye waits for `retire` to return, which waits for the end.
+    const reading = new Set<Promise<void>>();
+    let ending: Promise<ServerLayer> | null = null;
+    const readClosing = async (connectionId: number, goodbye: { quit: boolean } | undefined): Promise<void> => {
+      const read = this.#source.readConnection;
+      if (!read) return;
+      retirement.retireReads += 1;
+      if (goodbye?.quit) retirement.quits += 1;
+      try {
+        const got = await read.call(this.#source, ctx, connectionId);
+        if (got.counters) retired.set(connectionId, got.counters);
+        for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
+      } catch (err) {
+        retirement.retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    };
     return {
       retire: async (connectionId, goodbye) => {
-        const read = this.#source.readConnection;
-        if (!read) return;
-        retirement.retireReads += 1;
-        if (goodbye?.quit) retirement.quits += 1;
+        if (ending) {
+          await ending.catch(() => undefined);
+          return;
+        }
+        const run = readClosing(connectionId, goodbye);
+        reading.add(run);
         try {
-          const got = await read.call(this.#source, ctx, connectionId);
-          if (got.counters) retired.set(connectionId, got.counters);
-          for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
-        } catch (err) {
-          retirement.retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
+          await run;
+        } finally {
+          reading.delete(run);
         }
       },
-      end: async () => this.#finish(ctx, cost, controlAll, controlStart, start, new Set(ids), retirement),
+      end: () =>
+        (ending ??= (async () => {
+          await Promise.allSettled([...reading]);
+          return this.#finish(ctx, cost, controlAll, controlStart, start, new Set(ids), retirement);
+        })()),
     };
   }
 

@@ -249,6 +249,27 @@ describe('WireProxy with real sockets', () => {
     expect(proxy.connections()[0]?.counts.incompleteReasons).toEqual(['could not connect to the server: ECONNREFUSED']);
   });
 
+  it('lists a connection as closing from its goodbye, or a socket destroyed without one, until both sides are closed', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    proxy.onClosing(async () => held);
+    const quitting = await handshaken();
+    const destroyed = await handshaken();
+    await until(() => proxy?.connections().length === 2, 'two connections');
+    expect(proxy.closing()).toEqual([]);
+    quitting.socket.write(command(0x01));
+    // A pool reaping an idle connection may destroy its socket with no COM_QUIT.
+    destroyed.socket.destroy();
+    await until(() => proxy?.closing().length === 2, 'both to be closing');
+    expect(proxy.closing()).toEqual([1, 2]);
+    release();
+    quitting.socket.end();
+    await until(() => proxy?.connections().every((c) => c.closedAtNs !== null) === true, 'both closed');
+    expect(proxy.closing()).toEqual([]);
+  });
+
   it('close() ends open connections on both sides and leaks nothing', async () => {
     fake = await mysqlFake();
     proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });

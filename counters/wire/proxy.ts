@@ -59,6 +59,12 @@ export interface WireProxy extends AsyncDisposable {
   readonly port: number;
   /** Every connection accepted so far (closed ones included), with cumulative counts. */
   connections(): WireConnection[];
+  /**
+   * Proxy ids of connections whose close has begun and not finished: a goodbye said (COM_QUIT, Terminate), or one
+   * side's socket closed (a pool destroying a socket says no goodbye). Until it finishes, such a connection still
+   * counts as open, though the server is about to forget it.
+   */
+  closing(): number[];
   /** Cumulative counts of every connection, at this instant. */
   snapshot(): WireSnapshot;
   /**
@@ -207,6 +213,8 @@ interface ProxiedConnection {
   openedAtNs: number;
   closedAtNs: number | null;
   closed: Promise<void>;
+  /** Whether its close has begun (see {@link WireProxy.closing}). */
+  isClosing(): boolean;
   /** Sends the protocol's settle request now if the session allows it; false when it cannot (busy or gone). */
   trySettle(): Promise<boolean> | null;
 }
@@ -254,6 +262,7 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
     openedAtNs: nowNs(),
     closedAtNs: null,
     closed,
+    isClosing: () => session.closing || clientClosed || upstreamClosed,
     trySettle: () => {
       if (settling || upstream.destroyed || !upstream.writable || !session.injectable()) return null;
       return new Promise<boolean>((resolve) => {
@@ -469,6 +478,7 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     host: '127.0.0.1',
     port: address.port,
     connections,
+    closing: () => all.filter((c) => c.closedAtNs === null && c.isClosing()).map((c) => c.id),
     snapshot: () => ({ proxyId, protocol: options.protocol, takenAtNs: nowNs(), connections: connections() }),
     diff: diffWireSnapshots,
     settle,
