@@ -199,6 +199,13 @@ const MESSAGE_TAIL_CHARS = 300;
 const CAUSES_SHOWN = 5;
 /** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
 const AFTER_TIMEOUT_SETTLE_MS = 30_000;
+/**
+ * After a give-up, how long each of sqltally's own reads (counting rows, cancelling, the probe's closing reading) may
+ * take: the server may be why the function gave up (frozen, overloaded), and the window must still close.
+ */
+const AFTER_TIMEOUT_READ_MS = 5_000;
+/** The probe's closing reading is several statements; after a give-up it gets this long in all. */
+const AFTER_TIMEOUT_PROBE_MS = 15_000;
 /** How long `close()` waits for the user's own connections to finish closing. */
 const CLOSE_GRACE_MS = 2_000;
 /** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
@@ -271,6 +278,18 @@ function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal
       },
     );
   });
+}
+
+/** The work's value, or a rejection saying what did not answer within `ms`; the work is left to settle on its own. */
+function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function gaveUp(err: unknown): string | null {
@@ -611,7 +630,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (window) {
       try {
         await this.#settleGoodbyes();
-        server = await window.end();
+        server = gaveUpWhy ? await within(window.end(), AFTER_TIMEOUT_PROBE_MS, 'the server did not answer the closing reading after the give-up') : await window.end();
       } catch (err) {
         probeError = `could not close the server window: ${messageOf(err)}`;
       }
@@ -676,10 +695,16 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0 && c.serverConnectionId !== null)
       .map((c) => c.serverConnectionId as number);
     const table = this.#options.table ?? null;
-    const atGiveUp = table ? await countRows(this.backend, table).catch(() => null) : null;
-    const cancelled = opts.onTimeout === 'wait' ? [] : await cancelRunning(this.backend, running).catch(() => []);
+    const unread: string[] = [];
+    const read = <T>(work: () => Promise<T>, what: string): Promise<T | null> =>
+      within(work(), AFTER_TIMEOUT_READ_MS, what).catch((err: unknown) => {
+        unread.push(messageOf(err));
+        return null;
+      });
+    const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
+    const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
     const settled = this.#proxy ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
-    const afterwards = table ? await countRows(this.backend, table).catch(() => null) : null;
+    const afterwards = table ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
     const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
     const parts = [
       running.length > 0
@@ -693,6 +718,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           ? `${committedAfter} row(s) committed to ${table.name} after the function gave up (${afterwards} in the table, read through a fresh connection)`
           : `the rows in ${table.name} could not be counted`
         : 'name the table (CaptureOptions.table) to count the rows that committed anyway',
+      unread.length > 0 ? `could not read: ${unread.join('; ')}` : '',
     ].filter(Boolean);
     return {
       running: running.length,
