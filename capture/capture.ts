@@ -630,6 +630,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (window) {
       try {
         await this.#settleGoodbyes();
+        if ((lateCommits?.unread?.length ?? 0) > 0) throw new Error('the server did not answer sqltally after the give-up, so its counters were not read');
         server = gaveUpWhy ? await within(window.end(), AFTER_TIMEOUT_PROBE_MS, 'the server did not answer the closing reading after the give-up') : await window.end();
       } catch (err) {
         probeError = `could not close the server window: ${messageOf(err)}`;
@@ -703,8 +704,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       });
     const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
     const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
-    const settled = this.#proxy ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
-    const afterwards = table ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
+    // A server that did not answer those two (frozen, gone) will not finish its statements either: waiting for them
+    // or reading again would only hold the window longer.
+    const unresponsive = unread.length > 0;
+    const settled = this.#proxy && !unresponsive ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
+    const afterwards = table && !unresponsive ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
     const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
     const parts = [
       running.length > 0
@@ -718,7 +722,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           ? `${committedAfter} row(s) committed to ${table.name} after the function gave up (${afterwards} in the table, read through a fresh connection)`
           : `the rows in ${table.name} could not be counted`
         : 'name the table (CaptureOptions.table) to count the rows that committed anyway',
-      unread.length > 0 ? `could not read: ${unread.join('; ')}` : '',
+      unread.length > 0 ? `could not read: ${unread.join('; ')}${unresponsive ? '; the server did not answer, so nothing more was read' : ''}` : '',
     ].filter(Boolean);
     return {
       running: running.length,
@@ -727,6 +731,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       rowsAtGiveUp: atGiveUp,
       rowsAfterwards: afterwards,
       rowsCommittedAfterGivingUp: committedAfter,
+      ...(unread.length > 0 ? { unread } : {}),
       summary: parts.join('; '),
     };
   }

@@ -166,7 +166,9 @@ async function runCell<D extends DriverName>(
     const tally = await measure(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {});
     if (!tally) return result;
     if (tally.workloadError) {
-      result.tallies = [tally];
+      // A connection lost mid-command (the server killed) comes without the SQL in the driver's error: the statement
+      // in flight was the strategy's insert (one text for every chunk), so the cell names that one.
+      result.tallies = [tally.workloadError.statement ? tally : { ...tally, workloadError: { ...tally.workloadError, statement: firstStatement } }];
       return result;
     }
     result.verifiedRows = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
