@@ -614,7 +614,6 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
 
   async #closeWindow(open: OpenState<D>, thrown: unknown, opts: MeasureOptions): Promise<Tally> {
     const gaveUpWhy = thrown === NOTHING ? null : gaveUp(thrown);
-    const workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
     const { window, wireBefore } = open;
     let probeError = open.probeError;
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
@@ -622,6 +621,13 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // answer has arrived, so the proxy saw all of the window's traffic.
     const wireAtReturn = this.#proxy?.snapshot();
     const driverWindow = this.#recorder.end();
+    let workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
+    if (workloadError && workloadError.statement === null) {
+      // A connection lost mid-command (the server killed, the network cut, a packet too big) comes without the SQL:
+      // the driver layer saw which call failed.
+      const failed = driverWindow.layer.events.findLast((e) => e.error !== null);
+      if (failed) workloadError = { ...workloadError, statement: truncateStatement(failed.sql) };
+    }
 
     let lateCommits: LateCommits | null = null;
     if (gaveUpWhy) lateCommits = await this.#afterGivingUp(wireAtReturn, opts);

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { processAlive } from '../../containers/live';
+import { descendantsOf, processAlive } from '../../containers/live';
 import { openSqlClient } from '../../containers/sql-client';
 import type { BackendName, StartedBackend } from '../../containers/types';
 import { workloadTable } from '../../workload/table';
@@ -68,20 +68,38 @@ export async function strikeMidInsert(backend: () => StartedBackend | undefined,
   throw new Error(`the ${rows}-row window was never seen half done on the server`);
 }
 
-/** Signals a server's whole process group (PostgreSQL's backends share the postmaster's). */
-export function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+/**
+ * Signals a server process and every process under it: a PostgreSQL postmaster alone frozen would leave its
+ * backends serving the connections they have. The leader first, so it forks nothing new meanwhile.
+ */
+export function signalServer(pid: number | undefined, signal: NodeJS.Signals): number[] {
   if (pid === undefined) throw new Error('the backend has no server process id (not a local private server)');
-  process.kill(-pid, signal);
+  const all = [pid, ...descendantsOf(pid)];
+  for (const p of all) {
+    try {
+      process.kill(p, signal);
+    } catch {
+      // Exited between the listing and the signal.
+    }
+  }
+  return all;
 }
 
-/** Continues a frozen server's group if it is still there (the run should have killed it). */
-export function thawQuietly(pid: number | undefined): void {
-  if (pid === undefined || !processAlive(pid)) return;
-  try {
-    process.kill(-pid, 'SIGCONT');
-  } catch {
-    // Gone meanwhile.
+/**
+ * Continues every process a freeze stopped that is still there. Stopping a server kills only its leader's group
+ * (SIGKILL): PostgreSQL backends frozen in sessions of their own stay stopped until continued, then see the
+ * postmaster gone and exit.
+ */
+export async function thawQuietly(frozen: readonly number[]): Promise<void> {
+  for (const p of frozen) {
+    if (!processAlive(p)) continue;
+    try {
+      process.kill(p, 'SIGCONT');
+    } catch {
+      // Gone meanwhile.
+    }
   }
+  for (let i = 0; i < 100 && frozen.some((p) => processAlive(p)); i++) await sleep(50);
 }
 
 export function scratchDir(name: string): string {

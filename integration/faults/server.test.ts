@@ -7,7 +7,7 @@ import { readReportFile, type Report } from '../../reports/schema';
 import { runMatrix } from '../../run/matrix';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
-import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalGroup, strikeMidInsert, thawQuietly, type FaultTarget } from './fixture';
+import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, strikeMidInsert, thawQuietly, type FaultTarget } from './fixture';
 
 // The main job (`sqltally run`, in-process) under a server that dies or freezes mid-insert. Each run starts a private
 // server of its own (never one from the worker's pool) and must end with: a failed report that keeps the cell
@@ -73,7 +73,7 @@ describeEachBackend((b) => {
 
   it('SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
     const env = faultEnv('kill');
-    const o = await runWithFault(b.id, strategy, env, (s) => signalGroup(s.pid, 'SIGKILL'));
+    const o = await runWithFault(b.id, strategy, env, (s) => signalServer(s.pid, 'SIGKILL'));
     expect(o.seenRows).toBeGreaterThan(FIRST_ROWS);
     expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
     expect(o.report.failure?.message).toContain(`${strategy} at ${FAULT_ROWS} rows failed`);
@@ -92,31 +92,32 @@ describeEachBackend((b) => {
 
   it(`SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
     const env = faultEnv('stop');
-    let pid: number | undefined;
+    let frozen: number[] = [];
     try {
       const o = await runWithFault(
         b.id,
         strategy,
         env,
         (s) => {
-          pid = s.pid;
-          signalGroup(s.pid, 'SIGSTOP');
+          frozen = signalServer(s.pid, 'SIGSTOP');
         },
         CELL_TIMEOUT_MS,
       );
       expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
-      const frozen = o.report.cells.find((c) => c.rows === FAULT_ROWS);
-      expect(frozen?.verdict.kind).toBe('incomplete');
-      expect(frozen?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
-      expect(frozen?.error?.statement).toMatch(/^INSERT INTO/);
+      const hit = o.report.cells.find((c) => c.rows === FAULT_ROWS);
+      expect(hit?.verdict.kind).toBe('incomplete');
+      expect(hit?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
+      expect(hit?.error?.statement).toMatch(/^INSERT INTO/);
       // The late-commit reading through a fresh connection is bounded too, and says it could not read.
-      expect(frozen?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
-      expect(frozen?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
-      expect(frozen?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
+      expect(hit?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
+      expect(hit?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
+      expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
       expect(o.report.failure?.phase).toBe('workload');
     } finally {
-      thawQuietly(pid);
+      await thawQuietly(frozen);
     }
+    // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
+    expect(frozen.filter((p) => processAlive(p))).toEqual([]);
   });
 
   it('a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
