@@ -200,6 +200,13 @@ const MESSAGE_TAIL_CHARS = 300;
 const CAUSES_SHOWN = 5;
 /** How long, after a timeout, running statements get to finish (`wait`) or to notice their cancel. */
 const AFTER_TIMEOUT_SETTLE_MS = 30_000;
+/**
+ * After a give-up, how long each of sqltally's own reads (counting rows, cancelling, the probe's closing reading) may
+ * take: the server may be why the function gave up (frozen, overloaded), and the window must still close.
+ */
+const AFTER_TIMEOUT_READ_MS = 5_000;
+/** The probe's closing reading is several statements; after a give-up it gets this long in all. */
+const AFTER_TIMEOUT_PROBE_MS = 15_000;
 /** How long `close()` waits for the user's own connections to finish closing. */
 const CLOSE_GRACE_MS = 2_000;
 /** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
@@ -272,6 +279,18 @@ function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal
       },
     );
   });
+}
+
+/** The work's value, or a rejection saying what did not answer within `ms`; the work is left to settle on its own. */
+function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function gaveUp(err: unknown): string | null {
@@ -613,7 +632,6 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
 
   async #closeWindow(open: OpenState<D>, thrown: unknown, opts: MeasureOptions): Promise<Tally> {
     const gaveUpWhy = thrown === NOTHING ? null : gaveUp(thrown);
-    const workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
     const { window, wireBefore } = open;
     let probeError = open.probeError;
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
@@ -621,6 +639,13 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // answer has arrived, so the proxy saw all of the window's traffic.
     const wireAtReturn = this.#proxy?.snapshot();
     const driverWindow = this.#recorder.end();
+    let workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
+    if (workloadError && workloadError.statement === null) {
+      // A connection lost mid-command (the server killed, the network cut, a packet too big) comes without the SQL:
+      // the driver layer saw which call failed.
+      const failed = driverWindow.layer.events.findLast((e) => e.error !== null);
+      if (failed) workloadError = { ...workloadError, statement: truncateStatement(failed.sql) };
+    }
 
     let lateCommits: LateCommits | null = null;
     if (gaveUpWhy) lateCommits = await this.#afterGivingUp(wireAtReturn, opts);
@@ -629,7 +654,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (window) {
       try {
         await this.#settleGoodbyes();
-        server = await window.end();
+        if ((lateCommits?.unread?.length ?? 0) > 0) throw new Error('the server did not answer sqltally after the give-up, so its counters were not read');
+        server = gaveUpWhy ? await within(window.end(), AFTER_TIMEOUT_PROBE_MS, 'the server did not answer the closing reading after the give-up') : await window.end();
       } catch (err) {
         probeError = `could not close the server window: ${messageOf(err)}`;
       }
@@ -694,10 +720,19 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0 && c.serverConnectionId !== null)
       .map((c) => c.serverConnectionId as number);
     const table = this.#options.table ?? null;
-    const atGiveUp = table ? await countRows(this.backend, table).catch(() => null) : null;
-    const cancelled = opts.onTimeout === 'wait' ? [] : await cancelRunning(this.backend, running).catch(() => []);
-    const settled = this.#proxy ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
-    const afterwards = table ? await countRows(this.backend, table).catch(() => null) : null;
+    const unread: string[] = [];
+    const read = <T>(work: () => Promise<T>, what: string): Promise<T | null> =>
+      within(work(), AFTER_TIMEOUT_READ_MS, what).catch((err: unknown) => {
+        unread.push(messageOf(err));
+        return null;
+      });
+    const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
+    const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
+    // A server that did not answer those two (frozen, gone) will not finish its statements either: waiting for them
+    // or reading again would only hold the window longer.
+    const unresponsive = unread.length > 0;
+    const settled = this.#proxy && !unresponsive ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
+    const afterwards = table && !unresponsive ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
     const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
     const parts = [
       running.length > 0
@@ -711,6 +746,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           ? `${committedAfter} row(s) committed to ${table.name} after the function gave up (${afterwards} in the table, read through a fresh connection)`
           : `the rows in ${table.name} could not be counted`
         : 'name the table (CaptureOptions.table) to count the rows that committed anyway',
+      unread.length > 0 ? `could not read: ${unread.join('; ')}${unresponsive ? '; the server did not answer, so nothing more was read' : ''}` : '',
     ].filter(Boolean);
     return {
       running: running.length,
@@ -719,6 +755,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       rowsAtGiveUp: atGiveUp,
       rowsAfterwards: afterwards,
       rowsCommittedAfterGivingUp: committedAfter,
+      ...(unread.length > 0 ? { unread } : {}),
       summary: parts.join('; '),
     };
   }

@@ -14,6 +14,11 @@ export const LateCommitsSchema = z.object({
   rowsAfterwards: z.number().int().nonnegative().nullable(),
   /** Rows that committed after the client stopped waiting: a client-side timeout does not cancel SQL. */
   rowsCommittedAfterGivingUp: z.number().int().nullable(),
+  /**
+   * sqltally's own reads after the give-up that failed or got no answer within their bound (a frozen or dead server),
+   * each saying what was being read; once one fails nothing more is read, so the counts above may be null.
+   */
+  unread: z.array(z.string()).optional(),
   summary: z.string(),
 });
 export type LateCommits = z.infer<typeof LateCommitsSchema>;

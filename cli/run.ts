@@ -10,7 +10,7 @@ import { writeReport } from '../reports/output';
 import { toJson } from '../reports/schema';
 import { runMatrix } from '../run/matrix';
 import { summaryLine } from '../run/summary';
-import { DEFAULT_HOT_ROWS, DEFAULT_REPEATS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
+import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOT_ROWS, DEFAULT_REPEATS, MAX_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
 import { UsageError, helpPointer, parseFlags } from './usage';
 import type { Command } from './main';
 
@@ -28,6 +28,9 @@ options:
   --hot-rows 5000       row counts that also get a hot repeat on a warm connection; default ${DEFAULT_HOT_ROWS.join(',')}; "" for none
   --repeats N           measured repeats per cell (>= 5); default ${DEFAULT_REPEATS}
   --warmups N           warm-up runs per cell, kept apart; default ${DEFAULT_WARMUPS}
+  --cell-timeout-ms N   give up on a window (warm-up or repeat, with its table reset and row check) after N ms:
+                        the cell is kept as incomplete with the rows that committed after giving up, the run fails;
+                        at least ${MIN_CELL_TIMEOUT_MS}, at most ${MAX_CELL_TIMEOUT_MS}; default ${DEFAULT_CELL_TIMEOUT_MS}
   --driver-releases W   all: every installed release of a driver (npm aliases such as mariadb-3.3) side by side;
                         default: the pinned release only; default all
   --out DIR             output directory; default sqltally-report/<timestamp>
@@ -36,7 +39,8 @@ options:
   --no-write            do not write files (with --json)
 
 exit: 0 the run finished (cells may still be "report" or "incomplete": the summary line counts them, and
-      sqltally gate fails on incomplete ones); 1 the run failed or measured nothing; 2 bad options.
+      sqltally gate fails on incomplete ones); 1 the run failed or measured nothing; 2 bad options;
+      130 (143) stopped by Ctrl-C (SIGTERM): the failed report of the cells done so far is written.
 `;
 
 /** `--flag a,b`: the items, trimmed; an option given but naming nothing is an error, never "the default". */
@@ -88,6 +92,7 @@ export function planFromFlags(v: ReturnType<typeof parseRunFlags>['values']): Ru
     repeats: integer('--repeats', v.repeats, DEFAULT_REPEATS, DEFAULT_REPEATS),
     warmups: integer('--warmups', v.warmups, DEFAULT_WARMUPS, 0),
     driverReleases: releases(v['driver-releases']),
+    cellTimeoutMs: integer('--cell-timeout-ms', v['cell-timeout-ms'], DEFAULT_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS),
   };
   for (const id of plan.backends) {
     if (id === 'all') continue;
@@ -118,6 +123,7 @@ const PLAN_FLAG_OPTION = {
   warmups: 'warmups',
   repeats: 'repeats',
   driverReleases: 'driver-releases',
+  cellTimeoutMs: 'cell-timeout-ms',
 } as const;
 
 function parseRunFlags(argv: string[]) {
@@ -129,6 +135,7 @@ function parseRunFlags(argv: string[]) {
     repeats: { type: 'string' },
     warmups: { type: 'string' },
     'driver-releases': { type: 'string', default: 'all' },
+    'cell-timeout-ms': { type: 'string' },
     out: { type: 'string' },
     force: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
@@ -176,7 +183,30 @@ export const command: Command = {
     const progress = (line: string) => process.stderr.write(`sqltally: ${line}\n`);
     // A run killed by SIGKILL left its data directories (and perhaps a server); this run is the "next run".
     for (const line of describeSweep(await sweepStalePrivateDirs(process.env))) progress(line);
-    const report = await runMatrix(plan, { progress });
+    // Ctrl-C: the window in flight gives up, nothing more starts, and the report of the cells done so far is written
+    // (status failed). A second Ctrl-C is not caught: the process ends by the signal, and live.ts stops the servers.
+    const interrupt = new AbortController();
+    const onInterrupt = (signal: NodeJS.Signals): void => {
+      if (interrupt.signal.aborted) {
+        process.off('SIGINT', onSigint);
+        process.off('SIGTERM', onSigterm);
+        process.kill(process.pid, signal);
+        return;
+      }
+      progress(`${signal}: stopping after the window in flight; the report keeps the cells done so far (${signal} again to stop at once)`);
+      interrupt.abort(signal);
+    };
+    const onSigint = (): void => onInterrupt('SIGINT');
+    const onSigterm = (): void => onInterrupt('SIGTERM');
+    process.on('SIGINT', onSigint);
+    process.on('SIGTERM', onSigterm);
+    let report: Awaited<ReturnType<typeof runMatrix>>;
+    try {
+      report = await runMatrix(plan, { progress, signal: interrupt.signal });
+    } finally {
+      process.off('SIGINT', onSigint);
+      process.off('SIGTERM', onSigterm);
+    }
     let unwritten = false;
     if (write) {
       try {
@@ -195,6 +225,8 @@ export const command: Command = {
     else console.log(renderTable(report));
     if (report.status === 'failed') progress(`run FAILED: ${report.failure?.message ?? 'unknown failure'}`);
     progress(summaryLine(report));
+    // 128 + the signal's number, as a shell reports a process the signal ended.
+    if (interrupt.signal.aborted) return interrupt.signal.reason === 'SIGTERM' ? 143 : 130;
     return report.status === 'failed' || unwritten ? 1 : 0;
   },
 };

@@ -60,6 +60,40 @@ export function processAlive(pid: number): boolean {
   }
 }
 
+/**
+ * Every process under `pid` (children, their children), read from /proc. PostgreSQL's backends and auxiliary
+ * processes call setsid(), so they are not in the postmaster's process group: killing the group does not reach them,
+ * and a frozen (SIGSTOPped) one would outlive its postmaster. Empty once `pid` is gone (they are reparented).
+ */
+export function descendantsOf(pid: number): number[] {
+  const parents = new Map<number, number[]>();
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = parents.get(ppid) ?? [];
+      list.push(Number(entry));
+      parents.set(ppid, list);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const out: number[] = [];
+  for (let queue = [pid]; queue.length > 0; ) {
+    const next = parents.get(queue.pop()!) ?? [];
+    out.push(...next);
+    queue.push(...next);
+  }
+  return out;
+}
+
 function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
@@ -81,6 +115,7 @@ export function stopSync(resource: LiveResource): void {
     signalQuietly(resource.pid, resource.stopSignal ?? 'SIGTERM');
     const deadline = Date.now() + SYNC_STOP_WAIT_MS;
     while (processAlive(resource.pid) && Date.now() < deadline) sleepSync(POLL_MS);
+    for (const child of descendantsOf(resource.pid)) signalQuietly(child, 'SIGKILL');
     signalQuietly(-resource.pid, 'SIGKILL');
     signalQuietly(resource.pid, 'SIGKILL');
   }

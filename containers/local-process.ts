@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
-import { processAlive, trackLive } from './live';
+import { descendantsOf, processAlive, trackLive } from './live';
 import { createOwnedDir, recordServer } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
@@ -264,6 +264,8 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
     if (!exited(child)) {
       signalQuietly(pid, launch.stopSignal);
       if (!(await waitExit(child, DEFAULT_STOP_TIMEOUT_MS))) {
+        // Listed before the leader dies (then they are reparented and no longer found): a frozen server's children.
+        for (const p of descendantsOf(pid)) signalQuietly(p, 'SIGKILL');
         signalQuietly(-pid, 'SIGKILL');
         await waitExit(child, DEFAULT_STOP_TIMEOUT_MS);
       }

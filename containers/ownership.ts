@@ -101,7 +101,14 @@ function selfIdentity(): ProcessIdentity {
 function writeRecord(file: string, record: OwnerRecord, flag: 'wx' | 'replace'): void {
   const text = `${JSON.stringify(record, null, 2)}\n`;
   if (flag === 'wx') {
-    fs.writeFileSync(file, text, { flag: 'wx', mode: 0o600 });
+    try {
+      fs.writeFileSync(file, text, { flag: 'wx', mode: 0o600 });
+    } catch (err) {
+      // 'wx' created the file before the write failed (ENOSPC on a full $TMPDIR): an empty record is nobody's.
+      // EEXIST means it was there before, someone else's: left alone.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') fs.rmSync(file, { force: true });
+      throw err;
+    }
     return;
   }
   // Hidden temp name (no sqltally- prefix), so a crash mid-rewrite leaves nothing that looks like a private dir.

@@ -188,7 +188,15 @@ export async function writeOutputDir(dir: string, files: readonly RenderedFile[]
   const staging = tempName(abs);
   try {
     await fs.mkdir(staging);
-    for (const f of files) await writeFileAtomic(join(staging, f.name), f.content);
+    for (const f of files) {
+      try {
+        await writeFileAtomic(join(staging, f.name), f.content);
+      } catch (err) {
+        // Named by where it was going, not by the staging directory a person never sees.
+        const cause = err instanceof SqltallyError && err.cause !== undefined ? err.cause : err;
+        throw reportError(`cannot write ${join(dir, f.name)}: ${errnoText(cause)}; nothing was written to ${dir}`, join(dir, f.name), cause, 'free space on that file system, or choose another --out directory');
+      }
+    }
     await fs.rename(staging, abs);
   } catch (err) {
     await fs.rm(staging, { recursive: true, force: true }).catch(() => undefined);

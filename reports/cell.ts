@@ -13,6 +13,8 @@ export interface CellPlacement {
   /** Rows a fresh connection found afterwards; null when not verified. */
   verifiedRows: number | null;
   timings: Timings | null;
+  /** Why the run gave up on the window (cell timeout, interrupt), naming the statement in flight; null otherwise. */
+  gaveUp?: { message: string; statement: string | null } | null;
 }
 
 /** Turns a capture window's tally into a report cell (key derived, validated). */
@@ -34,5 +36,9 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     verdict: tally.verdict,
     timings: placement.timings,
     ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),
+    ...(!e && placement.gaveUp
+      ? { error: { message: placement.gaveUp.message, phase: 'workload', ...(placement.gaveUp.statement ? { statement: placement.gaveUp.statement } : {}) } }
+      : {}),
+    ...(tally.lateCommits ? { lateCommits: tally.lateCommits } : {}),
   });
 }

@@ -6,6 +6,7 @@ import { DriverNameSchema } from '../counters/driver/names';
 import { SqltallyError } from '../containers/errors';
 import { EventLoopDelaySchema } from '../capture/event-loop';
 import { absentMeansZero, LayersSchema } from '../capture/tally';
+import { LateCommitsSchema } from '../capture/late-commits';
 import { DRIVERS } from '../counters/driver/registry';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
@@ -153,6 +154,11 @@ export const CellSchema = CellIdentitySchema.extend({
   timings: TimingsSchema.nullable(),
   /** The workload's own error, when it threw: shown instead of a count mismatch. */
   error: CellErrorSchema.optional(),
+  /**
+   * Set when the run gave up on a window (`--cell-timeout-ms`, Ctrl-C): what the server still did after the client
+   * stopped waiting, rows committed anyway counted through a fresh connection.
+   */
+  lateCommits: LateCommitsSchema.optional(),
 }).superRefine((c, ctx) => {
   const expected = cellKey(c);
   if (c.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${c.key}" but the cell's fields make "${expected}"` });

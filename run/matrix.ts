@@ -6,7 +6,8 @@ import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBa
 import type { DriverName } from '../counters/driver/names';
 import { EventLoopDelayRecorder } from '../capture/event-loop';
 import { timingsFromSamples } from '../reports/timings';
-import { checkDistinctServers, checkPlan, type RunPlan } from './plan';
+import { checkDistinctServers, checkPlan, type RunPlan, type ValidPlan } from './plan';
+import { truncateStatement } from '../containers/errors';
 import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../reports/environment';
 import { installedReleases, releaseVersion } from '../counters/driver/releases';
@@ -27,6 +28,43 @@ export interface RunHooks {
   /** One line per finished cell or event, for a person watching. */
   progress?: (line: string) => void;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Stops the run (Ctrl-C): the window in flight gives up as on a cell timeout, nothing more starts, and the report
+   * (status failed, the reason the signal's) keeps every cell measured before.
+   */
+  signal?: AbortSignal;
+  /** Called with each backend once it is up: the fault suite uses it to kill or freeze the server under the run. */
+  started?: (backend: StartedBackend) => void;
+}
+
+/**
+ * After a window gave up, how long closing the session may take: a frozen server answers neither the driver's
+ * goodbye nor the probe's, and the run must still stop the server and write its report.
+ */
+const CLOSE_AFTER_GIVING_UP_MS = 10_000;
+/**
+ * Beyond the cell timeout, how long the capture's own steps around the window (probe readings, cancelling and counting
+ * late commits, which are bounded themselves) may take before the run stops waiting for the window altogether.
+ */
+const WINDOW_GRACE_MS = 60_000;
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** The work, or a SqltallyError from `onTimeout` once `ms` have passed; the work itself is left to settle. */
+async function bounded<T>(work: Promise<T>, ms: number, onTimeout: () => SqltallyError): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  // The losing promise must not become an unhandled rejection later.
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([work, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -53,6 +91,8 @@ function countsKey(cell: Cell): string {
 
 interface CellRun {
   tallies: Captured<void>[];
+  /** Set when a window gave up (cell timeout, interrupt): why, and the statement the strategy had in flight. */
+  gaveUp: { message: string; statement: string | null } | null;
   warmupNs: number[];
   verifiedRows: number | null;
   eventLoop: ReturnType<EventLoopDelayRecorder['result']> | null;
@@ -68,12 +108,24 @@ async function runCell<D extends DriverName>(
   backend: StartedBackend,
   strategy: InsertStrategy<D>,
   rows: number,
-  plan: RunPlan,
+  plan: ValidPlan,
   hot: boolean,
+  signal: AbortSignal | undefined,
 ): Promise<CellRun> {
   const table = workloadTable(backend.description.name);
   const insertPlan = strategy.plan(rows, backend.description.capabilities, { backend: backend.description.name });
   const input = strategy.prepare(makeRows(rows), table, insertPlan);
+  const id = backend.description.id;
+  const timeoutMs = plan.cellTimeoutMs;
+  // Every step that talks to the server is bounded: a frozen server must fail the cell, not hang the run.
+  const step = <T>(work: Promise<T>, phase: 'setup' | 'verify' | 'workload', statement: string, what: string): Promise<T> =>
+    bounded(work, phase === 'workload' ? timeoutMs + WINDOW_GRACE_MS : timeoutMs, () =>
+      new SqltallyError(`${what} did not finish within ${phase === 'workload' ? `${timeoutMs} ms (--cell-timeout-ms) and ${WINDOW_GRACE_MS} ms for the readings around it` : `${timeoutMs} ms (--cell-timeout-ms)`}: the server stopped answering`, {
+        backend: id,
+        phase,
+        statement,
+      }),
+    );
   const recreate = async (handle: DriverHandle<D>) => {
     await runSql(session.driver, handle, dropTableSql(table));
     await runSql(session.driver, handle, createTableSql(table));
@@ -83,25 +135,43 @@ async function runCell<D extends DriverName>(
   const empty = async (handle: DriverHandle<D>) => {
     await runSql(session.driver, handle, `DELETE FROM ${table.quoted}`);
   };
-  const result: CellRun = { tallies: [], warmupNs: [], verifiedRows: null, eventLoop: null };
+  const firstStatement = truncateStatement(input.steps[0]?.sql ?? `INSERT INTO ${table.quoted}`);
+  const result: CellRun = { tallies: [], gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null };
   const loop = new EventLoopDelayRecorder();
+  const measure = async (extra: Parameters<CaptureSession<D>['measure']>[1]): Promise<Captured<void> | null> => {
+    const tally = await step(
+      session.measure((h) => strategy.run(h, input), { hot: true, timeoutMs, ...(signal ? { signal } : {}), ...extra }),
+      'workload',
+      firstStatement,
+      `the ${strategy.name} window at ${rows} rows`,
+    );
+    if (!tally.lateCommits) return tally;
+    // The window gave up: the cell keeps this tally (incomplete, with what committed after) and stops here.
+    const why = signal?.aborted ? `interrupted (${String(signal.reason ?? 'aborted')})` : `gave up after ${timeoutMs} ms (--cell-timeout-ms)`;
+    result.tallies = [tally];
+    result.gaveUp = { message: `${strategy.name} at ${rows} rows ${why}: ${tally.lateCommits.summary}`, statement: firstStatement };
+    return null;
+  };
+  const reset = (how: (handle: DriverHandle<D>) => Promise<void>, opts?: { hot: boolean }) =>
+    step(session.prepare(how, opts), 'setup', how === empty ? `DELETE FROM ${table.quoted}` : dropTableSql(table), `resetting ${table.name} before the window`);
   if (hot) {
     // The hot point reuses the connection that just ran the same insert: prepared statements are cached.
-    await session.prepare(recreate);
-    await session.measure((h) => strategy.run(h, input), { hot: true });
+    await reset(recreate);
+    if (!(await measure({}))) return result;
   }
   for (let i = 0; i < plan.warmups + plan.repeats; i++) {
+    if (signal?.aborted) throw signal.reason;
     const measured = i >= plan.warmups;
-    await session.prepare(hot ? empty : recreate, { hot });
-    const tally = await session.measure((h) => strategy.run(h, input), {
-      hot: true,
-      ...(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {}),
-    });
+    await reset(hot ? empty : recreate, { hot });
+    const tally = await measure(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {});
+    if (!tally) return result;
     if (tally.workloadError) {
-      result.tallies = [tally];
+      // A connection lost mid-command (the server killed) comes without the SQL in the driver's error: the statement
+      // in flight was the strategy's insert (one text for every chunk), so the cell names that one.
+      result.tallies = [tally.workloadError.statement ? tally : { ...tally, workloadError: { ...tally.workloadError, statement: firstStatement } }];
       return result;
     }
-    result.verifiedRows = await verifyRows(backend, table, rows);
+    result.verifiedRows = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
     if (measured) result.tallies.push(tally);
     else result.warmupNs.push(tally.durationNs);
   }
@@ -149,6 +219,7 @@ function cellFrom(
   const first = run.tallies[0]!;
   const place = { strategy: strategy.name, rows, hot, environment, driverVersion, verifiedRows: run.verifiedRows };
   if (first.workloadError) return cellFromTally(first, { ...place, verifiedRows: null, timings: null });
+  if (run.gaveUp) return cellFromTally(first, { ...place, verifiedRows: null, timings: null, gaveUp: run.gaveUp });
   let verdict: Verdict = first.verdict;
   const worst = run.tallies.find((t) => t.verdict.kind === 'incomplete') ?? run.tallies.find((t) => t.verdict.kind === 'report');
   if (worst && worst.verdict.kind !== verdict.kind) verdict = worst.verdict;
@@ -230,10 +301,16 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     });
   }
 
+  const signal = hooks.signal;
+  const interrupted = (): string => `interrupted (${messageOf(signal?.reason ?? 'aborted')}) after ${cells.length} cell(s): the cells measured before are kept`;
   for (const resolution of resolutions) {
     if (!resolution.available) {
       skipped.push({ backend: resolution.id ?? resolution.backend, reason: resolution.reason, environment: environment.id });
       progress(`skip ${resolution.id ?? resolution.backend}: ${resolution.reason}`);
+      continue;
+    }
+    if (signal?.aborted) {
+      skipped.push({ backend: resolution.id ?? resolution.backend, reason: `not started: ${interrupted()}`, environment: environment.id });
       continue;
     }
     let started: StartedBackend | undefined;
@@ -243,11 +320,15 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       const description = started.description;
       backends.push(description);
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
+      hooks.started?.(started);
       const runs = strategiesOn(description, plan.strategies).flatMap((strategy) => {
         const releases = installedReleases(strategy.driver);
         return (plan.driverReleases === 'all' ? releases : releases.slice(0, 1)).map((release, i) => ({ strategy, release, pinned: i === 0 }));
       });
+      // A window that gave up leaves the server in an unknown state (frozen, still working): nothing more runs on it.
+      let gaveUp = false;
       for (const { strategy, release, pinned } of runs) {
+        if (gaveUp || signal?.aborted) break;
         const driverVersion = releaseVersion(release) ?? packageVersion(release) ?? 'unknown';
         const session = await CaptureSession.open({
           backend: started,
@@ -262,16 +343,31 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
             ...plan.hotRows.map((r): [number, boolean] => [r, true]),
           ];
           for (const [rows, hot] of points) {
-            const run = await runCell(session, started, strategy, rows, plan, hot);
+            if (signal?.aborted) break;
+            let run: CellRun;
+            try {
+              run = await runCell(session, started, strategy, rows, plan, hot, signal);
+            } catch (err) {
+              gaveUp = true;
+              throw err;
+            }
             const expected = strategy.expectedDriverCounts(rows, description.capabilities, { backend: description.name });
             const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion, expected);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
             progress(`${description.id} ${strategy.name}${pinned ? '' : ` (${release}@${driverVersion})`} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
             if (cell.error && !failure) failure = { message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`, backend: description.id, phase: cell.error.phase, ...(cell.error.statement ? { statement: cell.error.statement } : {}) };
+            if (run.gaveUp) {
+              gaveUp = true;
+              break;
+            }
           }
         } finally {
-          await session.close();
+          if (gaveUp || signal?.aborted) {
+            await bounded(session.close(), CLOSE_AFTER_GIVING_UP_MS, () => new SqltallyError('closing the session after giving up took too long', { backend: description.id, phase: 'stop' })).catch(
+              (err: unknown) => progress(`${description.id}: ${messageOf(err)}; the server is stopped anyway`),
+            );
+          } else await session.close();
         }
       }
     } catch (err) {
@@ -280,6 +376,10 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     } finally {
       await started?.stop();
     }
+  }
+  if (signal?.aborted) {
+    // The signal is why the run stopped; whatever broke in its wake (a connection cut as the servers went) is not.
+    failure = { message: interrupted(), ...(failure?.backend ? { backend: failure.backend } : {}), phase: failure?.phase ?? 'workload', ...(failure?.statement ? { statement: failure.statement } : {}) };
   }
 
   const report: ReportInput = {

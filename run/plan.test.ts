@@ -1,9 +1,9 @@
 import { SqltallyError } from '../containers/errors';
 import type { Resolution } from '../containers/types';
-import { MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, checkDistinctServers, checkPlan, planProblems, rowsPerStrategy } from './plan';
+import { DEFAULT_CELL_TIMEOUT_MS, MAX_CELL_TIMEOUT_MS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, checkDistinctServers, checkPlan, planProblems, rowsPerStrategy } from './plan';
 import type { ValidPlan } from './plan';
 
-const PLAN: ValidPlan = { backends: [], strategies: [], rows: [100, 5000], hotRows: [5000], warmups: 1, repeats: 5, driverReleases: 'all' };
+const PLAN: ValidPlan = { backends: [], strategies: [], rows: [100, 5000], hotRows: [5000], warmups: 1, repeats: 5, driverReleases: 'all', cellTimeoutMs: DEFAULT_CELL_TIMEOUT_MS };
 
 describe('planProblems', () => {
   it('accepts the default curve and the documented maximum', () => {
@@ -16,6 +16,7 @@ describe('planProblems', () => {
     [{ rows: [MAX_ROWS_PER_CELL + 1] }, 'rows', '500,001 rows is more than sqltally can hold in one cell (at most 500,000)'],
     [{ hotRows: [1e9] }, 'hotRows', '1,000,000,000 rows is more than sqltally can hold in one cell'],
     [{ rows: [100, 100] }, 'rows', 'names 100 more than once'],
+    [{ cellTimeoutMs: MAX_CELL_TIMEOUT_MS + 1 }, 'cellTimeoutMs', '86,400,001 ms is longer than the 86,400,000 ms (one day) a cell may wait'],
     [{ backends: ['sqlite', ' sqlite'] }, 'backends', 'names sqlite more than once'],
     [{ backends: ['all', 'mariadb'] }, 'backends', '"all" already means every backend'],
     [{ strategies: ['pg.unnest', 'pg.unnest'] }, 'strategies', 'names pg.unnest more than once'],

@@ -11,6 +11,17 @@ export const DEFAULT_WARMUPS = 1;
 export const DEFAULT_REPEATS = MIN_MEASURED_REPEATS;
 
 /**
+ * How long one window of a cell (a warm-up or a repeat, its table reset and its row check included) may take before
+ * the run gives up on it. Generous on purpose: at the 500 000-row maximum a per-row strategy on two busy cores takes
+ * minutes. A server that stops answering (frozen, partitioned) then fails the run with a report instead of hanging it.
+ */
+export const DEFAULT_CELL_TIMEOUT_MS = 600_000;
+/** The shortest cell timeout accepted: below it even a 100-row cell on a warm server would give up. */
+export const MIN_CELL_TIMEOUT_MS = 10;
+/** The longest: setTimeout cannot wait longer than 2^31-1 ms (about 24.8 days), and a day is plenty. */
+export const MAX_CELL_TIMEOUT_MS = 86_400_000;
+
+/**
  * Most rows one cell may insert. Before the clock starts a cell builds every row, its bound values and, for the
  * raw-SQL strategies, the whole statement text; while it runs, every driver call of every window is kept (the
  * per-row strategies make one per row). Measured with better-sqlite3.per-row-tx at 500 000 rows, 1 warm-up and
@@ -37,6 +48,8 @@ export const RunPlanSchema = z.object({
   repeats: z.number().int().min(MIN_MEASURED_REPEATS),
   /** `all`: every installed release of each driver (npm aliases) side by side; `default`: the pinned one only. */
   driverReleases: z.enum(['default', 'all']).default('all'),
+  /** Give up on a window after this long (see {@link DEFAULT_CELL_TIMEOUT_MS}); the cell is kept, the run fails. */
+  cellTimeoutMs: z.number().int().min(MIN_CELL_TIMEOUT_MS).default(DEFAULT_CELL_TIMEOUT_MS),
 });
 export type RunPlan = z.input<typeof RunPlanSchema>;
 export type ValidPlan = z.output<typeof RunPlanSchema>;
@@ -50,6 +63,7 @@ export const PLAN_FLAGS = {
   warmups: '--warmups',
   repeats: '--repeats',
   driverReleases: '--driver-releases',
+  cellTimeoutMs: '--cell-timeout-ms',
 } as const satisfies Record<keyof ValidPlan, string>;
 
 /** One thing wrong with a plan: which field, and a sentence that names the value and the limit. */
@@ -93,6 +107,9 @@ export function planProblems(plan: ValidPlan): PlanProblem[] {
         });
       }
     }
+  }
+  if (plan.cellTimeoutMs > MAX_CELL_TIMEOUT_MS) {
+    problems.push({ field: 'cellTimeoutMs', message: `${fmt(plan.cellTimeoutMs)} ms is longer than the ${fmt(MAX_CELL_TIMEOUT_MS)} ms (one day) a cell may wait` });
   }
   const total = rowsPerStrategy(plan);
   if (problems.length === 0 && total > MAX_ROWS_PER_STRATEGY) {

@@ -373,3 +373,24 @@ describe('MySQL TLS and faults', () => {
     expect(counts.serverMessages).toEqual({ ERR: 1 });
   });
 });
+
+describe('MysqlSession.clientMidMessage', () => {
+  it('is true between the two halves of a client packet and false once it is whole', () => {
+    const session = passthrough();
+    for (const t of handshake(CLIENT_CAPS)) {
+      if (t.from === 'client') session.fromClient(t.bytes, () => undefined);
+      else session.fromServer(t.bytes);
+    }
+    const packet = command(0x03, 'INSERT INTO t VALUES (1)');
+    expect(session.clientMidMessage()).toBe(false);
+    session.fromClient(packet.subarray(0, 10), () => undefined);
+    expect(session.clientMidMessage()).toBe(true);
+    session.fromClient(packet.subarray(10), () => undefined);
+    expect(session.clientMidMessage()).toBe(false);
+    // Cut in half for good: the session's end says so, and after the end nothing is "mid-message" any more.
+    session.fromClient(packet.subarray(0, 10), () => undefined);
+    session.end('closed');
+    expect(session.tally.toCounts(0).incompleteReasons).toContain('closed in the middle of a client packet');
+    expect(session.clientMidMessage()).toBe(false);
+  });
+});

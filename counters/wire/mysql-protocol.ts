@@ -473,6 +473,10 @@ export class MysqlSession implements WireSession {
     return out;
   }
 
+  clientMidMessage(): boolean {
+    return this.#phase !== 'stopped' && this.#phase !== 'closed' && this.#client.midFrame;
+  }
+
   end(detail: string): void {
     if (this.#phase === 'stopped') return;
     if (this.#greetingHold && this.#greetingHold.length > 0) this.tally.fail(`${detail} before the greeting was whole`);

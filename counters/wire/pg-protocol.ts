@@ -425,6 +425,10 @@ export class PgSession implements WireSession {
     return chunk;
   }
 
+  clientMidMessage(): boolean {
+    return this.#phase !== 'stopped' && this.#phase !== 'closed' && this.#client.midFrame;
+  }
+
   end(detail: string): void {
     if (this.#phase === 'stopped') return;
     if (this.#client.midFrame) this.tally.fail(`${detail} in the middle of a client message`);

@@ -12,6 +12,18 @@ function snap(takenAtNs: number, connections: WireConnection[], proxyId = 'p', p
 }
 
 describe('diffWireSnapshots', () => {
+  it('makes a window incomplete when a still-open connection has half a client message in (a network cut mid-write)', () => {
+    const before = snap(10, [conn(1, { commands: { COM_QUERY: 1 }, commandsTotal: 1, roundTrips: 1, bytesClientToServer: 20 })]);
+    const half = snap(20, [conn(1, { commands: { COM_QUERY: 1 }, commandsTotal: 1, roundTrips: 1, bytesClientToServer: 2020, clientMidMessage: true })]);
+    const d = diffWireSnapshots(before, half);
+    expect(d.incomplete).toBe(true);
+    expect(d.incompleteReasons).toEqual(['connection 1: a client message was half received when the window closed (the rest never came, or has not yet)']);
+    expect(d).not.toHaveProperty('clientMidMessage');
+    // Once the connection is closed, its own end() said why (mid-packet); the open-connection check does not repeat it.
+    const closed = snap(20, [conn(1, { commands: { COM_QUERY: 1 }, commandsTotal: 1, roundTrips: 1, bytesClientToServer: 2020, clientMidMessage: true }, 15)]);
+    expect(diffWireSnapshots(before, closed).incompleteReasons).toEqual([]);
+  });
+
   it('counts an empty window in the proxy\'s own protocol', () => {
     expect(diffWireSnapshots(snap(1, [], 'p', 'postgres'), snap(2, [], 'p', 'postgres')).protocol).toBe('postgres');
     expect(diffWireSnapshots(snap(1, [], 'p', 'mysql'), snap(2, [], 'p', 'mysql')).protocol).toBe('mysql');

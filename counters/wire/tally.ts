@@ -29,6 +29,8 @@ export interface WireSession {
   fromServer(chunk: Buffer): Buffer | null;
   /** Requests sent and not yet answered. */
   unanswered(): number;
+  /** The client has sent the start of a message and not yet its end. */
+  clientMidMessage(): boolean;
   /** The connection is over: a frame cut in half or a request never answered makes the counts incomplete. */
   end(detail: string): void;
   /** The client said goodbye (COM_QUIT, Terminate): what it sends next closes the session. */
@@ -277,6 +279,9 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     if (inFlightBefore > 0) {
       out.incompleteReasons.push(`connection ${connection.id}: ${inFlightBefore} request(s) in flight when the window opened`);
     }
+    if (connection.closedAtNs === null && a.clientMidMessage) {
+      out.incompleteReasons.push(`connection ${connection.id}: a client message was half received when the window closed (the rest never came, or has not yet)`);
+    }
     if (inFlightAfter > 0) {
       out.incompleteReasons.push(`connection ${connection.id}: ${inFlightAfter} request(s) still unanswered when the window closed`);
     }
@@ -340,6 +345,9 @@ export function connectionRecord(
     serverConnectionId: session.serverConnectionId,
     openedAtNs,
     closedAtNs,
-    counts: session.tally.toCounts(closedAtNs === null ? session.unanswered() : 0),
+    counts: {
+      ...session.tally.toCounts(closedAtNs === null ? session.unanswered() : 0),
+      ...(closedAtNs === null && session.clientMidMessage() ? { clientMidMessage: true } : {}),
+    },
   };
 }

@@ -50,6 +50,11 @@ export const WireCountsSchema = z.object({
   rowsAffected: z.number().int().nonnegative().optional(),
   /** Requests still waiting for their answer when the count was taken; a window with any is `incomplete`. */
   unansweredRequests: z.number().int().nonnegative().optional(),
+  /**
+   * One connection's counts only: the client had sent part of a message and not the rest when the count was taken
+   * (a network cut mid-write shows here before the proxy sees the socket close). A window with one is `incomplete`.
+   */
+  clientMidMessage: z.boolean().optional(),
   /** Handshake traffic, outside the command counts above. */
   setup: WireSetupSchema.optional(),
 });
