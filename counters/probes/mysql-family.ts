@@ -311,9 +311,10 @@ export class MysqlFamilySource implements SnapshotSource {
       notes.push(`account ${this.#connection.user} has no PROCESS privilege: other users' sessions are invisible, isolation cannot be verified`);
     }
     // The server files a statement in performance_schema after answering it: a reading right after the answer can
-    // miss it (measured: 7 in 2000 windows on MySQL 9, 3 in 2000 on MariaDB 10.11). Only a request answered on the
-    // same connection (the wire proxy's COM_PING, or the driver's ping) waits that out, so without one the
-    // per-connection counts cannot be called exact.
+    // miss it (bench/settle-race.ts, one reading after each of 2000 single-row INSERTs: 6 missed on MariaDB 10.11,
+    // 3 on MySQL 9.7; through the probe's own windows 1 in 1000 on MySQL 9.7; none once settled). Only a request
+    // answered on the same connection (the wire proxy's COM_PING, or the driver's ping) waits that out, so without
+    // one the per-connection counts cannot be called exact.
     if (this.#perfSchema === 'on' && ids.length > 0 && !ctx.settle) {
       failures.push(
         'nothing settled the window connections before this reading (no settle hook): the server files a statement in performance_schema only after answering it, so their last statement may be missing',
