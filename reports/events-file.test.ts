@@ -5,7 +5,7 @@ import type { StatementEvent } from '../counters/events';
 import { mergeReports } from './merge';
 import { writeReport } from './output';
 import { ASSERT, fixtureReport, sqliteCell } from './report.fixture';
-import { EVENTS_FILE, joinEvents, parseEventsText, parseReportText, readReportFile, splitEvents, toJson } from './schema';
+import { EVENTS_FILE, joinEvents, parseEventsText, parseReportText, readReportFile, splitEvents, toJson, toLinesJson } from './schema';
 import type { Cell } from './schema';
 
 function event(i: number): StatementEvent {
@@ -106,5 +106,18 @@ describe('events beside the report', () => {
     const back = readReportFile(out);
     expect(back.cells.map((c) => c.layers.driver!.events.length)).toEqual([100, 7, 150]);
     expect(back.cells.every((c) => c.movedEvents === undefined)).toBe(true);
+  });
+});
+
+describe('toLinesJson', () => {
+  it('puts each cell on a line of its own and reads back to the same report', () => {
+    const report = fixtureReport([withEvents(sqliteCell(100), 2), sqliteCell(200)]);
+    const text = toLinesJson(report, ['cells']);
+    expect(parseReportText(text, 'report.json')).toEqual(report);
+    const lines = text.split('\n');
+    expect(lines.filter((l) => l.startsWith('    {"backend":'))).toHaveLength(2);
+    expect(lines[0]).toBe('{');
+    expect(lines).toContain('  "status": "ok",');
+    expect(toLinesJson({ cells: [], a: undefined, b: { c: 1 } }, ['cells'])).toBe('{\n  "cells": [],\n  "b": {\n    "c": 1\n  }\n}\n');
   });
 });

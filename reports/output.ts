@@ -4,7 +4,7 @@ import { writeOutputDir } from './atomic';
 import type { RenderedFile, WriteOutputOptions } from './atomic';
 import { toBenchJson } from './bench-json';
 import { renderMarkdown } from './markdown';
-import { EVENTS_FILE, EventsFileSchema, ReportSchema, SCHEMA_VERSION, parseValue, splitEvents, toJson } from './schema';
+import { EVENTS_FILE, EventsFileSchema, ReportSchema, SCHEMA_VERSION, parseValue, splitEvents, toJson, toLinesJson } from './schema';
 import type { Failure, Report } from './schema';
 
 /** Everything of a report except the fixed header. */
@@ -47,8 +47,8 @@ export function renderOutput(report: Report): RenderedFile[] {
   return [
     { name: 'report.md', content: redactSecrets(renderMarkdown(valid)) },
     { name: 'bench.json', content: redactSecrets(toJson(toBenchJson(valid))) },
-    { name: EVENTS_FILE, content: redactSecrets(toJson(events)) },
-    { name: 'report.json', content: redactSecrets(toJson(parseValue(ReportSchema, split.report, 'report'))) },
+    { name: EVENTS_FILE, content: redactSecrets(toLinesJson(events, ['cells'])) },
+    { name: 'report.json', content: redactSecrets(toLinesJson(parseValue(ReportSchema, split.report, 'report'), ['cells'])) },
   ];
 }
 

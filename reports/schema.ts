@@ -546,6 +546,26 @@ export function toJson(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
 }
 
+/**
+ * Like {@link toJson}, but each element of the named top-level arrays on one line of its own: report.json and
+ * events.json, whose cells are most of their size. Indenting a cell's deep layers costs more bytes than its numbers
+ * (3.0 MB against 1.7 MB for the same report), while a cell per line still diffs cell by cell.
+ */
+export function toLinesJson(value: Record<string, unknown>, lineArrays: readonly string[]): string {
+  const members: string[] = [];
+  for (const [key, member] of Object.entries(value)) {
+    if (member === undefined) continue;
+    let text: string;
+    if (Array.isArray(member) && lineArrays.includes(key)) {
+      text = member.length === 0 ? '[]' : `[\n${member.map((item) => `    ${JSON.stringify(item)}`).join(',\n')}\n  ]`;
+    } else {
+      text = JSON.stringify(member, null, 2).replace(/\n/g, '\n  ');
+    }
+    members.push(`  ${JSON.stringify(key)}: ${text}`);
+  }
+  return `{\n${members.join(',\n')}\n}\n`;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The gate's verdict (`sqltally gate --json`)
 
