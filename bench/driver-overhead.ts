@@ -18,23 +18,38 @@
  * overhead is computed from it. For network backends the client CPU excludes the server's work, so the CPU
  * ratio overstates the proxy's share of the whole insert; the wall ratio is the one the 1.02 target is about.
  *
+ * The counted side records into a `DriverRecorder` with a window open around each timed run: the sink a capture
+ * session uses (`capture/capture.ts`), so the figures are what a user's suite pays, window bookkeeping included.
+ *
+ * Then, on in-memory SQLite, the rows of issue 15's goal table that no strategy covers:
+ * - one call binding many values: a multi-row `?` INSERT of 100, 1000 and 5000 rows (600, 6000 and 30000 values),
+ *   `prepare` + `run` on a text the window has not seen (a new string each round, as a strategy builds it), raw vs
+ *   counted in alternating rounds; the added CPU per statement must not grow with the SQL's length or the values.
+ *   The window's close (`end()`: one fingerprint per distinct text) is timed apart, since it is paid once per window.
+ * - a window of 1,000,000 calls (prepared `SELECT 1`): 10 slices of 100k calls, each beside 100k raw calls; the
+ *   added CPU per call of the first and last slice (flat when nothing grows per call), the heap growth once the
+ *   window's garbage is collected (bounded: events capped, counts aggregated), and the events the window kept.
+ * - `--summary` prints those rows as one table at the end, the same in control mode.
+ *
  * `--control` opens the "wrapped" side without a sink: two identical raw connections, so the ratios printed are
  * the noise floor of this machine at this moment (a ratio outside it is the proxy; inside it, nobody can tell).
+ * The SQLite sections then compare raw against raw too.
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { startBackend } from '../containers/registry';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
-import { DriverTally } from '../counters/driver-layer';
+import { DriverRecorder } from '../counters/driver-layer';
 import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
 import { markOf } from '../counters/driver/counted';
 import { openCountedConnection, openRawConnection, runSql } from '../counters/driver/open';
 import type { DriverHandle, OpenedConnection } from '../counters/driver/open';
-import { makeRows } from '../workload/rows';
+import { COLUMN_COUNT, makeRows } from '../workload/rows';
+import { flatValues } from '../workload/strategies/shared';
 import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
 import type { AnyInsertStrategy } from '../workload/strategies';
-import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
+import { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } from '../workload/table';
 import type { WorkloadTable } from '../workload/table';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
@@ -84,7 +99,8 @@ async function timedRun<D extends DriverName>(
   table: WorkloadTable,
   rows: number,
   started: StartedBackend,
-): Promise<RunTimes> {
+  recorder: DriverRecorder | null,
+): Promise<RunTimes & { calls: number }> {
   const driver = strategy.driver as D;
   await runUnwrapped(driver, conn.handle, dropTableSql(table));
   await runUnwrapped(driver, conn.handle, createTableSql(table));
@@ -94,13 +110,15 @@ async function timedRun<D extends DriverName>(
   (globalThis as { gc?: () => void }).gc?.();
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
+  recorder?.begin();
   await runStrategy(strategy, conn.handle as never, input);
+  const calls = recorder ? recorder.end().layer.calls : 0;
   const wallNs = Number(process.hrtime.bigint() - t0);
   const cpu = process.cpuUsage(cpu0);
   const [counted] = await runUnwrapped(driver, conn.handle, `SELECT COUNT(*) AS n FROM ${table.quoted}`);
   const n = Number(Object.values(counted as Record<string, unknown>)[0]);
   if (n !== rows) throw new Error(`${strategy.name}: expected ${rows} rows in ${table.name}, found ${n}`);
-  return { wallNs, cpuNs: (cpu.user + cpu.system) * 1000 };
+  return { wallNs, cpuNs: (cpu.user + cpu.system) * 1000, calls };
 }
 
 async function benchStrategy(
@@ -112,9 +130,9 @@ async function benchStrategy(
 ): Promise<StrategyFigures> {
   const info: ConnectionInfo = started.connection;
   const driverOptions = strategy.connectionOptions ? { ...strategy.connectionOptions } : undefined;
-  const tally = new DriverTally();
+  const recorder = control ? null : new DriverRecorder();
   const raw = await openRawConnection(strategy.driver, info, { driverOptions, backend: started.description.id });
-  const wrapped = await openCountedConnection(strategy.driver, info, control ? undefined : tally, {
+  const wrapped = await openCountedConnection(strategy.driver, info, recorder ?? undefined, {
     driverOptions,
     backend: started.description.id,
   });
@@ -123,23 +141,22 @@ async function benchStrategy(
   const wrappedTable = workloadTable(started.description.name, 'bench_wrapped');
   try {
     // Warm-up pair: JIT, prepared-statement caches and buffer pools, on both sides.
-    await timedRun(strategy, raw, rawTable, rows, started);
-    await timedRun(strategy, wrapped, wrappedTable, rows, started);
+    await timedRun(strategy, raw, rawTable, rows, started, null);
+    await timedRun(strategy, wrapped, wrappedTable, rows, started, recorder);
     const raws: RunTimes[] = [];
     const wrappeds: RunTimes[] = [];
     let callsPerRun = 0;
     for (let i = 0; i < pairs; i++) {
       let r: RunTimes;
-      let w: RunTimes;
-      const mark = tally.mark();
+      let w: RunTimes & { calls: number };
       if (i % 2 === 0) {
-        r = await timedRun(strategy, raw, rawTable, rows, started);
-        w = await timedRun(strategy, wrapped, wrappedTable, rows, started);
+        r = await timedRun(strategy, raw, rawTable, rows, started, null);
+        w = await timedRun(strategy, wrapped, wrappedTable, rows, started, recorder);
       } else {
-        w = await timedRun(strategy, wrapped, wrappedTable, rows, started);
-        r = await timedRun(strategy, raw, rawTable, rows, started);
+        w = await timedRun(strategy, wrapped, wrappedTable, rows, started, recorder);
+        r = await timedRun(strategy, raw, rawTable, rows, started, null);
       }
-      callsPerRun = control ? 0 : tally.since(mark).length;
+      callsPerRun = w.calls;
       raws.push(r);
       wrappeds.push(w);
     }
@@ -177,39 +194,60 @@ interface MicroFigures {
   proxyCostNsPerCall: number;
 }
 
-/** The proxy's own cost: a prepared `SELECT 1` on in-memory SQLite, `get()` many times, raw vs wrapped. */
-async function microBench(): Promise<MicroFigures> {
+type Gc = () => void;
+const gc = (): void => (globalThis as { gc?: Gc }).gc?.();
+
+function cpuNow(): number {
+  const c = process.cpuUsage();
+  return (c.user + c.system) * 1000;
+}
+
+/** A statement's `get`, raw or counted: what the per-call sections time. */
+interface Getter {
+  get(): unknown;
+}
+
+/**
+ * The proxy's own cost: a prepared `SELECT 1` on in-memory SQLite, `get()` many times, raw vs counted into a
+ * recorder with a window open (a fresh window per round, as a window per test would be). In control mode the
+ * "counted" side is a second raw database.
+ */
+async function microBench(control: boolean): Promise<MicroFigures> {
   const { default: Database } = await import('better-sqlite3');
   const raw = new Database(':memory:');
   const wrappedDb = new Database(':memory:');
-  const wrapped = wrapBetterSqlite3(wrappedDb, new DriverTally());
+  const recorder = new DriverRecorder();
   const rawStatement = raw.prepare('SELECT 1');
-  const wrappedStatement = wrapped.prepare('SELECT 1');
+  const statementOf = (): Getter =>
+    control ? wrappedDb.prepare('SELECT 1') : wrapBetterSqlite3(wrappedDb, recorder).prepare('SELECT 1');
   // CPU time, not wall time: on a loaded machine wall time bills the proxy for the neighbours' work.
-  const loop = (statement: { get(): unknown }): number => {
-    (globalThis as { gc?: () => void }).gc?.();
-    const cpu0 = process.cpuUsage();
+  const loop = (statement: Getter, windowed: boolean): number => {
+    gc();
+    if (windowed && !control) recorder.begin();
+    const cpu0 = cpuNow();
     for (let i = 0; i < MICRO_CALLS; i++) statement.get();
-    const cpu = process.cpuUsage(cpu0);
-    return ((cpu.user + cpu.system) * 1000) / MICRO_CALLS;
+    const cpu = cpuNow() - cpu0;
+    if (windowed && !control) recorder.end();
+    return cpu / MICRO_CALLS;
   };
+  const warm = statementOf();
   for (let i = 0; i < 20; i++) {
-    loop(rawStatement);
-    loop(wrappedStatement);
+    loop(rawStatement, false);
+    loop(warm, true);
   }
   const rawPer: number[] = [];
   const wrappedPer: number[] = [];
   const diffs: number[] = [];
   for (let round = 0; round < MICRO_ROUNDS; round++) {
-    const fresh = wrapBetterSqlite3(wrappedDb, new DriverTally()).prepare('SELECT 1');
+    const fresh = statementOf();
     let r: number;
     let w: number;
     if (round % 2 === 0) {
-      r = loop(rawStatement);
-      w = loop(fresh);
+      r = loop(rawStatement, false);
+      w = loop(fresh, true);
     } else {
-      w = loop(fresh);
-      r = loop(rawStatement);
+      w = loop(fresh, true);
+      r = loop(rawStatement, false);
     }
     rawPer.push(r);
     wrappedPer.push(w);
@@ -226,8 +264,170 @@ async function microBench(): Promise<MicroFigures> {
   };
 }
 
+interface BindFigures {
+  rows: number;
+  values: number;
+  sqlChars: number;
+  rounds: number;
+  rawNs: number;
+  wrappedNs: number;
+  /** Median over rounds of counted - raw CPU for one `prepare` + `run` of the statement. */
+  addedNsPerStatement: number;
+  /** Median CPU of closing the window that held it (`recorder.end()`), paid once per window. */
+  windowCloseNs: number;
+}
+
+const BIND_ROWS = [100, 1000, 5000];
+const BIND_ROUNDS = 31;
+
+/**
+ * One call binding many values: a multi-row `?` INSERT (6 values a row) prepared and run once per round on a
+ * string the window has not seen (a copy made each round, as a strategy builds its SQL), raw vs counted.
+ */
+async function bindBench(control: boolean): Promise<BindFigures[]> {
+  const { default: Database } = await import('better-sqlite3');
+  const table = workloadTable('sqlite', 'bench_bind');
+  const out: BindFigures[] = [];
+  for (const rows of BIND_ROWS) {
+    const raw = new Database(':memory:');
+    const other = new Database(':memory:');
+    raw.exec(createTableSql(table));
+    other.exec(createTableSql(table));
+    const recorder = new DriverRecorder();
+    const counted = control ? other : wrapBetterSqlite3(other, recorder);
+    const sql = `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`;
+    const values = flatValues(makeRows(rows));
+    if (values.length !== rows * COLUMN_COUNT) throw new Error('bindBench: unexpected value count');
+    // A distinct string object each time: the caches see equal text, as they would across a strategy's runs.
+    const freshSql = (): string => (' ' + sql).slice(1);
+    const once = (db: typeof raw, windowed: boolean): { cpuNs: number; closeNs: number } => {
+      db.exec(`DELETE FROM ${table.quoted}`);
+      const text = freshSql();
+      gc();
+      if (windowed && !control) recorder.begin();
+      const cpu0 = cpuNow();
+      db.prepare(text).run(values);
+      const cpuNs = cpuNow() - cpu0;
+      const close0 = cpuNow();
+      if (windowed && !control) recorder.end();
+      return { cpuNs, closeNs: cpuNow() - close0 };
+    };
+    for (let i = 0; i < 3; i++) {
+      once(raw, false);
+      once(counted, true);
+    }
+    const raws: number[] = [];
+    const wrappeds: number[] = [];
+    const diffs: number[] = [];
+    const closes: number[] = [];
+    for (let round = 0; round < BIND_ROUNDS; round++) {
+      let r: number;
+      let w: { cpuNs: number; closeNs: number };
+      if (round % 2 === 0) {
+        r = once(raw, false).cpuNs;
+        w = once(counted, true);
+      } else {
+        w = once(counted, true);
+        r = once(raw, false).cpuNs;
+      }
+      raws.push(r);
+      wrappeds.push(w.cpuNs);
+      diffs.push(w.cpuNs - r);
+      closes.push(w.closeNs);
+    }
+    const [n] = raw.prepare(`SELECT COUNT(*) AS n FROM ${table.quoted}`).pluck().all() as number[];
+    if (n !== rows) throw new Error(`bindBench: expected ${rows} rows, found ${n}`);
+    raw.close();
+    other.close();
+    out.push({
+      rows,
+      values: values.length,
+      sqlChars: sql.length,
+      rounds: BIND_ROUNDS,
+      rawNs: median(raws),
+      wrappedNs: median(wrappeds),
+      addedNsPerStatement: median(diffs),
+      windowCloseNs: median(closes),
+    });
+  }
+  return out;
+}
+
+interface LongWindowFigures {
+  calls: number;
+  slice: number;
+  /** Counted - raw CPU per call, slice by slice. */
+  addedNsPerCallBySlice: number[];
+  heapBeforeBytes: number;
+  /** Heap used after the million calls, window still open, garbage collected. */
+  heapAfterBytes: number;
+  eventsKept: number;
+  callsCounted: number;
+  windowCloseNs: number;
+}
+
+const LONG_WINDOW_CALLS = 1_000_000;
+const LONG_WINDOW_SLICE = 100_000;
+
+/** A window of a million calls: per-call cost slice by slice, and what the window holds when they are done. */
+async function longWindowBench(control: boolean): Promise<LongWindowFigures> {
+  const { default: Database } = await import('better-sqlite3');
+  const raw = new Database(':memory:');
+  const other = new Database(':memory:');
+  const recorder = new DriverRecorder();
+  const rawStatement = raw.prepare('SELECT 1');
+  const countedStatement: Getter = (control ? other : wrapBetterSqlite3(other, recorder)).prepare('SELECT 1');
+  const slice = (statement: Getter): number => {
+    const cpu0 = cpuNow();
+    for (let i = 0; i < LONG_WINDOW_SLICE; i++) statement.get();
+    return (cpuNow() - cpu0) / LONG_WINDOW_SLICE;
+  };
+  // Warm both paths in a window of their own, so the JIT has settled before the measured window opens.
+  recorder.begin();
+  slice(rawStatement);
+  slice(countedStatement);
+  recorder.end();
+  gc();
+  const heapBeforeBytes = process.memoryUsage().heapUsed;
+  recorder.begin();
+  const added: number[] = [];
+  for (let i = 0; i < LONG_WINDOW_CALLS / LONG_WINDOW_SLICE; i++) {
+    let r: number;
+    let w: number;
+    if (i % 2 === 0) {
+      r = slice(rawStatement);
+      w = slice(countedStatement);
+    } else {
+      w = slice(countedStatement);
+      r = slice(rawStatement);
+    }
+    added.push(w - r);
+  }
+  gc();
+  const heapAfterBytes = process.memoryUsage().heapUsed;
+  const close0 = cpuNow();
+  const window = recorder.end();
+  const windowCloseNs = cpuNow() - close0;
+  raw.close();
+  other.close();
+  return {
+    calls: LONG_WINDOW_CALLS,
+    slice: LONG_WINDOW_SLICE,
+    addedNsPerCallBySlice: added,
+    heapBeforeBytes,
+    heapAfterBytes,
+    eventsKept: window.layer.events.length,
+    callsCounted: window.layer.calls,
+    windowCloseNs,
+  };
+}
+
 function ms(ns: number): string {
   return (ns / 1e6).toFixed(3);
+}
+
+function us(ns: number): string {
+  return (ns / 1e3).toFixed(1);
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -240,6 +440,7 @@ async function main(argv: string[]): Promise<number> {
       pairs: { type: 'string', default: '7' },
       json: { type: 'boolean', default: false },
       control: { type: 'boolean', default: false },
+      sections: { type: 'string', default: 'strategies,micro,bind,window' },
     },
   });
   const rows = Number(values.rows);
@@ -248,10 +449,13 @@ async function main(argv: string[]): Promise<number> {
     console.error('driver-overhead: --rows and --pairs must be positive integers');
     return 2;
   }
+  const sections = new Set(values.sections.split(',').map((s) => s.trim()));
+  const control = values.control;
   const wanted = values.strategies?.split(',').map((s) => s.trim()).filter(Boolean);
   const results: StrategyFigures[] = [];
   const skipped: { backend: string; reason: string }[] = [];
-  for (const id of values.backends.split(',').map((s) => s.trim()).filter(Boolean)) {
+  const backendIds = sections.has('strategies') ? values.backends.split(',').map((s) => s.trim()).filter(Boolean) : [];
+  for (const id of backendIds) {
     let started: StartedBackend;
     try {
       started = await startBackend(id);
@@ -264,11 +468,11 @@ async function main(argv: string[]): Promise<number> {
         ? wanted.filter((name) => strategiesFor(id).some((s) => s.name === name)).map((name) => findStrategy(name, id))
         : strategiesFor(started.description.name as BackendName);
       for (const strategy of strategies) {
-        const figures = await benchStrategy(started, strategy, rows, pairs, values.control);
+        const figures = await benchStrategy(started, strategy, rows, pairs, control);
         results.push(figures);
         if (!values.json) {
           console.log(
-            `${figures.backend.padEnd(14)} ${(values.control ? `control:${figures.strategy}` : figures.strategy).padEnd(28)} calls ${String(figures.callsPerRun).padStart(5)}  ` +
+            `${figures.backend.padEnd(14)} ${(control ? `control:${figures.strategy}` : figures.strategy).padEnd(28)} calls ${String(figures.callsPerRun).padStart(5)}  ` +
               `raw ${ms(figures.rawMedianNs).padStart(9)} ms  wrapped ${ms(figures.wrappedMedianNs).padStart(9)} ms  ` +
               `ratio ${figures.ratio.toFixed(4)}${figures.ratio <= TARGET_RATIO ? '' : ' (above 1.02)'}  ` +
               `cpu ${ms(figures.rawCpuMedianNs)} -> ${ms(figures.wrappedCpuMedianNs)} ms, ratio ${figures.cpuRatio.toFixed(4)}  ` +
@@ -280,18 +484,44 @@ async function main(argv: string[]): Promise<number> {
       await started.stop();
     }
   }
-  const micro = await microBench();
+  const micro = sections.has('micro') ? await microBench(control) : null;
+  const bind = sections.has('bind') ? await bindBench(control) : null;
+  const longWindow = sections.has('window') ? await longWindowBench(control) : null;
   if (values.json) {
-    console.log(JSON.stringify({ rows, pairs, control: values.control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, skipped }, null, 2));
-  } else {
-    for (const s of skipped) console.log(`${s.backend}: skipped: ${s.reason}`);
-    const [load1] = os.loadavg();
-    console.log(`load average ${load1?.toFixed(1)} on ${os.cpus().length} CPUs while measuring`);
     console.log(
-      `proxy cost per call (CPU time; better-sqlite3 SELECT 1 x ${micro.calls}, median of ${micro.rounds} alternating rounds): ` +
+      JSON.stringify(
+        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, longWindow, skipped },
+        null,
+        2,
+      ),
+    );
+    return 0;
+  }
+  for (const s of skipped) console.log(`${s.backend}: skipped: ${s.reason}`);
+  const tag = control ? 'control (raw vs raw): ' : '';
+  if (micro) {
+    console.log(
+      `${tag}proxy cost per call (CPU time; better-sqlite3 SELECT 1 x ${micro.calls} in a window, median of ${micro.rounds} alternating rounds): ` +
         `${micro.proxyCostNsPerCall.toFixed(0)} ns (raw ${micro.rawNsPerCall.toFixed(0)} ns, wrapped ${micro.wrappedNsPerCall.toFixed(0)} ns)`,
     );
   }
+  for (const b of bind ?? []) {
+    console.log(
+      `${tag}one call binding ${String(b.values).padStart(5)} values (${b.rows} rows, ${b.sqlChars} chars of SQL, prepare + run, median of ${b.rounds}): ` +
+        `raw ${us(b.rawNs)} us, counted ${us(b.wrappedNs)} us, added ${us(b.addedNsPerStatement)} us; window close ${us(b.windowCloseNs)} us`,
+    );
+  }
+  if (longWindow) {
+    const per = longWindow.addedNsPerCallBySlice;
+    console.log(
+      `${tag}window of ${longWindow.calls} calls: added per call ${per.map((n) => n.toFixed(0)).join(' ')} ns by ${longWindow.slice} slice ` +
+        `(first ${per[0]!.toFixed(0)}, last ${per[per.length - 1]!.toFixed(0)}); heap ${(longWindow.heapBeforeBytes / 1e6).toFixed(1)} -> ` +
+        `${(longWindow.heapAfterBytes / 1e6).toFixed(1)} MB with the window open; ${longWindow.callsCounted} calls counted, ` +
+        `${longWindow.eventsKept} events kept; window close ${ms(longWindow.windowCloseNs)} ms`,
+    );
+  }
+  const [load1] = os.loadavg();
+  console.log(`load average ${load1?.toFixed(1)} on ${os.cpus().length} CPUs while measuring`);
   return 0;
 }
 

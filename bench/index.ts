@@ -11,7 +11,12 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 const BENCHES = {
-  driver: { file: 'driver-overhead.ts', what: 'driver-layer counting proxy: wrapped / unwrapped 5000-row insert, cost per call' },
+  driver: {
+    file: 'driver-overhead.ts',
+    what: 'driver-layer counting proxy (into a capture window): wrapped / unwrapped 5000-row insert per strategy, proxy cost per call, one call binding 600/6000/30000 values, a window of 1,000,000 calls',
+  },
+  'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
+  'driver-cpu': { file: 'driver-cpu.ts', what: 'driver-layer proxy: callgrind instructions per call (select, per-row) and per 30000-value statement; takes minutes' },
   wire: {
     file: 'wire-overhead.ts',
     what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL, beside the direct / direct noise floor; proxy CPU per MB and per command',
@@ -25,7 +30,7 @@ const BENCHES = {
   raw: { file: 'strategy-vs-raw.ts', what: 'each insert strategy / the raw-SQL twin, 5000 rows' },
   caller: { file: 'caller-capture.ts', what: 'captureCaller: ns per call at 0, 10 and 30 package frames, with its noise floor' },
   fingerprint: { file: 'fingerprint.ts', what: 'fingerprint of a 200 KB multi-row INSERT, against a bare pass over the same text' },
-} as const;
+} as const satisfies Record<string, { file: string; what: string; args?: readonly string[] }>;
 
 function main(argv: string[]): number {
   const wanted = argv.length > 0 ? argv : Object.keys(BENCHES);
@@ -38,7 +43,12 @@ function main(argv: string[]): number {
     }
     console.log(`\n== ${name}: ${bench.what}`);
     const tsx = join(__dirname, '..', 'node_modules', '.bin', 'tsx');
-    const result = spawnSync(tsx, [join(__dirname, bench.file)], { stdio: 'inherit' });
+    const args: readonly string[] = 'args' in bench ? bench.args : [];
+    // --expose-gc: the driver bench collects garbage before each timed run, so one run never pays for another's.
+    const result = spawnSync(tsx, [join(__dirname, bench.file), ...args], {
+      stdio: 'inherit',
+      env: { ...process.env, NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --expose-gc`.trim() },
+    });
     if (result.status !== 0) {
       console.error(`bench ${name} exited ${result.status ?? result.signal}`);
       failed++;

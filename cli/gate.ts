@@ -52,7 +52,8 @@ async function run(argv: string[]): Promise<number> {
 
   let report: Report;
   try {
-    report = readReportFile(opts.report);
+    // Counts only: the gate never needs the per-call events, so a report.json copied without its events.json still gates.
+    report = readReportFile(opts.report, { events: 'skip' });
   } catch (err) {
     if (err instanceof SqltallyError) {
       console.error(`sqltally gate: ${err.message}`);

@@ -8,8 +8,8 @@ import { renderTable } from '../reports/table';
 
 const USAGE = `usage: sqltally merge --out <dir> [--force] <report.json|dir>...
 
-Combines the reports of CI matrix jobs (one backend per job) into one report.json, report.md and bench.json.
-Each job's environment is kept; a cell key present in two reports, or reports of another schema, are refused.
+Combines the reports of CI matrix jobs (one backend per job) into one report.json, events.json, report.md and
+bench.json; each job's events.json is read from beside its report.json. Each job's environment is kept; a cell key present in two reports, or reports of another schema, are refused.
   --out    directory to write (must not exist or be empty, unless --force)
   --force  replace report files in an existing non-empty directory`;
 
@@ -45,7 +45,7 @@ async function run(argv: string[]): Promise<number> {
     const merged = mergeReports(sources);
     await writeReport(values.out, merged, { force: values.force });
     console.log(renderTable(merged));
-    console.log(`\nmerged ${sources.length} report(s), ${merged.cells.length} cell(s), status ${merged.status}: wrote ${values.out}/report.json, report.md, bench.json`);
+    console.log(`\nmerged ${sources.length} report(s), ${merged.cells.length} cell(s), status ${merged.status}: wrote ${values.out}/report.json, events.json, report.md, bench.json`);
     return 0;
   } catch (err) {
     if (err instanceof SqltallyError) {

@@ -16,8 +16,8 @@ import type { Command } from './main';
 
 const HELP = `usage: sqltally run [options]
 
-Runs the insert-many matrix on every backend reachable here (SQLite always) and writes report.json, report.md and
-bench.json.
+Runs the insert-many matrix on every backend reachable here (SQLite always) and writes report.json, events.json
+(the per-call driver events of passing cells), report.md and bench.json.
 
 options:
   --backends a,b        backend ids (sqlite, mariadb, mariadb@11.8, postgres@16, mysql), or "all" for every installed
@@ -211,7 +211,7 @@ export const command: Command = {
     if (write) {
       try {
         await writeReport(out, report, { force: v.force });
-        progress(`wrote ${join(out, 'report.json')}, report.md, bench.json`);
+        progress(`wrote ${join(out, 'report.json')}, events.json, report.md, bench.json`);
       } catch (err) {
         // The directory is left as it was (writeReport renders everything first and renames into place); the report
         // still reaches a person on stdout rather than being lost with the minutes it took.

@@ -20,6 +20,9 @@ const LIBRARY_FOLDERS = ['containers', 'counters', 'workload', 'verdict', 'captu
 const TEST_FILE = /\.(?:test|spec)\.[cm]?[jt]sx?$/;
 // Deep enough for an ORM between the user's line and the driver (typeorm, sequelize: 20 to 30 frames).
 const FRAMES_KEPT = 60;
+// Frames looked at first: the driver wrapper and the window's bookkeeping are a handful, so the user's frame is
+// nearly always among them; a stack's cost grows with its frames, so the deep look is only taken when needed.
+const FRAMES_FIRST = 12;
 
 /** Where sqltally's own code is, given the path of this module (exported for tests of both layouts). */
 export function ownCodeOf(here: string | null): OwnCode {
@@ -75,7 +78,17 @@ export function isLibraryFile(file: string, own: OwnCode = OWN): boolean {
 /** The part of V8's CallSite that is read here. */
 interface CallSite {
   getFileName(): string | null | undefined;
+  getLineNumber(): number | null;
+  getColumnNumber(): number | null;
 }
+
+/**
+ * Callers already printed, by the user frame's position in the code that runs. Printing maps the position through
+ * source maps, which is most of a capture's cost (tens of microseconds), and a position always maps to the same
+ * line: so each position is printed once per process. Bounded like the statement caches: it starts over when full.
+ */
+const PRINTED_MAX = 4096;
+let printed = new Map<string, string | null>();
 
 function relativeLocation(file: string, line: string | number, column: string | number): string {
   const rel = relative(process.cwd(), file);
@@ -109,32 +122,52 @@ export function captureCaller(): string | null {
   // First the frames as objects, which costs no formatting, to find which one is the user's.
   const environment = Error.prepareStackTrace;
   const limit = Error.stackTraceLimit;
-  const holder: { stack?: unknown } = {};
   try {
-    Error.stackTraceLimit = FRAMES_KEPT;
     Error.prepareStackTrace = (_error, sites) => sites;
-    Error.captureStackTrace(holder, captureCaller);
-    const sites = holder.stack as CallSite[] | undefined;
+    let sites = structuredSites(FRAMES_FIRST);
+    let index = Array.isArray(sites) ? userFrameIndex(sites) : -1;
+    if (index < 0 && Array.isArray(sites) && sites.length >= FRAMES_FIRST) {
+      sites = structuredSites(FRAMES_KEPT);
+      index = Array.isArray(sites) ? userFrameIndex(sites) : -1;
+    }
     if (!Array.isArray(sites)) {
       // A runtime that ignores prepareStackTrace: read the printed stack instead.
       Error.prepareStackTrace = environment;
       return fromText(captureText(FRAMES_KEPT));
     }
-    const index = sites.findIndex((site) => {
-      const file = fileOf(site);
-      return file !== null && !isLibraryFile(file);
-    });
     if (index < 0) return null;
+    const site = sites[index] as CallSite;
+    const position = `${site.getFileName() ?? ''}:${site.getLineNumber() ?? ''}:${site.getColumnNumber() ?? ''}`;
+    const known = printed.get(position);
+    if (known !== undefined) return known;
     // Positions in CallSites are those of the code that runs. Whatever maps stacks to the sources (Jest's
     // source-map-support, installed on the main context's Error where this realm cannot see it; Node's source
     // maps, which tsx turns on) does it when the stack is printed: so print the frames up to the user's again,
     // the ordinary way, and read the last one. Printing is the expensive part, so only those frames are printed.
     Error.prepareStackTrace = environment;
-    return fromText(captureText(index + 1), true);
+    const caller = fromText(captureText(index + 1), true);
+    if (printed.size >= PRINTED_MAX) printed = new Map();
+    printed.set(position, caller);
+    return caller;
   } finally {
     Error.prepareStackTrace = environment;
     Error.stackTraceLimit = limit;
   }
+}
+
+/** This stack as CallSites (prepareStackTrace set by the caller), cut at captureCaller; not an array if ignored. */
+function structuredSites(frames: number): unknown {
+  const holder: { stack?: unknown } = {};
+  Error.stackTraceLimit = frames;
+  Error.captureStackTrace(holder, captureCaller);
+  return holder.stack;
+}
+
+function userFrameIndex(sites: readonly CallSite[]): number {
+  return sites.findIndex((site) => {
+    const file = fileOf(site);
+    return file !== null && !isLibraryFile(file);
+  });
 }
 
 function captureText(frames: number): string {

@@ -40,6 +40,12 @@ function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
   return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
 }
 
+// Templates copied by spread for every window: a window opens per test, and building the maps key by key was most
+// of the cost of opening and closing one. Copies of one literal also share one hidden class, which keeps the
+// per-call `byKind[kind]++` a monomorphic store.
+const NO_KINDS: Readonly<Record<CallKind, number>> = zeroes(CallKindSchema.options);
+const NO_CLASSES: Readonly<Record<StatementClass, number>> = zeroes(STATEMENT_CLASSES);
+
 function errorMessage(error: unknown): string {
   const message = (error as { message?: unknown } | null)?.message;
   return typeof message === 'string' ? message : String(error);
@@ -73,27 +79,24 @@ interface TextInfo {
   distinct: Partial<Record<CallKind, DistinctValues>>;
   caller: string | null;
   ignored: boolean;
+  /** The text as events show it, cut once per text (a regex pass per kept event was a tenth of a per-row call). */
+  shown: string | null;
 }
 
-/** A comparable key of one call's bound values, or null when they cannot be compared cheaply. */
+/**
+ * A comparable key of one call's bound values, or null when they cannot be compared cheaply. Walks the values once,
+ * in place (no copy of an `arguments` object), and only for the first calls of a text (see MAX_TRACKED_CALLS).
+ */
 function valuesKey(values: unknown): string | null {
   if (values === undefined || values === null) return '';
   let list: unknown = values;
   // better-sqlite3 hands over its arguments: one array or named object, or the values themselves.
   if (typeof (values as { length?: unknown }).length === 'number' && !Array.isArray(values) && typeof values !== 'string') {
     const args = values as ArrayLike<unknown>;
-    list = args.length === 1 && typeof args[0] === 'object' && args[0] !== null ? args[0] : Array.from(args);
+    if (args.length === 1 && typeof args[0] === 'object' && args[0] !== null) list = args[0];
+    else return listKey(args);
   }
-  if (Array.isArray(list)) {
-    if (list.length > MAX_TRACKED_VALUES) return null;
-    let key = '';
-    for (const v of list) {
-      const part = scalarKey(v);
-      if (part === null) return null;
-      key += `${part}\u0001`;
-    }
-    return key;
-  }
+  if (Array.isArray(list)) return listKey(list);
   if (typeof list === 'object') {
     const entries = Object.entries(list as object);
     if (entries.length > MAX_TRACKED_VALUES) return null;
@@ -108,19 +111,43 @@ function valuesKey(values: unknown): string | null {
   return scalarKey(list);
 }
 
+function listKey(list: ArrayLike<unknown>): string | null {
+  const n = list.length;
+  if (n > MAX_TRACKED_VALUES) return null;
+  let key = '';
+  for (let i = 0; i < n; i++) {
+    const part = scalarKey(list[i]);
+    if (part === null) return null;
+    key += part;
+    key += '\u0001';
+  }
+  return key;
+}
+
+/** One value as a key part; the first character says the type, so `1`, `'1'`, `1n` and `true` stay apart. */
 function scalarKey(v: unknown): string | null {
   if (v === null || v === undefined) return 'n';
   switch (typeof v) {
     case 'string':
-      return v.length > 256 ? null : `s${v}`;
+      return v.length > 256 ? null : 's' + v;
     case 'number':
+      return 'd' + v;
     case 'bigint':
+      return 'b' + v;
     case 'boolean':
-      return `${typeof v}${String(v)}`;
+      return v ? 't' : 'f';
     default:
-      if (v instanceof Date) return `d${v.getTime()}`;
+      if (v instanceof Date) return 'D' + v.getTime();
       return null;
   }
+}
+
+function countInGroup(group: Group, shape: CallShape): void {
+  group.calls++;
+  group.parameterSets += shape.parameterSets;
+  if (shape.parameterSets > 0) group.callsWithParameterSets++;
+  if (shape.bindValues > 0) group.callsWithValues++;
+  if (shape.protocol !== undefined) group.byProtocol[shape.protocol]++;
 }
 
 /** What a closed window holds: the layer for the report, and the groups the driver model reasons about. */
@@ -148,12 +175,18 @@ export class WindowTotals {
   readonly #maxEvents: number;
   readonly #maxSql: number;
   readonly #maxTexts: number;
-  readonly #byKind = zeroes<CallKind>(CallKindSchema.options);
-  readonly #byClass = zeroes<StatementClass>(STATEMENT_CLASSES);
+  readonly #byKind: Record<CallKind, number> = { ...NO_KINDS };
+  readonly #byClass: Record<StatementClass, number> = { ...NO_CLASSES };
   readonly #events: StatementEvent[] = [];
   // Keyed by text, then by kind and connection: a map per text keeps the per-call lookup a single hash of the text.
   readonly #texts = new Map<string, TextInfo>();
   readonly #ignore: ShapeFilter | null;
+  // The last call's shape and connection, and what they led to: a loop sends one shape again and again, and then the
+  // call needs neither the text's hash lookup nor the search for its group.
+  #lastShape: CallShape | null = null;
+  #lastConnection: number | null = null;
+  #lastInfo: TextInfo | null = null;
+  #lastGroup: Group | null = null;
   #textsOmitted = 0;
   #callersTaken = 0;
   #ignoredCalls = 0;
@@ -183,11 +216,25 @@ export class WindowTotals {
     connectionId: number | null,
     values?: unknown,
   ): void {
-    const info = this.#text(driver, shape.sql);
+    let info: TextInfo | null;
+    let group: Group | null;
+    if (shape === this.#lastShape && connectionId === this.#lastConnection) {
+      info = this.#lastInfo;
+      group = this.#lastGroup;
+      // A text beyond the cap counts its calls as omitted, each time (see #text).
+      if (info === null) this.#textsOmitted++;
+    } else {
+      info = this.#text(driver, shape.sql);
+      group = info ? this.#group(info, shape, connectionId) : null;
+      this.#lastShape = shape;
+      this.#lastConnection = connectionId;
+      this.#lastInfo = info;
+      this.#lastGroup = group;
+    }
     const kind = shape.kind;
     const failed = error !== null && error !== undefined;
-    if (info) {
-      const group = this.#group(info, shape, connectionId);
+    if (info && group) {
+      countInGroup(group, shape);
       // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats
       // are N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
       if (kind !== 'prepare') {
@@ -226,7 +273,7 @@ export class WindowTotals {
         driver,
         method: shape.method,
         kind,
-        sql: truncateStatement(shape.sql, this.#maxSql),
+        sql: info ? (info.shown ??= truncateStatement(shape.sql, this.#maxSql)) : truncateStatement(shape.sql, this.#maxSql),
         statementClass: shape.statementClass,
         bindValues: bind,
         parameterSets: shape.parameterSets,
@@ -254,7 +301,7 @@ export class WindowTotals {
       ignored = this.#ignore({ fingerprint, id, sql });
     }
     const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller()) : null;
-    const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored };
+    const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored, shown: null };
     this.#texts.set(sql, info);
     return info;
   }
@@ -270,36 +317,24 @@ export class WindowTotals {
     this.add(e.driver, e, startMs, startMs + e.durationNs / 1e6, e.rowsAffected, e.error, e.connectionId);
   }
 
+  /** The group of a kind and connection within a text, made at its first call (counted by {@link countInGroup}). */
   #group(info: TextInfo, shape: CallShape, connectionId: number | null): Group {
     const groups = info.groups;
-    let group: Group | undefined;
-    for (const g of groups) {
-      if (g.kind === shape.kind && g.connectionId === connectionId) {
-        group = g;
-        break;
-      }
-    }
-    if (!group) {
-      group = {
-        kind: shape.kind,
-        sql: shape.sql,
-        statementClass: shape.statementClass,
-        connectionId,
-        calls: 0,
-        parameterSets: 0,
-        callsWithParameterSets: 0,
-        callsWithValues: 0,
-        byProtocol: { simple: 0, extended: 0, named: 0 },
-        rows: 0,
-        known: true,
-      };
-      groups.push(group);
-    }
-    group.calls++;
-    group.parameterSets += shape.parameterSets;
-    if (shape.parameterSets > 0) group.callsWithParameterSets++;
-    if (shape.bindValues > 0) group.callsWithValues++;
-    if (shape.protocol !== undefined) group.byProtocol[shape.protocol]++;
+    for (const g of groups) if (g.kind === shape.kind && g.connectionId === connectionId) return g;
+    const group: Group = {
+      kind: shape.kind,
+      sql: shape.sql,
+      statementClass: shape.statementClass,
+      connectionId,
+      calls: 0,
+      parameterSets: 0,
+      callsWithParameterSets: 0,
+      callsWithValues: 0,
+      byProtocol: { simple: 0, extended: 0, named: 0 },
+      rows: 0,
+      known: true,
+    };
+    groups.push(group);
     return group;
   }
 
@@ -489,6 +524,8 @@ export class DriverRecorder implements StatementSink {
   #inFlightInWindow = 0;
   /** Drivers that recorded calls in the current window. */
   readonly #drivers = new Set<DriverName>();
+  /** The driver of the last call recorded: the set is only touched when it changes. */
+  #lastDriver: DriverName | null = null;
 
   constructor(opts: SummarizeOptions = {}) {
     this.#opts = opts;
@@ -506,7 +543,10 @@ export class DriverRecorder implements StatementSink {
   ): void {
     const window = this.#window;
     if (window === null) return;
-    this.#drivers.add(driver);
+    if (driver !== this.#lastDriver) {
+      this.#drivers.add(driver);
+      this.#lastDriver = driver;
+    }
     window.add(driver, shape, startMs, endMs, rowsAffected, error, connectionId, values);
   }
 
@@ -538,6 +578,7 @@ export class DriverRecorder implements StatementSink {
   /** Opens a window: calls that settle from now on count in it. */
   begin(opts: Pick<SummarizeOptions, 'ignore'> = {}): void {
     this.#drivers.clear();
+    this.#lastDriver = null;
     this.#inFlightInWindow = 0;
     this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }

@@ -116,9 +116,9 @@ describe('sqltally run (the main job)', () => {
   }, 900_000);
   afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-  it('exits 0 and writes report.json, report.md and bench.json that validate against the schema', () => {
+  it('exits 0 and writes report.json, events.json, report.md and bench.json that validate against the schema', () => {
     expect(code).toBe(0);
-    expect(readdirSync(dir).sort()).toEqual(['bench.json', 'report.json', 'report.md']);
+    expect(readdirSync(dir).sort()).toEqual(['bench.json', 'events.json', 'report.json', 'report.md']);
     expect(report.status).toBe('ok');
     expect(report.backends.map((b) => b.name).sort()).toEqual(available.map((b) => b.backend).sort());
   });

@@ -4,7 +4,7 @@ import { writeOutputDir } from './atomic';
 import type { RenderedFile, WriteOutputOptions } from './atomic';
 import { toBenchJson } from './bench-json';
 import { renderMarkdown } from './markdown';
-import { ReportSchema, SCHEMA_VERSION, parseValue, toJson } from './schema';
+import { EVENTS_FILE, EventsFileSchema, ReportSchema, SCHEMA_VERSION, parseValue, splitEvents, toJson, toLinesJson } from './schema';
 import type { Failure, Report } from './schema';
 
 /** Everything of a report except the fixed header. */
@@ -31,15 +31,24 @@ export function markFailed(report: ReportInput, err: unknown): ReportInput {
 }
 
 /**
- * Renders report.json, report.md and bench.json in memory. Any URL password is stripped from all three as a last
- * line of defence; report.json comes last so a reader that waits for it sees the others already in place.
+ * Renders report.json, events.json, report.md and bench.json in memory. The driver events of passing cells go to
+ * events.json (see `splitEvents`), which is always written, empty when nothing moved, so that `--force` never leaves
+ * an older run's events beside a new report. Any URL password is stripped from every file as a last line of
+ * defence; report.json comes last so a reader that waits for it sees the others already in place.
  */
 export function renderOutput(report: Report): RenderedFile[] {
   const valid = parseValue(ReportSchema, report, 'report');
+  const split = splitEvents(valid);
+  const events = parseValue(
+    EventsFileSchema,
+    split.events ?? { schemaVersion: SCHEMA_VERSION, kind: 'events', reportStartedAt: valid.startedAt, cells: [] },
+    'events',
+  );
   return [
     { name: 'report.md', content: redactSecrets(renderMarkdown(valid)) },
     { name: 'bench.json', content: redactSecrets(toJson(toBenchJson(valid))) },
-    { name: 'report.json', content: redactSecrets(toJson(valid)) },
+    { name: EVENTS_FILE, content: redactSecrets(toLinesJson(events, ['cells'])) },
+    { name: 'report.json', content: redactSecrets(toLinesJson(parseValue(ReportSchema, split.report, 'report'), ['cells'])) },
   ];
 }
 

@@ -101,11 +101,11 @@ describe('bench.json', () => {
 });
 
 describe('renderOutput', () => {
-  it('renders three files with report.json last and no password anywhere', () => {
+  it('renders four files with report.json last and no password anywhere', () => {
     const leaky = buildReport(markFailed(fixtureReport([sqliteCell(100)]), new Error('cannot reach mysql://root:hunter2@127.0.0.1:3307/db')));
     const files = renderOutput(leaky);
-    expect(files.map((f) => f.name)).toEqual(['report.md', 'bench.json', 'report.json']);
+    expect(files.map((f) => f.name)).toEqual(['report.md', 'bench.json', 'events.json', 'report.json']);
     for (const f of files) expect(f.content).not.toContain('hunter2');
-    expect(files[2]!.content).toContain('mysql://root:***@127.0.0.1:3307/db');
+    expect(files[3]!.content).toContain('mysql://root:***@127.0.0.1:3307/db');
   });
 });

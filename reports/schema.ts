@@ -1,8 +1,9 @@
 import { readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { BackendDescriptionSchema, BackendNameSchema, FlavourSchema } from '../containers/types';
 import { DriverNameSchema } from '../counters/driver/names';
+import { StatementEventSchema } from '../counters/events';
 import { SqltallyError } from '../containers/errors';
 import { EventLoopDelaySchema } from '../capture/event-loop';
 import { absentMeansZero, LayersSchema } from '../capture/tally';
@@ -159,9 +160,18 @@ export const CellSchema = CellIdentitySchema.extend({
    * stopped waiting, rows committed anyway counted through a fresh connection.
    */
   lateCommits: LateCommitsSchema.optional(),
+  /**
+   * How many of this cell's driver events are in the events file beside the report (see {@link EventsFileSchema})
+   * instead of `layers.driver.events`, which is then empty. Absent when the events are inline: every cell whose
+   * verdict is not `assert`, or whose workload threw, keeps them here as evidence.
+   */
+  movedEvents: z.number().int().positive().optional(),
 }).superRefine((c, ctx) => {
   const expected = cellKey(c);
   if (c.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${c.key}" but the cell's fields make "${expected}"` });
+  if (c.movedEvents !== undefined && (c.layers.driver?.events.length ?? 0) > 0) {
+    ctx.addIssue({ code: 'custom', path: ['movedEvents'], message: 'is set but the driver events are inline too' });
+  }
 });
 export type Cell = z.infer<typeof CellSchema>;
 
@@ -215,8 +225,16 @@ export const ReportSchema = z
     cells: z.array(CellSchema),
     startedAt: isoTime(),
     finishedAt: isoTime(),
+    /**
+     * The file beside this report that holds the driver events of its cells with `movedEvents` (passing cells: their
+     * per-call lists are most of a report's size and nobody reads them to judge a pass). Absent when none moved.
+     */
+    eventsFile: z.literal('events.json').optional(),
   })
   .superRefine((r, ctx) => {
+    if (!r.eventsFile && r.cells.some((c) => c.movedEvents !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['eventsFile'], message: 'is required when a cell has movedEvents' });
+    }
     // A failed run must say why, and a run that says why cannot claim success.
     if (r.status === 'failed' && !r.failure) ctx.addIssue({ code: 'custom', path: ['failure'], message: 'is required when status is "failed"' });
     if (r.status === 'ok' && r.failure) ctx.addIssue({ code: 'custom', path: ['status'], message: 'is "ok" but a failure is recorded' });
@@ -235,6 +253,71 @@ export const ReportSchema = z
     });
   });
 export type Report = z.infer<typeof ReportSchema>;
+
+/** Where a report's moved driver events go, beside report.json. */
+export const EVENTS_FILE = 'events.json' as const;
+
+/**
+ * events.json: the driver events of the report's cells with `movedEvents`, in the report's cell order, exactly as
+ * the window kept them (capped per window; `layers.driver.eventsOmitted` still says how many calls were not kept).
+ * `reportStartedAt` pairs it with its report.json, so an events file from another run is refused.
+ */
+export const EventsFileSchema = z
+  .object({
+    schemaVersion: SchemaVersionSchema,
+    kind: z.literal('events'),
+    reportStartedAt: isoTime(),
+    cells: z.array(z.object({ key: z.string(), events: z.array(StatementEventSchema).min(1) })),
+  })
+  .superRefine((f, ctx) => {
+    const keys = new Set<string>();
+    f.cells.forEach((c, i) => {
+      if (keys.has(c.key)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'key'], message: `duplicate cell key "${c.key}"` });
+      keys.add(c.key);
+    });
+  });
+export type EventsFile = z.infer<typeof EventsFileSchema>;
+
+/**
+ * Moves the driver events of passing cells (verdict `assert`, no workload error) out of the report: the report to
+ * write as report.json and the events file to write beside it (null when no cell had events to move). Nothing is
+ * dropped: {@link joinEvents} puts them back.
+ */
+export function splitEvents(report: Report): { report: Report; events: EventsFile | null } {
+  const moved: EventsFile['cells'] = [];
+  const cells = report.cells.map((c) => {
+    const events = c.layers.driver?.events ?? [];
+    if (c.verdict.kind !== 'assert' || c.error || events.length === 0 || c.movedEvents !== undefined || !c.layers.driver) return c;
+    moved.push({ key: c.key, events });
+    return { ...c, layers: { ...c.layers, driver: { ...c.layers.driver, events: [] } }, movedEvents: events.length };
+  });
+  if (moved.length === 0) return { report, events: null };
+  return {
+    report: { ...report, cells, eventsFile: EVENTS_FILE },
+    events: { schemaVersion: SCHEMA_VERSION, kind: 'events', reportStartedAt: report.startedAt, cells: moved },
+  };
+}
+
+/** The report with every moved event back in its cell; refuses an events file that does not match it exactly. */
+export function joinEvents(report: Report, events: EventsFile, label: string): Report {
+  const refuse = (why: string): never => {
+    throw new UnreadableFileError(`${label}: does not belong to its report: ${why}`, 'invalid', label, 'keep report.json and events.json of one run together');
+  };
+  if (events.reportStartedAt !== report.startedAt) refuse(`written for a report started at ${events.reportStartedAt}, the report started at ${report.startedAt}`);
+  const byKey = new Map(events.cells.map((c) => [c.key, c.events]));
+  const cells = report.cells.map((c) => {
+    if (c.movedEvents === undefined) return c;
+    const moved = byKey.get(c.key);
+    if (!moved) return refuse(`no events for cell ${c.key}`);
+    byKey.delete(c.key);
+    if (moved.length !== c.movedEvents) refuse(`${moved.length} events for cell ${c.key}, the report says ${c.movedEvents}`);
+    const { movedEvents: _moved, ...cell } = c;
+    return { ...cell, layers: { ...cell.layers, driver: cell.layers.driver ? { ...cell.layers.driver, events: moved } : null } };
+  });
+  if (byKey.size > 0) refuse(`events for cells the report does not have or keeps inline: ${[...byKey.keys()].slice(0, 3).join(', ')}`);
+  const { eventsFile: _file, ...rest } = report;
+  return { ...rest, cells };
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Baseline
@@ -338,11 +421,12 @@ function prefixed(prefix: string, map: Partial<Record<string, number>>): Counter
 // ---------------------------------------------------------------------------------------------------------------
 // Reading and validating
 
-type FileKind = 'report' | 'baseline';
+type FileKind = 'report' | 'baseline' | 'events';
 
 const REGENERATE: Record<FileKind, string> = {
   report: 'regenerate it with sqltally run (or the version of sqltally that wrote it)',
   baseline: 'regenerate with sqltally gate --update',
+  events: 'regenerate it with sqltally run, together with its report.json',
 };
 
 /** `['cells', 3, 'counts', 'driver', 'calls']` -> `cells[3].counts.driver.calls`. */
@@ -432,15 +516,31 @@ function readText(file: string, kind: FileKind): string {
   }
 }
 
-/** Reads a report from `report.json` or from a run's output directory. */
-export function readReportFile(fileOrDir: string): Report {
+export function parseEventsText(text: string, label: string): EventsFile {
+  return parseText(text, label, 'events', EventsFileSchema);
+}
+
+export interface ReadReportOptions {
+  /**
+   * `join` (the default) puts the driver events a report moved to events.json back into its cells, and refuses a
+   * report whose events file is missing or belongs to another run; `skip` reads report.json alone (the gate, which
+   * reads counts only), leaving moved cells with empty event lists and `movedEvents` set.
+   */
+  events?: 'join' | 'skip';
+}
+
+/** Reads a report from `report.json` or from a run's output directory (with its events.json, see the options). */
+export function readReportFile(fileOrDir: string, options: ReadReportOptions = {}): Report {
   let file = fileOrDir;
   try {
     if (statSync(fileOrDir).isDirectory()) file = join(fileOrDir, 'report.json');
   } catch {
     // Missing: readText says so with the path.
   }
-  return parseReportText(readText(file, 'report'), file);
+  const report = parseReportText(readText(file, 'report'), file);
+  if (!report.eventsFile || options.events === 'skip') return report;
+  const eventsPath = join(dirname(file), report.eventsFile);
+  return joinEvents(report, parseEventsText(readText(eventsPath, 'events'), eventsPath), eventsPath);
 }
 
 export function readBaselineFile(file: string): Baseline {
@@ -450,6 +550,26 @@ export function readBaselineFile(file: string): Baseline {
 /** Serialises a validated value the same way everywhere, so files diff cleanly in review. */
 export function toJson(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+/**
+ * Like {@link toJson}, but each element of the named top-level arrays on one line of its own: report.json and
+ * events.json, whose cells are most of their size. Indenting a cell's deep layers costs more bytes than its numbers
+ * (3.0 MB against 1.7 MB for the same report), while a cell per line still diffs cell by cell.
+ */
+export function toLinesJson(value: Record<string, unknown>, lineArrays: readonly string[]): string {
+  const members: string[] = [];
+  for (const [key, member] of Object.entries(value)) {
+    if (member === undefined) continue;
+    let text: string;
+    if (Array.isArray(member) && lineArrays.includes(key)) {
+      text = member.length === 0 ? '[]' : `[\n${member.map((item) => `    ${JSON.stringify(item)}`).join(',\n')}\n  ]`;
+    } else {
+      text = JSON.stringify(member, null, 2).replace(/\n/g, '\n  ');
+    }
+    members.push(`  ${JSON.stringify(key)}: ${text}`);
+  }
+  return `{\n${members.join(',\n')}\n}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+/**
+ * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
+ *   node driver-cpu-child.js <select|per-row|bind> <raw|counted> <warm-up units> <measured units>
+ * Prints the calls the counted side's windows counted (0 for raw).
+ */
+import Database from 'better-sqlite3';
+import { DriverRecorder } from '../counters/driver-layer';
+import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
+import { createTableSql, insertHead, placeholderRows, workloadTable } from '../workload/table';
+
+const PER_ROW_WINDOW = 5_000;
+
+/** The child: runs `warmup` then `measured` units of the scenario; prints what the window counted. */
+function child(scenario: string, side: string, warmup: number, measured: number): void {
+  const raw = new Database(':memory:');
+  const recorder = new DriverRecorder();
+  const db = side === 'raw' ? raw : wrapBetterSqlite3(raw, recorder);
+  const table = workloadTable('sqlite', 'bench_cpu');
+  raw.exec(createTableSql(table));
+  let calls = 0;
+  const open = (): void => {
+    if (side === 'counted') recorder.begin();
+  };
+  const close = (): void => {
+    if (side === 'counted') calls += recorder.end().layer.calls;
+  };
+  if (scenario === 'select') {
+    const st = db.prepare('SELECT 1');
+    open();
+    for (let i = 0; i < warmup + measured; i++) st.get();
+    close();
+  } else if (scenario === 'per-row') {
+    const st = db.prepare(`${insertHead(table)} VALUES ${placeholderRows(table, 1)}`);
+    const insert = db.transaction((from: number, n: number) => {
+      for (let i = from; i < from + n; i++) st.run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
+    });
+    for (let done = 0; done < warmup + measured; done += PER_ROW_WINDOW) {
+      raw.exec(`DELETE FROM ${table.quoted}`);
+      open();
+      insert(done, Math.min(PER_ROW_WINDOW, warmup + measured - done));
+      close();
+    }
+  } else {
+    const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 5000)}`;
+    const values: unknown[] = [];
+    for (let r = 0; r < 5000; r++) values.push(r, r, r * 0.5, `t${r % 97}`, 'text', null);
+    for (let i = 0; i < warmup + measured; i++) {
+      raw.exec(`DELETE FROM ${table.quoted}`);
+      const text = (' ' + sql).slice(1);
+      open();
+      db.prepare(text).run(values);
+      close();
+    }
+  }
+  console.log(String(calls));
+}
+
+
+const [, , scenario, side, warmup, measured] = process.argv;
+child(scenario!, side!, Number(warmup), Number(measured));

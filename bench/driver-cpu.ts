@@ -1,0 +1,102 @@
+/**
+ * Instruction counts of the driver-layer proxy per call, which barely move with the machine's load (wall and CPU
+ * times on a shared machine do).
+ *
+ *   npx tsx bench/driver-cpu.ts [--scenarios select,per-row,bind] [--calls 20000]
+ *
+ * Each scenario runs in a child process under `valgrind --tool=callgrind` (node with V8's `--predictable`, so the
+ * compiler and the garbage collector run on the main thread at deterministic points), bundled with esbuild so that
+ * tsx's loader stays out of the count. Per side (raw better-sqlite3, counted into a `DriverRecorder` with a window
+ * open) two runs with the same warm-up and R and 2R measured calls: (I(2R) - I(R)) / R is the instructions of one
+ * warm call; counted minus raw is what the proxy adds. Scenarios, on in-memory SQLite:
+ * - `select`: a prepared `SELECT 1`, `get()`, one window for all calls (the proxy cost per call);
+ * - `per-row`: `run()` of a 6-value INSERT inside `db.transaction()`, 5000 calls per window (the per-row path);
+ * - `bind`: `prepare` + `run` of a 5000-row multi-row INSERT (30000 values, 100 KB of SQL), a window each, on a
+ *   new string each time (per statement rather than per call; the window's close is included).
+ * Takes a few minutes.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const SCENARIOS = ['select', 'per-row', 'bind'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+const NODE_FLAGS = ['--predictable'];
+/** Measured calls per scenario for R (the second run makes 2R). */
+const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 20 };
+const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 5 };
+
+function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {
+  const result = spawnSync(
+    'valgrind',
+    ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, ...NODE_FLAGS, bundle, scenario, side, String(warmup), String(measured)],
+    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules') } },
+  );
+  if (result.status !== 0) throw new Error(`valgrind exited ${result.status ?? result.signal}: ${result.stderr.slice(-2000)}`);
+  const match = /Collected : (\d+)/.exec(result.stderr);
+  if (!match) throw new Error(`no instruction count in valgrind's output: ${result.stderr.slice(-2000)}`);
+  return Number(match[1]);
+}
+
+function bundleSelf(dir: string): string {
+  const esbuild = require('esbuild') as typeof import('esbuild');
+  const outfile = join(dir, 'driver-cpu-child.js');
+  esbuild.buildSync({
+    entryPoints: [join(__dirname, 'driver-cpu-child.ts')],
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    outfile,
+    logLevel: 'error',
+    // Packages load from node_modules at run time (NODE_PATH below): only sqltally's own code is bundled.
+    packages: 'external',
+  });
+  return outfile;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { scenarios: { type: 'string', default: SCENARIOS.join(',') }, calls: { type: 'string' } },
+  });
+  const scenarios = values.scenarios.split(',').map((s) => s.trim()) as Scenario[];
+  for (const s of scenarios) {
+    if (!SCENARIOS.includes(s)) {
+      console.error(`driver-cpu: unknown scenario "${s}"; known: ${SCENARIOS.join(', ')}`);
+      return 2;
+    }
+  }
+  const tmp = mkdtempSync(join(os.tmpdir(), 'driver-cpu-'));
+  try {
+    const bundle = bundleSelf(tmp);
+    for (const scenario of scenarios) {
+      const r = values.calls ? Number(values.calls) : DEFAULT_CALLS[scenario];
+      const per: Record<string, [number, number]> = {};
+      for (const side of ['raw', 'counted']) {
+        const once = instructions(bundle, scenario, side, WARMUP[scenario], r);
+        const twice = instructions(bundle, scenario, side, WARMUP[scenario], 2 * r);
+        // Two estimates would need a third run; one difference of R units, with the rounding of both runs in it.
+        per[side] = [(twice - once) / r, once];
+      }
+      const unit = scenario === 'bind' ? 'statement (prepare + run + window)' : 'call';
+      const added = per.counted![0] - per.raw![0];
+      console.log(
+        `${scenario.padEnd(8)} instructions per ${unit}: raw ${per.raw![0].toFixed(0)}, counted ${per.counted![0].toFixed(0)}, ` +
+          `added ${added.toFixed(0)} (R = ${r}, warm-up ${WARMUP[scenario]})`,
+      );
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
