@@ -48,7 +48,7 @@ describeEachBackend((b) => {
       expect(report.failure?.backend).toContain(b.backend);
       expect(report.cells.find((c) => c.rows === FIRST_ROWS)).toMatchObject({ verdict: { kind: 'assert' }, verifiedRows: FIRST_ROWS });
       for (const c of report.cells.filter((x) => x.rows === FAULT_ROWS)) expect(c.verdict.kind).not.toBe('assert');
-      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'report.json', 'report.md']);
+      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'events.json', 'report.json', 'report.md']);
       expect(findLeaks(env)).toEqual([]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -1,67 +1,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { processAlive } from '../../containers/live';
-import type { StartedBackend } from '../../containers/types';
 import { writeReport } from '../../reports/output';
-import { readReportFile, type Report } from '../../reports/schema';
+import { readReportFile } from '../../reports/schema';
 import { runMatrix } from '../../run/matrix';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
-import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, strikeMidInsert, thawQuietly, type FaultTarget } from './fixture';
+import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, type FaultTarget } from './fixture';
+import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
 
-// The main job (`sqltally run`, in-process) under a server that dies or freezes mid-insert. Each run starts a private
+// The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
+// gave up (a server frozen past the cell timeout is in freeze.test.ts). Each run starts a private
 // server of its own (never one from the worker's pool) and must end with: a failed report that keeps the cell
 // measured before the fault, an error naming backend, phase and statement, no success claimed, and nothing left
 // running or on disk under the run's id.
 jest.setTimeout(START_TIMEOUT_MS * 2);
-
-/** A cell timeout far above what the 50-row cell takes, far below "never" (the frozen server). */
-const CELL_TIMEOUT_MS = 8_000;
-
-interface Observed {
-  report: Report;
-  progress: string[];
-  backend: StartedBackend | undefined;
-  seenRows: number;
-}
-
-async function runWithFault(id: string, strategy: string, env: NodeJS.ProcessEnv, fault: (b: StartedBackend) => void, cellTimeoutMs?: number): Promise<Observed> {
-  let backend: StartedBackend | undefined;
-  const progress: string[] = [];
-  let firstCellDone = false;
-  const running = runMatrix(
-    { backends: [id], strategies: [strategy], rows: [FIRST_ROWS, FAULT_ROWS], hotRows: [], warmups: 0, repeats: 5, driverReleases: 'default', ...(cellTimeoutMs ? { cellTimeoutMs } : {}) },
-    {
-      env,
-      progress: (line) => {
-        progress.push(line);
-        if (line.includes(`${strategy} ${FIRST_ROWS}:`)) firstCellDone = true;
-      },
-      started: (b) => (backend = b),
-    },
-  );
-  const seenRows = await strikeMidInsert(() => (firstCellDone ? backend : undefined), FIRST_ROWS, FAULT_ROWS, fault);
-  const report = await running;
-  return { report, progress, backend, seenRows };
-}
-
-/** What every fault must leave: a failed report naming where, the earlier cell kept as measured, nothing behind. */
-function expectFailedReportKeepingTheFirstCell(o: Observed, id: string, strategy: string, env: NodeJS.ProcessEnv): void {
-  const { report } = o;
-  if (process.env['FAULT_DEBUG']) console.log(JSON.stringify({ failure: report.failure, cells: report.cells.map((c) => ({ rows: c.rows, v: c.verdict.kind, e: c.error, l: c.lateCommits })), progress: o.progress }, null, 1));
-  expect(report.status).toBe('failed');
-  expect(report.failure).toMatchObject({ backend: expect.stringContaining(id), phase: expect.any(String), statement: expect.stringMatching(/^INSERT INTO/) });
-  const first = report.cells.find((c) => c.rows === FIRST_ROWS);
-  expect(first).toMatchObject({ strategy, verifiedRows: FIRST_ROWS, verdict: { kind: 'assert' } });
-  expect(first?.error).toBeUndefined();
-  // No success is claimed for the cell the fault hit: it is absent or carries the error, never assert.
-  for (const c of report.cells.filter((x) => x.rows === FAULT_ROWS)) {
-    expect(c.verdict.kind).not.toBe('assert');
-    expect(c.error).toBeDefined();
-  }
-  expect(o.backend?.pid === undefined || !processAlive(o.backend.pid)).toBe(true);
-  expect(findLeaks(env)).toEqual([]);
-}
 
 describeEachBackend((b) => {
   const target: FaultTarget = FAULT_TARGETS[b.backend];
@@ -84,40 +36,10 @@ describeEachBackend((b) => {
       const out = path.join(dir, 'out');
       await writeReport(out, o.report);
       expect(readReportFile(path.join(out, 'report.json')).status).toBe('failed');
-      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'report.json', 'report.md']);
+      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'events.json', 'report.json', 'report.md']);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  });
-
-  it(`SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
-    const env = faultEnv('stop');
-    let frozen: number[] = [];
-    try {
-      const o = await runWithFault(
-        b.id,
-        strategy,
-        env,
-        (s) => {
-          frozen = signalServer(s.pid, 'SIGSTOP');
-        },
-        CELL_TIMEOUT_MS,
-      );
-      expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
-      const hit = o.report.cells.find((c) => c.rows === FAULT_ROWS);
-      expect(hit?.verdict.kind).toBe('incomplete');
-      expect(hit?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
-      expect(hit?.error?.statement).toMatch(/^INSERT INTO/);
-      // The late-commit reading through a fresh connection is bounded too, and says it could not read.
-      expect(hit?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
-      expect(hit?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
-      expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
-      expect(o.report.failure?.phase).toBe('workload');
-    } finally {
-      await thawQuietly(frozen);
-    }
-    // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
-    expect(frozen.filter((p) => processAlive(p))).toEqual([]);
   });
 
   it('a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
