@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { main } from '../cli/main';
+import { cli } from './cli';
 import { SqltallyError } from '../containers/errors';
 import { resolveBackend, startBackend } from '../containers/registry';
 import { ReportSchema, readReportFile } from '../reports/schema';
@@ -17,29 +17,6 @@ jest.setTimeout(START_TIMEOUT_MS);
 
 const ROOT = path.resolve(__dirname, '..');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Runs the CLI in-process with stdout and stderr captured, and `env` added to process.env for the call. */
-async function cli(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; said: string }> {
-  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, env);
-  const said: string[] = [];
-  const capture = (...a: unknown[]) => void said.push(a.map(String).join(' '));
-  const spies = [
-    jest.spyOn(console, 'log').mockImplementation(capture),
-    jest.spyOn(console, 'error').mockImplementation(capture),
-    jest.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
-    jest.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
-  ];
-  try {
-    return { code: await main(argv), said: said.join('\n') };
-  } finally {
-    for (const s of spies) s.mockRestore();
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
 
 function redisListening(): Promise<boolean> {
   return new Promise((resolve) => {

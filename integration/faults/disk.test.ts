@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { main } from '../../cli/main';
+import { cli } from '../cli';
 import { readReportFile } from '../../reports/schema';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, integrationBackends } from '../harness';
@@ -93,28 +93,6 @@ function leftOn(dir: string): string[] {
   };
   walk(dir);
   return out;
-}
-
-async function cli(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; said: string }> {
-  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, env);
-  const said: string[] = [];
-  const capture = (...a: unknown[]) => void said.push(a.map(String).join(' '));
-  const spies = [
-    jest.spyOn(console, 'log').mockImplementation(capture),
-    jest.spyOn(console, 'error').mockImplementation(capture),
-    jest.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
-    jest.spyOn(process.stderr, 'write').mockImplementation((c: string | Uint8Array) => said.push(String(c)) > 0),
-  ];
-  try {
-    return { code: await main(argv), said: said.join('\n') };
-  } finally {
-    for (const s of spies) s.mockRestore();
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
 }
 
 const mounted = mountSmall();
