@@ -12,6 +12,8 @@ const config: Config = {
   // Jest's default (cores - 1) would run everything in one process. Each worker keeps its own pooled servers
   // (integration/pool.ts), so more workers also means more servers; `--maxWorkers` on the command line overrides.
   maxWorkers: 3,
+  // Files that declare long waits (`@waits <seconds>` in their head) first when Jest has no timings of its own.
+  testSequencer: '<rootDir>/integration/sequencer.js',
   projects: [
     {
       displayName: 'unit',

@@ -207,6 +207,8 @@ const AFTER_TIMEOUT_SETTLE_MS = 30_000;
 const AFTER_TIMEOUT_READ_MS = 5_000;
 /** The probe's closing reading is several statements; after a give-up it gets this long in all. */
 const AFTER_TIMEOUT_PROBE_MS = 15_000;
+/** How long `close()` waits for each of its own connections' goodbye once the server stopped answering. */
+const SILENT_CLOSE_MS = 1_000;
 /** How long `close()` waits for the user's own connections to finish closing. */
 const CLOSE_GRACE_MS = 2_000;
 /** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
@@ -282,13 +284,16 @@ function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal
 }
 
 /** The work's value, or a rejection saying what did not answer within `ms`; the work is left to settle on its own. */
+/** What {@link within} rejects with when the time ran out (as opposed to the work failing). */
+class NoAnswer extends Error {}
+
 function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   work.catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     work,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(new NoAnswer(`${what}: no answer within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
@@ -325,6 +330,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Closing connections being read by the probe (`#retire`), so a window ends only once they are read. */
   readonly #retiring = new Set<Promise<void>>();
   #closed = false;
+  /** Set once the server let a reading after a give-up go unanswered: closing then waits for no polite goodbye. */
+  #serverSilent = false;
   #measuring = false;
 
   private constructor(backend: StartedBackend, owns: boolean, driver: D, options: CaptureOptions<D>) {
@@ -721,16 +728,24 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       .map((c) => c.serverConnectionId as number);
     const table = this.#options.table ?? null;
     const unread: string[] = [];
+    let silent = false;
     const read = <T>(work: () => Promise<T>, what: string): Promise<T | null> =>
       within(work(), AFTER_TIMEOUT_READ_MS, what).catch((err: unknown) => {
         unread.push(messageOf(err));
+        if (err instanceof NoAnswer) silent = true;
         return null;
       });
     const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
-    const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
+    // A server that let the first read go unanswered (frozen) will not answer a cancel through a fresh connection
+    // either: trying would hold the window another AFTER_TIMEOUT_READ_MS for nothing. One that answered with an
+    // error (no such table) is still asked to cancel.
+    const cancelled =
+      opts.onTimeout === 'wait' ? [] : silent ? null : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
+    if (cancelled === null) unread.push('cancelling the running statements: not tried, the server did not answer the reading before');
     // A server that did not answer those two (frozen, gone) will not finish its statements either: waiting for them
     // or reading again would only hold the window longer.
     const unresponsive = unread.length > 0;
+    if (silent) this.#serverSilent = true;
     const settled = this.#proxy && !unresponsive ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
     const afterwards = table && !unresponsive ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
     const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
@@ -738,7 +753,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       running.length > 0
         ? opts.onTimeout === 'wait'
           ? `waited for ${running.length} statement(s) still running on the server`
-          : `cancelled ${cancelled.length} of ${running.length} statement(s) still running on the server`
+          : cancelled === null
+            ? `${running.length} statement(s) still running on the server, not cancelled`
+            : `cancelled ${cancelled.length} of ${running.length} statement(s) still running on the server`
         : 'no statement was running on the server',
       settled && settled.busy.length > 0 ? `${settled.busy.length} connection(s) still busy after ${AFTER_TIMEOUT_SETTLE_MS} ms` : '',
       table
@@ -750,7 +767,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     ].filter(Boolean);
     return {
       running: running.length,
-      cancelled: cancelled.length,
+      cancelled: cancelled?.length ?? 0,
       table: table?.name ?? null,
       rowsAtGiveUp: atGiveUp,
       rowsAfterwards: afterwards,
@@ -768,15 +785,19 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (this.#closed) return;
     this.#closed = true;
     const ours = this.#last?.opened.connectionId ?? null;
-    await this.#last?.opened.close().catch(() => undefined);
+    // A frozen server never answers a goodbye: after one went silent, each polite close gets a moment, not forever
+    // (the connection is dropped when the server is stopped or answers again).
+    const politely = (close: Promise<void> | undefined): Promise<void> | undefined =>
+      close && this.#serverSilent ? within(close, SILENT_CLOSE_MS, 'closing a connection to the silent server').catch(() => undefined) : close;
+    await politely(this.#last?.opened.close())?.catch(() => undefined);
     // A pool's end() may resolve before its sockets are gone (the proxy holds a goodbye while it reads the server):
     // give the user's connections a moment to finish closing before calling any of them left open.
     const open = () => (this.#proxy?.connections() ?? []).filter((c) => c.closedAtNs === null && c.serverConnectionId !== ours);
     for (let waited = 0; open().length > 0 && waited < CLOSE_GRACE_MS; waited += 10) await new Promise((r) => setTimeout(r, 10));
     const stillOpen = open();
     const steps: (() => Promise<void>)[] = [
-      async () => this.#last?.opened.close(),
-      async () => this.#probe?.close(),
+      async () => politely(this.#last?.opened.close()),
+      async () => politely(this.#probe?.close()),
       async () => this.#proxy?.close(),
       async () => (this.#ownsBackend ? this.backend.stop() : undefined),
     ];

@@ -1,3 +1,4 @@
+// @waits 22: drivers waiting out connect timeouts on listeners that are not databases.
 import net from 'node:net';
 import { SqltallyError } from './errors';
 import { diagnoseConnectFailure } from './external';

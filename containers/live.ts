@@ -48,16 +48,30 @@ export function forgetLive(resource: LiveResource): void {
   if (LIVE.size === 0) removeSignalHooks();
 }
 
-/** True while the process exists and is not a zombie waiting to be reaped. */
-export function processAlive(pid: number): boolean {
+/** The state letter of `/proc/<pid>/stat` (R, S, D, T, t, Z, X, ...), or null when there is no such process. */
+function processState(pid: number): string | null {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The state letter follows the parenthesised command name, which may itself contain spaces or parentheses.
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/** True while the process exists and is not a zombie waiting to be reaped. */
+export function processAlive(pid: number): boolean {
+  const state = processState(pid);
+  return state !== null && state !== 'Z' && state !== 'X';
+}
+
+/**
+ * True when the process is stopped (SIGSTOP, a debugger): it cannot act on a polite shutdown signal until it is
+ * continued, so waiting for one would only wait out the timeout.
+ */
+export function processStopped(pid: number): boolean {
+  const state = processState(pid);
+  return state === 'T' || state === 't';
 }
 
 /**

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { leadingVersion } from './backend';
 import { SqltallyError } from './errors';
-import { liveResources } from './live';
+import { liveResources, processAlive, processStopped } from './live';
 import { DATADIR_PREFIX, freePort, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
 
 describe('makePrivateDir', () => {
@@ -88,5 +88,27 @@ describe('lookupUser and leadingVersion', () => {
     expect(leadingVersion('10.11.19-MariaDB-0+deb12u1', 2)).toBe('10.11');
     expect(leadingVersion('15.20 (Debian 15.20-0+deb12u1)', 1)).toBe('15');
     expect(leadingVersion('3.51.2', 2)).toBe('3.51');
+  });
+});
+
+describe('processStopped', () => {
+  it('tells a stopped process (which cannot act on a polite shutdown) from a running one and from none', async () => {
+    const { spawn } = await import('node:child_process');
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' });
+    const pid = child.pid as number;
+    const gone = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      expect(processStopped(pid)).toBe(false);
+      process.kill(pid, 'SIGSTOP');
+      // The kernel marks it stopped as the signal is delivered; give it a moment on a busy machine.
+      for (let i = 0; i < 100 && !processStopped(pid); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(processStopped(pid)).toBe(true);
+      expect(processAlive(pid)).toBe(true);
+    } finally {
+      process.kill(pid, 'SIGKILL');
+      await gone;
+    }
+    expect(processStopped(pid)).toBe(false);
+    expect(processAlive(pid)).toBe(false);
   });
 });

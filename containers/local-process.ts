@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
-import { descendantsOf, processAlive, trackLive } from './live';
+import { descendantsOf, processAlive, processStopped, trackLive } from './live';
 import { createOwnedDir, recordServer } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
@@ -262,8 +262,11 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
   let stopping: Promise<void> | undefined;
   const stopProcess = async (): Promise<void> => {
     if (!exited(child)) {
-      signalQuietly(pid, launch.stopSignal);
-      if (!(await waitExit(child, DEFAULT_STOP_TIMEOUT_MS))) {
+      // A stopped server (frozen by SIGSTOP or a debugger) would only act on the polite signal once continued, and
+      // its data directory is private and removed next: it goes straight to SIGKILL, which a stopped process obeys.
+      const frozen = processStopped(pid);
+      if (!frozen) signalQuietly(pid, launch.stopSignal);
+      if (frozen || !(await waitExit(child, DEFAULT_STOP_TIMEOUT_MS))) {
         // Listed before the leader dies (then they are reparented and no longer found): a frozen server's children.
         for (const p of descendantsOf(pid)) signalQuietly(p, 'SIGKILL');
         signalQuietly(-pid, 'SIGKILL');

@@ -1,3 +1,4 @@
+// @waits 14: servers started, stopped and raced for ports on every backend.
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';

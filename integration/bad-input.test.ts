@@ -1,3 +1,4 @@
+// @waits 20: the CLI on bad input against every backend.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';

@@ -1,3 +1,4 @@
+// @waits 56: servers started, killed and swept one after another on every backend.
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';

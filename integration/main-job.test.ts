@@ -1,3 +1,4 @@
+// @waits 39: the main job on every backend, and a second run gated against the baseline approved from the first.
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

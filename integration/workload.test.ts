@@ -1,3 +1,4 @@
+// @waits 24: every strategy at 5000 and 10000 rows on every backend.
 import type { StartedBackend } from '../containers/types';
 import { DriverTally } from '../counters/driver-layer';
 import { wrapConnection } from '../counters/driver/open';

@@ -1,3 +1,4 @@
+// @waits 34: pool exhaustion and cut connections waiting out their timeouts.
 import net from 'node:net';
 import mysql from 'mysql2/promise';
 import pg from 'pg';

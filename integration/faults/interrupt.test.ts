@@ -1,3 +1,4 @@
+// @waits 14: the CLI interrupted mid-cell on every backend, each run its own process.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

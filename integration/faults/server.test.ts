@@ -1,3 +1,4 @@
+// @waits 23: servers killed mid-insert, windows that give up.
 import fs from 'node:fs';
 import path from 'node:path';
 import { writeReport } from '../../reports/output';
