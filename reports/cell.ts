@@ -17,6 +17,16 @@ export interface CellPlacement {
   gaveUp?: { message: string; statement: string | null } | null;
 }
 
+/**
+ * The server layer as a report cell keeps it: without `comparable` (which global counter means the same as which
+ * per-connection one), a fact of the backend's probe that is the same in every cell of the backend and that the
+ * verdict and `beyondWindow` have already used. 238 copies of it were 5% of report.json.
+ */
+function withoutProbeConstants(server: NonNullable<Tally['layers']['server']>): NonNullable<Tally['layers']['server']> {
+  const { comparable: _comparable, ...rest } = server;
+  return rest;
+}
+
 /** Turns a capture window's tally into a report cell (key derived, validated). */
 export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
   const e = tally.workloadError;
@@ -31,7 +41,7 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     rows: placement.rows,
     hot: placement.hot,
     environment: placement.environment.id,
-    layers: tally.layers,
+    layers: tally.layers.server ? { ...tally.layers, server: withoutProbeConstants(tally.layers.server) } : tally.layers,
     verifiedRows: placement.verifiedRows,
     verdict: tally.verdict,
     timings: placement.timings,

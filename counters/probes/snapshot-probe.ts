@@ -374,7 +374,7 @@ export class SnapshotProbe implements ServerProbe {
       globalSummary,
       statements: statementDeltas(start.statements, end.statements, this.#probeStatementKeys),
       probeCost: cost.counters,
-      control,
+      control: residue,
       settleNs: end.settle ? end.settle.ns : null,
       foreignSessions: sessions.foreign,
       backgroundSessions: sessions.background,

@@ -65,7 +65,11 @@ export const ServerLayerSchema = z.object({
     .nullable(),
   /** What one snapshot pair costs in each counter, measured on this server, not hard-coded. */
   probeCost: z.record(z.string(), z.number().int()),
-  /** Control window residue after subtracting the probe cost: every value must be 0. */
+  /**
+   * What the empty control window moved after subtracting the probe cost: only counters that did not come out 0
+   * (the control reads every counter `global` does, and the window's own connections' as `perConnection.*`), so a
+   * clean control is `{}`. Anything here means something else talked to the server.
+   */
   control: z.record(z.string(), z.number().int()),
   /** PostgreSQL: time from the workload's end until its statistics were visible. */
   settleNs: z.number().int().nonnegative().nullable(),
