@@ -17,7 +17,7 @@ const DEFAULT_MAX_TEXTS = 10_000;
 /** New texts of a window whose caller is captured: capturing a stack is tens of microseconds, fine once per shape. */
 const MAX_CALLERS = 256;
 /** Calls per text whose bound values are compared, for duplicate-vs-N+1: the first ones tell, and it stays cheap. */
-const MAX_TRACKED_CALLS = 1024;
+const MAX_TRACKED_CALLS = 64;
 /** A call binding more values than this is not compared (a multi-row INSERT is not an N+1 candidate). */
 const MAX_TRACKED_VALUES = 32;
 
@@ -56,19 +56,31 @@ function toNs(ms: number): number {
   return Math.max(0, Math.round(ms * 1e6));
 }
 
-/** Rows the INSERT calls of a group said they inserted, for the model's row prediction. */
-interface GroupRows {
-  rows: number;
-  /** False once an INSERT call of the group settled without a row count. */
+/**
+ * A group as the window counts it: the model's {@link CallGroup} plus every total of the layer, kept per group so
+ * that a call touches one object only (the layer's totals are sums over the groups, made when the window closes).
+ */
+interface Group extends CallGroup {
+  bindValues: number;
+  maxBindValues: number;
+  /** Rows the calls that settled without an error reported. */
+  rowsAffected: number;
+  /** False once a call of the group (not a prepare) settled without an error and without a row count. */
   known: boolean;
+  errors: number;
+  /** Bound values compared for this group's text and kind, shared by its connections; null for prepares. */
+  distinct: DistinctValues | null;
+  /** Its text is on the window's ignore list: listed as ignored, in none of the totals. */
+  ignored: boolean;
+  /** A text beyond the window's cap: in every total, in neither the model's groups nor the shapes. */
+  overflow: boolean;
 }
-
-type Group = CallGroup & GroupRows;
 
 /** Bound values compared across one text's calls of one kind (on any connection). */
 interface DistinctValues {
-  /** Keys of the values of the first calls; null once a call could not be compared (and for prepares). */
+  /** Keys of the values of the first calls; null once a call could not be compared. */
   keys: Set<string> | null;
+  /** Parameter sets compared so far (at most MAX_TRACKED_CALLS). */
   tracked: number;
 }
 
@@ -142,14 +154,6 @@ function scalarKey(v: unknown): string | null {
   }
 }
 
-function countInGroup(group: Group, shape: CallShape): void {
-  group.calls++;
-  group.parameterSets += shape.parameterSets;
-  if (shape.parameterSets > 0) group.callsWithParameterSets++;
-  if (shape.bindValues > 0) group.callsWithValues++;
-  if (shape.protocol !== undefined) group.byProtocol[shape.protocol]++;
-}
-
 /** What a closed window holds: the layer for the report, and the groups the driver model reasons about. */
 export interface DriverWindow {
   layer: DriverLayer;
@@ -167,40 +171,33 @@ export interface DriverWindow {
 }
 
 /**
- * Totals of one window, built call by call in constant time per call: counters by kind and class, a capped list of
- * events for the report, and groups by kind, connection and text for the driver model (capped too). Nothing grows
- * with the number of calls beyond those caps, so a window of a million calls costs what a window of a thousand does.
+ * Totals of one window, built call by call in constant time per call: groups by kind, connection and text, each
+ * holding its share of every total, and a capped list of events for the report. A call updates its group alone (the
+ * last call's group is at hand, so a loop finds it without a lookup); the layer's counters by kind and class and its
+ * totals are sums over the groups, made once when the window closes. Nothing grows with the number of calls beyond
+ * the caps, so a window of a million calls costs what a window of a thousand does.
  */
 export class WindowTotals {
   readonly #maxEvents: number;
   readonly #maxSql: number;
   readonly #maxTexts: number;
-  readonly #byKind: Record<CallKind, number> = { ...NO_KINDS };
-  readonly #byClass: Record<StatementClass, number> = { ...NO_CLASSES };
   readonly #events: StatementEvent[] = [];
+  #eventsLeft: number;
   // Keyed by text, then by kind and connection: a map per text keeps the per-call lookup a single hash of the text.
   readonly #texts = new Map<string, TextInfo>();
+  /** Groups of texts beyond the cap, by kind and class: they count in the totals only. */
+  readonly #overflow: Group[] = [];
   readonly #ignore: ShapeFilter | null;
-  // The last call's shape and connection, and what they led to: a loop sends one shape again and again, and then the
-  // call needs neither the text's hash lookup nor the search for its group.
+  // The last call's shape and connection, and the group they led to: a loop sends one shape again and again.
   #lastShape: CallShape | null = null;
   #lastConnection: number | null = null;
-  #lastInfo: TextInfo | null = null;
   #lastGroup: Group | null = null;
   #textsOmitted = 0;
   #callersTaken = 0;
-  #ignoredCalls = 0;
-  #calls = 0;
-  #parameterSets = 0;
-  #bindValues = 0;
-  #maxBindValuesPerCall = 0;
-  #rowsAffected = 0;
-  #errors = 0;
-  #insertedRows = 0;
-  #insertedRowsKnown = true;
 
   constructor(opts: SummarizeOptions = {}) {
     this.#maxEvents = Math.max(0, opts.maxEvents ?? DEFAULT_MAX_EVENTS);
+    this.#eventsLeft = this.#maxEvents;
     this.#maxSql = opts.maxSqlChars ?? SQL_SHOWN_CHARS;
     this.#maxTexts = opts.maxTexts ?? DEFAULT_MAX_TEXTS;
     this.#ignore = opts.ignore ?? null;
@@ -216,84 +213,88 @@ export class WindowTotals {
     connectionId: number | null,
     values?: unknown,
   ): void {
-    let info: TextInfo | null;
-    let group: Group | null;
-    if (shape === this.#lastShape && connectionId === this.#lastConnection) {
-      info = this.#lastInfo;
-      group = this.#lastGroup;
-      // A text beyond the cap counts its calls as omitted, each time (see #text).
-      if (info === null) this.#textsOmitted++;
-    } else {
-      info = this.#text(driver, shape.sql);
-      group = info ? this.#group(info, shape, connectionId) : null;
+    let group: Group;
+    if (shape === this.#lastShape && connectionId === this.#lastConnection) group = this.#lastGroup as Group;
+    else {
+      group = this.#groupOf(driver, shape, connectionId);
       this.#lastShape = shape;
       this.#lastConnection = connectionId;
-      this.#lastInfo = info;
       this.#lastGroup = group;
     }
-    const kind = shape.kind;
-    const failed = error !== null && error !== undefined;
-    if (info && group) {
-      countInGroup(group, shape);
-      // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats
-      // are N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
-      if (kind !== 'prepare') {
-        const distinct = (info.distinct[kind] ??= { keys: new Set(), tracked: 0 });
-        if (distinct.keys && distinct.tracked < MAX_TRACKED_CALLS) {
-          distinct.tracked++;
-          const key = shape.bindValues > MAX_TRACKED_VALUES ? null : valuesKey(values);
-          if (key === null) distinct.keys = null;
-          else distinct.keys.add(key);
-        }
-        if (!failed && rowsAffected !== null) group.rows += rowsAffected;
-        else if (!failed) group.known = false;
-      }
-      if (info.ignored) {
-        // Listed as an ignored shape, counted in none of the totals.
-        this.#ignoredCalls++;
-        return;
-      }
+    group.calls++;
+    const sets = shape.parameterSets;
+    if (sets > 0) {
+      group.parameterSets += sets;
+      group.callsWithParameterSets++;
     }
-    this.#calls++;
-    this.#byKind[kind]++;
-    // A prepare is not a statement executed: statement classes count executions only, the same on every driver.
-    if (kind !== 'prepare') this.#byClass[shape.statementClass]++;
-    this.#parameterSets += shape.parameterSets;
     const bind = shape.bindValues;
-    this.#bindValues += bind;
-    if (bind > this.#maxBindValuesPerCall) this.#maxBindValuesPerCall = bind;
-    if (failed) this.#errors++;
-    else if (rowsAffected !== null) this.#rowsAffected += rowsAffected;
-    if (shape.statementClass === 'insert' && kind !== 'prepare' && !failed) {
-      if (rowsAffected !== null) this.#insertedRows += rowsAffected;
-      else this.#insertedRowsKnown = false;
+    if (bind > 0) {
+      group.callsWithValues++;
+      group.bindValues += bind;
+      if (bind > group.maxBindValues) group.maxBindValues = bind;
     }
-    if (this.#events.length < this.#maxEvents) {
-      this.#events.push({
-        driver,
-        method: shape.method,
-        kind,
-        sql: info ? (info.shown ??= truncateStatement(shape.sql, this.#maxSql)) : truncateStatement(shape.sql, this.#maxSql),
-        statementClass: shape.statementClass,
-        bindValues: bind,
-        parameterSets: shape.parameterSets,
-        rowsAffected: failed ? null : rowsAffected,
-        startNs: toNs(startMs),
-        durationNs: toNs(endMs - startMs),
-        error: failed ? truncateStatement(errorMessage(error), this.#maxSql * 2) : null,
-        connectionId,
-      });
+    if (shape.protocol !== undefined) group.byProtocol[shape.protocol]++;
+    const failed = error !== null && error !== undefined;
+    if (failed) group.errors++;
+    else if (rowsAffected !== null) group.rowsAffected += rowsAffected;
+    else group.known = false;
+    // A text beyond the cap counts its calls as omitted, each time.
+    if (group.overflow) this.#textsOmitted++;
+    const distinct = group.distinct;
+    // A call whose wrapper handed over no values while binding some is not compared (StatementSink.epoch).
+    if (distinct !== null && distinct.keys !== null && distinct.tracked < MAX_TRACKED_CALLS && (values !== undefined || bind === 0)) {
+      distinct.tracked++;
+      const key = bind > MAX_TRACKED_VALUES ? null : valuesKey(values);
+      if (key === null) distinct.keys = null;
+      else distinct.keys.add(key);
     }
+    if (this.#eventsLeft > 0 && !group.ignored) this.#keep(driver, shape, startMs, endMs, failed ? null : rowsAffected, failed ? error : null, connectionId, group);
+  }
+
+  #keep(driver: DriverName, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown, connectionId: number | null, group: Group): void {
+    this.#eventsLeft--;
+    const info = group.overflow ? null : this.#texts.get(shape.sql);
+    this.#events.push({
+      driver,
+      method: shape.method,
+      kind: shape.kind,
+      sql: info ? (info.shown ??= truncateStatement(shape.sql, this.#maxSql)) : truncateStatement(shape.sql, this.#maxSql),
+      statementClass: shape.statementClass,
+      bindValues: shape.bindValues,
+      parameterSets: shape.parameterSets,
+      rowsAffected,
+      startNs: toNs(startMs),
+      durationNs: toNs(endMs - startMs),
+      error: error === null ? null : truncateStatement(errorMessage(error), this.#maxSql * 2),
+      connectionId,
+    });
+  }
+
+  /** The group of a call: by text, then kind and connection, made at its first call. */
+  #groupOf(driver: DriverName, shape: CallShape, connectionId: number | null): Group {
+    const info = this.#text(driver, shape.sql);
+    if (info === null) {
+      // Beyond the text cap: one group per kind and class, with no connection and no text of its own.
+      for (const g of this.#overflow) if (g.kind === shape.kind && g.statementClass === shape.statementClass) return g;
+      const group = newGroup(shape, null, null, false, true);
+      this.#overflow.push(group);
+      return group;
+    }
+    // The class too: it follows from the text for a wrapper's calls, not always for events built elsewhere.
+    for (const g of info.groups) if (g.kind === shape.kind && g.connectionId === connectionId && g.statementClass === shape.statementClass) return g;
+    // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats are
+    // N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
+    const distinct = shape.kind === 'prepare' ? null : (info.distinct[shape.kind] ??= { keys: new Set(), tracked: 0 });
+    const group = newGroup(shape, connectionId, distinct, info.ignored, false);
+    info.groups.push(group);
+    return group;
   }
 
   /** The window's record of a text, made at its first call (caller captured, ignore decided); null beyond the cap. */
   #text(driver: DriverName, sql: string): TextInfo | null {
     const known = this.#texts.get(sql);
     if (known) return known;
-    if (this.#texts.size >= this.#maxTexts) {
-      this.#textsOmitted++;
-      return null;
-    }
+    if (this.#texts.size >= this.#maxTexts) return null;
     const dialect = DRIVERS[driver].dialect;
     let ignored = false;
     if (this.#ignore) {
@@ -308,34 +309,13 @@ export class WindowTotals {
 
   /** Whether the next call's event will be kept (and so needs its times). */
   get keepsEvents(): boolean {
-    return this.#events.length < this.#maxEvents;
+    return this.#eventsLeft > 0;
   }
 
   /** Adds an event already built (tests, tools that hold event lists). */
   addEvent(e: StatementEvent): void {
     const startMs = e.startNs / 1e6;
     this.add(e.driver, e, startMs, startMs + e.durationNs / 1e6, e.rowsAffected, e.error, e.connectionId);
-  }
-
-  /** The group of a kind and connection within a text, made at its first call (counted by {@link countInGroup}). */
-  #group(info: TextInfo, shape: CallShape, connectionId: number | null): Group {
-    const groups = info.groups;
-    for (const g of groups) if (g.kind === shape.kind && g.connectionId === connectionId) return g;
-    const group: Group = {
-      kind: shape.kind,
-      sql: shape.sql,
-      statementClass: shape.statementClass,
-      connectionId,
-      calls: 0,
-      parameterSets: 0,
-      callsWithParameterSets: 0,
-      callsWithValues: 0,
-      byProtocol: { simple: 0, extended: 0, named: 0 },
-      rows: 0,
-      known: true,
-    };
-    groups.push(group);
-    return group;
   }
 
   /** Calls grouped by statement shape and kind, first seen first: texts that differ only by values are one shape. */
@@ -355,6 +335,7 @@ export class WindowTotals {
             calls: 0,
             parameterSets: 0,
             distinctParameterSets: 0,
+            distinctOf: 0,
             rows: 0,
             caller: info.caller,
             ignored: info.ignored,
@@ -366,58 +347,88 @@ export class WindowTotals {
         shape.calls += g.calls;
         shape.parameterSets += g.parameterSets;
         shape.caller ??= info.caller;
-        shape.rows = (shape.rows ?? 0) + g.rows;
-        if (!g.known) shape.rowsKnown = false;
+        // A prepare returns no rows (see #groupOf).
+        if (g.kind !== 'prepare') {
+          shape.rows = (shape.rows ?? 0) + g.rowsAffected;
+          if (!g.known) shape.rowsKnown = false;
+        }
       }
       // Values are compared per text and kind: distinct sets of different texts differ anyway, so they add up.
       for (const [kind, d] of Object.entries(info.distinct) as [CallKind, DistinctValues][]) {
         const shape = byShape.get(`${id}\u0000${kind}`);
         if (!shape) continue;
-        if (d.keys) shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + d.keys.size;
-        else shape.distinctKnown = false;
+        if (d.keys && d.tracked > 0) {
+          shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + d.keys.size;
+          shape.distinctOf = (shape.distinctOf ?? 0) + d.tracked;
+        } else shape.distinctKnown = false;
       }
     }
     return [...byShape.values()].map(({ distinctKnown, rowsKnown, ...shape }) => ({
       ...shape,
       distinctParameterSets: distinctKnown ? shape.distinctParameterSets : null,
+      distinctOf: distinctKnown ? shape.distinctOf : null,
       rows: rowsKnown || (shape.rows ?? 0) > 0 ? shape.rows : null,
     }));
   }
 
   finish(): DriverWindow {
+    const byKind: Record<CallKind, number> = { ...NO_KINDS };
+    const byClass: Record<StatementClass, number> = { ...NO_CLASSES };
+    let calls = 0;
+    let parameterSets = 0;
+    let bindValues = 0;
+    let maxBindValuesPerCall = 0;
+    let rowsAffected = 0;
+    let errors = 0;
+    let ignoredCalls = 0;
+    let insertedRows: number | null = 0;
     const groups: CallGroup[] = [];
     const ignoredGroups: CallGroup[] = [];
     let ignoredRows: number | null = 0;
+    const count = (g: Group): void => {
+      calls += g.calls;
+      byKind[g.kind] += g.calls;
+      // A prepare is not a statement executed: statement classes count executions only, the same on every driver.
+      if (g.kind !== 'prepare') byClass[g.statementClass] += g.calls;
+      parameterSets += g.parameterSets;
+      bindValues += g.bindValues;
+      if (g.maxBindValues > maxBindValuesPerCall) maxBindValuesPerCall = g.maxBindValues;
+      rowsAffected += g.rowsAffected;
+      errors += g.errors;
+      if (g.statementClass === 'insert' && g.kind !== 'prepare' && insertedRows !== null) insertedRows = g.known ? insertedRows + g.rowsAffected : null;
+    };
+    // Text by text in first-seen order, and within a text kind by kind: the order a driver prepares in.
     for (const info of this.#texts.values()) {
       for (const g of info.groups) {
-        const { rows, known, ...group } = g;
-        if (!info.ignored) {
-          groups.push(group);
+        if (info.ignored) {
+          ignoredCalls += g.calls;
+          ignoredGroups.push(callGroupOf(g));
+          if (g.statementClass === 'insert' && g.kind !== 'prepare' && ignoredRows !== null) ignoredRows = g.known ? ignoredRows + g.rowsAffected : null;
           continue;
         }
-        ignoredGroups.push(group);
-        if (group.statementClass === 'insert' && group.kind !== 'prepare' && ignoredRows !== null) ignoredRows = known ? ignoredRows + rows : null;
+        count(g);
+        groups.push(callGroupOf(g));
       }
     }
-    // Text by text in first-seen order, and within a text kind by kind: the order a driver prepares in.
+    for (const g of this.#overflow) count(g);
     return {
       layer: {
-        calls: this.#calls,
-        byKind: { ...this.#byKind },
-        byClass: { ...this.#byClass },
-        parameterSets: this.#parameterSets,
-        bindValues: this.#bindValues,
-        maxBindValuesPerCall: this.#maxBindValuesPerCall,
-        rowsAffected: this.#rowsAffected,
-        errors: this.#errors,
+        calls,
+        byKind,
+        byClass,
+        parameterSets,
+        bindValues,
+        maxBindValuesPerCall,
+        rowsAffected,
+        errors,
         events: this.#events.slice(),
-        eventsOmitted: this.#calls - this.#events.length,
+        eventsOmitted: calls - this.#events.length,
         shapes: this.#shapes(),
         shapesOmitted: this.#textsOmitted,
-        ignoredCalls: this.#ignoredCalls,
+        ignoredCalls,
       },
       groups,
-      insertedRows: this.#insertedRowsKnown ? this.#insertedRows : null,
+      insertedRows,
       ignored: { groups: ignoredGroups, insertedRows: ignoredRows },
       groupsIncomplete:
         this.#textsOmitted > 0
@@ -425,6 +436,43 @@ export class WindowTotals {
           : null,
     };
   }
+}
+
+function newGroup(shape: CallShape, connectionId: number | null, distinct: DistinctValues | null, ignored: boolean, overflow: boolean): Group {
+  return {
+    kind: shape.kind,
+    sql: shape.sql,
+    statementClass: shape.statementClass,
+    connectionId,
+    calls: 0,
+    parameterSets: 0,
+    callsWithParameterSets: 0,
+    callsWithValues: 0,
+    byProtocol: { simple: 0, extended: 0, named: 0 },
+    bindValues: 0,
+    maxBindValues: 0,
+    rowsAffected: 0,
+    known: true,
+    errors: 0,
+    distinct,
+    ignored,
+    overflow,
+  };
+}
+
+/** The model's view of a group: its {@link CallGroup} fields only. */
+function callGroupOf(g: Group): CallGroup {
+  return {
+    kind: g.kind,
+    sql: g.sql,
+    statementClass: g.statementClass,
+    connectionId: g.connectionId,
+    calls: g.calls,
+    parameterSets: g.parameterSets,
+    callsWithParameterSets: g.callsWithParameterSets,
+    callsWithValues: g.callsWithValues,
+    byProtocol: { ...g.byProtocol },
+  };
 }
 
 /**
@@ -520,6 +568,7 @@ export class DriverTally implements StatementSink {
 export class DriverRecorder implements StatementSink {
   readonly #opts: SummarizeOptions;
   #window: WindowTotals | null = null;
+  #epoch = 0;
   #inFlight = 0;
   #inFlightInWindow = 0;
   /** Drivers that recorded calls in the current window. */
@@ -566,6 +615,11 @@ export class DriverRecorder implements StatementSink {
     return this.#window !== null && this.#window.keepsEvents;
   }
 
+  /** Moves on at every `begin()`: wrappers hand values over for the first calls of each window (StatementSink.epoch). */
+  get epoch(): number {
+    return this.#epoch;
+  }
+
   /** Calls handed to a driver and not settled yet. */
   get callsInFlight(): number {
     return this.#inFlight;
@@ -580,6 +634,7 @@ export class DriverRecorder implements StatementSink {
     this.#drivers.clear();
     this.#lastDriver = null;
     this.#inFlightInWindow = 0;
+    this.#epoch++;
     this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }
 

@@ -81,7 +81,10 @@ export interface StatementSink {
     rowsAffected: number | null,
     error: unknown,
     connectionId: number | null,
-    /** The call's bound values as the caller passed them (read only to tell duplicate calls from N+1). */
+    /**
+     * The call's bound values as the caller passed them (read only to tell duplicate calls from N+1); may be absent
+     * from calls past the first ones of a window (see `epoch`), which are then not compared.
+     */
     values?: unknown,
   ): void;
   /**
@@ -94,6 +97,12 @@ export interface StatementSink {
    * wrapper may then skip reading the clock and pass 0. A clock reading is the largest cost of a counted call.
    */
   readonly timed?: boolean;
+  /**
+   * Changes whenever the sink opens a new window. A wrapper may hand over `values` for only the first calls of each
+   * window (the only ones a window compares) and pass `undefined` after them; a sink without windows leaves it
+   * undefined and gets values for the first calls only.
+   */
+  readonly epoch?: number;
 }
 
 /** Characters of a fingerprint kept in a {@link ShapeStat}; the id is taken from the whole fingerprint first. */
@@ -126,6 +135,12 @@ export const ShapeStatSchema = z.object({
    * more than one call is a duplicate; as many as the parameter sets is an N+1.
    */
   distinctParameterSets: z.number().int().nonnegative().nullable(),
+  /**
+   * How many parameter sets `distinctParameterSets` was counted over: all of them, or the first 64 calls of each text
+   * when there were more (comparing every call's values would cost a loop more than the loop's own driver calls).
+   * Null with `distinctParameterSets`; absent in tallies written before it existed (then: all of them).
+   */
+  distinctOf: z.number().int().nonnegative().nullable().optional(),
   /** Rows the calls affected or returned, as the driver reported them; null when it did not say. */
   rows: z.number().int().nonnegative().nullable(),
   /** `file:line:column` of the first call's user frame (`captureCaller`), or null when none was found. */

@@ -83,9 +83,12 @@ function repeatKind(shape: ShapeStat): { kind: RepeatKind; why: string } {
   const distinct = shape.distinctParameterSets;
   const sets = shape.parameterSets;
   if (distinct === null) return { kind: 'repeated', why: 'parameters not tracked' };
-  if (distinct <= 1) return { kind: 'duplicate', why: sets > 0 ? 'the same parameters every time' : 'no parameters, the same statement every time' };
-  if (distinct >= sets) return { kind: 'N+1', why: 'different parameters each time' };
-  return { kind: 'N+1 with duplicates', why: `${distinct} distinct of ${sets} parameter sets` };
+  // Compared over the first calls only when there were many (ShapeStat.distinctOf).
+  const of = Math.min(shape.distinctOf ?? sets, sets);
+  const among = of < sets ? ` (values compared over the first ${of} of ${sets})` : '';
+  if (distinct <= 1) return { kind: 'duplicate', why: sets > 0 ? `the same parameters every time${among}` : 'no parameters, the same statement every time' };
+  if (distinct >= of) return { kind: 'N+1', why: `different parameters each time${among}` };
+  return { kind: 'N+1 with duplicates', why: `${distinct} distinct of ${sets} parameter sets${among}` };
 }
 
 function shapesOf(tally: Tally): ShapeStat[] | string {

@@ -49,13 +49,23 @@ export function countSqliteParams(params: ArrayLike<unknown>): number {
   let n = 0;
   for (let i = 0; i < params.length; i++) {
     const p = params[i];
-    if (p === null || typeof p !== 'object') n += 1;
-    else if (Array.isArray(p)) n += p.length;
-    else if (isPlainObject(p)) n += Object.keys(p).length;
-    else n += 1;
+    n += p === null || typeof p !== 'object' ? 1 : objectParams(p);
   }
   return n;
 }
+
+/** Values one object argument binds: an array its elements, a named-parameter object its keys, else (a Buffer) 1. */
+function objectParams(p: object): number {
+  if (Array.isArray(p)) return p.length;
+  if (isPlainObject(p)) return Object.keys(p).length;
+  return 1;
+}
+
+/**
+ * Calls per statement and window whose values are handed to the sink: the window compares the first 64 calls of a
+ * text (MAX_TRACKED_CALLS in counters/driver-layer.ts); a statement handing over as many covers them.
+ */
+const VALUES_PER_WINDOW = 64;
 
 function runChanges(result: unknown): number | null {
   return result !== null && typeof result === 'object' ? toCount((result as { changes?: unknown }).changes) : null;
@@ -115,24 +125,51 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
     // Values are counted from the arguments of each call (an array counts its elements, a named object its keys,
     // with no walk over either), never from the SQL: counting a 100 KB text's placeholders costs milliseconds, and
     // a call with the wrong number of values fails in the driver anyway. `run` is the per-row hot path of the
-    // recommended bulk insert: no allocation per call (`arguments` passed through, one shape reused while the
-    // bound-value count stays the same), one clock reading per edge and only while the sink keeps times.
+    // recommended bulk insert, so `arguments` is only ever read by index and forwarded (V8 then never allocates it),
+    // one shape is reused while the bound-value count stays the same, the clock is read only while the sink keeps
+    // times, and the values themselves are handed over only for the first calls of each window (a copy, made then):
+    // the sink compares no more than those (see VALUES_PER_WINDOW).
     const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) => {
       let shape: CallShape | undefined;
+      let seenEpoch: number | undefined = -1;
+      let valuesLeft = 0;
       return function counted(this: unknown) {
-        const args = arguments as unknown as unknown[];
-        const bindValues = args.length === 0 ? boundValues : countSqliteParams(args);
+        const n = arguments.length;
+        let bindValues = boundValues;
+        if (n > 0) {
+          bindValues = 0;
+          for (let i = 0; i < n; i++) {
+            const p: unknown = arguments[i];
+            bindValues += p === null || typeof p !== 'object' ? 1 : objectParams(p);
+          }
+        }
         if (shape === undefined || shape.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
+        const epoch = sink.epoch;
+        if (epoch !== seenEpoch) {
+          seenEpoch = epoch;
+          valuesLeft = VALUES_PER_WINDOW;
+        }
+        let values: unknown;
+        if (valuesLeft > 0) {
+          valuesLeft--;
+          const first: unknown = arguments[0];
+          if (n === 1 && first !== null && typeof first === 'object') values = first;
+          else {
+            const copy: unknown[] = new Array(n);
+            for (let i = 0; i < n; i++) copy[i] = arguments[i];
+            values = copy;
+          }
+        }
         const timed = sink.timed !== false;
         const start = timed ? nowNs() : 0;
         let result: unknown;
         try {
-          result = original.apply(undefined, args);
+          result = original.apply(undefined, arguments as unknown as unknown[]);
         } catch (error) {
-          emit(site, shape, start, timed ? nowNs() : 0, null, error, args);
+          emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
           throw error;
         }
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, args);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values);
         return result;
       };
     };
