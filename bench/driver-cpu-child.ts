@@ -1,12 +1,11 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|bind> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|bind|bind-open> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
-import { DriverRecorder } from '../counters/driver-layer';
-import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
-import { createTableSql, insertHead, placeholderRows, workloadTable } from '../workload/table';
+// The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
+import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3 } from './shipped';
 
 const PER_ROW_WINDOW = 5_000;
 
@@ -49,7 +48,7 @@ function child(scenario: string, side: string, warmup: number, measured: number)
       const text = (' ' + sql).slice(1);
       open();
       db.prepare(text).run(values);
-      close();
+      if (scenario === 'bind') close();
     }
   }
   console.log(String(calls));

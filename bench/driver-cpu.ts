@@ -6,13 +6,16 @@
  *
  * Each scenario runs in a child process under `valgrind --tool=callgrind` (node with V8's `--predictable`, so the
  * compiler and the garbage collector run on the main thread at deterministic points), bundled with esbuild so that
- * tsx's loader stays out of the count. Per side (raw better-sqlite3, counted into a `DriverRecorder` with a window
+ * tsx's loader stays out of the count; the sqltally code it runs is the build in dist/ (bench/shipped.ts), loaded at
+ * run time: `npm run build` first. Per side (raw better-sqlite3, counted into a `DriverRecorder` with a window
  * open) two runs with the same warm-up and R and 2R measured calls: (I(2R) - I(R)) / R is the instructions of one
  * warm call; counted minus raw is what the proxy adds. Scenarios, on in-memory SQLite:
  * - `select`: a prepared `SELECT 1`, `get()`, one window for all calls (the proxy cost per call);
  * - `per-row`: `run()` of a 6-value INSERT inside `db.transaction()`, 5000 calls per window (the per-row path);
  * - `bind`: `prepare` + `run` of a 5000-row multi-row INSERT (30000 values, 100 KB of SQL), a window each, on a
- *   new string each time (per statement rather than per call; the window's close is included).
+ *   new string each time (per statement rather than per call; the window's close is included);
+ * - `bind-open`: the same with each window opened and never closed (the next `begin()` drops it unread): what the
+ *   call itself adds, without the close's fingerprint of the 100 KB text, which is paid once per window.
  * Takes a few minutes.
  */
 import { spawnSync } from 'node:child_process';
@@ -21,18 +24,18 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const SCENARIOS = ['select', 'per-row', 'bind'] as const;
+const SCENARIOS = ['select', 'per-row', 'bind', 'bind-open'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const NODE_FLAGS = ['--predictable'];
 /** Measured calls per scenario for R (the second run makes 2R). */
-const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 20 };
-const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 5 };
+const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 20, 'bind-open': 20 };
+const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 20_000, bind: 5, 'bind-open': 5 };
 
 function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {
   const result = spawnSync(
     'valgrind',
     ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, ...NODE_FLAGS, bundle, scenario, side, String(warmup), String(measured)],
-    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules') } },
+    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules'), SQLTALLY_BENCH_ROOT: join(__dirname, '..') } },
   );
   if (result.status !== 0) throw new Error(`valgrind exited ${result.status ?? result.signal}: ${result.stderr.slice(-2000)}`);
   const match = /Collected : (\d+)/.exec(result.stderr);
@@ -50,7 +53,7 @@ function bundleSelf(dir: string): string {
     target: 'node20',
     outfile,
     logLevel: 'error',
-    // Packages load from node_modules at run time (NODE_PATH below): only sqltally's own code is bundled.
+    // Packages load from node_modules at run time (NODE_PATH below), sqltally's from dist/ (bench/shipped.ts): only the bench's own code is bundled.
     packages: 'external',
   });
   return outfile;
@@ -80,7 +83,7 @@ async function main(argv: string[]): Promise<number> {
         // Two estimates would need a third run; one difference of R units, with the rounding of both runs in it.
         per[side] = [(twice - once) / r, once];
       }
-      const unit = scenario === 'bind' ? 'statement (prepare + run + window)' : 'call';
+      const unit = scenario === 'bind' ? 'statement (prepare + run + window)' : scenario === 'bind-open' ? 'statement (prepare + run, window opened)' : 'call';
       const added = per.counted![0] - per.raw![0];
       console.log(
         `${scenario.padEnd(8)} instructions per ${unit}: raw ${per.raw![0].toFixed(0)}, counted ${per.counted![0].toFixed(0)}, ` +

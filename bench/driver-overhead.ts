@@ -37,20 +37,33 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { startBackend } from '../containers/registry';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
-import { DriverRecorder } from '../counters/driver-layer';
-import { wrapBetterSqlite3 } from '../counters/driver/better-sqlite3';
-import { markOf } from '../counters/driver/counted';
-import { openCountedConnection, openRawConnection, runSql } from '../counters/driver/open';
+import type { DriverRecorder as Recorder } from '../counters/driver-layer';
 import type { DriverHandle, OpenedConnection } from '../counters/driver/open';
-import { COLUMN_COUNT, makeRows } from '../workload/rows';
-import { flatValues } from '../workload/strategies/shared';
-import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
 import type { AnyInsertStrategy } from '../workload/strategies';
-import { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } from '../workload/table';
 import type { WorkloadTable } from '../workload/table';
+// The code measured comes from the build (see shipped.ts).
+import {
+  COLUMN_COUNT,
+  createTableSql,
+  DriverRecorder,
+  dropTableSql,
+  findStrategy,
+  flatValues,
+  insertHead,
+  makeRows,
+  markOf,
+  openCountedConnection,
+  openRawConnection,
+  placeholderRows,
+  runSql,
+  runStrategy,
+  startBackend,
+  strategiesFor,
+  workloadTable,
+  wrapBetterSqlite3,
+} from './shipped';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
 const TARGET_RATIO = 1.02;
@@ -101,7 +114,7 @@ async function timedRun<D extends DriverName>(
   table: WorkloadTable,
   rows: number,
   started: StartedBackend,
-  recorder: DriverRecorder | null,
+  recorder: Recorder | null,
 ): Promise<RunTimes & { calls: number }> {
   const driver = strategy.driver as D;
   await runUnwrapped(driver, conn.handle, dropTableSql(table));

@@ -74,6 +74,8 @@ interface Group extends CallGroup {
   ignored: boolean;
   /** A text beyond the window's cap: in every total, in neither the model's groups nor the shapes. */
   overflow: boolean;
+  /** Its text's record (null beyond the cap), for the events it keeps. */
+  info: TextInfo | null;
 }
 
 /** Bound values compared across one text's calls of one kind (on any connection). */
@@ -253,7 +255,7 @@ export class WindowTotals {
 
   #keep(driver: DriverName, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown, connectionId: number | null, group: Group): void {
     this.#eventsLeft--;
-    const info = group.overflow ? null : this.#texts.get(shape.sql);
+    const info = group.info;
     this.#events.push({
       driver,
       method: shape.method,
@@ -276,7 +278,7 @@ export class WindowTotals {
     if (info === null) {
       // Beyond the text cap: one group per kind and class, with no connection and no text of its own.
       for (const g of this.#overflow) if (g.kind === shape.kind && g.statementClass === shape.statementClass) return g;
-      const group = newGroup(shape, null, null, false, true);
+      const group = newGroup(shape, null, null, null, true);
       this.#overflow.push(group);
       return group;
     }
@@ -285,7 +287,7 @@ export class WindowTotals {
     // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats are
     // N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
     const distinct = shape.kind === 'prepare' ? null : (info.distinct[shape.kind] ??= { keys: new Set(), tracked: 0 });
-    const group = newGroup(shape, connectionId, distinct, info.ignored, false);
+    const group = newGroup(shape, connectionId, distinct, info, false);
     info.groups.push(group);
     return group;
   }
@@ -438,7 +440,7 @@ export class WindowTotals {
   }
 }
 
-function newGroup(shape: CallShape, connectionId: number | null, distinct: DistinctValues | null, ignored: boolean, overflow: boolean): Group {
+function newGroup(shape: CallShape, connectionId: number | null, distinct: DistinctValues | null, info: TextInfo | null, overflow: boolean): Group {
   return {
     kind: shape.kind,
     sql: shape.sql,
@@ -455,8 +457,9 @@ function newGroup(shape: CallShape, connectionId: number | null, distinct: Disti
     known: true,
     errors: 0,
     distinct,
-    ignored,
+    ignored: info?.ignored ?? false,
     overflow,
+    info,
   };
 }
 

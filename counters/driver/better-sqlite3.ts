@@ -49,9 +49,20 @@ export function countSqliteParams(params: ArrayLike<unknown>): number {
   let n = 0;
   for (let i = 0; i < params.length; i++) {
     const p = params[i];
-    n += p === null || typeof p !== 'object' ? 1 : objectParams(p);
+    n += scalar(p) ? 1 : objectParams(p as object);
   }
   return n;
+}
+
+/** The first `n` of up to 8 values, as a list (a copy of a call's arguments made without reading them by index). */
+function firstOf(n: number, ...values: unknown[]): unknown[] {
+  values.length = n;
+  return values;
+}
+
+/** A value better-sqlite3 binds as one parameter by itself (not an array or a named-parameter object). */
+function scalar(p: unknown): boolean {
+  return p === null || typeof p !== 'object';
 }
 
 /** Values one object argument binds: an array its elements, a named-parameter object its keys, else (a Buffer) 1. */
@@ -92,7 +103,7 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
         function prepare(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
           const stmt = track(site, shapeOf('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows);
-          return wrapStatement(stmt as BetterSqlite3Statement, sink, site);
+          return wrapStatement(stmt as BetterSqlite3Statement, sink, site, sql);
         },
       exec: (original, _target, wrapper) =>
         function exec(...args: unknown[]) {
@@ -115,10 +126,13 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
   });
 }
 
-function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite): BetterSqlite3Statement {
+function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, prepared: string): BetterSqlite3Statement {
   return wrapOnce(DRIVER, stmt, sink, () => {
     const mark: WrapperMark = { driver: DRIVER, sink, target: stmt };
-    const sql = stmt.source;
+    // The text prepare() was given, not `stmt.source`: that is a fresh copy made by the native side at each read (100
+    // KB copied for a large multi-row INSERT), while the same string object as the prepare's makes every later
+    // lookup of the text (the window's, the caches') an identity check instead of a comparison of its characters.
+    const sql = stmt.source === prepared ? prepared : stmt.source;
     // The statement's text never changes, so classify once: `run` is the per-row hot path.
     const statementClass = classifyCached(sql, 'sqlite');
     let boundValues = 0;
@@ -133,43 +147,70 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
       let shape: CallShape | undefined;
       let seenEpoch: number | undefined = -1;
       let valuesLeft = 0;
-      return function counted(this: unknown) {
-        const n = arguments.length;
-        let bindValues = boundValues;
-        if (n > 0) {
-          bindValues = 0;
-          for (let i = 0; i < n; i++) {
-            const p: unknown = arguments[i];
-            bindValues += p === null || typeof p !== 'object' ? 1 : objectParams(p);
-          }
-        }
+      const shapeFor = (bindValues: number): CallShape => {
         if (shape === undefined || shape.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
+        return shape;
+      };
+      /** Whether this call's values go to the sink: the first VALUES_PER_WINDOW calls of each window. */
+      const handsValues = (): boolean => {
         const epoch = sink.epoch;
         if (epoch !== seenEpoch) {
           seenEpoch = epoch;
           valuesLeft = VALUES_PER_WINDOW;
         }
-        let values: unknown;
-        if (valuesLeft > 0) {
-          valuesLeft--;
-          const first: unknown = arguments[0];
-          if (n === 1 && first !== null && typeof first === 'object') values = first;
-          else {
-            const copy: unknown[] = new Array(n);
-            for (let i = 0; i < n; i++) copy[i] = arguments[i];
-            values = copy;
-          }
+        if (valuesLeft === 0) return false;
+        valuesLeft--;
+        return true;
+      };
+      const failed = (call: CallShape, start: number, timed: boolean, error: unknown, values: unknown): void =>
+        emit(site, call, start, timed ? nowNs() : 0, null, error, values);
+      const settled = (call: CallShape, start: number, timed: boolean, result: unknown, values: unknown): void =>
+        emit(site, call, start, timed ? nowNs() : 0, rowsOf(result), null, values);
+      // Any call: arrays, named objects, more than 8 values. Rest parameters, because a loop over `arguments[i]` in
+      // the common path below would make V8 build the arguments object on every call.
+      const general = (...args: unknown[]): unknown => {
+        const values = handsValues() ? (args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
+        const call = shapeFor(args.length === 0 ? boundValues : countSqliteParams(args));
+        const timed = sink.timed !== false;
+        const start = timed ? nowNs() : 0;
+        let result: unknown;
+        try {
+          result = original.apply(undefined, args);
+        } catch (error) {
+          failed(call, start, timed, error, values);
+          throw error;
         }
+        settled(call, start, timed, result, values);
+        return result;
+      };
+      // The common per-row call, up to 8 scalars: `arguments` is only read at fixed positions and forwarded, which V8
+      // compiles to a few compares with no arguments object (a loop over it cost about 200 instructions a call).
+      return function counted(this: unknown) {
+        const n = arguments.length;
+        if (
+          n > 8 ||
+          !(n < 1 || scalar(arguments[0])) ||
+          !(n < 2 || scalar(arguments[1])) ||
+          !(n < 3 || scalar(arguments[2])) ||
+          !(n < 4 || scalar(arguments[3])) ||
+          !(n < 5 || scalar(arguments[4])) ||
+          !(n < 6 || scalar(arguments[5])) ||
+          !(n < 7 || scalar(arguments[6])) ||
+          !(n < 8 || scalar(arguments[7]))
+        )
+          return general.apply(undefined, arguments as unknown as unknown[]);
+        const values = handsValues() ? firstOf(n, arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7]) : undefined;
+        const call = shapeFor(n === 0 ? boundValues : n);
         const timed = sink.timed !== false;
         const start = timed ? nowNs() : 0;
         let result: unknown;
         try {
           result = original.apply(undefined, arguments as unknown as unknown[]);
         } catch (error) {
-          emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
+          failed(call, start, timed, error, values);
           throw error;
         }
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values);
+        settled(call, start, timed, result, values);
         return result;
       };
     };
