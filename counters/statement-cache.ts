@@ -35,8 +35,17 @@ const CACHES: Record<SqlDialect, ClassCache> = {
   generic: new ClassCache('generic'),
 };
 
+/**
+ * Texts longer than this are classified afresh instead of looked up: a lookup hashes or compares the whole text (a
+ * 100 KB multi-row INSERT: microseconds per lookup), while classifying reads only its first words.
+ */
+const CACHED_MAX_CHARS = 4096;
+/** Except a statement that starts with WITH: its class is that of the statement after the CTEs, which can be far in. */
+const LEADING_WITH = /^[\s(;]*with\b/i;
+
 /** {@link classifyStatement}, cached per distinct text (see {@link ClassCache}). */
 export function classifyCached(sql: string, dialect: SqlDialect): StatementClass {
+  if (sql.length > CACHED_MAX_CHARS && !LEADING_WITH.test(sql.slice(0, 64))) return classifyStatement(sql, dialect);
   return CACHES[dialect].classify(sql);
 }
 
