@@ -80,8 +80,8 @@ interface Group extends CallGroup {
 
 /** Bound values compared across one text's calls of one kind (on any connection). */
 interface DistinctValues {
-  /** Keys of the values of the first calls; null once a call could not be compared. */
-  keys: Set<string> | null;
+  /** The distinct value lists among the first calls; null once a call could not be compared. */
+  sets: unknown[][] | null;
   /** Parameter sets compared so far (at most MAX_TRACKED_CALLS). */
   tracked: number;
 }
@@ -98,62 +98,76 @@ interface TextInfo {
 }
 
 /**
- * A comparable key of one call's bound values, or null when they cannot be compared cheaply. Walks the values once,
- * in place (no copy of an `arguments` object), and only for the first calls of a text (see MAX_TRACKED_CALLS).
+ * One call's bound values as a list that {@link sameValues} can compare, or null when they cannot be compared cheaply
+ * (too many, a long string, a nested array or object). A copy: a caller may reuse its array for the next call. Only
+ * the first calls of a text get here (see MAX_TRACKED_CALLS); comparing lists, instead of building a string key per
+ * call, spares converting every number and bigint to text.
  */
-function valuesKey(values: unknown): string | null {
-  if (values === undefined || values === null) return '';
+function comparableValues(values: unknown): unknown[] | null {
+  if (values === undefined || values === null) return [];
   let list: unknown = values;
   // better-sqlite3 hands over its arguments: one array or named object, or the values themselves.
   if (typeof (values as { length?: unknown }).length === 'number' && !Array.isArray(values) && typeof values !== 'string') {
     const args = values as ArrayLike<unknown>;
     if (args.length === 1 && typeof args[0] === 'object' && args[0] !== null) list = args[0];
-    else return listKey(args);
+    else return scalarList(args);
   }
-  if (Array.isArray(list)) return listKey(list);
+  if (Array.isArray(list)) return scalarList(list);
   if (typeof list === 'object') {
     const entries = Object.entries(list as object);
     if (entries.length > MAX_TRACKED_VALUES) return null;
-    let key = '';
+    // Names and values, after a marker, so named and positional sets never compare equal.
+    const out: unknown[] = [NAMED];
     for (const [k, v] of entries) {
-      const part = scalarKey(v);
-      if (part === null) return null;
-      key += `${k}=${part}\u0001`;
+      const c = comparable(v);
+      if (c === NOT_COMPARABLE) return null;
+      out.push(k, c);
     }
-    return key;
+    return out;
   }
-  return scalarKey(list);
+  const c = comparable(list);
+  return c === NOT_COMPARABLE ? null : [c];
 }
 
-function listKey(list: ArrayLike<unknown>): string | null {
+const NAMED = Symbol('named parameters');
+const NOT_COMPARABLE = Symbol('not comparable');
+
+function scalarList(list: ArrayLike<unknown>): unknown[] | null {
   const n = list.length;
   if (n > MAX_TRACKED_VALUES) return null;
-  let key = '';
+  const out: unknown[] = new Array(n);
   for (let i = 0; i < n; i++) {
-    const part = scalarKey(list[i]);
-    if (part === null) return null;
-    key += part;
-    key += '\u0001';
+    const c = comparable(list[i]);
+    if (c === NOT_COMPARABLE) return null;
+    out[i] = c;
   }
-  return key;
+  return out;
 }
 
-/** One value as a key part; the first character says the type, so `1`, `'1'`, `1n` and `true` stay apart. */
-function scalarKey(v: unknown): string | null {
-  if (v === null || v === undefined) return 'n';
+/** A value as it is compared: scalars as they are (so `1`, `'1'`, `1n` and `true` stay apart), a Date by its time. */
+function comparable(v: unknown): unknown {
+  if (v === null || v === undefined) return null;
   switch (typeof v) {
     case 'string':
-      return v.length > 256 ? null : 's' + v;
+      return v.length > 256 ? NOT_COMPARABLE : v;
     case 'number':
-      return 'd' + v;
     case 'bigint':
-      return 'b' + v;
     case 'boolean':
-      return v ? 't' : 'f';
+      return v;
     default:
-      if (v instanceof Date) return 'D' + v.getTime();
-      return null;
+      return v instanceof Date ? `\u0000Date ${v.getTime()}` : NOT_COMPARABLE;
   }
+}
+
+/** Whether two lists from {@link comparableValues} bind the same values (NaN is NaN, 0 is -0, as the driver sends them). */
+function sameValues(a: readonly unknown[], b: readonly unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (x !== y && !(x !== x && y !== y)) return false;
+  }
+  return true;
 }
 
 /** What a closed window holds: the layer for the report, and the groups the driver model reasons about. */
@@ -244,11 +258,11 @@ export class WindowTotals {
     if (group.overflow) this.#textsOmitted++;
     const distinct = group.distinct;
     // A call whose wrapper handed over no values while binding some is not compared (StatementSink.epoch).
-    if (distinct !== null && distinct.keys !== null && distinct.tracked < MAX_TRACKED_CALLS && (values !== undefined || bind === 0)) {
+    if (distinct !== null && distinct.sets !== null && distinct.tracked < MAX_TRACKED_CALLS && (values !== undefined || bind === 0)) {
       distinct.tracked++;
-      const key = bind > MAX_TRACKED_VALUES ? null : valuesKey(values);
-      if (key === null) distinct.keys = null;
-      else distinct.keys.add(key);
+      const list = bind > MAX_TRACKED_VALUES ? null : comparableValues(values);
+      if (list === null) distinct.sets = null;
+      else if (!distinct.sets.some((seen) => sameValues(seen, list))) distinct.sets.push(list);
     }
     if (this.#eventsLeft > 0 && !group.ignored) this.#keep(driver, shape, startMs, endMs, failed ? null : rowsAffected, failed ? error : null, connectionId, group);
   }
@@ -286,7 +300,7 @@ export class WindowTotals {
     for (const g of info.groups) if (g.kind === shape.kind && g.connectionId === connectionId && g.statementClass === shape.statementClass) return g;
     // A prepare binds nothing and returns no rows: 0 distinct sets and 0 rows on its shape; whether its repeats are
     // N+1 or duplicates is the executions' question (knex on better-sqlite3 prepares before every run).
-    const distinct = shape.kind === 'prepare' ? null : (info.distinct[shape.kind] ??= { keys: new Set(), tracked: 0 });
+    const distinct = shape.kind === 'prepare' ? null : (info.distinct[shape.kind] ??= { sets: [], tracked: 0 });
     const group = newGroup(shape, connectionId, distinct, info, false);
     info.groups.push(group);
     return group;
@@ -359,8 +373,8 @@ export class WindowTotals {
       for (const [kind, d] of Object.entries(info.distinct) as [CallKind, DistinctValues][]) {
         const shape = byShape.get(`${id}\u0000${kind}`);
         if (!shape) continue;
-        if (d.keys && d.tracked > 0) {
-          shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + d.keys.size;
+        if (d.sets && d.tracked > 0) {
+          shape.distinctParameterSets = (shape.distinctParameterSets ?? 0) + d.sets.length;
           shape.distinctOf = (shape.distinctOf ?? 0) + d.tracked;
         } else shape.distinctKnown = false;
       }
