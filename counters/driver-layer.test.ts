@@ -139,4 +139,34 @@ describe('WindowTotals shapes', () => {
       ['execute', 3, 3],
     ]);
   });
+
+  it('compares the values of the first 64 calls of a text and says so (distinctOf), so a long loop is still an N+1', () => {
+    const totals = new WindowTotals();
+    const sql = 'SELECT id FROM children WHERE parent_id = ?';
+    for (let i = 0; i < 100; i++) totals.add('pg', run(sql, 'select'), 0, 0, null, null, 7, [i]);
+    const [shape] = totals.finish().layer.shapes;
+    expect(shape).toMatchObject({ calls: 100, parameterSets: 100, distinctParameterSets: 64, distinctOf: 64 });
+  });
+
+  it('tells values apart by type and compares a reused array by what it held at each call', () => {
+    const totals = new WindowTotals();
+    const sql = 'SELECT id FROM t WHERE a = ? AND b = ?';
+    const reused: unknown[] = [];
+    // 1, '1', 1n and true are four sets; NaN equals NaN and 0 equals -0, as the server sees them; null is undefined.
+    for (const v of [1, '1', 1n, true, Number.NaN, Number.NaN, 0, -0, null, undefined]) {
+      reused[0] = v;
+      reused[1] = 'x';
+      totals.add('mysql2', { ...run(sql, 'select'), method: 'execute', bindValues: 2 }, 0, 0, null, null, 1, reused);
+    }
+    const [shape] = totals.finish().layer.shapes;
+    expect(shape).toMatchObject({ calls: 10, distinctParameterSets: 7, distinctOf: 10 });
+  });
+
+  it('does not compare calls whose wrapper handed over no values while binding some, and says it cannot tell', () => {
+    const totals = new WindowTotals();
+    const sql = 'INSERT INTO t (a) VALUES (?)';
+    for (let i = 0; i < 3; i++) totals.add('better-sqlite3', { ...run(sql, 'insert'), method: 'run' }, 0, 0, 1, null, null);
+    const [shape] = totals.finish().layer.shapes;
+    expect(shape).toMatchObject({ calls: 3, distinctParameterSets: null, distinctOf: null });
+  });
 });

@@ -157,6 +157,16 @@ describe('toHaveNoRepeatedShapes', () => {
     expect(message.indexOf('5 calls')).toBeLessThan(message.indexOf('4 calls'));
   });
 
+  it('judges a long loop by the values it compared (the first 64), and says so', () => {
+    const loop = withShapes(tallyFixture(), [
+      shapeOf('SELECT * FROM users WHERE id = ?', { statementClass: 'select', calls: 500, parameterSets: 500, distinctParameterSets: 64, distinctOf: 64 }),
+      shapeOf('SELECT * FROM settings WHERE k = ?', { statementClass: 'select', calls: 300, parameterSets: 300, distinctParameterSets: 1, distinctOf: 64 }),
+    ]);
+    const message = messageOf(() => expect(loop).toHaveNoRepeatedShapes());
+    expect(message).toContain('N+1 (different parameters each time (values compared over the first 64 of 500)): 500 calls');
+    expect(message).toContain('duplicate (the same parameters every time (values compared over the first 64 of 300)): 300 calls');
+  });
+
   it('passes when every shape ran once, and a batch of many rows is one call', () => {
     const batch = withShapes(tallyFixture(), [
       shapeOf('INSERT INTO t (a, b) VALUES (?, ?)', { kind: 'batch', calls: 1, parameterSets: 5000, distinctParameterSets: 5000 }),

@@ -205,6 +205,46 @@ describe('wrapBetterSqlite3', () => {
   });
 });
 
+describe('wrapBetterSqlite3 values and windows', () => {
+  it('counts more than 8 scalars, mixed forms and bound values the same way on every path', () => {
+    const raw = new Database(':memory:');
+    raw.exec('CREATE TABLE w (a, b, c, d, e, f, g, h, i, j)');
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(raw, tally);
+    const ten = db.prepare('INSERT INTO w VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
+    ten.run(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+    ten.run([1, 2, 3, 4, 5], 6, 7, 8, 9, 10);
+    ten.run(1, 2, 3, 4, 5, 6, 7, [8, 9, 10]);
+    const named = db.prepare('INSERT INTO w (a, b) VALUES (@a, @b)');
+    named.run({ a: 1, b: 2 });
+    const bound = db.prepare('SELECT ? + ?').bind(1, 2);
+    bound.get();
+    expect(tally.events.filter((e) => e.kind === 'execute').map((e) => `${e.method}:${e.bindValues}`)).toEqual(['run:10', 'run:10', 'run:10', 'run:2', 'get:2']);
+    expect(raw.prepare('SELECT count(*) AS n FROM w').get()).toEqual({ n: 4 });
+  });
+
+  it('hands values over for the first 64 calls of each window only, and again in the next window', () => {
+    const seen: boolean[] = [];
+    let epoch = 0;
+    const sink = {
+      record: (_d: unknown, _s: unknown, _a: number, _b: number, _r: unknown, _e: unknown, _c: unknown, values?: unknown) => void seen.push(values !== undefined),
+      get epoch() {
+        return epoch;
+      },
+      timed: false,
+    };
+    const db = wrapBetterSqlite3(open(), sink);
+    const insert = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    for (let i = 0; i < 100; i++) insert.run(i, 'x');
+    epoch++;
+    for (let i = 0; i < 10; i++) insert.run(i, 'y');
+    // The prepare hands none (it binds nothing); then 64 of the first window's 100 runs, then the new window's.
+    expect(seen.slice(1).filter(Boolean)).toHaveLength(64 + 10);
+    expect(seen.slice(1, 65).every(Boolean)).toBe(true);
+    expect(seen.slice(65, 101).some(Boolean)).toBe(false);
+  });
+});
+
 describe('countSqliteParams', () => {
   it('counts scalars, array elements and named keys', () => {
     expect(countSqliteParams([])).toBe(0);
