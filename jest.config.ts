@@ -10,7 +10,7 @@ const config: Config = {
   testTimeout: 180_000,
   // Root options too. Integration files mostly wait on their servers (a whole run keeps about 1.6 of 2 cores busy),
   // so five workers where Jest's default (cores - 1) would run everything in one process: with the waiting files
-  // first (integration/sequencer.js), 145 s with three, 122 s with four and 119 s with five on a 2-core machine.
+  // first (integration/sequencer.js), 145 s with three, 122 s with four and 119-122 s with five on a 2-core machine.
   // Each worker keeps its own pooled servers (integration/pool.ts), so more workers also means more servers;
   // `--maxWorkers` on the command line overrides.
   maxWorkers: 5,
