@@ -1,3 +1,4 @@
+// @waits 9: the drivers of each backend wrapped and run against it.
 import dc from 'node:diagnostics_channel';
 import mysql2Callback from 'mysql2';
 import mysql2 from 'mysql2/promise';

@@ -1,3 +1,4 @@
+// @waits 10: every layer against the servers' own statement logs.
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';

@@ -1,3 +1,4 @@
+// @waits 11: pooled servers lent, checked and reset.
 import fs from 'node:fs';
 import path from 'node:path';
 import mysql from 'mysql2/promise';

@@ -1,3 +1,4 @@
+// @waits 11: probe windows on every backend.
 import Database from 'better-sqlite3';
 import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';

@@ -1,3 +1,4 @@
+// @waits 9: Jest projects spawned for each step of a snapshot's life.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
