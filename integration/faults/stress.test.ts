@@ -1,4 +1,4 @@
-// @waits 17: hundreds of windows beside writers inserting in a loop, on every backend.
+// @waits 17: measured windows beside writers inserting in a loop, on every backend.
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { CaptureSession, type Captured } from '../../capture/capture';
