@@ -736,12 +736,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         return null;
       });
     const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
-    // A server that let the first read go unanswered (frozen) will not answer a cancel through a fresh connection
-    // either: trying would hold the window another AFTER_TIMEOUT_READ_MS for nothing. One that answered with an
-    // error (no such table) is still asked to cancel.
-    const cancelled =
-      opts.onTimeout === 'wait' ? [] : silent ? null : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
-    if (cancelled === null) unread.push('cancelling the running statements: not tried, the server did not answer the reading before');
+    // Asked to cancel even when the count went unanswered: a server slow under load may still take the cancel, and a
+    // statement left running would go on committing rows nobody counts.
+    const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
     // A server that did not answer those two (frozen, gone) will not finish its statements either: waiting for them
     // or reading again would only hold the window longer.
     const unresponsive = unread.length > 0;
@@ -753,9 +750,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       running.length > 0
         ? opts.onTimeout === 'wait'
           ? `waited for ${running.length} statement(s) still running on the server`
-          : cancelled === null
-            ? `${running.length} statement(s) still running on the server, not cancelled`
-            : `cancelled ${cancelled.length} of ${running.length} statement(s) still running on the server`
+          : `cancelled ${cancelled.length} of ${running.length} statement(s) still running on the server`
         : 'no statement was running on the server',
       settled && settled.busy.length > 0 ? `${settled.busy.length} connection(s) still busy after ${AFTER_TIMEOUT_SETTLE_MS} ms` : '',
       table
@@ -767,7 +762,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     ].filter(Boolean);
     return {
       running: running.length,
-      cancelled: cancelled?.length ?? 0,
+      cancelled: cancelled.length,
       table: table?.name ?? null,
       rowsAtGiveUp: atGiveUp,
       rowsAfterwards: afterwards,

@@ -1,4 +1,4 @@
-// @waits 51: three frozen servers, one after another, each waiting out the cell timeout and the bounded reads.
+// @waits 66: three frozen servers, one after another, each waiting out the cell timeout and the bounded reads.
 import { processAlive } from '../../containers/live';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { FAULT_ROWS, FAULT_TARGETS, faultEnv, signalServer, thawQuietly, type FaultTarget } from './fixture';
