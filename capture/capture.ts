@@ -254,6 +254,9 @@ export function workloadErrorOf(err: unknown): WorkloadError {
 const GAVE_UP = Symbol('sqltally.gaveUp');
 function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal: AbortSignal | undefined): Promise<T> {
   if (timeoutMs === undefined && !signal) return work;
+  // Work given up on goes on without anyone awaiting it; its failure (a connection closed under it) is accounted as
+  // late commits, and must not end the process as an unhandled rejection.
+  work.catch(() => undefined);
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
     const stop = (why: string) => {
@@ -554,7 +557,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const timed = async () => {
       const started = process.hrtime.bigint();
       try {
-        const work = Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
+        // Aborted while the window opened: the function is not started at all (it would run on a connection the
+        // window is about to close).
+        const work = opts.signal?.aborted
+          ? Promise.reject<T>(opts.signal.reason)
+          : Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
         result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
       } catch (err) {
         thrown = err;

@@ -306,6 +306,30 @@ describeEachBackend(
       }
     });
 
+    it('aborted while the window opens: the function never starts, nothing is left to reject unhandled, incomplete', async () => {
+      const unhandled: unknown[] = [];
+      const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        const controller = new AbortController();
+        controller.abort('SIGINT');
+        let started = 0;
+        const tally = await session.measure(
+          async () => {
+            started++;
+            throw new Error('a statement on a connection closed under it');
+          },
+          { signal: controller.signal },
+        );
+        // Give a rejection nobody handled the turn it takes to be reported.
+        await new Promise((r) => setTimeout(r, 50));
+        expect({ started, unhandled, kind: tally.verdict.kind }).toEqual({ started: 0, unhandled: [], kind: 'incomplete' });
+        expect(tally.verdict.reason).toMatch(/aborted \(SIGINT\)/);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+      }
+    });
+
     it('bad input: a value that is not a driver object, a driver of another backend, a closed session, a pool that outlives it', async () => {
       expect(() => session.count({ query: () => undefined })).toThrow(/session.count\(\) was given an object \(Object\), which is not a driver object sqltally counts/);
       const wrongDb = new Database(':memory:');
