@@ -1,6 +1,7 @@
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
 import { startBackend } from '../containers/registry';
+import { withSqlClient } from '../containers/sql-client';
 import type { NetworkConnection, StartedBackend } from '../containers/types';
 import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
@@ -206,23 +207,8 @@ export async function measureReadRace(backend: StartedBackend, mode: Mode, windo
 }
 
 async function runAdmin(backend: StartedBackend, sql: string): Promise<void> {
-  const c = network(backend);
-  if (backend.description.flavour === 'postgres') {
-    const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-    await client.connect();
-    try {
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-    return;
-  }
-  const conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-  try {
-    await conn.query(sql);
-  } finally {
-    await conn.end();
-  }
+  const protocol = backend.description.flavour === 'postgres' ? 'postgres' : 'mysql';
+  await withSqlClient(protocol, network(backend), { backend: backend.description.id }, async (client) => void (await client.query(sql)));
 }
 
 function intOption(argv: string[], name: string, fallback: number): number | null {

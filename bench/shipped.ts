@@ -20,13 +20,17 @@ function newestSource(dir: string): number {
   return newest;
 }
 
+/** Newest source time per folder, walked once however many modules of the folder are loaded. */
+const NEWEST = new Map<string, number>();
+
 function load<T>(module: string): T {
   const file = path.join(ROOT, 'dist', `${module}.js`);
   const built = fs.existsSync(file) ? file : path.join(ROOT, 'dist', module, 'index.js');
   if (!fs.existsSync(built)) throw new Error(`bench: ${built} is missing: run \`npm run build\` first (the benches measure the build)`);
   // A build older than its folder's sources would measure code that is no longer there.
   const folder = path.join(ROOT, module.split('/')[0]!);
-  if (newestSource(folder) > fs.statSync(built).mtimeMs) {
+  if (!NEWEST.has(folder)) NEWEST.set(folder, newestSource(folder));
+  if ((NEWEST.get(folder) ?? 0) > fs.statSync(built).mtimeMs) {
     throw new Error(`bench: dist/ is older than the sources under ${folder}: run \`npm run build\` first (the benches measure the build)`);
   }
   return require(built) as T;

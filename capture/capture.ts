@@ -286,10 +286,10 @@ function raceGivingUp<T>(work: Promise<T>, timeoutMs: number | undefined, signal
   });
 }
 
-/** The work's value, or a rejection saying what did not answer within `ms`; the work is left to settle on its own. */
 /** What {@link within} rejects with when the time ran out (as opposed to the work failing). */
 class NoAnswer extends Error {}
 
+/** The work's value, or a rejection saying what did not answer within `ms`; the work is left to settle on its own. */
 function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   work.catch(() => undefined);
   let timer: NodeJS.Timeout | undefined;

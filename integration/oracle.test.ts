@@ -6,6 +6,7 @@ import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { CaptureSession, type Captured } from '../capture/capture';
+import { withSqlClient } from '../containers/sql-client';
 import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import { isProbeConnection } from '../counters/probes/own-connections';
@@ -819,25 +820,10 @@ async function createTable(b: StartedBackend): Promise<void> {
     }
     return;
   }
-  const c = b.connection;
-  if (b.description.name === 'postgres') {
-    const client = new pg.Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-    await client.connect();
-    try {
-      await client.query(`DROP TABLE IF EXISTS ${TABLE}`);
-      await client.query(sql);
-    } finally {
-      await client.end();
-    }
-    return;
-  }
-  const conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-  try {
-    await conn.query(`DROP TABLE IF EXISTS ${TABLE}`);
-    await conn.query(sql);
-  } finally {
-    await conn.end();
-  }
+  await withSqlClient(b.description.name === 'postgres' ? 'postgres' : 'mysql', b.connection, { backend: b.description.id }, async (client) => {
+    await client.query(`DROP TABLE IF EXISTS ${TABLE}`);
+    await client.query(sql);
+  });
 }
 
 /** What a second handle, which sqltally does not count, reads of the SQLite file. */

@@ -306,28 +306,21 @@ describeEachBackend(
       }
     });
 
-    it('aborted while the window opens: the function never starts, nothing is left to reject unhandled, incomplete', async () => {
-      const unhandled: unknown[] = [];
-      const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
-      process.on('unhandledRejection', onUnhandled);
-      try {
-        const controller = new AbortController();
-        controller.abort('SIGINT');
-        let started = 0;
-        const tally = await session.measure(
-          async () => {
-            started++;
-            throw new Error('a statement on a connection closed under it');
-          },
-          { signal: controller.signal },
-        );
-        // Give a rejection nobody handled the turn it takes to be reported.
-        await new Promise((r) => setTimeout(r, 50));
-        expect({ started, unhandled, kind: tally.verdict.kind }).toEqual({ started: 0, unhandled: [], kind: 'incomplete' });
-        expect(tally.verdict.reason).toMatch(/aborted \(SIGINT\)/);
-      } finally {
-        process.off('unhandledRejection', onUnhandled);
-      }
+    // The process-level half of this (no unhandled rejection) cannot be seen from inside Jest's sandbox: a listener
+    // here heard nothing even before the fix. The integration/faults/interrupt.test.ts child process shows it.
+    it('aborted while the window opens: the function never starts, incomplete', async () => {
+      const controller = new AbortController();
+      controller.abort('SIGINT');
+      let started = 0;
+      const tally = await session.measure(
+        async () => {
+          started++;
+          throw new Error('a statement on a connection closed under it');
+        },
+        { signal: controller.signal },
+      );
+      expect({ started, kind: tally.verdict.kind }).toEqual({ started: 0, kind: 'incomplete' });
+      expect(tally.verdict.reason).toMatch(/aborted \(SIGINT\)/);
     });
 
     it('bad input: a value that is not a driver object, a driver of another backend, a closed session, a pool that outlives it', async () => {

@@ -103,7 +103,7 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
         function prepare(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
           const stmt = track(site, shapeOf('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows);
-          return wrapStatement(stmt as BetterSqlite3Statement, sink, site, sql);
+          return wrapStatement(stmt as BetterSqlite3Statement, sink, site);
         },
       exec: (original, _target, wrapper) =>
         function exec(...args: unknown[]) {
@@ -126,13 +126,12 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
   });
 }
 
-function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, prepared: string): BetterSqlite3Statement {
+function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite): BetterSqlite3Statement {
   return wrapOnce(DRIVER, stmt, sink, () => {
     const mark: WrapperMark = { driver: DRIVER, sink, target: stmt };
-    // The text prepare() was given, not `stmt.source`: that is a fresh copy made by the native side at each read (100
-    // KB copied for a large multi-row INSERT), while the same string object as the prepare's makes every later
-    // lookup of the text (the window's, the caches') an identity check instead of a comparison of its characters.
-    const sql = stmt.source === prepared ? prepared : stmt.source;
+    // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
+    // of it are identity checks.
+    const sql = stmt.source;
     // The statement's text never changes, so classify once: `run` is the per-row hot path.
     const statementClass = classifyCached(sql, 'sqlite');
     let boundValues = 0;
