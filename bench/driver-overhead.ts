@@ -299,10 +299,6 @@ interface BindFigures {
 const BIND_ROWS = [100, 1000, 5000];
 const BIND_ROUNDS = 31;
 
-/**
- * One call binding many values: a multi-row `?` INSERT (6 values a row) prepared and run once per round on a
- * string the window has not seen (a copy made each round, as a strategy builds its SQL), raw vs counted.
- */
 interface OwnWorkFigures {
   values: number;
   sqlChars: number;
@@ -394,6 +390,10 @@ function ownWorkBench(control: boolean): OwnWorkFigures[] {
   return out;
 }
 
+/**
+ * One call binding many values: a multi-row `?` INSERT (6 values a row) prepared and run once per round on a
+ * string the window has not seen (a copy made each round, as a strategy builds its SQL), raw vs counted.
+ */
 async function bindBench(control: boolean): Promise<BindFigures[]> {
   const { default: Database } = await import('better-sqlite3');
   const table = workloadTable('sqlite', 'bench_bind');
