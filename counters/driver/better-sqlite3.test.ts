@@ -110,6 +110,42 @@ describe('wrapBetterSqlite3', () => {
     expect(stmt.database).toBe(raw);
   });
 
+  it('counts a statement in place: the driver class, its getters, every arity and argument mix', () => {
+    const raw = open();
+    raw.exec('CREATE TABLE w (a, b, c, d, e, f, g, h, i)');
+    const rawStatement = raw.prepare('SELECT 1');
+    const tally = new DriverTally();
+    const db = wrapBetterSqlite3(raw, tally);
+    const stmt = db.prepare('SELECT ?');
+    // Still the driver's Statement: same class, its accessors answer, and a raw statement stays uncounted.
+    expect(stmt).toBeInstanceOf(rawStatement.constructor);
+    expect(stmt.busy).toBe(false);
+    expect(stmt.columns().map((c) => c.name)).toEqual(['?']);
+    const before = tally.size;
+    rawStatement.get();
+    expect(tally.size).toBe(before);
+    for (let n = 0; n <= 9; n++) {
+      const values = Array.from({ length: n }, (_, i) => (i % 3 === 2 ? null : i % 3 === 1 ? `v${i}` : i + 0.5));
+      const sql = n === 0 ? 'INSERT INTO w DEFAULT VALUES' : `INSERT INTO w (${'abcdefghi'.slice(0, n).split('').join(', ')}) VALUES (${values.map(() => '?').join(', ')})`;
+      const insert = db.prepare(sql);
+      expect(insert.run(...values)).toMatchObject({ changes: 1 });
+      expect(tally.events.at(-1)).toMatchObject({ method: 'run', bindValues: n, rowsAffected: 1, error: null });
+    }
+    // Scalars mixed with an array and a named object (better-sqlite3 binds them all): 1 + 2 + 1.
+    db.prepare('INSERT INTO w (a, b, c, d) VALUES (?, ?, ?, @d)').run(1, [2, 3], { d: 4 });
+    expect(tally.events.at(-1)).toMatchObject({ bindValues: 4, rowsAffected: 1 });
+    // The wrong number of values: the driver's own error, recorded with the count that was handed over.
+    expect(() => db.prepare('INSERT INTO w (a) VALUES (?)').run(1, 2)).toThrow(/Too many parameter values/);
+    expect(tally.events.at(-1)).toMatchObject({ bindValues: 2, rowsAffected: null, error: expect.stringMatching(/Too many parameter values/) });
+    // A statement of a second database, counted into another sink, is its own.
+    const other = new DriverTally();
+    const second = wrapBetterSqlite3(open(), other);
+    second.prepare('SELECT ?').get(1);
+    expect(brief(other.events)).toEqual(['prepare/prepare/select/0/0/null', 'get/execute/select/1/1/null']);
+    expect(stmt.get(7)).toEqual({ '?': 7 });
+    expect(tally.events.at(-1)).toMatchObject({ method: 'get', bindValues: 1 });
+  });
+
   it('does not count twice when wrapped twice, and refuses a second sink', () => {
     const tally = new DriverTally();
     const raw = open();

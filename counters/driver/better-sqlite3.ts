@@ -128,120 +128,190 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
 
 function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite): BetterSqlite3Statement {
   return wrapOnce(DRIVER, stmt, sink, () => {
-    const mark: WrapperMark = { driver: DRIVER, sink, target: stmt };
     // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
-    // of it are identity checks.
+    // of it are identity checks. The text never changes, so it is classified once: `run` is the per-row hot path.
     const sql = stmt.source;
-    // The statement's text never changes, so classify once: `run` is the per-row hot path.
-    const statementClass = classifyCached(sql, 'sqlite');
-    let boundValues = 0;
-    // Values are counted from the arguments of each call (an array counts its elements, a named object its keys,
-    // with no walk over either), never from the SQL: counting a 100 KB text's placeholders costs milliseconds, and
-    // a call with the wrong number of values fails in the driver anyway. `run` is the per-row hot path of the
-    // recommended bulk insert, so `arguments` is only ever read by index and forwarded (V8 then never allocates it),
-    // one shape is reused while the bound-value count stays the same, the clock is read only while the sink keeps
-    // times, and the values themselves are handed over only for the first calls of each window (a copy, made then):
-    // the sink compares no more than those (see VALUES_PER_WINDOW).
-    const execution = (method: string, rowsOf: (result: unknown) => number | null) => (original: (...a: unknown[]) => unknown) => {
-      let shape: CallShape | undefined;
-      let seenEpoch: number | undefined = -1;
-      let valuesLeft = 0;
-      const shapeFor = (bindValues: number): CallShape => {
-        if (shape === undefined || shape.bindValues !== bindValues) shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 };
-        return shape;
-      };
-      /** Whether this call's values go to the sink: the first VALUES_PER_WINDOW calls of each window. */
-      const handsValues = (): boolean => {
-        const epoch = sink.epoch;
-        if (epoch !== seenEpoch) {
-          seenEpoch = epoch;
-          valuesLeft = VALUES_PER_WINDOW;
-        }
-        if (valuesLeft === 0) return false;
-        valuesLeft--;
-        return true;
-      };
-      const failed = (call: CallShape, start: number, timed: boolean, error: unknown, values: unknown): void =>
-        emit(site, call, start, timed ? nowNs() : 0, null, error, values);
-      const settled = (call: CallShape, start: number, timed: boolean, result: unknown, values: unknown): void =>
-        emit(site, call, start, timed ? nowNs() : 0, rowsOf(result), null, values);
-      // Any call: arrays, named objects, more than 8 values. Rest parameters, because a loop over `arguments[i]` in
-      // the common path below would make V8 build the arguments object on every call.
-      const general = (...args: unknown[]): unknown => {
-        const values = handsValues() ? (args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
-        const call = shapeFor(args.length === 0 ? boundValues : countSqliteParams(args));
-        const timed = sink.timed !== false;
-        const start = timed ? nowNs() : 0;
-        let result: unknown;
-        try {
-          result = original.apply(undefined, args);
-        } catch (error) {
-          failed(call, start, timed, error, values);
-          throw error;
-        }
-        settled(call, start, timed, result, values);
-        return result;
-      };
-      // The common per-row call, up to 8 scalars: `arguments` is only read at fixed positions and forwarded, which V8
-      // compiles to a few compares with no arguments object (a loop over it cost about 200 instructions a call).
-      return function counted(this: unknown) {
-        const n = arguments.length;
-        if (
-          n > 8 ||
-          !(n < 1 || scalar(arguments[0])) ||
-          !(n < 2 || scalar(arguments[1])) ||
-          !(n < 3 || scalar(arguments[2])) ||
-          !(n < 4 || scalar(arguments[3])) ||
-          !(n < 5 || scalar(arguments[4])) ||
-          !(n < 6 || scalar(arguments[5])) ||
-          !(n < 7 || scalar(arguments[6])) ||
-          !(n < 8 || scalar(arguments[7]))
-        )
-          return general.apply(undefined, arguments as unknown as unknown[]);
-        const values = handsValues() ? firstOf(n, arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[6], arguments[7]) : undefined;
-        const call = shapeFor(n === 0 ? boundValues : n);
-        const timed = sink.timed !== false;
-        const start = timed ? nowNs() : 0;
-        let result: unknown;
-        try {
-          result = original.apply(undefined, arguments as unknown as unknown[]);
-        } catch (error) {
-          failed(call, start, timed, error, values);
-          throw error;
-        }
-        settled(call, start, timed, result, values);
-        return result;
-      };
-    };
-    const hooks: MethodHooks<BetterSqlite3Statement> = {
-      run: execution('run', runChanges),
-      get: execution('get', noRows),
-      all: execution('all', noRows),
-      iterate: execution('iterate', noRows),
-      bind: (original, _target, wrapper) =>
-        function bind(...params: unknown[]) {
-          const result = original(...params);
-          boundValues = countSqliteParams(params);
-          return result === stmt ? wrapper : result;
-        },
-    };
-    // The statement is sqltally's own (the counted `prepare` made it), so its counted methods are shadowed on the
-    // instance instead of behind a Proxy: the per-row path then pays no trap per call, and the object stays the
-    // driver's own class. `statement.database` stays the raw Database, so calls made through it are not counted.
-    return countInPlace(stmt, mark, hooks);
+    const state: StatementState = { site, sink, sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0, executions: {} };
+    Object.defineProperty(stmt, STATE, { value: state });
+    Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
+    // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
+    // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
+    // (`instanceof`, every other method and getter). `statement.database` stays the raw Database, so calls made
+    // through it are not counted.
+    Object.setPrototypeOf(stmt, countingPrototype(Object.getPrototypeOf(stmt) as object));
+    return stmt;
   });
 }
 
-/** Shadows the hooked methods on `target` itself (see {@link wrapStatement}); returns `target`. */
-function countInPlace<T extends object>(target: T, mark: WrapperMark, hooks: MethodHooks<T>): T {
-  for (const [name, hook] of Object.entries(hooks)) {
-    const method = Reflect.get(target, name) as ((...a: unknown[]) => unknown) | undefined;
-    if (!hook || typeof method !== 'function') continue;
-    Object.defineProperty(target, name, { value: hook(method.bind(target), target, target), writable: true, configurable: true });
-  }
-  Object.defineProperty(target, WRAPPED, { value: mark });
-  return target;
+/** A wrapped statement's counting state, an own property under {@link STATE}. */
+interface StatementState {
+  readonly site: CallSite;
+  readonly sink: StatementSink;
+  readonly sql: string;
+  readonly statementClass: CallShape['statementClass'];
+  /** Values bound by `bind()`, counted on the executions that pass none. */
+  boundValues: number;
+  readonly executions: Partial<Record<ExecutionMethod, ExecutionState>>;
 }
+
+/** Per statement and method: the shape reused while the bound-value count stays the same, and the values handed. */
+interface ExecutionState {
+  shape: CallShape | undefined;
+  seenEpoch: number | undefined;
+  valuesLeft: number;
+}
+
+const STATE = Symbol('sqltally.better-sqlite3.statement');
+
+const EXECUTIONS = { run: runChanges, get: noRows, all: noRows, iterate: noRows } as const;
+type ExecutionMethod = keyof typeof EXECUTIONS;
+
+/** The driver's own methods, kept on the counting prototype under these keys. */
+const NATIVE: Record<ExecutionMethod | 'bind', symbol> = {
+  run: Symbol('better-sqlite3 run'),
+  get: Symbol('better-sqlite3 get'),
+  all: Symbol('better-sqlite3 all'),
+  iterate: Symbol('better-sqlite3 iterate'),
+  bind: Symbol('better-sqlite3 bind'),
+};
+
+// One counting prototype per driver prototype: better-sqlite3 has one Statement class per loaded addon.
+const COUNTING_PROTOTYPES = new WeakMap<object, object>();
+
+/**
+ * Why a prototype, not a method shadowed on each statement: a counted method that calls the native one through a
+ * closure (a bound function, `apply`) makes V8 take its generic path into C++ on every call, about 400 instructions
+ * more than the raw `stmt.run(...)`, whose native target it knows from the receiver's map and calls directly. Here
+ * the native method sits on the prototype under a symbol and is called on `this` with a fixed number of arguments,
+ * so V8 knows the target again and keeps its direct call (callgrind, 5000-row windows: +23 instructions a row for the
+ * forwarding, against +403 through a bound function).
+ */
+function countingPrototype(base: object): object {
+  let proto = COUNTING_PROTOTYPES.get(base);
+  if (proto) return proto;
+  proto = Object.create(base) as object;
+  const methods: PropertyDescriptorMap = {};
+  for (const method of Object.keys(NATIVE) as (keyof typeof NATIVE)[]) {
+    const native = Reflect.get(base, method) as unknown;
+    if (typeof native !== 'function') continue;
+    methods[NATIVE[method]] = { value: native };
+    methods[method] = { value: method === 'bind' ? countedBind : countedExecution(method, NATIVE[method], EXECUTIONS[method]), writable: true, configurable: true };
+  }
+  Object.defineProperties(proto, methods);
+  COUNTING_PROTOTYPES.set(base, proto);
+  return proto;
+}
+
+type Native = (...a: unknown[]) => unknown;
+type CountedStatement = BetterSqlite3Statement & { [STATE]?: StatementState } & Record<symbol, Native>;
+
+/** `bind` is not a call to the database, but the values it binds are counted on the later executions. */
+function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
+  const result = this[NATIVE.bind]!.apply(this, params);
+  const state = this[STATE];
+  if (state) state.boundValues = countSqliteParams(params);
+  return result;
+}
+
+/**
+ * A counted `run`/`get`/`all`/`iterate`. Values are counted from the arguments of each call (an array counts its
+ * elements, a named object its keys, with no walk over either), never from the SQL: counting a 100 KB text's
+ * placeholders costs milliseconds, and a call with the wrong number of values fails in the driver anyway. `run` is
+ * the per-row hot path of the recommended bulk insert, so `arguments` is only read at fixed positions (V8 then never
+ * allocates it), the clock is read only while the sink keeps times, and the values themselves are handed over only
+ * for the first calls of each window (a copy, made then): the sink compares no more than those.
+ */
+function countedExecution(method: ExecutionMethod, native: symbol, rowsOf: (result: unknown) => number | null) {
+  const executionOf = (state: StatementState): ExecutionState =>
+    (state.executions[method] ??= { shape: undefined, seenEpoch: -1, valuesLeft: 0 });
+  const shapeFor = (state: StatementState, execution: ExecutionState, bindValues: number): CallShape => {
+    const shape = execution.shape;
+    if (shape !== undefined && shape.bindValues === bindValues) return shape;
+    return (execution.shape = { method, kind: 'execute', sql: state.sql, statementClass: state.statementClass, bindValues, parameterSets: 1 });
+  };
+  /** Whether this call's values go to the sink: the first VALUES_PER_WINDOW calls of each window. */
+  const handsValues = (sink: StatementSink, execution: ExecutionState): boolean => {
+    const epoch = sink.epoch;
+    if (epoch !== execution.seenEpoch) {
+      execution.seenEpoch = epoch;
+      execution.valuesLeft = VALUES_PER_WINDOW;
+    }
+    if (execution.valuesLeft === 0) return false;
+    execution.valuesLeft--;
+    return true;
+  };
+  const settle = (state: StatementState, call: CallShape, start: number, timed: boolean, result: unknown, error: unknown, values: unknown): void =>
+    emit(state.site, call, start, timed ? nowNs() : 0, error === NO_ERROR ? rowsOf(result) : null, error === NO_ERROR ? null : error, values);
+  // Any call: arrays, named objects, more than 8 values.
+  const general = (self: CountedStatement, state: StatementState, args: unknown[]): unknown => {
+    const execution = executionOf(state);
+    const values = handsValues(state.sink, execution) ? (args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
+    const call = shapeFor(state, execution, args.length === 0 ? state.boundValues : countSqliteParams(args));
+    const timed = state.sink.timed !== false;
+    const start = timed ? nowNs() : 0;
+    let result: unknown;
+    try {
+      result = args.length === 1 ? self[native]!(args[0]) : self[native]!.apply(self, args);
+    } catch (error) {
+      settle(state, call, start, timed, undefined, error, values);
+      throw error;
+    }
+    settle(state, call, start, timed, result, NO_ERROR, values);
+    return result;
+  };
+  // The common per-row call, up to 8 scalars: `arguments` read at fixed positions only, and the native method called
+  // with as many arguments as were given (an arity V8 can see at each call site). Kept small enough (under V8's 460
+  // bytes of bytecode) for the optimizing compiler to inline it into the caller's loop, as it inlines the raw call:
+  // everything else is in `general`.
+  return function counted(this: CountedStatement): unknown {
+    const state = this[STATE];
+    const n = arguments.length;
+    const a0: unknown = arguments[0], a1: unknown = arguments[1], a2: unknown = arguments[2], a3: unknown = arguments[3];
+    const a4: unknown = arguments[4], a5: unknown = arguments[5], a6: unknown = arguments[6], a7: unknown = arguments[7];
+    // Called on a statement this module did not count (the method taken off a counted one and called with another
+    // `this`): it runs uncounted, as the driver would run it.
+    if (state === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
+    if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, state, Array.prototype.slice.call(arguments) as unknown[]);
+    const execution = executionOf(state);
+    const values = handsValues(state.sink, execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
+    const call = shapeFor(state, execution, n === 0 ? state.boundValues : n);
+    const timed = state.sink.timed !== false;
+    const start = timed ? nowNs() : 0;
+    let result: unknown;
+    try {
+      const f = native;
+      // prettier-ignore
+      result = n === 0 ? this[f]!() : n === 1 ? this[f]!(a0) : n === 2 ? this[f]!(a0, a1) : n === 3 ? this[f]!(a0, a1, a2)
+        : n === 4 ? this[f]!(a0, a1, a2, a3) : n === 5 ? this[f]!(a0, a1, a2, a3, a4) : n === 6 ? this[f]!(a0, a1, a2, a3, a4, a5)
+        : n === 7 ? this[f]!(a0, a1, a2, a3, a4, a5, a6) : this[f]!(a0, a1, a2, a3, a4, a5, a6, a7);
+    } catch (error) {
+      settle(state, call, start, timed, undefined, error, values);
+      throw error;
+    }
+    settle(state, call, start, timed, result, NO_ERROR, values);
+    return result;
+  };
+}
+
+/**
+ * Whether any of the first `n` (up to 8) arguments is an array or an object. Only those `n` are looked at: a test of a
+ * value's type is some 20 instructions, and a prepared `get()` with none is the cheapest call there is.
+ */
+function objectAmong(n: number, a0: unknown, a1: unknown, a2: unknown, a3: unknown, a4: unknown, a5: unknown, a6: unknown, a7: unknown): boolean {
+  return (
+    (n > 0 && !scalar(a0)) ||
+    (n > 1 && !scalar(a1)) ||
+    (n > 2 && !scalar(a2)) ||
+    (n > 3 && !scalar(a3)) ||
+    (n > 4 && !scalar(a4)) ||
+    (n > 5 && !scalar(a5)) ||
+    (n > 6 && !scalar(a6)) ||
+    (n > 7 && !scalar(a7))
+  );
+}
+
+/** Marks a call that returned: `undefined` and `null` are errors a JavaScript function inside SQLite may throw. */
+const NO_ERROR = Symbol('no error');
 
 type TransactionFunction = ((...args: unknown[]) => unknown) & {
   default: TransactionFunction;
