@@ -1,4 +1,4 @@
-import { SqltallyError, redactSecrets } from './errors';
+import { SqltallyError, redactSecrets, truncateStatement } from './errors';
 
 describe('redactSecrets', () => {
   it.each([
@@ -30,5 +30,36 @@ describe('redactSecrets', () => {
   it('is what every SqltallyError message goes through', () => {
     const err = new SqltallyError('access denied at postgres://u@h/d?password=hunter2', { phase: 'connect', cause: new Error('password=hunter2 rejected') });
     expect(err.message).not.toContain('hunter2');
+  });
+});
+
+describe('truncateStatement', () => {
+  // The folding done the long way, on every input: the fast path for text that needs none must agree with it.
+  function folded(sql: string, max: number): string {
+    const head = sql.length > max * 4 + 16 ? sql.slice(0, max * 4 + 16) : sql;
+    const flat = head.replace(/\s+/g, ' ').trim();
+    if (head === sql && flat.length <= max) return flat;
+    return `${flat.slice(0, max)}… (${sql.length} chars)`;
+  }
+
+  it('folds whitespace and cuts at max, saying the length', () => {
+    expect(truncateStatement('SELECT  1\n FROM\tt ', 200)).toBe('SELECT 1 FROM t');
+    expect(truncateStatement(`INSERT INTO t VALUES ${'(?, ?), '.repeat(5000)}(?, ?)`, 30)).toBe('INSERT INTO t VALUES (?, ?), (… (40027 chars)');
+    expect(truncateStatement('abc ', 3)).toBe('abc');
+    expect(truncateStatement('abc  ', 3)).toBe('abc');
+    expect(truncateStatement('abcd', 3)).toBe('abc… (4 chars)');
+  });
+
+  it('agrees with folding the whole head on texts around the cut (spaces, tabs, runs, leading and trailing)', () => {
+    const pieces = ['a', 'b', ' ', '  ', '\t', '\n', '\u00a0', '(?, ?)', ','];
+    let seed = 7;
+    const next = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648);
+    for (let i = 0; i < 20000; i++) {
+      const max = 1 + (next() % 12);
+      let sql = '';
+      const parts = next() % 16;
+      for (let p = 0; p < parts; p++) sql += pieces[next() % pieces.length];
+      expect([sql, max, truncateStatement(sql, max)]).toEqual([sql, max, folded(sql, max)]);
+    }
   });
 });

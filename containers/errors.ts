@@ -59,11 +59,24 @@ export function redactSecrets(text: string): string {
   return text.replace(URL_PASSWORD, '$1***@').replace(SECRET_PARAMETER, '$1***').replace(SQL_PASSWORD, "$1'***'");
 }
 
+/** Whitespace that folding would change: leading, two in a row, or any but a plain space. */
+const NEEDS_FOLDING = /^\s|\s\s|[^\S ]/;
+const WHITESPACE = /\s/;
+
 /**
  * Whitespace folded, cut at `max` characters with the original length said. Only a prefix is folded: a 200 KB
  * multi-row INSERT must not be scanned whole to show its first 200 characters.
  */
 export function truncateStatement(sql: string, max = STATEMENT_SHOWN_CHARS): string {
+  // Generated SQL needs no folding in the part shown (single spaces only): then nothing is scanned beyond it and no
+  // folded copy is made. Folding 800 characters of a multi-row INSERT's `(?, ?, ?)` was 5 us of each new text.
+  if (sql.length <= max) {
+    if (!NEEDS_FOLDING.test(sql)) return sql.trimEnd();
+  } else {
+    const cut = sql.slice(0, max + 1);
+    // The character after the cut not a space, so the shown part cannot end in one that folding would trim.
+    if (!NEEDS_FOLDING.test(cut) && !WHITESPACE.test(cut.charAt(max))) return `${cut.slice(0, max)}… (${sql.length} chars)`;
+  }
   const head = sql.length > max * 4 + 16 ? sql.slice(0, max * 4 + 16) : sql;
   const flat = head.replace(/\s+/g, ' ').trim();
   if (head === sql && flat.length <= max) return flat;
