@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|bind|bind-open> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|bind|bind-open> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -28,11 +28,17 @@ function child(scenario: string, side: string, warmup: number, measured: number)
     open();
     for (let i = 0; i < warmup + measured; i++) st.get();
     close();
-  } else if (scenario === 'per-row') {
+  } else if (scenario === 'per-row' || scenario === 'per-row-spread') {
     const st = db.prepare(`${insertHead(table)} VALUES ${placeholderRows(table, 1)}`);
-    const insert = db.transaction((from: number, n: number) => {
-      for (let i = from; i < from + n; i++) st.run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
-    });
+    const rows = scenario === 'per-row' ? [] : Array.from({ length: PER_ROW_WINDOW }, (_, i) => [i, i, i * 0.5, `t${i % 97}`, 'text', null]);
+    const insert =
+      scenario === 'per-row'
+        ? db.transaction((from: number, n: number) => {
+            for (let i = from; i < from + n; i++) st.run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
+          })
+        : db.transaction((_from: number, n: number) => {
+            for (let i = 0; i < n; i++) st.run(...rows[i]!);
+          });
     for (let done = 0; done < warmup + measured; done += PER_ROW_WINDOW) {
       raw.exec(`DELETE FROM ${table.quoted}`);
       open();
