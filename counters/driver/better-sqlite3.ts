@@ -131,8 +131,13 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
     // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
     // of it are identity checks. The text never changes, so it is classified once: `run` is the per-row hot path.
     const sql = stmt.source;
-    const state: StatementState = { site, sink, sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0, executions: {} };
+    const state: StatementState = { site, sink, sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0 };
     Object.defineProperty(stmt, STATE, { value: state });
+    // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
+    for (const method of Object.keys(EXECUTION) as ExecutionMethod[]) {
+      const execution: ExecutionState = { statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0 };
+      Object.defineProperty(stmt, EXECUTION[method], { value: execution });
+    }
     Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
     // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
     // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
@@ -151,11 +156,16 @@ interface StatementState {
   readonly statementClass: CallShape['statementClass'];
   /** Values bound by `bind()`, counted on the executions that pass none. */
   boundValues: number;
-  readonly executions: Partial<Record<ExecutionMethod, ExecutionState>>;
 }
 
-/** Per statement and method: the shape reused while the bound-value count stays the same, and the values handed. */
+/**
+ * Per statement and method, an own property under the method's key in {@link EXECUTION}: the shape reused while the
+ * bound-value count stays the same, and how many more calls hand their values over in this window.
+ */
 interface ExecutionState {
+  readonly statement: StatementState;
+  readonly site: CallSite;
+  readonly sink: StatementSink;
   shape: CallShape | undefined;
   seenEpoch: number | undefined;
   valuesLeft: number;
@@ -165,6 +175,13 @@ const STATE = Symbol('sqltally.better-sqlite3.statement');
 
 const EXECUTIONS = { run: runChanges, get: noRows, all: noRows, iterate: noRows } as const;
 type ExecutionMethod = keyof typeof EXECUTIONS;
+
+const EXECUTION: Record<ExecutionMethod, symbol> = {
+  run: Symbol('sqltally run'),
+  get: Symbol('sqltally get'),
+  all: Symbol('sqltally all'),
+  iterate: Symbol('sqltally iterate'),
+};
 
 /** The driver's own methods, kept on the counting prototype under these keys. */
 const NATIVE: Record<ExecutionMethod | 'bind', symbol> = {
@@ -222,16 +239,16 @@ function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
  * for the first calls of each window (a copy, made then): the sink compares no more than those.
  */
 function countedExecution(method: ExecutionMethod, native: symbol, rowsOf: (result: unknown) => number | null) {
-  const executionOf = (state: StatementState): ExecutionState =>
-    (state.executions[method] ??= { shape: undefined, seenEpoch: -1, valuesLeft: 0 });
-  const shapeFor = (state: StatementState, execution: ExecutionState, bindValues: number): CallShape => {
+  const key = EXECUTION[method];
+  const shapeFor = (execution: ExecutionState, bindValues: number): CallShape => {
     const shape = execution.shape;
     if (shape !== undefined && shape.bindValues === bindValues) return shape;
-    return (execution.shape = { method, kind: 'execute', sql: state.sql, statementClass: state.statementClass, bindValues, parameterSets: 1 });
+    const { sql, statementClass } = execution.statement;
+    return (execution.shape = { method, kind: 'execute', sql, statementClass, bindValues, parameterSets: 1 });
   };
   /** Whether this call's values go to the sink: the first VALUES_PER_WINDOW calls of each window. */
-  const handsValues = (sink: StatementSink, execution: ExecutionState): boolean => {
-    const epoch = sink.epoch;
+  const handsValues = (execution: ExecutionState): boolean => {
+    const epoch = execution.sink.epoch;
     if (epoch !== execution.seenEpoch) {
       execution.seenEpoch = epoch;
       execution.valuesLeft = VALUES_PER_WINDOW;
@@ -240,42 +257,39 @@ function countedExecution(method: ExecutionMethod, native: symbol, rowsOf: (resu
     execution.valuesLeft--;
     return true;
   };
-  const settle = (state: StatementState, call: CallShape, start: number, timed: boolean, result: unknown, error: unknown, values: unknown): void =>
-    emit(state.site, call, start, timed ? nowNs() : 0, error === NO_ERROR ? rowsOf(result) : null, error === NO_ERROR ? null : error, values);
+  const settle = (execution: ExecutionState, call: CallShape, start: number, timed: boolean, result: unknown, error: unknown, values: unknown): void =>
+    emit(execution.site, call, start, timed ? nowNs() : 0, error === NO_ERROR ? rowsOf(result) : null, error === NO_ERROR ? null : error, values);
   // Any call: arrays, named objects, more than 8 values.
-  const general = (self: CountedStatement, state: StatementState, args: unknown[]): unknown => {
-    const execution = executionOf(state);
-    const values = handsValues(state.sink, execution) ? (args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
-    const call = shapeFor(state, execution, args.length === 0 ? state.boundValues : countSqliteParams(args));
-    const timed = state.sink.timed !== false;
+  const general = (self: CountedStatement, execution: ExecutionState, args: unknown[]): unknown => {
+    const values = handsValues(execution) ? (args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
+    const call = shapeFor(execution, args.length === 0 ? execution.statement.boundValues : countSqliteParams(args));
+    const timed = execution.sink.timed !== false;
     const start = timed ? nowNs() : 0;
     let result: unknown;
     try {
       result = args.length === 1 ? self[native]!(args[0]) : self[native]!.apply(self, args);
     } catch (error) {
-      settle(state, call, start, timed, undefined, error, values);
+      settle(execution, call, start, timed, undefined, error, values);
       throw error;
     }
-    settle(state, call, start, timed, result, NO_ERROR, values);
+    settle(execution, call, start, timed, result, NO_ERROR, values);
     return result;
   };
   // The common per-row call, up to 8 scalars: `arguments` read at fixed positions only, and the native method called
-  // with as many arguments as were given (an arity V8 can see at each call site). Kept small enough (under V8's 460
-  // bytes of bytecode) for the optimizing compiler to inline it into the caller's loop, as it inlines the raw call:
-  // everything else is in `general`.
+  // with as many arguments as were given (an arity V8 can see at each call site), on `this`, so V8 finds it from the
+  // receiver's map and calls it directly (see countingPrototype).
   return function counted(this: CountedStatement): unknown {
-    const state = this[STATE];
+    const execution = this[key] as unknown as ExecutionState | undefined;
     const n = arguments.length;
     const a0: unknown = arguments[0], a1: unknown = arguments[1], a2: unknown = arguments[2], a3: unknown = arguments[3];
     const a4: unknown = arguments[4], a5: unknown = arguments[5], a6: unknown = arguments[6], a7: unknown = arguments[7];
     // Called on a statement this module did not count (the method taken off a counted one and called with another
     // `this`): it runs uncounted, as the driver would run it.
-    if (state === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
-    if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, state, Array.prototype.slice.call(arguments) as unknown[]);
-    const execution = executionOf(state);
-    const values = handsValues(state.sink, execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
-    const call = shapeFor(state, execution, n === 0 ? state.boundValues : n);
-    const timed = state.sink.timed !== false;
+    if (execution === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
+    if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, execution, Array.prototype.slice.call(arguments) as unknown[]);
+    const values = handsValues(execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
+    const call = shapeFor(execution, n === 0 ? execution.statement.boundValues : n);
+    const timed = execution.sink.timed !== false;
     const start = timed ? nowNs() : 0;
     let result: unknown;
     try {
@@ -285,10 +299,10 @@ function countedExecution(method: ExecutionMethod, native: symbol, rowsOf: (resu
         : n === 4 ? this[f]!(a0, a1, a2, a3) : n === 5 ? this[f]!(a0, a1, a2, a3, a4) : n === 6 ? this[f]!(a0, a1, a2, a3, a4, a5)
         : n === 7 ? this[f]!(a0, a1, a2, a3, a4, a5, a6) : this[f]!(a0, a1, a2, a3, a4, a5, a6, a7);
     } catch (error) {
-      settle(state, call, start, timed, undefined, error, values);
+      settle(execution, call, start, timed, undefined, error, values);
       throw error;
     }
-    settle(state, call, start, timed, result, NO_ERROR, values);
+    settle(execution, call, start, timed, result, NO_ERROR, values);
     return result;
   };
 }
