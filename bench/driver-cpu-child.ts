@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|bind|bind-open> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|bind|bind-open> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -45,6 +45,11 @@ function child(scenario: string, side: string, warmup: number, measured: number)
       insert(done, Math.min(PER_ROW_WINDOW, warmup + measured - done));
       close();
     }
+  } else if (scenario === 'prepare-run') {
+    const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 1)}`;
+    open();
+    for (let i = 0; i < warmup + measured; i++) db.prepare(sql).run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
+    close();
   } else {
     const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 5000)}`;
     const values: unknown[] = [];

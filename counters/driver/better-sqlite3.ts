@@ -131,13 +131,20 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
     // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
     // of it are identity checks. The text never changes, so it is classified once: `run` is the per-row hot path.
     const sql = stmt.source;
-    const state: StatementState = { site, sink, sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0 };
-    Object.defineProperty(stmt, STATE, { value: state });
+    const state: StatementState = { sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0 };
+    const slots = stmt as unknown as Record<symbol, StatementState | ExecutionState>;
+    // Symbol-keyed, so no listing of the statement's keys shows them. Assigned rather than defined: a store V8 has
+    // seen before follows a cached map transition, where each `Object.defineProperty` is a runtime call of about 2k
+    // instructions (callgrind), and some callers prepare before every run (knex on SQLite).
+    slots[STATE] = state;
     // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
-    for (const method of Object.keys(EXECUTION) as ExecutionMethod[]) {
-      const execution: ExecutionState = { statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0 };
-      Object.defineProperty(stmt, EXECUTION[method], { value: execution });
-    }
+    // One store per method written out: a loop over COUNTED's keys made one store site see four keys, 2.7k instructions
+    // more per prepare. A method of COUNTED left out here runs uncounted, which its tests catch.
+    const execution = (): ExecutionState => ({ statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0 });
+    slots[COUNTED.run.state] = execution();
+    slots[COUNTED.get.state] = execution();
+    slots[COUNTED.all.state] = execution();
+    slots[COUNTED.iterate.state] = execution();
     Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
     // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
     // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
@@ -150,8 +157,6 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
 
 /** A wrapped statement's counting state, an own property under {@link STATE}. */
 interface StatementState {
-  readonly site: CallSite;
-  readonly sink: StatementSink;
   readonly sql: string;
   readonly statementClass: CallShape['statementClass'];
   /** Values bound by `bind()`, counted on the executions that pass none. */
@@ -159,8 +164,8 @@ interface StatementState {
 }
 
 /**
- * Per statement and method, an own property under the method's key in {@link EXECUTION}: the shape reused while the
- * bound-value count stays the same, and how many more calls hand their values over in this window.
+ * Per statement and method, an own property under the method's `state` key in {@link COUNTED}: the shape reused while
+ * the bound-value count stays the same, and how many more calls hand their values over in this window.
  */
 interface ExecutionState {
   readonly statement: StatementState;
@@ -173,24 +178,20 @@ interface ExecutionState {
 
 const STATE = Symbol('sqltally.better-sqlite3.statement');
 
-const EXECUTIONS = { run: runChanges, get: noRows, all: noRows, iterate: noRows } as const;
-type ExecutionMethod = keyof typeof EXECUTIONS;
-
-const EXECUTION: Record<ExecutionMethod, symbol> = {
-  run: Symbol('sqltally run'),
-  get: Symbol('sqltally get'),
-  all: Symbol('sqltally all'),
-  iterate: Symbol('sqltally iterate'),
-};
-
-/** The driver's own methods, kept on the counting prototype under these keys. */
-const NATIVE: Record<ExecutionMethod | 'bind', symbol> = {
-  run: Symbol('better-sqlite3 run'),
-  get: Symbol('better-sqlite3 get'),
-  all: Symbol('better-sqlite3 all'),
-  iterate: Symbol('better-sqlite3 iterate'),
-  bind: Symbol('better-sqlite3 bind'),
-};
+/**
+ * The counted executions: rows affected from their result; `native`, the key of the driver's own method on the
+ * counting prototype; `state`, the key of the statement's {@link ExecutionState} for it.
+ */
+const COUNTED = {
+  run: { rowsOf: runChanges, native: Symbol('better-sqlite3 run'), state: Symbol('sqltally run') },
+  get: { rowsOf: noRows, native: Symbol('better-sqlite3 get'), state: Symbol('sqltally get') },
+  all: { rowsOf: noRows, native: Symbol('better-sqlite3 all'), state: Symbol('sqltally all') },
+  iterate: { rowsOf: noRows, native: Symbol('better-sqlite3 iterate'), state: Symbol('sqltally iterate') },
+} as const;
+type ExecutionMethod = keyof typeof COUNTED;
+const EXECUTION_METHODS = Object.keys(COUNTED) as ExecutionMethod[];
+/** The driver's own `bind`, on the counting prototype. */
+const NATIVE_BIND = Symbol('better-sqlite3 bind');
 
 // One counting prototype per driver prototype: better-sqlite3 has one Statement class per loaded addon.
 const COUNTING_PROTOTYPES = new WeakMap<object, object>();
@@ -208,12 +209,14 @@ function countingPrototype(base: object): object {
   if (proto) return proto;
   proto = Object.create(base) as object;
   const methods: PropertyDescriptorMap = {};
-  for (const method of Object.keys(NATIVE) as (keyof typeof NATIVE)[]) {
-    const native = Reflect.get(base, method) as unknown;
-    if (typeof native !== 'function') continue;
-    methods[NATIVE[method]] = { value: native };
-    methods[method] = { value: method === 'bind' ? countedBind : countedExecution(method, NATIVE[method], EXECUTIONS[method]), writable: true, configurable: true };
-  }
+  const install = (name: string, key: symbol, counted: (this: CountedStatement, ...a: unknown[]) => unknown): void => {
+    const native = Reflect.get(base, name) as unknown;
+    if (typeof native !== 'function') return;
+    methods[key] = { value: native };
+    methods[name] = { value: counted, writable: true, configurable: true };
+  };
+  for (const method of EXECUTION_METHODS) install(method, COUNTED[method].native, countedExecution(method));
+  install('bind', NATIVE_BIND, countedBind);
   Object.defineProperties(proto, methods);
   COUNTING_PROTOTYPES.set(base, proto);
   return proto;
@@ -224,7 +227,7 @@ type CountedStatement = BetterSqlite3Statement & { [STATE]?: StatementState } & 
 
 /** `bind` is not a call to the database, but the values it binds are counted on the later executions. */
 function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
-  const result = this[NATIVE.bind]!.apply(this, params);
+  const result = this[NATIVE_BIND]!.apply(this, params);
   const state = this[STATE];
   if (state) state.boundValues = countSqliteParams(params);
   return result;
@@ -234,12 +237,12 @@ function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
  * A counted `run`/`get`/`all`/`iterate`. Values are counted from the arguments of each call (an array counts its
  * elements, a named object its keys, with no walk over either), never from the SQL: counting a 100 KB text's
  * placeholders costs milliseconds, and a call with the wrong number of values fails in the driver anyway. `run` is
- * the per-row hot path of the recommended bulk insert, so `arguments` is only read at fixed positions (V8 then never
- * allocates it), the clock is read only while the sink keeps times, and the values themselves are handed over only
- * for the first calls of each window (a copy, made then): the sink compares no more than those.
+ * the per-row hot path of the recommended bulk insert, so its common path reads `arguments` at fixed positions only
+ * (V8 then never allocates it), the clock is read only while the sink keeps times, and the values themselves are
+ * handed over only for the first calls of each window (a copy, made then): the sink compares no more than those.
  */
-function countedExecution(method: ExecutionMethod, native: symbol, rowsOf: (result: unknown) => number | null) {
-  const key = EXECUTION[method];
+function countedExecution(method: ExecutionMethod) {
+  const { rowsOf, native, state: key } = COUNTED[method];
   const shapeFor = (execution: ExecutionState, bindValues: number): CallShape => {
     const shape = execution.shape;
     if (shape !== undefined && shape.bindValues === bindValues) return shape;
