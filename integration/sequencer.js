@@ -27,18 +27,23 @@ function declaredSeconds(file) {
 }
 
 /**
- * Jest's order (failed first, then longest by the last run's timings, then biggest file), except that files with
- * no timing yet (every file of a fresh clone, every CI run) go by the waits they declare, longest first: by size,
- * Jest would start the small file that waits out three frozen servers last, and the whole run would wait for it.
+ * Longest first, where a file's length is the last run's timing if Jest has one and the waits it declares if not;
+ * failed files still go first. Jest's own order puts every file without a timing first, by size, ahead of every
+ * file with one: after a run of a few files (the unit project, one integration file) the small file that waits out
+ * three frozen servers started two minutes into the next full run, and the whole run waited for it (seen: 210 s
+ * against 191 s).
  */
 class WaitersFirst extends TestSequencer {
   /** @param {import('@jest/test-result').Test[]} tests */
   sort(tests) {
+    // Jest's sort also sets each test's duration from its cache, and leaves files of equal standing by size.
     const sorted = /** @type {import('@jest/test-result').Test[]} */ (super.sort(tests));
-    if (sorted.some((t) => t.duration != null)) return sorted;
-    const seconds = new Map(sorted.map((t) => [t.path, declaredSeconds(t.path)]));
-    // Array#sort is stable: files that declare nothing keep Jest's order.
-    return sorted.slice().sort((a, b) => (seconds.get(b.path) ?? 0) - (seconds.get(a.path) ?? 0));
+    /** @param {import('@jest/test-result').Test} t */
+    const expectedMs = (t) => t.duration ?? declaredSeconds(t.path) * 1000;
+    const keyed = sorted.map((t) => ({ t, failed: this.hasFailed(t), ms: expectedMs(t) }));
+    // Array#sort is stable: files with neither a timing nor a declaration keep Jest's order.
+    keyed.sort((a, b) => (a.failed !== b.failed ? (a.failed ? -1 : 1) : b.ms - a.ms));
+    return keyed.map((k) => k.t);
   }
 }
 
