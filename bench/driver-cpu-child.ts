@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|bind|bind-open> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -50,6 +50,20 @@ function child(scenario: string, side: string, warmup: number, measured: number)
     open();
     for (let i = 0; i < warmup + measured; i++) db.prepare(sql).run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
     close();
+  } else if (scenario === 'window') {
+    // What the per-row-tx strategy's window holds, with two rows instead of thousands: what a window costs by itself.
+    const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 1)}`;
+    for (let i = 0; i < warmup + measured; i++) {
+      raw.exec(`DELETE FROM ${table.quoted}`);
+      open();
+      const st = db.prepare((' ' + sql).slice(1));
+      const insert = db.transaction(() => {
+        st.run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
+        st.run(i + 1, i, i * 0.5, `t${i % 97}`, 'text', null);
+      });
+      insert();
+      close();
+    }
   } else {
     const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 5000)}`;
     const values: unknown[] = [];

@@ -16,6 +16,9 @@
  *   row in hand) calls it, which V8 compiles differently from six arguments written out;
  * - `prepare-run`: `prepare` then `run` of a 1-value INSERT each call, one window for all (knex on SQLite prepares
  *   before every run): what wrapping a new statement costs;
+ * - `window`: a whole per-row-tx window with two rows (`begin()`, `prepare` of a new string, `db.transaction()` of two
+ *   `run()`s, `end()`), a window each: the cost a window carries whatever its number of rows (three new texts, each
+ *   with its caller captured; the statement and transaction wrapped; the window's close);
  * - `bind`: `prepare` + `run` of a 5000-row multi-row INSERT (30000 values, 100 KB of SQL), a window each, on a
  *   new string each time (per statement rather than per call; the window's close is included);
  * - `bind-open`: the same with each window opened and never closed (the next `begin()` drops it unread): what the
@@ -28,15 +31,15 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'bind', 'bind-open'] as const;
+const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const NODE_FLAGS = ['--predictable'];
 /** Measured calls per scenario for R (the second run makes 2R). */
-const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, bind: 20, 'bind-open': 20 };
+const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20 };
 // The per-row side's first ten or so windows of 5000 still carry TurboFan compilations and a major GC, at points that
 // move between runs: measured from window 4 the figure moved between +1455 and +3168 instructions a call over three
 // runs of the same code; from window 12 on, windows 12 to 20 repeat to 0.01% (two runs each side, 2026-12-01).
-const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, bind: 5, 'bind-open': 5 };
+const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5 };
 
 function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {
   const result = spawnSync(
@@ -91,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
         per[side] = [(twice - once) / r, once];
       }
       const unit =
-        scenario === 'bind' ? 'statement (prepare + run + window)' : scenario === 'bind-open' ? 'statement (prepare + run, window opened)' : scenario === 'prepare-run' ? 'prepare + run' : 'call';
+        scenario === 'bind' ? 'statement (prepare + run + window)' : scenario === 'bind-open' ? 'statement (prepare + run, window opened)' : scenario === 'prepare-run' ? 'prepare + run' : scenario === 'window' ? 'window' : 'call';
       const added = per.counted![0] - per.raw![0];
       console.log(
         `${scenario.padEnd(14)} instructions per ${unit}: raw ${per.raw![0].toFixed(0)}, counted ${per.counted![0].toFixed(0)}, ` +
