@@ -52,6 +52,11 @@ function errorMessage(error: unknown): string {
 }
 
 /** Integer ns from a `performance.now()` reading (ms since the process's time origin). */
+/** The code path a caller capture comes from: the frames between the user and the driver depend on it (caller.ts). */
+function callerPath(driver: DriverName, method: string): string {
+  return `${driver}.${method}`;
+}
+
 function toNs(ms: number): number {
   return Math.max(0, Math.round(ms * 1e6));
 }
@@ -290,7 +295,7 @@ export class WindowTotals {
 
   /** The group of a call: by text, then kind and connection, made at its first call. */
   #groupOf(driver: DriverName, shape: CallShape, connectionId: number | null): Group {
-    const info = this.#text(driver, shape.sql);
+    const info = this.#text(driver, shape);
     if (info === null) {
       // Beyond the text cap: one group per kind and class, with no connection and no text of its own.
       for (const g of this.#overflow) if (g.kind === shape.kind && g.statementClass === shape.statementClass) return g;
@@ -309,7 +314,8 @@ export class WindowTotals {
   }
 
   /** The window's record of a text, made at its first call (caller captured, ignore decided); null beyond the cap. */
-  #text(driver: DriverName, sql: string): TextInfo | null {
+  #text(driver: DriverName, shape: CallShape): TextInfo | null {
+    const sql = shape.sql;
     const known = this.#texts.get(sql);
     if (known) return known;
     if (this.#texts.size >= this.#maxTexts) return null;
@@ -319,7 +325,7 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
-    const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller()) : null;
+    const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller(callerPath(driver, shape.method))) : null;
     const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored, shown: null };
     this.#texts.set(sql, info);
     return info;
