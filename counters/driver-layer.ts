@@ -51,12 +51,12 @@ function errorMessage(error: unknown): string {
   return typeof message === 'string' ? message : String(error);
 }
 
-/** Integer ns from a `performance.now()` reading (ms since the process's time origin). */
 /** The code path a caller capture comes from: the frames between the user and the driver depend on it (caller.ts). */
 function callerPath(driver: DriverName, method: string): string {
   return `${driver}.${method}`;
 }
 
+/** Integer ns from a `performance.now()` reading (ms since the process's time origin). */
 function toNs(ms: number): number {
   return Math.max(0, Math.round(ms * 1e6));
 }
