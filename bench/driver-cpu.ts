@@ -41,6 +41,17 @@ const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_
 // runs of the same code; from window 12 on, windows 12 to 20 repeat to 0.01% (two runs each side, 2026-12-01).
 const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5 };
 
+/** What one measured unit of each scenario is, as printed. */
+const UNIT: Record<Scenario, string> = {
+  select: 'call',
+  'per-row': 'call',
+  'per-row-spread': 'call',
+  'prepare-run': 'prepare + run',
+  window: 'window',
+  bind: 'statement (prepare + run + window)',
+  'bind-open': 'statement (prepare + run, window opened)',
+};
+
 function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {
   const result = spawnSync(
     'valgrind',
@@ -93,8 +104,7 @@ async function main(argv: string[]): Promise<number> {
         // Two estimates would need a third run; one difference of R units, with the rounding of both runs in it.
         per[side] = [(twice - once) / r, once];
       }
-      const unit =
-        scenario === 'bind' ? 'statement (prepare + run + window)' : scenario === 'bind-open' ? 'statement (prepare + run, window opened)' : scenario === 'prepare-run' ? 'prepare + run' : scenario === 'window' ? 'window' : 'call';
+      const unit = UNIT[scenario];
       const added = per.counted![0] - per.raw![0];
       console.log(
         `${scenario.padEnd(14)} instructions per ${unit}: raw ${per.raw![0].toFixed(0)}, counted ${per.counted![0].toFixed(0)}, ` +
