@@ -62,4 +62,14 @@ describe('truncateStatement', () => {
       expect([sql, max, truncateStatement(sql, max)]).toEqual([sql, max, folded(sql, max)]);
     }
   });
+
+  it('agrees with it at every cut of a multi-row INSERT, short and long, with and without trailing whitespace', () => {
+    // The cut lands right before one of `?, ?`'s spaces at one max in three: the case the fast path must also take.
+    for (const rows of [1, 3, 400]) {
+      for (const tail of ['', ' ', '   ', ' \n']) {
+        const sql = `INSERT INTO t VALUES ${Array.from({ length: rows }, () => '(?, ?, ?)').join(', ')}${tail}`;
+        for (let max = 1; max <= 80; max++) expect([max, tail, truncateStatement(sql, max)]).toEqual([max, tail, folded(sql, max)]);
+      }
+    }
+  });
 });

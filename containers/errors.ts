@@ -62,6 +62,7 @@ export function redactSecrets(text: string): string {
 /** Whitespace that folding would change: leading, two in a row, or any but a plain space. */
 const NEEDS_FOLDING = /^\s|\s\s|[^\S ]/;
 const WHITESPACE = /\s/;
+const NON_WHITESPACE = /\S/;
 
 /**
  * Whitespace folded, cut at `max` characters with the original length said. Only a prefix is folded: a 200 KB
@@ -74,8 +75,13 @@ export function truncateStatement(sql: string, max = STATEMENT_SHOWN_CHARS): str
     if (!NEEDS_FOLDING.test(sql)) return sql.trimEnd();
   } else {
     const cut = sql.slice(0, max + 1);
-    // The character after the cut not a space, so the shown part cannot end in one that folding would trim.
-    if (!NEEDS_FOLDING.test(cut) && !WHITESPACE.test(cut.charAt(max))) return `${cut.slice(0, max)}… (${sql.length} chars)`;
+    // Nothing to fold up to the cut, so folding would keep the first `max` characters as they are. It would drop
+    // the marker only when the whole text fits once folded: when everything after the cut is whitespace, which a
+    // space right after the cut leaves open (a multi-row INSERT's `?, ?` puts one there one cut in three). A text
+    // longer than the folded head always keeps the marker, so only a short text's tail is looked at.
+    if (!NEEDS_FOLDING.test(cut) && (!WHITESPACE.test(cut.charAt(max)) || sql.length > max * 4 + 16 || NON_WHITESPACE.test(sql.slice(max + 1)))) {
+      return `${cut.slice(0, max)}… (${sql.length} chars)`;
+    }
   }
   const head = sql.length > max * 4 + 16 ? sql.slice(0, max * 4 + 16) : sql;
   const flat = head.replace(/\s+/g, ' ').trim();
