@@ -16,6 +16,11 @@ const BENCHES = {
     what: 'driver-layer counting proxy (into a capture window): wrapped / unwrapped 5000-row insert per strategy, proxy cost per call, one call binding 600/6000/30000 values, a window of 1,000,000 calls',
   },
   'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
+  'driver-jest': {
+    file: 'driver-jest.ts',
+    what: 'the driver proxy under Jest (its vm context makes each global lookup ~250 ns) beside plain Node: per-row-tx and prepared SELECT 1, counted / raw CPU',
+  },
+  'driver-jest-control': { file: 'driver-jest.ts', args: ['--control'], what: 'the same with raw on both sides: its noise floor' },
   'driver-cpu': { file: 'driver-cpu.ts', what: 'driver-layer proxy: callgrind instructions per call (select, per-row) and per 30000-value statement; takes minutes' },
   wire: {
     file: 'wire-overhead.ts',

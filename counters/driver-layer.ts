@@ -6,6 +6,7 @@ import { DRIVERS } from './driver/registry';
 import { CallKindSchema, shownFingerprintText, STATEMENT_CLASSES } from './events';
 import type { CallKind, CallShape, DriverLayer, ShapeStat, StatementClass, StatementEvent, StatementSink } from './events';
 import { fingerprintCached } from './statement-cache';
+import { DateClass, isArray, mathMax, mathRound, objectEntries } from './intrinsics';
 
 const DEFAULT_MAX_EVENTS = 200;
 const SQL_SHOWN_CHARS = 200;
@@ -56,9 +57,12 @@ function callerPath(driver: DriverName, method: string): string {
   return `${driver}.${method}`;
 }
 
+/** DriverTally's "keep the whole text", compared on every call. */
+const MAX_SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
+
 /** Integer ns from a `performance.now()` reading (ms since the process's time origin). */
 function toNs(ms: number): number {
-  return Math.max(0, Math.round(ms * 1e6));
+  return mathMax(0, mathRound(ms * 1e6));
 }
 
 /**
@@ -112,14 +116,14 @@ function comparableValues(values: unknown): unknown[] | null {
   if (values === undefined || values === null) return [];
   let list: unknown = values;
   // better-sqlite3 hands over its arguments: one array or named object, or the values themselves.
-  if (typeof (values as { length?: unknown }).length === 'number' && !Array.isArray(values) && typeof values !== 'string') {
+  if (typeof (values as { length?: unknown }).length === 'number' && !isArray(values) && typeof values !== 'string') {
     const args = values as ArrayLike<unknown>;
     if (args.length === 1 && typeof args[0] === 'object' && args[0] !== null) list = args[0];
     else return scalarList(args);
   }
-  if (Array.isArray(list)) return scalarList(list);
+  if (isArray(list)) return scalarList(list);
   if (typeof list === 'object') {
-    const entries = Object.entries(list as object);
+    const entries = objectEntries(list as object);
     if (entries.length > MAX_TRACKED_VALUES) return null;
     // Names and values, after a marker, so named and positional sets never compare equal.
     const out: unknown[] = [NAMED];
@@ -140,11 +144,11 @@ const NOT_COMPARABLE = Symbol('not comparable');
 function scalarList(list: ArrayLike<unknown>): unknown[] | null {
   const n = list.length;
   if (n > MAX_TRACKED_VALUES) return null;
-  const out: unknown[] = new Array(n);
+  const out: unknown[] = [];
   for (let i = 0; i < n; i++) {
     const c = comparable(list[i]);
     if (c === NOT_COMPARABLE) return null;
-    out[i] = c;
+    out.push(c);
   }
   return out;
 }
@@ -160,7 +164,7 @@ function comparable(v: unknown): unknown {
     case 'boolean':
       return v;
     default:
-      return v instanceof Date ? `\u0000Date ${v.getTime()}` : NOT_COMPARABLE;
+      return v instanceof DateClass ? `\u0000Date ${v.getTime()}` : NOT_COMPARABLE;
   }
 }
 
@@ -536,7 +540,7 @@ export class DriverTally implements StatementSink {
   readonly #maxSql: number;
 
   constructor(opts: { maxSqlChars?: number } = {}) {
-    this.#maxSql = opts.maxSqlChars ?? Number.MAX_SAFE_INTEGER;
+    this.#maxSql = opts.maxSqlChars ?? MAX_SAFE_INTEGER;
   }
 
   record(driver: DriverName, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown, connectionId: number | null): void {
@@ -545,7 +549,7 @@ export class DriverTally implements StatementSink {
       driver,
       method: shape.method,
       kind: shape.kind,
-      sql: this.#maxSql === Number.MAX_SAFE_INTEGER ? shape.sql : truncateStatement(shape.sql, this.#maxSql),
+      sql: this.#maxSql === MAX_SAFE_INTEGER ? shape.sql : truncateStatement(shape.sql, this.#maxSql),
       statementClass: shape.statementClass,
       bindValues: shape.bindValues,
       parameterSets: shape.parameterSets,
@@ -634,7 +638,7 @@ export class DriverRecorder implements StatementSink {
     this.#inFlight += delta;
     // Calls started in the window and not settled; a call from before the window that settles in it is not one
     // (the count never goes below 0 for it).
-    if (this.#window !== null) this.#inFlightInWindow = Math.max(0, this.#inFlightInWindow + delta);
+    if (this.#window !== null) this.#inFlightInWindow = mathMax(0, this.#inFlightInWindow + delta);
   }
 
   /** Calls started while the current (or last) window was open and not settled when it closed. */

@@ -1,4 +1,5 @@
 import type { StatementClass } from './events';
+import { mathFloor, mathMax, mathMin } from './intrinsics';
 
 /**
  * Lexical rules differ per server: MySQL escapes with backslashes inside '...' and "..." and has `#` comments,
@@ -419,13 +420,13 @@ export class SqlLexer {
     let growing = true;
     while (len >= period) {
       const room = sql.length - covered;
-      const size = Math.min(len, room - (room % period));
+      const size = mathMin(len, room - (room % period));
       if (size >= period && sql.startsWith(sql.slice(start, start + size), covered)) {
         covered += size;
         if (growing) len = covered - start;
       } else {
         growing = false;
-        len = Math.floor(Math.min(len, size) / period / 2) * period;
+        len = mathFloor(mathMin(len, size) / period / 2) * period;
       }
     }
     return covered;
@@ -636,7 +637,7 @@ function classifyWith(lexer: SqlLexer): StatementClass {
         if (depth === 0 && previous?.type === 'punct' && previous.value === ')') return 'select';
         depth++;
       } else if (token.value === ')') {
-        depth = Math.max(0, depth - 1);
+        depth = mathMax(0, depth - 1);
       } else if (token.value === ';' && depth === 0) {
         return 'other';
       }

@@ -6,6 +6,7 @@ import { COLUMN_NAMES } from './rows';
 import type { Row } from './rows';
 import { workloadTable } from './table';
 import type { WorkloadTable } from './table';
+import { numberIsSafeInteger, toBigInt, toNumber } from '../counters/intrinsics';
 
 /** The most rows the read path hands back; asking for more is an error, never a truncated answer. */
 export const READ_LIMIT = 5000;
@@ -16,8 +17,8 @@ export interface ReadOptions {
 }
 
 function toInteger(value: unknown, column: string, table: WorkloadTable): number {
-  const n = typeof value === 'bigint' ? Number(value) : typeof value === 'string' ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
+  const n = typeof value === 'bigint' ? toNumber(value) : typeof value === 'string' ? toNumber(value) : value;
+  if (typeof n !== 'number' || !numberIsSafeInteger(n)) {
     throw new SqltallyError(`column ${column} came back as ${String(value)}, not an integer`, { backend: table.backend, phase: 'workload' });
   }
   return n;
@@ -25,8 +26,8 @@ function toInteger(value: unknown, column: string, table: WorkloadTable): number
 
 function toBigint(value: unknown, column: string, table: WorkloadTable): bigint {
   if (typeof value === 'bigint') return value;
-  if (typeof value === 'string' && /^-?\d+$/.test(value)) return BigInt(value);
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
+  if (typeof value === 'string' && /^-?\d+$/.test(value)) return toBigInt(value);
+  if (typeof value === 'number' && numberIsSafeInteger(value)) return toBigInt(value);
   throw new SqltallyError(`column ${column} came back as ${typeof value} ${String(value)}, which may have lost precision`, {
     backend: table.backend,
     phase: 'workload',
@@ -40,7 +41,7 @@ function toText(value: unknown, column: string, table: WorkloadTable): string {
 
 /** A database row (whatever types its driver chose) as a workload {@link Row}. */
 export function toRow(record: Record<string, unknown>, table: WorkloadTable): Row {
-  const c4 = typeof record.c4 === 'string' ? Number(record.c4) : record.c4;
+  const c4 = typeof record.c4 === 'string' ? toNumber(record.c4) : record.c4;
   if (typeof c4 !== 'number') {
     throw new SqltallyError(`column c4 came back as ${typeof record.c4}, not a number`, { backend: table.backend, phase: 'workload' });
   }

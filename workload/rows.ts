@@ -1,5 +1,6 @@
 import { SqltallyError } from '../containers/errors';
 import type { Phase } from '../containers/errors';
+import { BufferClass, isArray, mathImul, numberIsFinite, numberIsInteger, toBigInt } from '../counters/intrinsics';
 
 /**
  * One row of the workload table, in column order `c1..c6`:
@@ -27,11 +28,11 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 
 /** 32-bit avalanche (murmur3 finaliser): rows are a pure function of (seed, index), no state carried between rows. */
 function mix32(seed: number, index: number, lane: number): number {
-  let h = (seed ^ Math.imul(index + 1, 0x9e3779b1) ^ Math.imul(lane + 1, 0x85ebca77)) >>> 0;
+  let h = (seed ^ mathImul(index + 1, 0x9e3779b1) ^ mathImul(lane + 1, 0x85ebca77)) >>> 0;
   h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b) >>> 0;
+  h = mathImul(h, 0x85ebca6b) >>> 0;
   h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35) >>> 0;
+  h = mathImul(h, 0xc2b2ae35) >>> 0;
   h ^= h >>> 16;
   return h >>> 0;
 }
@@ -63,8 +64,8 @@ function doubleC4(index: number, h: number): number {
 }
 
 function bigintC5(index: number, h: number): bigint {
-  if (index % 31 === 0) return index % 2 === 0 ? INT64_MAX - BigInt(index) : INT64_MIN + BigInt(index) + 1n;
-  const magnitude = TWO_POW_53 + 1n + BigInt(h) * 1_000_003n + BigInt(index);
+  if (index % 31 === 0) return index % 2 === 0 ? INT64_MAX - toBigInt(index) : INT64_MIN + toBigInt(index) + 1n;
+  const magnitude = TWO_POW_53 + 1n + toBigInt(h) * 1_000_003n + toBigInt(index);
   return index % 2 === 0 ? magnitude : -magnitude;
 }
 
@@ -112,11 +113,11 @@ export function checksumOf(rows: readonly Row[]): RowsChecksum {
   const sum: RowsChecksum = { count: 0n, sumC1: 0n, sumC2: 0n, sumC5Hi: 0n, sumC5Lo: 0n, textBytes: 0n };
   for (const row of rows) {
     sum.count += 1n;
-    sum.sumC1 += BigInt(row[0]);
-    sum.sumC2 += BigInt(row[1]);
+    sum.sumC1 += toBigInt(row[0]);
+    sum.sumC2 += toBigInt(row[1]);
     sum.sumC5Hi += row[4] / C5_SPLIT;
     sum.sumC5Lo += row[4] % C5_SPLIT;
-    sum.textBytes += BigInt(Buffer.byteLength(row[2], 'utf8') + Buffer.byteLength(row[5], 'utf8'));
+    sum.textBytes += toBigInt(BufferClass.byteLength(row[2], 'utf8') + BufferClass.byteLength(row[5], 'utf8'));
   }
   return sum;
 }
@@ -148,7 +149,7 @@ function columnProblem(column: number, value: unknown): string | undefined {
   switch (column) {
     case 0:
     case 1:
-      if (typeof value !== 'number' || !Number.isInteger(value)) return 'must be an integer number';
+      if (typeof value !== 'number' || !numberIsInteger(value)) return 'must be an integer number';
       if (value < INT32_MIN || value > INT32_MAX) return 'is outside the INT range';
       return undefined;
     case 2:
@@ -160,7 +161,7 @@ function columnProblem(column: number, value: unknown): string | undefined {
       return undefined;
     case 3:
       if (typeof value !== 'number') return 'must be a number';
-      if (!Number.isFinite(value)) return 'must be finite (MySQL and MariaDB cannot store NaN or Infinity)';
+      if (!numberIsFinite(value)) return 'must be finite (MySQL and MariaDB cannot store NaN or Infinity)';
       return undefined;
     case 4:
       if (typeof value !== 'bigint') return 'must be a bigint (a number above 2^53 has already lost precision)';
@@ -180,10 +181,10 @@ export function assertRows(rows: readonly unknown[], context: RowCheckContext = 
   function fail(message: string): never {
     throw new SqltallyError(message, { backend: context.backend, phase: context.phase ?? 'workload', statement: context.statement });
   }
-  if (!Array.isArray(rows)) fail(`rows must be an array, got ${describeValue(rows)}`);
+  if (!isArray(rows)) fail(`rows must be an array, got ${describeValue(rows)}`);
   for (let r = 0; r < rows.length; r++) {
     const row: unknown = rows[r];
-    if (!Array.isArray(row)) fail(`row ${r} must be an array of ${COLUMN_COUNT} values, got ${describeValue(row)}`);
+    if (!isArray(row)) fail(`row ${r} must be an array of ${COLUMN_COUNT} values, got ${describeValue(row)}`);
     const values = row as unknown[];
     if (values.length !== COLUMN_COUNT) {
       fail(`row ${r} has ${values.length} columns, the table has ${COLUMN_COUNT} (${COLUMN_NAMES.join(', ')})`);

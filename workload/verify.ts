@@ -8,6 +8,7 @@ import { checksumOf, COLUMN_NAMES, DEFAULT_SEED, makeRows, rowAt, sampleIndexes 
 import type { Row, RowsChecksum } from './rows';
 import { workloadTable } from './table';
 import type { WorkloadTable } from './table';
+import { numberIsSafeInteger, objectIs, toBigInt } from '../counters/intrinsics';
 
 export interface VerifyOptions {
   /** The seed the rows were made with; default {@link DEFAULT_SEED}. */
@@ -27,13 +28,13 @@ const CHECKSUM_FIELDS = [
 
 function asBigint(value: unknown): bigint | undefined {
   if (typeof value === 'bigint') return value;
-  if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
-  if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) return BigInt(value.trim());
+  if (typeof value === 'number' && numberIsSafeInteger(value)) return toBigInt(value);
+  if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) return toBigInt(value.trim());
   return undefined;
 }
 
 function sameRow(a: Row, b: Row): boolean {
-  return a.every((value, i) => Object.is(value, b[i]));
+  return a.every((value, i) => objectIs(value, b[i]));
 }
 
 function showRow(row: Row): string {

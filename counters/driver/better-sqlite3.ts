@@ -6,6 +6,7 @@ import { countedProxy, emit, isPlainObject, nowNs, toCount, track, WRAPPED, wrap
 import { SqltallyError } from '../../containers/errors';
 import { loadDriverPackage } from './load';
 import type { DriverModel, DriverModule } from './module';
+import { arraySlice, isArray, objectKeys } from '../intrinsics';
 
 const DRIVER = 'better-sqlite3';
 
@@ -67,8 +68,8 @@ function scalar(p: unknown): boolean {
 
 /** Values one object argument binds: an array its elements, a named-parameter object its keys, else (a Buffer) 1. */
 function objectParams(p: object): number {
-  if (Array.isArray(p)) return p.length;
-  if (isPlainObject(p)) return Object.keys(p).length;
+  if (isArray(p)) return p.length;
+  if (isPlainObject(p)) return objectKeys(p).length;
   return 1;
 }
 
@@ -289,7 +290,7 @@ function countedExecution(method: ExecutionMethod) {
     // Called on a statement this module did not count (the method taken off a counted one and called with another
     // `this`): it runs uncounted, as the driver would run it.
     if (execution === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
-    if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, execution, Array.prototype.slice.call(arguments) as unknown[]);
+    if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, execution, arraySlice.call(arguments) as unknown[]);
     const values = handsValues(execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
     const call = shapeFor(execution, n === 0 ? execution.statement.boundValues : n);
     const timed = execution.sink.timed !== false;

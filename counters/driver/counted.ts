@@ -1,5 +1,6 @@
 import type { DriverName } from './names';
 import { SqltallyError } from '../../containers/errors';
+import { getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../intrinsics';
 import type { CallShape, StatementSink } from '../events';
 
 /**
@@ -222,19 +223,19 @@ export function countedProxy<T extends object>(
       if (prop === WRAPPED) return mark;
       const cached = counted.get(prop);
       if (cached) return cached;
-      const value: unknown = Reflect.get(t, prop);
+      const value: unknown = reflectGet(t, prop);
       if (typeof value !== 'function' || prop === 'constructor') {
         const wrapProperty =
-          typeof prop === 'string' && value !== null && typeof value === 'object' && Object.hasOwn(properties, prop)
+          typeof prop === 'string' && value !== null && typeof value === 'object' && hasOwn(properties, prop)
             ? properties[prop]
             : undefined;
         if (!wrapProperty) return value;
-        const own = Object.getOwnPropertyDescriptor(t, prop);
+        const own = ownDescriptor(t, prop);
         return own && !own.configurable && !own.writable ? value : wrapProperty(value as object);
       }
       const original = value as AnyFunction;
       // `hasOwn`: a hooks object literal inherits `toString` and friends, which are not hooks.
-      const hook = typeof prop === 'string' && Object.hasOwn(hooks, prop) ? hooks[prop] : undefined;
+      const hook = typeof prop === 'string' && hasOwn(hooks, prop) ? hooks[prop] : undefined;
       if (hook) {
         // A bound function, not a rest/spread closure: this sits on the per-row hot path.
         const replacement = hook(original.bind(t) as AnyFunction, t, proxy);
@@ -243,7 +244,7 @@ export function countedProxy<T extends object>(
       }
       let passThrough = bound.get(original);
       if (!passThrough) {
-        const own = Object.getOwnPropertyDescriptor(t, prop);
+        const own = ownDescriptor(t, prop);
         if (own && !own.configurable && !own.writable) return original;
         passThrough = function (this: unknown, ...args: unknown[]): unknown {
           const result = original.apply(t, args);
@@ -254,7 +255,7 @@ export function countedProxy<T extends object>(
       return passThrough;
     },
     set(t, prop, value) {
-      return Reflect.set(t, prop, value);
+      return reflectSet(t, prop, value);
     },
   });
   return proxy;
@@ -267,9 +268,9 @@ export function countedProxy<T extends object>(
  */
 export function countExpandedValues(values: unknown): number {
   if (values === undefined) return 0;
-  if (Array.isArray(values)) {
+  if (isArray(values)) {
     let n = 0;
-    for (const v of values) n += Array.isArray(v) ? countExpandedValues(v) : countScalarOrObject(v);
+    for (const v of values) n += isArray(v) ? countExpandedValues(v) : countScalarOrObject(v);
     return n;
   }
   return countScalarOrObject(values);
@@ -277,7 +278,7 @@ export function countExpandedValues(values: unknown): number {
 
 function countScalarOrObject(value: unknown): number {
   if (isPlainObject(value) && typeof (value as { toSqlString?: unknown }).toSqlString !== 'function') {
-    return Object.keys(value).length;
+    return objectKeys(value).length;
   }
   return 1;
 }
@@ -288,20 +289,20 @@ function countScalarOrObject(value: unknown): number {
  */
 export function countParameterValues(values: unknown): number {
   if (values === undefined || values === null) return values === null ? 1 : 0;
-  if (Array.isArray(values)) return values.length;
-  if (isPlainObject(values)) return Object.keys(values).length;
+  if (isArray(values)) return values.length;
+  if (isPlainObject(values)) return objectKeys(values).length;
   return 1;
 }
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object') return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
+  const proto = getPrototypeOf(value) as unknown;
+  return proto === OBJECT_PROTOTYPE || proto === null;
 }
 
 /** Affected-row counts come as number or bigint (mariadb with `bigIntAsNumber: false`). */
 export function toCount(value: unknown): number | null {
-  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? Math.trunc(value) : null;
-  if (typeof value === 'bigint') return value >= 0n ? Number(value) : null;
+  if (typeof value === 'number') return numberIsFinite(value) && value >= 0 ? mathTrunc(value) : null;
+  if (typeof value === 'bigint') return value >= 0n ? toNumber(value) : null;
   return null;
 }

@@ -8,6 +8,7 @@ import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
 import { MYSQL_NUMBER_OPTIONS } from './mysql2';
+import { isArray, objectKeys } from '../intrinsics';
 
 const DRIVER = 'mariadb';
 
@@ -52,7 +53,7 @@ const TRANSACTION_CONTROL = {
 /** `affectedRows` of an OkPacket (number or bigint), or the sum over an array of them; null for row sets. */
 export function mariadbRowsAffected(result: unknown): number | null {
   if (isOkPacket(result)) return toCount(result.affectedRows);
-  if (!Array.isArray(result)) return null;
+  if (!isArray(result)) return null;
   let sum: number | null = null;
   for (const part of result) {
     if (isOkPacket(part)) sum = (sum ?? 0) + (toCount(part.affectedRows) ?? 0);
@@ -65,7 +66,7 @@ function isOkPacket(value: unknown): value is { affectedRows: unknown } {
   return (
     value !== null &&
     typeof value === 'object' &&
-    !Array.isArray(value) &&
+    !isArray(value) &&
     'affectedRows' in value &&
     'insertId' in value &&
     'warningStatus' in value
@@ -78,12 +79,12 @@ function isOkPacket(value: unknown): value is { affectedRows: unknown } {
  * has exactly one placeholder, else a single row; a lone value is one row of one value.
  */
 export function countBatch(sql: string, values: unknown): { parameterSets: number; bindValues: number } {
-  if (!Array.isArray(values)) return values === undefined ? { parameterSets: 0, bindValues: 0 } : { parameterSets: 1, bindValues: 1 };
+  if (!isArray(values)) return values === undefined ? { parameterSets: 0, bindValues: 0 } : { parameterSets: 1, bindValues: 1 };
   if (values.length === 0) return { parameterSets: 0, bindValues: 0 };
   const first: unknown = values[0];
-  if (Array.isArray(first) || isPlainObject(first)) {
+  if (isArray(first) || isPlainObject(first)) {
     let bindValues = 0;
-    for (const row of values) bindValues += Array.isArray(row) ? row.length : isPlainObject(row) ? Object.keys(row).length : 1;
+    for (const row of values) bindValues += isArray(row) ? row.length : isPlainObject(row) ? objectKeys(row).length : 1;
     return { parameterSets: values.length, bindValues };
   }
   if (countPlaceholders(sql, 'mysql') === 1) return { parameterSets: values.length, bindValues: values.length };

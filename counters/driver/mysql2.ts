@@ -17,6 +17,7 @@ import {
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
+import { isArray } from '../intrinsics';
 
 const DRIVER = 'mysql2';
 
@@ -102,7 +103,7 @@ function shapeOfTarget(target: object): Shape | null {
 /** `affectedRows` of a ResultSetHeader, or the sum over a multi-statement result; null for row sets. */
 export function mysql2RowsAffected(result: unknown): number | null {
   if (isResultSetHeader(result)) return toCount(result.affectedRows);
-  if (!Array.isArray(result)) return null;
+  if (!isArray(result)) return null;
   let sum: number | null = null;
   for (const part of result) {
     if (isResultSetHeader(part)) sum = (sum ?? 0) + (toCount(part.affectedRows) ?? 0);
@@ -115,7 +116,7 @@ function isResultSetHeader(value: unknown): value is { affectedRows: unknown } {
   return (
     value !== null &&
     typeof value === 'object' &&
-    !Array.isArray(value) &&
+    !isArray(value) &&
     'affectedRows' in value &&
     'insertId' in value &&
     'fieldCount' in value
@@ -124,7 +125,7 @@ function isResultSetHeader(value: unknown): value is { affectedRows: unknown } {
 
 /** Promise results are `[result, fields]`. */
 function promiseRows(value: unknown): number | null {
-  return Array.isArray(value) ? mysql2RowsAffected(value[0]) : null;
+  return isArray(value) ? mysql2RowsAffected(value[0]) : null;
 }
 
 const noRows = (): null => null;

@@ -5,6 +5,7 @@ import type { CallShape, CallSite, MethodHooks, WrapOptions } from './counted';
 import { callbackIndex, countedProxy, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
+import { isArray } from '../intrinsics';
 
 const DRIVER = 'pg';
 
@@ -36,7 +37,7 @@ const ROW_COUNTING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
 /** `rowCount` of an INSERT/UPDATE/DELETE/MERGE result (summed over a multi-statement text query); else null. */
 export function pgRowsAffected(result: unknown): number | null {
-  if (Array.isArray(result)) {
+  if (isArray(result)) {
     let sum: number | null = null;
     for (const part of result) {
       const n = pgRowsAffected(part);
@@ -55,7 +56,7 @@ function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean; 
   const [config, values] = args;
   const object = config !== null && typeof config === 'object' ? (config as Loose) : undefined;
   const sql = typeof config === 'string' ? config : typeof object?.text === 'string' ? object.text : '';
-  const bound = Array.isArray(values) ? values : Array.isArray(object?.values) ? (object.values as unknown[]) : [];
+  const bound = isArray(values) ? values : isArray(object?.values) ? (object.values as unknown[]) : [];
   const submittable = typeof object?.submit === 'function';
   const shape: CallShape = {
     method: 'query',
@@ -100,7 +101,7 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
       throw new SqltallyError('not a pg Client or Pool', { phase: 'wrap', hint: 'pass a `new pg.Client(...)` or `new pg.Pool(...)`' });
     }
     // pg-pool keeps its clients in `_clients`; a Client has `processID` (null until connected).
-    const isPool = Array.isArray(o._clients) || ('totalCount' in o && 'idleCount' in o);
+    const isPool = isArray(o._clients) || ('totalCount' in o && 'idleCount' in o);
     const site: CallSite = {
       driver: DRIVER,
       sink,
@@ -135,7 +136,7 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
 function isPgObject(value: unknown): boolean {
   if (value === null || typeof value !== 'object') return false;
   const o = value as Loose;
-  return typeof o.query === 'function' && typeof o.connect === 'function' && ('processID' in o || 'totalCount' in o || Array.isArray(o._clients));
+  return typeof o.query === 'function' && typeof o.connect === 'function' && ('processID' in o || 'totalCount' in o || isArray(o._clients));
 }
 
 /**

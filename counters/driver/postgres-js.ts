@@ -5,6 +5,7 @@ import type { CallShape, CallSite, WrapperMark } from './counted';
 import { emit, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModel, DriverModule, Range } from './module';
+import { hasOwn, isArray, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
 
@@ -30,7 +31,7 @@ interface PostgresJsQuery {
 function isQuery(value: unknown): value is PostgresJsQuery {
   if (value === null || typeof value !== 'object') return false;
   const q = value as Record<string, unknown>;
-  return typeof q.handle === 'function' && typeof q.resolve === 'function' && typeof q.reject === 'function' && Array.isArray(q.strings);
+  return typeof q.handle === 'function' && typeof q.resolve === 'function' && typeof q.reject === 'function' && isArray(q.strings);
 }
 
 const ROW_COUNTING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
@@ -153,14 +154,14 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
     const proxy: T = new Proxy(target, {
       apply(fn, thisArg, args: unknown[]) {
         // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
-        return counted(Reflect.apply(fn as AnyFunction, thisArg, args), 'sql');
+        return counted(reflectApply(fn as AnyFunction, thisArg, args), 'sql');
       },
       get(t, prop) {
         if (prop === WRAPPED) return mark;
         const existing = replaced.get(prop);
         if (existing) return existing;
-        const value: unknown = Reflect.get(t, prop);
-        const hook = typeof prop === 'string' && Object.hasOwn(hooks, prop) ? hooks[prop] : undefined;
+        const value: unknown = reflectGet(t, prop);
+        const hook = typeof prop === 'string' && hasOwn(hooks, prop) ? hooks[prop] : undefined;
         if (!hook || typeof value !== 'function') return value;
         const replacement = hook((value as AnyFunction).bind(t));
         replaced.set(prop, replacement);

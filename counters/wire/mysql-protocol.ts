@@ -1,5 +1,6 @@
 import { ConnectionTally, WireParseError } from './tally';
 import type { WireSession } from './tally';
+import { BufferClass, mathMin } from '../intrinsics';
 
 /** A packet payload of exactly this many bytes continues in the next packet (same logical message). */
 export const MYSQL_MAX_PACKET_PAYLOAD = 0xffffff;
@@ -132,7 +133,7 @@ export class MysqlPacketParser {
           seq = chunk[i + 3] as number;
           i += HEADER_LENGTH;
         } else {
-          const take = Math.min(HEADER_LENGTH - this.#headerFill, end - i);
+          const take = mathMin(HEADER_LENGTH - this.#headerFill, end - i);
           chunk.copy(this.#header, this.#headerFill, i, i + take);
           this.#headerFill += take;
           i += take;
@@ -149,10 +150,10 @@ export class MysqlPacketParser {
         }
         continue;
       }
-      const take = Math.min(this.#remaining, end - i);
+      const take = mathMin(this.#remaining, end - i);
       const frame = this.#frame as MysqlFrameRecord;
       if (this.#headFill < frame.headLength) {
-        const copy = Math.min(take, frame.headLength - this.#headFill);
+        const copy = mathMin(take, frame.headLength - this.#headFill);
         chunk.copy(frame.bytes, this.#headFill, i, i + copy);
         if (this.#headFill === 0) frame.firstByte = chunk[i] as number;
         this.#headFill += copy;
@@ -184,7 +185,7 @@ export class MysqlPacketParser {
         if (length > 0) frame.firstByte = chunk[at] as number;
         this.#headFill = headLength;
       } else {
-        frame = new MysqlFrameRecord(seq, length, chunkNo, Buffer.allocUnsafe(headLength), 0, headLength);
+        frame = new MysqlFrameRecord(seq, length, chunkNo, BufferClass.allocUnsafe(headLength), 0, headLength);
         this.#headFill = 0;
       }
       this.#frame = frame;

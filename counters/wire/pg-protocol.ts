@@ -1,5 +1,6 @@
 import { ConnectionTally, WireParseError } from './tally';
 import type { WireSession } from './tally';
+import { BufferClass, mathMin, toNumber } from '../intrinsics';
 
 /** The server refuses messages above 1 GiB; a larger length is a broken stream, not a big message. */
 export const PG_MAX_MESSAGE_LENGTH = 0x40000000;
@@ -115,7 +116,7 @@ export class PgMessageParser {
           at = i;
           i += size;
         } else {
-          const take = Math.min(size - this.#headerFill, end - i);
+          const take = mathMin(size - this.#headerFill, end - i);
           chunk.copy(this.#header, this.#headerFill, i, i + take);
           this.#headerFill += take;
           i += take;
@@ -146,16 +147,16 @@ export class PgMessageParser {
           this.#frame = new PgFrameRecord(type, length, size + body, chunkNo, chunk, i, headLength);
           this.#headFill = headLength;
         } else {
-          this.#frame = new PgFrameRecord(type, length, size + body, chunkNo, Buffer.allocUnsafe(headLength), 0, headLength);
+          this.#frame = new PgFrameRecord(type, length, size + body, chunkNo, BufferClass.allocUnsafe(headLength), 0, headLength);
           this.#headFill = 0;
         }
         this.#remaining = body;
         continue;
       }
-      const take = Math.min(this.#remaining, end - i);
+      const take = mathMin(this.#remaining, end - i);
       const frame = this.#frame as PgFrameRecord;
       if (this.#headFill < frame.headLength) {
-        const copy = Math.min(take, frame.headLength - this.#headFill);
+        const copy = mathMin(take, frame.headLength - this.#headFill);
         chunk.copy(frame.bytes, this.#headFill, i, i + copy);
         this.#headFill += copy;
       }
@@ -337,7 +338,7 @@ function readCommandTag(frame: PgFrame): number {
   }
   if (at === end || digitsEnd(bytes, at, end) !== end) return 0;
   // Up to 15 digits add up exactly; a longer count goes through Number() like the string it is.
-  if (end - at > 15) return Number(bytes.toString('latin1', at, end));
+  if (end - at > 15) return toNumber(bytes.toString('latin1', at, end));
   let rows = 0;
   for (let k = at; k < end; k += 1) rows = rows * 10 + ((bytes[k] as number) - 0x30);
   return rows;
@@ -409,7 +410,7 @@ export class PgSession implements WireSession {
     hold.push(chunk);
     if (!this.#forwardNow && this.#phase === 'startup') return null;
     this.#hold = null;
-    const all = hold.length === 1 ? chunk : Buffer.concat(hold);
+    const all = hold.length === 1 ? chunk : BufferClass.concat(hold);
     const out = all.subarray(this.#dropBytes);
     return out.length > 0 ? out : null;
   }
