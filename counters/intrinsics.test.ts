@@ -18,6 +18,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight'],
   'counters/wire/mysql-protocol.ts': ['parse'],
+  'counters/probes/mysql-family.ts': ['#readGlobalStatus'],
   'counters/wire/pg-protocol.ts': ['parse', 'readCommandTag'],
   'workload/rows.ts': ['mix32', 'rowAt', 'textC3', 'textC6', 'doubleC4', 'bigintC5', 'checksumOf', 'columnProblem', 'assertRows'],
   'workload/read.ts': ['toInteger', 'toBigint', 'toText', 'toRow'],

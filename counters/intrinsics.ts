@@ -24,6 +24,7 @@ export const reflectGet = Reflect.get;
 export const reflectSet = Reflect.set;
 export const reflectApply = Reflect.apply;
 export const toNumber = Number;
+export const toText = String;
 export const numberIsFinite = Number.isFinite;
 export const numberIsInteger = Number.isInteger;
 export const numberIsSafeInteger = Number.isSafeInteger;
