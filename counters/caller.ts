@@ -1,5 +1,6 @@
 import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ErrorClass, isArray } from './intrinsics';
 
 /**
  * Where sqltally's own code lives, from this file's location, so the answer is right from the TypeScript sources
@@ -107,7 +108,7 @@ interface CallSite {
  * line: so each position is printed once per process. Bounded like the statement caches: it starts over when full.
  */
 const PRINTED_MAX = 4096;
-let printed = new Map<string, string | null>();
+const printed = new Map<string, string | null>();
 
 function relativeLocation(file: string, line: string | number, column: string | number): string {
   const rel = relative(process.cwd(), file);
@@ -128,6 +129,9 @@ function fileOf(site: CallSite): string | null {
   return isAbsolute(name) ? name : null;
 }
 
+/** Hands V8's CallSites back as they are: the stack as objects, with no formatting. */
+const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
+
 /**
  * The user's line that led to the current driver call: `file:line:column` of the first stack frame outside
  * `node_modules` and outside sqltally's own code, or null when there is none (every frame is a library's, or
@@ -141,21 +145,21 @@ function fileOf(site: CallSite): string | null {
  */
 export function captureCaller(path?: string): string | null {
   // First the frames as objects, which costs no formatting, to find which one is the user's.
-  const environment = Error.prepareStackTrace;
-  const limit = Error.stackTraceLimit;
+  const environment = ErrorClass.prepareStackTrace;
+  const limit = ErrorClass.stackTraceLimit;
   try {
-    Error.prepareStackTrace = (_error, sites) => sites;
+    ErrorClass.prepareStackTrace = AS_SITES;
     const first = (path === undefined ? undefined : firstDepths.get(path)) ?? FRAMES_FIRST;
     let sites = structuredSites(first);
-    let index = Array.isArray(sites) ? userFrameIndex(sites) : -1;
-    if (index < 0 && Array.isArray(sites) && sites.length >= first) {
+    let index = isArray(sites) ? userFrameIndex(sites) : -1;
+    if (index < 0 && isArray(sites) && sites.length >= first) {
       sites = structuredSites(FRAMES_KEPT);
-      index = Array.isArray(sites) ? userFrameIndex(sites) : -1;
+      index = isArray(sites) ? userFrameIndex(sites) : -1;
     }
     if (path !== undefined && index >= 0) rememberDepth(path, index);
-    if (!Array.isArray(sites)) {
+    if (!isArray(sites)) {
       // A runtime that ignores prepareStackTrace: read the printed stack instead.
-      Error.prepareStackTrace = environment;
+      ErrorClass.prepareStackTrace = environment;
       return fromText(captureText(FRAMES_KEPT));
     }
     if (index < 0) return null;
@@ -167,22 +171,22 @@ export function captureCaller(path?: string): string | null {
     // source-map-support, installed on the main context's Error where this realm cannot see it; Node's source
     // maps, which tsx turns on) does it when the stack is printed: so print the frames up to the user's again,
     // the ordinary way, and read the last one. Printing is the expensive part, so only those frames are printed.
-    Error.prepareStackTrace = environment;
+    ErrorClass.prepareStackTrace = environment;
     const caller = fromText(captureText(index + 1), true);
-    if (printed.size >= PRINTED_MAX) printed = new Map();
+    if (printed.size >= PRINTED_MAX) printed.clear();
     printed.set(position, caller);
     return caller;
   } finally {
-    Error.prepareStackTrace = environment;
-    Error.stackTraceLimit = limit;
+    ErrorClass.prepareStackTrace = environment;
+    ErrorClass.stackTraceLimit = limit;
   }
 }
 
 /** This stack as CallSites (prepareStackTrace set by the caller), cut at captureCaller; not an array if ignored. */
 function structuredSites(frames: number): unknown {
   const holder: { stack?: unknown } = {};
-  Error.stackTraceLimit = frames;
-  Error.captureStackTrace(holder, captureCaller);
+  ErrorClass.stackTraceLimit = frames;
+  ErrorClass.captureStackTrace(holder, captureCaller);
   return holder.stack;
 }
 
@@ -195,9 +199,9 @@ function userFrameIndex(sites: readonly CallSite[]): number {
 
 function captureText(frames: number): string {
   const holder: { stack?: string } = {};
-  Error.stackTraceLimit = frames;
+  ErrorClass.stackTraceLimit = frames;
   // Cut at captureCaller, like the first capture, so frame `frames - 1` is the same frame in both.
-  Error.captureStackTrace(holder, captureCaller);
+  ErrorClass.captureStackTrace(holder, captureCaller);
   return typeof holder.stack === 'string' ? holder.stack : '';
 }
 

@@ -17,6 +17,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight'],
+  'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'counters/wire/mysql-protocol.ts': ['parse'],
   'counters/probes/mysql-family.ts': ['#readGlobalStatus'],
   'counters/wire/pg-protocol.ts': ['parse', 'readCommandTag'],
@@ -26,7 +27,7 @@ const PER_CALL: Record<string, readonly string[]> = {
 };
 
 /** Globals a per-call function might reach for; intrinsics.ts holds what the code needs of them. */
-const GLOBALS = new Set(['Math', 'Number', 'Array', 'Object', 'Reflect', 'Date', 'BigInt', 'Buffer', 'String', 'Boolean', 'Symbol', 'JSON', 'performance', 'process', 'Map', 'Set', 'WeakMap', 'Promise', 'parseInt', 'parseFloat', 'isNaN', 'isFinite']);
+const GLOBALS = new Set(['Math', 'Number', 'Array', 'Object', 'Reflect', 'Date', 'BigInt', 'Buffer', 'String', 'Boolean', 'Symbol', 'JSON', 'performance', 'process', 'Error', 'Map', 'Set', 'WeakMap', 'Promise', 'parseInt', 'parseFloat', 'isNaN', 'isFinite']);
 
 function nameOf(node: ts.Node, sf: ts.SourceFile): string | null {
   if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isGetAccessor(node) || ts.isFunctionExpression(node)) {

@@ -36,4 +36,5 @@ export const mathRound = Math.round;
 export const mathImul = Math.imul;
 export const toBigInt = BigInt;
 export const DateClass = Date;
+export const ErrorClass = Error;
 export const BufferClass = Buffer;
