@@ -1,6 +1,7 @@
 import { parseBackendId, resolveBackend, variantIds } from '../containers/registry';
 import type { Resolution } from '../containers/types';
 import { RESOLVED_ENV } from './harness';
+import { useRamTmpdir } from './ram-tmpdir';
 import type { IntegrationBackend } from './harness';
 
 /** Marks this run's private directories, so teardown checks ours and not another run's. */
@@ -35,6 +36,8 @@ function toIntegration(id: string, r: Resolution): IntegrationBackend {
  */
 export default async function globalSetup(): Promise<void> {
   process.env[RUN_ID_ENV] ||= `j${Date.now().toString(36)}${process.pid.toString(36)}`;
+  // Before anything looks at TMPDIR: Jest starts its workers after global setup, so they and every child inherit it.
+  const tmpdir = useRamTmpdir(process.env);
   const wanted = listFromEnv('SQLTALLY_BACKENDS');
   const required = listFromEnv('SQLTALLY_REQUIRE');
   // Validates names early: a typo in SQLTALLY_BACKENDS or SQLTALLY_REQUIRE fails here with the known names.
@@ -56,7 +59,7 @@ export default async function globalSetup(): Promise<void> {
     else if (!hit.available) problems.push(`${need}: ${hit.reason}`);
   }
   const lines = resolved.map((b) => `  ${b.id.padEnd(16)} ${b.available ? `${b.provider} (${b.origin})` : `skipped: ${b.reason}`}`);
-  process.stdout.write(`\nsqltally backends for this run:\n${lines.join('\n')}\n`);
+  process.stdout.write(`\nsqltally backends for this run (${tmpdir}):\n${lines.join('\n')}\n`);
   if (problems.length > 0) {
     throw new Error(`SQLTALLY_REQUIRE names backends that are not available here:\n  ${problems.join('\n  ')}`);
   }
