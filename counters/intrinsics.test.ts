@@ -21,7 +21,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/wire/mysql-protocol.ts': ['parse'],
   'counters/probes/mysql-family.ts': ['#readGlobalStatus'],
   'counters/wire/pg-protocol.ts': ['parse', 'readCommandTag'],
-  'workload/rows.ts': ['mix32', 'rowAt', 'textC3', 'textC6', 'doubleC4', 'bigintC5', 'checksumOf', 'columnProblem', 'assertRows'],
+  'workload/rows.ts': ['mix32', 'codePoints', 'rowAt', 'textC3', 'textC6', 'doubleC4', 'bigintC5', 'checksumOf', 'columnProblem', 'assertRows'],
   'workload/read.ts': ['toInteger', 'toBigint', 'toText', 'toRow'],
   'workload/verify.ts': ['asBigint', 'sameRow'],
 };

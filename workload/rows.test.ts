@@ -115,6 +115,10 @@ describe('assertRows (bad input, before anything is sent)', () => {
   it('accepts 32 characters of 4-byte text (the limit is in characters)', () => {
     expect(() => assertRows(withColumn(2, '🚀'.repeat(32)))).not.toThrow();
     expect(() => assertRows(withColumn(2, '🚀'.repeat(33)))).toThrow(/VARCHAR/);
+    // 33 UTF-16 units, 32 characters: counted as characters, not units; lone surrogates count one each.
+    expect(() => assertRows(withColumn(2, `${'a'.repeat(31)}🚀`))).not.toThrow();
+    expect(() => assertRows(withColumn(2, `${'a'.repeat(31)}\ud800\ud800`))).toThrow(/VARCHAR/);
+    expect(() => assertRows(withColumn(2, `${'a'.repeat(32)}\udc00`))).toThrow(/VARCHAR/);
   });
 
   it('names the column count it expects', () => {
