@@ -7,7 +7,7 @@ import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { rootfsFinder } from './rootfs';
-import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, REDO_LOG_OPTION } from './mysql-family';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
 const SERVER_BINARY = 'mariadbd';
@@ -59,8 +59,6 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     '--innodb-buffer-pool-size=64M',
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',
-    // The size it was installed with: without it the server resizes the log to 96 MB at every start.
-    REDO_LOG_OPTION.mariadb,
     '--skip-log-bin',
     ...(isRoot() ? ['--user=root'] : []),
   ];
@@ -82,8 +80,8 @@ async function startLocal(install: { binary: string; installDb: string }, option
         `--tmpdir=${layout.tmpDir}`,
         '--skip-test-db',
         '--auth-root-authentication-method=normal',
-        // A smaller redo log makes the install and the datadir a fraction of the default size (the server keeps it).
-        REDO_LOG_OPTION.mariadb,
+        // A smaller redo log makes the install and the datadir a fraction of the default size.
+        '--innodb-log-file-size=16M',
         ...(isRoot() ? ['--user=root'] : []),
       ],
       { cwd: dir.path, env: options.env },

@@ -9,15 +9,6 @@ import type { NetworkConnection } from './types';
 const PING_CONNECT_TIMEOUT_MS = 3_000;
 /** MariaDB answers COM_STMT_BULK_EXECUTE from 10.2.7 on; MySQL never does. */
 const BULK_EXECUTE_SINCE = [10, 2, 7] as const;
-/**
- * The redo log a private server is made and run with, by flavour. Both servers resize a data directory's redo log to
- * the size they are started with, and their defaults (MariaDB 96 MB, MySQL 100 MB) were most of a fresh data
- * directory: a MariaDB installed with a small log rewrote 96 MB at every start, and a root filesystem's template was
- * copied 100 MB of it at every start (MySQL 9.7: 187 MB in all). 16 MB holds the workloads' largest transaction (a
- * few MB of redo for 10000 rows) many times over; durability is off anyway. MySQL's option exists from 8.0.30.
- */
-export const REDO_LOG_OPTION = { mysql: '--innodb-redo-log-capacity=16M', mariadb: '--innodb-log-file-size=16M' } as const;
-
 /** The first of these the server's status has is its inserted-rows counter (MariaDB has no Innodb_rows_*). */
 const ROW_COUNTERS = ['Innodb_rows_inserted', 'Handler_write'] as const;
 

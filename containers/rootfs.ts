@@ -7,7 +7,7 @@ import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOp
 import { findExecutable } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { identifyMysqlFamily, pingMysqlFamily, REDO_LOG_OPTION } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily } from './mysql-family';
 import type { BackendName, StartedBackend } from './types';
 
 /**
@@ -40,6 +40,7 @@ const TEMPLATE_DIR = '/var/cache/sqltally-templates';
 const DATABASE = 'sqltally';
 const USER = 'root';
 const MAX_ALLOWED_PACKET = '64M';
+const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port|another mysqld server running on port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
@@ -60,12 +61,6 @@ interface RootfsRecipe {
   backend: Extract<BackendName, 'mysql' | 'mariadb'>;
   flavour: 'mysql' | 'mariadb';
   serverBinary: string;
-  /**
-   * How a private server is stopped. Its data directory is removed right after, so a shutdown only has to end the
-   * process: MySQL 9.7's orderly one waits out its background threads' half-second sleeps (1.1-1.5 s a stop, on
-   * every `session.close()` and every server of a test run), MariaDB's takes 70-120 ms.
-   */
-  stopSignal: NodeJS.Signals;
   /** Creates an empty data directory, using `tmpDir` for temporary files; paths are as the chrooted server sees them. */
   initialize(dataDir: string, tmpDir: string): { binary: string; args: string[] };
 }
@@ -75,17 +70,15 @@ const RECIPES = {
     backend: 'mysql',
     flavour: 'mysql',
     serverBinary: '/usr/sbin/mysqld',
-    stopSignal: 'SIGKILL',
     initialize: (dataDir, tmpDir) => ({
       binary: '/usr/sbin/mysqld',
-      args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, REDO_LOG_OPTION.mysql],
+      args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`],
     }),
   },
   mariadb11: {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
-    stopSignal: 'SIGTERM',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
     initialize: (dataDir, tmpDir) => ({
@@ -98,7 +91,7 @@ const RECIPES = {
           `{ printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;';`,
           ...MARIADB_BOOTSTRAP_SQL.map((f) => `cat /usr/share/mariadb/${f};`),
           '} |',
-          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --tmpdir=${tmpDir} --log-warnings=0 ${REDO_LOG_OPTION.mariadb}`,
+          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --tmpdir=${tmpDir} --log-warnings=0`,
           '--enforce-storage-engine= --max-allowed-packet=8M --net-buffer-length=16K',
         ].join(' '),
       ],
@@ -212,8 +205,6 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',
-    // The size the template was made with, so the server never resizes it.
-    REDO_LOG_OPTION[layout.flavour],
     '--skip-log-bin',
   ];
 }
@@ -268,7 +259,7 @@ async function startInRootfs(
     binary: chroot,
     args: (port) => [rootfs, recipe.serverBinary, ...mysqldArgs({ flavour: recipe.flavour, dataDir, runDir, port })],
     dir,
-    stopSignal: recipe.stopSignal,
+    stopSignal: STOP_SIGNAL,
     bindFailure: BIND_FAILURE,
     ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
     env: options.env,
@@ -304,8 +295,7 @@ async function startInRootfs(
 async function initializedTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): Promise<string> {
   const recipe: RootfsRecipe = RECIPES[name];
   const templates = path.join(rootfs, TEMPLATE_DIR);
-  // Named by how it is initialised: a template made with other options is another template, never taken for this one.
-  const ready = path.join(templates, `${name}-${initializeHash(recipe)}-data`);
+  const ready = path.join(templates, `${name}-data`);
   if (fs.existsSync(path.join(ready, 'mysql'))) return ready;
   fs.mkdirSync(templates, { recursive: true, mode: 0o700 });
   const building = fs.mkdtempSync(path.join(templates, `.building-${name}-`));
@@ -328,11 +318,6 @@ async function initializedTemplate(name: RootfsName, rootfs: string, chroot: str
     fs.rmSync(building, { recursive: true, force: true });
   }
   return ready;
-}
-
-function initializeHash(recipe: RootfsRecipe): string {
-  const init = recipe.initialize('/data', '/tmp');
-  return createHash('sha256').update(JSON.stringify([init.binary, ...init.args])).digest('hex').slice(0, 12);
 }
 
 /**

@@ -234,10 +234,8 @@ eachId(servers.map((b) => b.id), 'sqltally backends --check %s', (id) => {
   });
 });
 
-// What the worker leaves to teardown is the server's own shutdown: one that shuts down in order shows it (MySQL,
-// whose private servers are killed outright, would not; see the root filesystem recipes in containers/rootfs.ts).
-const ORDERLY_FIRST = ['mariadb', 'postgres', 'mysql'];
-const slowestStop = [...servers].sort((a, b) => ORDERLY_FIRST.indexOf(a.backend) - ORDERLY_FIRST.indexOf(b.backend))[0];
+// What the worker leaves to teardown is the server's own shutdown: the slowest one to shut down (MySQL) shows it.
+const slowestStop = [...servers].sort((a, b) => ['mysql', 'mariadb', 'postgres'].indexOf(a.backend) - ['mysql', 'mariadb', 'postgres'].indexOf(b.backend))[0];
 eachId(slowestStop ? [slowestStop.id] : [], '%s: a pooled server in a Jest worker', (id) => {
   it('is told to stop as Jest ends the worker; global teardown then finds it gone and removes its data', async () => {
     const env = childEnv();
