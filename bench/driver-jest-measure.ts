@@ -4,7 +4,7 @@
  * through Jest's module registry into its vm context, as a user's test suite loads an installed sqltally).
  */
 import type { DriverRecorder as Recorder } from '../counters/driver-layer';
-import { DriverRecorder, makeRows, wrapBetterSqlite3 } from './shipped';
+import { countExpandedValues, DriverRecorder, makeRows, wrapBetterSqlite3 } from './shipped';
 
 export interface PairFigures {
   pairs: number;
@@ -23,6 +23,8 @@ export interface ContextFigures {
   perRowTx: PairFigures;
   /** A prepared `SELECT 1`, `get()` 20000 times in a window. */
   select: PairFigures;
+  /** Counting one mysql2 `VALUES ?` call's nested values (`rows` x 6), median CPU in ms: what the text-protocol wrappers do per call. */
+  expandedValuesMs: number;
   /** One `Math.imul` reached through the global `Math`, and through a binding of this module, ns: the root cause. */
   globalLookupNs: number;
   bindingNs: number;
@@ -117,7 +119,19 @@ export async function measureContext(context: ContextFigures['context'], opts: {
   rawDb.close();
   countedDb.close();
   const { globalLookupNs, bindingNs } = lookupCost();
-  return { context, control: opts.control, rows: opts.rows, perRowTx, select: selectFigures, globalLookupNs, bindingNs };
+  return { context, control: opts.control, rows: opts.rows, perRowTx, select: selectFigures, expandedValuesMs: expandedValuesCost(rows), globalLookupNs, bindingNs };
+}
+
+function expandedValuesCost(rows: readonly (readonly unknown[])[]): number {
+  const args = [rows];
+  for (let i = 0; i < 3; i++) countExpandedValues(args);
+  const times: number[] = [];
+  for (let i = 0; i < 9; i++) {
+    const t0 = cpuNow();
+    countExpandedValues(args);
+    times.push((cpuNow() - t0) / 1e6);
+  }
+  return median(times);
 }
 
 const imul = Math.imul;

@@ -42,7 +42,8 @@ function readsValue(id: ts.Identifier): boolean {
   const parent = id.parent;
   if (ts.isPropertyAccessExpression(parent) && parent.name === id) return false;
   if ((ts.isPropertyAssignment(parent) || ts.isMethodDeclaration(parent) || ts.isPropertyDeclaration(parent)) && parent.name === id) return false;
-  if (ts.isVariableDeclaration(parent) || ts.isParameter(parent) || ts.isBindingElement(parent)) return false;
+  // Their names only: `const m = Math` reads the global in its initializer.
+  if ((ts.isVariableDeclaration(parent) || ts.isParameter(parent) || ts.isBindingElement(parent)) && parent.name === id) return false;
   for (let p: ts.Node | undefined = parent; p; p = p.parent) if (ts.isTypeNode(p)) return false;
   return true;
 }
@@ -79,14 +80,15 @@ describe('per-call functions read no globals (counters/intrinsics.ts)', () => {
       'const max = Math.max;',
       'function hot(a: number): number {',
       '  const inner = () => Math.min(a, 1);',
+      '  const alias = Math, { floor } = Math;',
       '  if (a < 0) throw new Error(String(a));',
       '  const b: Array<number> = [];',
-      '  return inner() + b.length + max(a, 2) + Number.MAX_SAFE_INTEGER;',
+      '  return inner() + b.length + max(a, 2) + alias.abs(floor(a)) + Number.MAX_SAFE_INTEGER;',
       '}',
       'function cold(): number { return Math.random(); }',
     ].join('\n');
     const { reads, found } = globalReads('x.ts', text, ['hot']);
     expect([...found]).toEqual(['hot']);
-    expect(reads).toEqual(['x.ts:3 hot: Math', 'x.ts:6 hot: Number']);
+    expect(reads).toEqual(['x.ts:3 hot: Math', 'x.ts:4 hot: Math', 'x.ts:4 hot: Math', 'x.ts:7 hot: Number']);
   });
 });
