@@ -1,4 +1,7 @@
+import mysql from 'mysql2/promise';
+import pg from 'pg';
 import { capture, CaptureSession } from '../capture/capture';
+import type { SessionConnection } from '../capture/connection';
 import type { BackendName, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import type { CountSpec } from '../jest/expectations';
@@ -63,6 +66,36 @@ const SCENARIOS = {
   },
 } satisfies Record<BackendName, Scenario>;
 
+/** How long the abandoned statement below keeps its server session alive after its client has gone. */
+const ABANDONED_SLEEP_S = 1;
+
+/**
+ * A client of the user's through the session's proxy that starts a long statement and drops its socket: the proxy
+ * sees the connection close at once, the server session stays listed until the statement ends (neither server looks
+ * at the socket while it sleeps). Resolves once the client is gone; null where there is no wire proxy (SQLite).
+ */
+const ABANDON = {
+  sqlite: null,
+  mariadb: abandonMysql,
+  mysql: abandonMysql,
+  postgres: async (at) => {
+    const client = new pg.Client({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+    await client.connect();
+    client.query(`SELECT pg_sleep(${ABANDONED_SLEEP_S})`).catch(() => undefined);
+    client.on('error', () => undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+  },
+} satisfies Record<BackendName, ((at: Extract<SessionConnection, { kind: 'network' }>) => Promise<void>) | null>;
+
+async function abandonMysql(at: Extract<SessionConnection, { kind: 'network' }>): Promise<void> {
+  const c = await mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
+  c.on('error', () => undefined);
+  c.query(`SELECT SLEEP(${ABANDONED_SLEEP_S})`).catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 100));
+  c.destroy();
+}
+
 async function runSql(driver: DriverName, handle: any, sql: string): Promise<void> {
   if (driver === 'better-sqlite3') handle.exec(sql);
   else await handle.query(sql);
@@ -126,4 +159,24 @@ describeEachBackend((b) => {
     // Each window holds its own calls only; the table's rows keep growing, the window's count does not.
     expect(second).toHaveCounts({ driver: scenario.expected.driver, server: { rowsInserted: 3 } });
   });
+
+  const abandon = ABANDON[b.backend];
+  if (abandon === null) {
+    it.skip(`a connection closed before the window, still on the server: not applicable to ${b.id} (no wire proxy, no server sessions)`, () => undefined);
+  } else {
+    it('a connection the workload closed before the window but the server still lists is waited for, not taken for a client around the proxy', async () => {
+      await using session = await CaptureSession.open({ backend: backend(), driver: scenario.driver, table: scenario.table });
+      await session.prepare(setup);
+      const at = session.connection;
+      if (at.kind !== 'network') throw new Error('expected a network connection');
+      const dropped = Date.now();
+      await abandon(at);
+      const tally = await session.measure(scenario.insertThree);
+      // The window opened only once the dropped session had left: its statement ran on for the rest of its sleep.
+      expect(Date.now() - dropped).toBeGreaterThanOrEqual(ABANDONED_SLEEP_S * 1000 - 150);
+      expect({ verdict: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ verdict: 'assert', reason: expect.any(String) });
+      expect(tally).toHaveCounts(scenario.expected);
+      expect(tally.layers.server?.foreignSessions).toEqual([]);
+    });
+  }
 });

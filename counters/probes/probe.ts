@@ -48,6 +48,13 @@ export interface WindowContext {
    * a PostgreSQL session flushes its statistics only when it asks for it itself.
    */
   settle?: () => Promise<string[]>;
+  /**
+   * Server ids of the workload's connections that closed before this window (the wire proxy saw them go). A server
+   * lists such a session for a few milliseconds more (a PostgreSQL backend exits only after it has read Terminate,
+   * and its entry in pg_stat_activity goes last), and one still listed at the window's start would count as a client
+   * around the proxy: `begin` waits for them to leave before its control window (see `DEPARTURE_WAIT_MS`).
+   */
+  departedConnectionIds?: () => readonly number[];
 }
 
 /** A measured window in progress; `end()` closes it and returns the server layer. */

@@ -1,6 +1,6 @@
 import type { BackendDescription } from '../../containers/types';
 import type { WindowContext } from './probe';
-import { SnapshotProbe, type Snapshot, type SnapshotSource, type WindowExtras } from './snapshot-probe';
+import { DEPARTURE_WAIT_MS, SnapshotProbe, type Snapshot, type SnapshotSource, type WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
 
@@ -43,6 +43,8 @@ class ScriptedSource implements SnapshotSource {
   snapshots = 0;
   failures: string[] = [];
   attributed = [7];
+  /** Other sessions the server lists, each until its snapshot index `until` (inclusive). */
+  listed: { id: number; until: number }[] = [];
 
   async open(): Promise<void> {}
   async close(): Promise<void> {}
@@ -61,7 +63,11 @@ class ScriptedSource implements SnapshotSource {
       // Each connection the server knows has its own counters; the scripted workload runs on the first one.
       perConnection: new Map(ids.filter((id) => this.attributed.includes(id)).map((id, i) => [id, { Questions: i === 0 ? this.workloadQuestions : 0 }])),
       statements: null,
-      sessions: { foreign: [], background: [], canSeeOtherSessions: true },
+      sessions: {
+        foreign: this.listed.filter((l) => this.snapshots <= l.until).map((l) => ({ id: l.id, user: 'root', host: '127.0.0.1', command: 'idle', info: null })),
+        background: [],
+        canSeeOtherSessions: true,
+      },
       notes: [],
       failures: this.failures,
     };
@@ -249,5 +255,52 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
     // Neither the read's cost nor a quit is taken out of counts that never had them.
     expect({ global: layer.global, perConnection: layer.perConnection }).toEqual({ global: { Questions: 3 }, perConnection: { Questions: 3 } });
     expect(await win.end()).toBe(layer);
+  });
+
+  describe('connections the workload closed before the window', () => {
+    it('waits for one the server still lists to leave, so it is not taken for a client around the proxy', async () => {
+      const source = new ScriptedSource();
+      const probe = new SnapshotProbe(source);
+      await probe.calibrate(CTX);
+      const before = source.snapshots;
+      // Still listed at the next three readings, as an exiting PostgreSQL backend is.
+      source.listed.push({ id: 41, until: before + 3 });
+      const win = await probe.begin({ ...CTX, departedConnectionIds: () => [41] });
+      expect(source.snapshots - before).toBe(3 + 2);
+      const layer = await win.end();
+      expect(layer.foreignSessions).toEqual([]);
+      expect(layer.control).toEqual({});
+      expect(layer.notes.join('\n')).not.toMatch(/closed by the workload/);
+    });
+
+    it('does not wait for a session that is not one of them: another client is listed as it is, at once', async () => {
+      const source = new ScriptedSource();
+      const probe = new SnapshotProbe(source);
+      await probe.calibrate(CTX);
+      const before = source.snapshots;
+      source.listed.push({ id: 99, until: Number.MAX_SAFE_INTEGER });
+      const win = await probe.begin({ ...CTX, departedConnectionIds: () => [41] });
+      expect(source.snapshots - before).toBe(2);
+      const layer = await win.end();
+      expect(layer.foreignSessions.map((f) => f.id)).toEqual([99]);
+    });
+
+    it('gives up after DEPARTURE_WAIT_MS: the session stays foreign (never assert for it) and a note says whose it was', async () => {
+      jest.useFakeTimers();
+      try {
+        const source = new ScriptedSource();
+        const probe = new SnapshotProbe(source);
+        await probe.calibrate(CTX);
+        source.listed.push({ id: 41, until: Number.MAX_SAFE_INTEGER });
+        const opening = probe.begin({ ...CTX, departedConnectionIds: () => [41] });
+        await jest.advanceTimersByTimeAsync(DEPARTURE_WAIT_MS + 100);
+        const win = await opening;
+        const layer = await win.end();
+        expect(layer.foreignSessions.map((f) => f.id)).toEqual([41]);
+        expect(layer.notes).toContain(`connection(s) #41 closed by the workload before the window were still on the server after ${DEPARTURE_WAIT_MS} ms`);
+      } finally {
+        jest.useRealTimers();
+      }
+    });
   });
 });

@@ -4,6 +4,14 @@ import type { ServerLayer, ServerSummary } from './types';
 import { costFromEmptyWindows, delta, describeCounters, nonZero, subtractCost, type Counters } from './window';
 
 const DEFAULT_CALIBRATION_PAIRS = 3;
+/**
+ * How long `begin` waits for connections the workload closed before the window to leave the server. A backend that
+ * read its Terminate exits within milliseconds on an idle machine; two busy cores have been seen to take longer
+ * than one reading (main job, postgres-js.unnest: the previous sample's connection still listed, idle after the
+ * proxy's settle, and the cell reported as work around the proxy).
+ */
+export const DEPARTURE_WAIT_MS = 2_000;
+const DEPARTURE_POLL_MS = 10;
 /** pg_stat_statements entries and query text kept in a layer: enough to read, not a dump. */
 const MAX_STATEMENTS_SHOWN = 50;
 const STATEMENT_TEXT_CHARS = 200;
@@ -206,6 +214,30 @@ export class SnapshotProbe implements ServerProbe {
     return snap;
   }
 
+  /**
+   * The control window's first reading, taken again until no connection the workload closed before the window is
+   * still listed on the server (see {@link WindowContext.departedConnectionIds}). One that stays past the wait is
+   * left as the reading found it, a session the window cannot account for, with a note saying whose it was.
+   */
+  async #afterDepartures(ctx: WindowContext, ids: readonly number[], first: Snapshot): Promise<{ snap: Snapshot; note: string | null }> {
+    const departed = ctx.departedConnectionIds?.();
+    if (!departed || departed.length === 0) return { snap: first, note: null };
+    const gone = new Set(departed);
+    const lingering = (snap: Snapshot): number[] => snap.sessions.foreign.filter((s) => gone.has(s.id)).map((s) => s.id);
+    let snap = first;
+    const deadline = Date.now() + DEPARTURE_WAIT_MS;
+    while (lingering(snap).length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, DEPARTURE_POLL_MS));
+      snap = await this.#snapshot(ctx, 'control', ids);
+    }
+    const still = lingering(snap);
+    const note =
+      still.length > 0
+        ? `connection(s) ${still.map((id) => `#${id}`).join(', ')} closed by the workload before the window were still on the server after ${DEPARTURE_WAIT_MS} ms`
+        : null;
+    return { snap, note };
+  }
+
   async calibrate(ctx: WindowContext): Promise<ProbeCost> {
     const ids = connectionIdsOf(ctx);
     // A first, discarded snapshot absorbs whatever was pending before (statistics not yet flushed, a first read that
@@ -257,8 +289,11 @@ export class SnapshotProbe implements ServerProbe {
   async begin(ctx: WindowContext): Promise<OpenWindow> {
     const cost = this.#cost ?? (await this.calibrate(ctx));
     const ids = connectionIdsOf(ctx);
-    const controlStart = await this.#snapshot(ctx, 'control', ids);
+    const departures = await this.#afterDepartures(ctx, ids, await this.#snapshot(ctx, 'control', ids));
+    const controlStart = departures.snap;
     const start = await this.#snapshot(ctx, 'begin', ids);
+    // The window's notes are its start's and end's: a session that would not leave is named with them.
+    if (departures.note) start.notes.push(departures.note);
     const control = { ...subtractCost(delta(controlStart.global, start.global), cost.counters), ...this.#statementTotals(controlStart, start) };
     const own = perConnectionWindow(ids, controlStart, start, new Set(ids), new Map());
     const perConnectionControl = own ? subtractCost(own.counters, cost.perConnection ?? {}) : {};
