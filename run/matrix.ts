@@ -303,6 +303,14 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
 
   const signal = hooks.signal;
   const interrupted = (): string => `interrupted (${messageOf(signal?.reason ?? 'aborted')}) after ${cells.length} cell(s): the cells measured before are kept`;
+  // What the run was doing when the signal came, so the failure names it even when the signal falls between two
+  // cells (making the next cell's rows and SQL, resetting its table), where nothing that fails carries a backend.
+  let doing: { backend: string; phase: string } | undefined;
+  let doingAtSignal: { backend: string; phase: string } | undefined;
+  const noteSignal = (): void => {
+    doingAtSignal ??= doing;
+  };
+  signal?.addEventListener('abort', noteSignal, { once: true });
   for (const resolution of resolutions) {
     if (!resolution.available) {
       skipped.push({ backend: resolution.id ?? resolution.backend, reason: resolution.reason, environment: environment.id });
@@ -316,8 +324,10 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     let started: StartedBackend | undefined;
     try {
       progress(`start ${resolution.id ?? resolution.backend} (${resolution.provider}: ${resolution.origin})`);
+      doing = { backend: resolution.id ?? resolution.backend, phase: 'start' };
       started = await resolution.start();
       const description = started.description;
+      doing = { backend: description.id, phase: 'setup' };
       backends.push(description);
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
       hooks.started?.(started);
@@ -345,6 +355,7 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           for (const [rows, hot] of points) {
             if (signal?.aborted) break;
             let run: CellRun;
+            doing = { backend: description.id, phase: 'workload' };
             try {
               run = await runCell(session, started, strategy, rows, plan, hot, signal);
             } catch (err) {
@@ -374,12 +385,18 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       failure ??= failureOf(err);
       progress(`FAILED ${resolution.id ?? resolution.backend}: ${failureOf(err).message}`);
     } finally {
+      if (doing) doing = { backend: doing.backend, phase: 'stop' };
       await started?.stop();
+      doing = undefined;
     }
   }
+  signal?.removeEventListener('abort', noteSignal);
   if (signal?.aborted) {
     // The signal is why the run stopped; whatever broke in its wake (a connection cut as the servers went) is not.
-    failure = { message: interrupted(), ...(failure?.backend ? { backend: failure.backend } : {}), phase: failure?.phase ?? 'workload', ...(failure?.statement ? { statement: failure.statement } : {}) };
+    // Where it came: a failure it caused says best (its statement too), else what the run was doing then.
+    const backend = failure?.backend ?? doingAtSignal?.backend;
+    const phase = failure?.phase ?? doingAtSignal?.phase ?? 'workload';
+    failure = { message: interrupted(), ...(backend ? { backend } : {}), phase, ...(failure?.statement ? { statement: failure.statement } : {}) };
   }
 
   const report: ReportInput = {
