@@ -11,6 +11,7 @@ import { ReportSchema, readReportFile } from '../reports/schema';
 import { MAX_ROWS_PER_CELL } from '../run/plan';
 import { findLeaks } from './global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend, integrationBackends, withBackend } from './harness';
+import { tsChild } from './ts-child';
 
 // Bad input that needs something real at the other end: a private database server, the Redis that may run on this
 // machine, the built run itself interrupted mid-workload. The cases that need nothing are in cli/bad-input.test.ts.
@@ -117,7 +118,7 @@ describe(`Ctrl-C during a long workload (better-sqlite3.multirow at the ${MAX_RO
   it('stops the run at the window in flight: a failed report on stdout, exit 130, no data directory behind', async () => {
     const env = { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'bad'}int${process.pid}` };
     const code = `require('./cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '${MAX_ROWS_PER_CELL}', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     let out = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));

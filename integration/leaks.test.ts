@@ -13,6 +13,7 @@ import { strategiesFor } from '../workload/strategies';
 import { findLeaks, runMarker, sweepLeaks, sweepPooledServers } from './global-teardown';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
 import { poolMarker } from './pool';
+import { tsChild } from './ts-child';
 import type { AvailableIntegrationBackend } from './harness';
 
 // jest's testTimeout is global, not per project: each case here starts a real server in a child process.
@@ -37,9 +38,9 @@ function childEnv(): NodeJS.ProcessEnv {
   return { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'leak'}c${process.pid}n${runCounter}` };
 }
 
-/** Runs TypeScript in a plain Node child (tsx's hooks, which also cover dynamic import()), so signals reach exactly that one process. */
+/** Runs TypeScript in a plain Node child (integration/register-ts.js), so signals reach exactly that one process. */
 function spawnTs(code: string, env: NodeJS.ProcessEnv, ipc = false): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc' as const] : [])] });
+  return spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', ...(ipc ? ['ipc' as const] : [])] });
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
@@ -243,7 +244,7 @@ eachId(slowestStop ? [slowestStop.id] : [], '%s: a pooled server in a Jest worke
     const worker = new Worker(path.join(__dirname, 'pool-worker.ts'), {
       numWorkers: 1,
       exposedMethods: ['borrow'],
-      forkOptions: { cwd: ROOT, env, execArgv: ['--import', 'tsx'] },
+      forkOptions: { cwd: ROOT, env, execArgv: tsChild() },
     }) as Worker & { borrow(id: string): Promise<{ pid: number; dataDir: string }> };
     let held: { pid: number; dataDir: string } | undefined;
     try {

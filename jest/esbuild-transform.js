@@ -28,25 +28,38 @@ const TARGET = String(COMPILER_OPTIONS.target).toLowerCase();
 /** What makes every cached output stale when it changes: this file, esbuild's version, the compiler options. */
 const IDENTITY = createHash('sha256').update(fs.readFileSync(__filename)).update(ESBUILD_VERSION).update(TSCONFIG).digest('hex');
 
-/** @type {import('@jest/transform').SyncTransformer} */
+/**
+ * One TypeScript file as CommonJS, with its source map: apart (`external`) for Jest, which keeps maps itself, or
+ * inline for Node's own source-map support (integration/register-ts.js).
+ * @param {string} source
+ * @param {string} filename
+ * @param {'external' | 'inline'} sourcemap
+ */
+function transformTs(source, filename, sourcemap) {
+  return transformSync(source, {
+    loader: filename.endsWith('.tsx') ? 'tsx' : 'ts',
+    format: 'cjs',
+    target: TARGET,
+    platform: 'node',
+    sourcemap,
+    sourcefile: filename,
+    tsconfigRaw: TSCONFIG_RAW,
+    // `import()` becomes a `require()` in a promise, as tsc's CommonJS output has it: Jest's module registry
+    // serves that, while a real dynamic import in a vm context needs --experimental-vm-modules (and in a plain Node
+    // child, Node's ESM loader, which cannot read TypeScript).
+    supported: { 'dynamic-import': false },
+  });
+}
+
+/** @type {import('@jest/transform').SyncTransformer & { transformTs: typeof transformTs }} */
 module.exports = {
   canInstrument: false,
   getCacheKey(source, filename, options) {
     return createHash('sha256').update(IDENTITY).update('\0').update(filename).update('\0').update(source).update('\0').update(options.configString).digest('hex');
   },
   process(source, filename) {
-    const out = transformSync(source, {
-      loader: filename.endsWith('.tsx') ? 'tsx' : 'ts',
-      format: 'cjs',
-      target: TARGET,
-      platform: 'node',
-      sourcemap: 'external',
-      sourcefile: filename,
-      tsconfigRaw: TSCONFIG_RAW,
-      // `import()` becomes a `require()` in a promise, as tsc's CommonJS output has it: Jest's module registry
-      // serves that, while a real dynamic import in a vm context needs --experimental-vm-modules.
-      supported: { 'dynamic-import': false },
-    });
+    const out = transformTs(source, filename, 'external');
     return { code: out.code, map: out.map };
   },
+  transformTs,
 };

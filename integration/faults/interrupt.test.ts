@@ -5,6 +5,7 @@ import path from 'node:path';
 import { readReportFile } from '../../reports/schema';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
+import { tsChild } from '../ts-child';
 import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
 
 // Ctrl-C of `sqltally run` (a child process, as a person runs it) in the middle of a cell on a private server: the
@@ -29,7 +30,7 @@ describeEachBackend((b) => {
     try {
       const argv = ['run', '--backends', b.id, '--strategies', target.strategy, '--rows', `${FIRST_ROWS},${FAULT_ROWS}`, '--hot-rows', '', '--driver-releases', 'default', '--out', out];
       const code = `require('./cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
-      const child = spawn(process.execPath, ['--import', 'tsx', '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr.on('data', (c: Buffer) => (err += c.toString()));
       const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (c, s) => r({ code: c, signal: s })));
