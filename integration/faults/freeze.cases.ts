@@ -1,0 +1,60 @@
+import type { BackendName } from '../../containers/types';
+import { processAlive } from '../../containers/live';
+import { START_TIMEOUT_MS, describeEachBackend, integrationBackends } from '../harness';
+import { FAULT_ROWS, FAULT_TARGETS, faultEnv, signalServer, thawQuietly, type FaultTarget } from './fixture';
+import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
+
+// The main job under a server stopped with SIGSTOP past the cell timeout. Each case waits out the timeout and the
+// bounded reads after it (22-26 s a backend here, nearly all of it waiting), so each backend has a file of its own
+// (freeze.<backend>.test.ts): Jest runs files side by side, and one file of three such cases was the longest
+// file of the whole run (70-74 s) for a few seconds of CPU.
+
+/** A cell timeout far above what the 50-row cell takes, far below "never" (the frozen server). */
+const CELL_TIMEOUT_MS = 8_000;
+
+/** The cases for every variant of `backend` this run covers (each id a describe block, a skip saying why). */
+export function freezeCases(backend: BackendName): void {
+  jest.setTimeout(START_TIMEOUT_MS * 2);
+  if (!integrationBackends().some((b) => b.backend === backend)) {
+    it.skip(`${backend}: not in this run (SQLTALLY_BACKENDS=${process.env['SQLTALLY_BACKENDS'] ?? ''})`, () => undefined);
+    return;
+  }
+  describeEachBackend((b) => {
+    const target: FaultTarget = FAULT_TARGETS[b.backend];
+    if ('noServer' in target) {
+      it.skip(`no server faults: ${target.noServer}`, () => undefined);
+      return;
+    }
+    const { strategy } = target;
+
+    it(`SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
+      const env = faultEnv('stop');
+      let frozen: number[] = [];
+      try {
+        const o = await runWithFault(
+          b.id,
+          strategy,
+          env,
+          (s) => {
+            frozen = signalServer(s.pid, 'SIGSTOP');
+          },
+          CELL_TIMEOUT_MS,
+        );
+        expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
+        const hit = o.report.cells.find((c) => c.rows === FAULT_ROWS);
+        expect(hit?.verdict.kind).toBe('incomplete');
+        expect(hit?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
+        expect(hit?.error?.statement).toMatch(/^INSERT INTO/);
+        // The late-commit reading through a fresh connection is bounded too, and says it could not read.
+        expect(hit?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
+        expect(hit?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
+        expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
+        expect(o.report.failure?.phase).toBe('workload');
+      } finally {
+        await thawQuietly(frozen);
+      }
+      // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
+      expect(frozen.filter((p) => processAlive(p))).toEqual([]);
+    });
+  }, (b) => b.backend === backend);
+}
