@@ -10,7 +10,7 @@ import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServ
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
 
 // The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
-// gave up (a server frozen past the cell timeout is in freeze.test.ts). Each run starts a private
+// gave up (a server frozen past the cell timeout is in freeze.cases.ts). Each run starts a private
 // server of its own (never one from the worker's pool) and must end with: a failed report that keeps the cell
 // measured before the fault, an error naming backend, phase and statement, no success claimed, and nothing left
 // running or on disk under the run's id.
