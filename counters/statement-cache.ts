@@ -4,27 +4,60 @@ import { classifyStatement, type SqlDialect } from './tokenizer';
 
 /** Distinct SQL texts remembered per dialect before the cache starts over. */
 const MAX_TEXTS = 4096;
+/**
+ * Characters of SQL text (keys) and fingerprints (values) one cache holds before it starts over. The texts are the
+ * cache's keys, so it holds them alive: 3000 distinct multi-row INSERTs of 5000-8000 rows (a bulk load whose batch
+ * size changes from batch to batch) kept 390 MB of heap through the fingerprint cache alone, 4 MB with this budget
+ * (a throwaway script, heap after a forced collection). 16 Mi characters is 16-32 MB, and still some 160 such texts.
+ */
+export const MAX_CACHED_CHARS = 16 * 1024 * 1024;
 
 /**
- * Statement class by SQL text, computed once per distinct text: wrappers sit on every call of a user's suite, and a
- * loop sends the same few texts again and again. Bounded: when full it starts over (the texts in use come back in
- * one call each), so a workload of unique texts (literals inlined) cannot grow it without end.
+ * A value computed once per distinct SQL text, bounded by text count and by characters held: when either is full it
+ * starts over (the texts in use come back in one call each), so a workload of unique texts (literals inlined, or row
+ * counts that change) can grow it neither without end nor by the size of its texts.
  */
-class ClassCache {
-  #current = new Map<string, StatementClass>();
-  readonly #dialect: SqlDialect;
+class TextCache<V> {
+  #current = new Map<string, V>();
+  #chars = 0;
+  readonly #compute: (sql: string) => V;
+  readonly #size: (value: V) => number;
 
+  constructor(compute: (sql: string) => V, size: (value: V) => number) {
+    this.#compute = compute;
+    this.#size = size;
+  }
+
+  get(sql: string): V {
+    const cached = this.#current.get(sql);
+    if (cached !== undefined) return cached;
+    const value = this.#compute(sql);
+    const chars = sql.length + this.#size(value);
+    // A text beyond the whole budget is computed each time rather than emptying the cache for itself.
+    if (chars > MAX_CACHED_CHARS) return value;
+    if (this.#current.size >= MAX_TEXTS || this.#chars + chars > MAX_CACHED_CHARS) {
+      this.#current = new Map();
+      this.#chars = 0;
+    }
+    this.#current.set(sql, value);
+    this.#chars += chars;
+    return value;
+  }
+
+  /** Texts and characters held now (tests). */
+  get held(): { texts: number; chars: number } {
+    return { texts: this.#current.size, chars: this.#chars };
+  }
+}
+
+/** Statement class by SQL text: wrappers sit on every call of a user's suite, and a loop sends the same few texts. */
+class ClassCache extends TextCache<StatementClass> {
   constructor(dialect: SqlDialect) {
-    this.#dialect = dialect;
+    super((sql) => classifyStatement(sql, dialect), () => 0);
   }
 
   classify(sql: string): StatementClass {
-    const cached = this.#current.get(sql);
-    if (cached !== undefined) return cached;
-    const statementClass = classifyStatement(sql, this.#dialect);
-    if (this.#current.size >= MAX_TEXTS) this.#current = new Map();
-    this.#current.set(sql, statementClass);
-    return statementClass;
+    return this.get(sql);
   }
 }
 
@@ -50,22 +83,15 @@ export function classifyCached(sql: string, dialect: SqlDialect): StatementClass
 }
 
 /** Fingerprints (and their ids) by SQL text, computed once per distinct text, bounded the same way. */
-class FingerprintCache {
-  #current = new Map<string, { fingerprint: string; id: string }>();
-  readonly #dialect: SqlDialect;
-
+class FingerprintCache extends TextCache<{ fingerprint: string; id: string }> {
   constructor(dialect: SqlDialect) {
-    this.#dialect = dialect;
-  }
-
-  get(sql: string): { fingerprint: string; id: string } {
-    const cached = this.#current.get(sql);
-    if (cached !== undefined) return cached;
-    const fp = fingerprint(sql, this.#dialect);
-    const entry = { fingerprint: fp, id: fingerprintId(fp) };
-    if (this.#current.size >= MAX_TEXTS) this.#current = new Map();
-    this.#current.set(sql, entry);
-    return entry;
+    super(
+      (sql) => {
+        const fp = fingerprint(sql, dialect);
+        return { fingerprint: fp, id: fingerprintId(fp) };
+      },
+      (entry) => entry.fingerprint.length + entry.id.length,
+    );
   }
 }
 
@@ -75,6 +101,11 @@ const FINGERPRINTS: Record<SqlDialect, FingerprintCache> = {
   sqlite: new FingerprintCache('sqlite'),
   generic: new FingerprintCache('generic'),
 };
+
+/** What the fingerprint cache of `dialect` holds now (tests). */
+export function fingerprintCacheHeld(dialect: SqlDialect): { texts: number; chars: number } {
+  return FINGERPRINTS[dialect].held;
+}
 
 /** The statement's shape (see counters/fingerprint.ts) and its short id, cached per distinct text. */
 export function fingerprintCached(sql: string, dialect: SqlDialect): { fingerprint: string; id: string } {
