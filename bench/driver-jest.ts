@@ -74,7 +74,7 @@ async function main(argv: string[]): Promise<number> {
     const where = f.context === 'node' ? 'plain Node' : 'under Jest';
     console.log(line(`${tag}${where}, per-row-tx ${rows} rows`, f.perRowTx, control));
     console.log(line(`${tag}${where}, prepared SELECT 1`, f.select, control));
-    console.log(`${where}: counting one mysql2 VALUES ? call of ${rows} rows x 6 values ${f.expandedValuesMs.toFixed(2)} ms`);
+    console.log(`${where}: counting one mysql2 VALUES ? call of ${rows} rows x 6 values ${f.expandedValuesMs.cold.toFixed(2)} ms after 3 calls, ${f.expandedValuesMs.warm.toFixed(2)} ms after 200`);
     console.log(`${where}: one global lookup (Math.imul through Math) ${f.globalLookupNs.toFixed(1)} ns, through a module binding ${f.bindingNs.toFixed(1)} ns`);
   }
   console.log(`load average ${os.loadavg()[0]?.toFixed(1)} on ${os.cpus().length} CPUs while measuring`);
