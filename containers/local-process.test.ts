@@ -5,7 +5,7 @@ import path from 'node:path';
 import { leadingVersion } from './backend';
 import { SqltallyError } from './errors';
 import { liveResources, processAlive, processStopped } from './live';
-import { DATADIR_PREFIX, freePort, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
+import { DATADIR_PREFIX, freePort, launchServer, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
 
 describe('makePrivateDir', () => {
   let base: string;
@@ -110,5 +110,34 @@ describe('processStopped', () => {
     }
     expect(processStopped(pid)).toBe(false);
     expect(processAlive(pid)).toBe(false);
+  });
+});
+
+describe('launchServer stop', () => {
+  it("waits for the server's children that outlive it (in sessions of their own, as PostgreSQL's logger), then removes its directory", async () => {
+    const dir = makePrivateDir('fake', { ...process.env, SQLTALLY_RUN_ID: `lp${process.pid}` });
+    const childPidFile = path.join(dir.path, 'child.pid');
+    // A "server" that starts a child in a session of its own (no group signal reaches it), which lingers 300 ms
+    // after its parent was told to stop, as PostgreSQL's logger drains its pipe after the postmaster has gone.
+    const script = `setsid sh -c 'trap "" TERM; echo $$ > ${childPidFile}; while [ -e ${childPidFile} ]; do sleep 0.05; done; sleep 0.3' & trap 'exit 0' TERM; while :; do sleep 0.05; done`;
+    const running = await launchServer({
+      id: 'fake',
+      binary: '/bin/sh',
+      args: () => ['-c', script],
+      dir,
+      stopSignal: 'SIGTERM',
+      bindFailure: /never/,
+      ping: async () => {
+        if (!fs.existsSync(childPidFile)) throw new Error('not yet');
+      },
+      env: process.env,
+    });
+    const childPid = Number(fs.readFileSync(childPidFile, 'utf8'));
+    expect(processAlive(childPid)).toBe(true);
+    // The parent's stop lets the child go on: it stops looping once its file is gone, and lives 300 ms more.
+    fs.rmSync(childPidFile);
+    await running.stop();
+    expect(processAlive(childPid)).toBe(false);
+    expect(fs.existsSync(dir.path)).toBe(false);
   });
 });

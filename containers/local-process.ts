@@ -7,7 +7,8 @@ import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
 import { descendantsOf, processAlive, processStopped, trackLive } from './live';
-import { createOwnedDir, recordServer } from './ownership';
+import { createOwnedDir, isRunning, processIdentity, recordServer } from './ownership';
+import type { ProcessIdentity } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
 
@@ -213,6 +214,21 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** How long a stopped server's children may take to follow their leader before they are killed. */
+const CHILDREN_EXIT_MS = 5_000;
+const CHILDREN_POLL_MS = 10;
+
+/** Waits for each of a stopped server's children (by pid and start time) to be gone; SIGKILLs what stays. */
+async function childrenGone(children: readonly ProcessIdentity[]): Promise<void> {
+  const deadline = Date.now() + CHILDREN_EXIT_MS;
+  let left = children.filter(isRunning);
+  while (left.length > 0 && Date.now() < deadline) {
+    await sleep(CHILDREN_POLL_MS);
+    left = left.filter(isRunning);
+  }
+  for (const c of left) signalQuietly(c.pid, 'SIGKILL');
+}
+
 async function attempt(launch: ServerLaunch, port: number): Promise<RunningServer> {
   const [command, args] = withParentDeathSignal(launch.binary, launch.args(port), launch.stopSignal);
   let log = '';
@@ -261,20 +277,25 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
 
   let stopping: Promise<void> | undefined;
   const stopProcess = async (): Promise<void> => {
+    // The server's children, listed while they are still its own (once the leader has died they are reparented and
+    // no longer found). PostgreSQL's start sessions of their own, so no group signal reaches them, and its logger
+    // exits only after every other process has closed its pipe: moments after the postmaster, still running in
+    // the data directory that is removed next (seen: `postgres: logger` left behind a run that gave up a window).
+    const children = descendantsOf(pid).flatMap((p) => processIdentity(p) ?? []);
     if (!exited(child)) {
       // A stopped server (frozen by SIGSTOP or a debugger) would only act on the polite signal once continued, and
       // its data directory is private and removed next: it goes straight to SIGKILL, which a stopped process obeys.
       const frozen = processStopped(pid);
       if (!frozen) signalQuietly(pid, launch.stopSignal);
       if (frozen || !(await waitExit(child, DEFAULT_STOP_TIMEOUT_MS))) {
-        // Listed before the leader dies (then they are reparented and no longer found): a frozen server's children.
-        for (const p of descendantsOf(pid)) signalQuietly(p, 'SIGKILL');
+        for (const c of children) signalQuietly(c.pid, 'SIGKILL');
         signalQuietly(-pid, 'SIGKILL');
         await waitExit(child, DEFAULT_STOP_TIMEOUT_MS);
       }
     }
     // Stragglers in the group (a PostgreSQL backend that missed the shutdown) go with the leader.
     signalQuietly(-pid, 'SIGKILL');
+    await childrenGone(children);
   };
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
