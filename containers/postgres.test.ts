@@ -11,4 +11,9 @@ describe('postgresServerArgs', () => {
     expect(path.join(settings.log_directory!, settings.log_filename!)).toBe(postgresLogFile('/tmp/sqltally-x-postgres-1'));
     expect(postgresLogFile('/tmp/sqltally-x-postgres-1').startsWith('/tmp/sqltally-x-postgres-1/')).toBe(true);
   });
+
+  it('keeps dynamic shared memory in the data directory (removed at stop), not in /dev/shm', () => {
+    const args = postgresServerArgs('/tmp/sqltally-x-postgres-1', 5555);
+    expect(args).toContain('dynamic_shared_memory_type=mmap');
+  });
 });

@@ -146,6 +146,16 @@ describeEachBackend((b) => {
     });
   }
 
+  if ((b.provider === 'local' || b.provider === 'embedded') && b.backend === 'postgres') {
+    it("keeps its dynamic shared memory in its data directory, not in /dev/shm, where a killed server's segments would stay", async () => {
+      const { dataDir, pid } = backend();
+      // The control segment exists from the start; a posix one would be /dev/shm/PostgreSQL.<n>, mapped here.
+      const maps = fs.readFileSync(`/proc/${pid}/maps`, 'utf8');
+      expect(maps).not.toContain('/dev/shm/PostgreSQL.');
+      expect(fs.readdirSync(path.join(dataDir ?? '', 'pg_dynshmem')).some((f) => f.startsWith('mmap.'))).toBe(true);
+    });
+  }
+
   if (b.provider === 'local' && (b.backend === 'mariadb' || b.backend === 'mysql')) {
     it('keeps its temporary files in its own private directory, where no other starting server deletes them', async () => {
       // A starting MySQL or MariaDB deletes every #sql* file in its tmpdir: a shared /tmp would let it destroy the
