@@ -55,10 +55,6 @@ class ClassCache extends TextCache<StatementClass> {
   constructor(dialect: SqlDialect) {
     super((sql) => classifyStatement(sql, dialect), () => 0);
   }
-
-  classify(sql: string): StatementClass {
-    return this.get(sql);
-  }
 }
 
 const CACHES: Record<SqlDialect, ClassCache> = {
@@ -79,7 +75,7 @@ const LEADING_WITH = /^[\s(;]*with\b/i;
 /** {@link classifyStatement}, cached per distinct text (see {@link ClassCache}). */
 export function classifyCached(sql: string, dialect: SqlDialect): StatementClass {
   if (sql.length > CACHED_MAX_CHARS && !LEADING_WITH.test(sql.slice(0, 64))) return classifyStatement(sql, dialect);
-  return CACHES[dialect].classify(sql);
+  return CACHES[dialect].get(sql);
 }
 
 /** Fingerprints (and their ids) by SQL text, computed once per distinct text, bounded the same way. */

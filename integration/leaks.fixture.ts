@@ -10,7 +10,7 @@ import type { AvailableIntegrationBackend } from './harness';
 // what a killed run leaves and who sweeps it). One file held both, 64-99 s of mostly waiting, the longest of the run.
 
 export const ROOT = path.resolve(__dirname, '..');
-export const SETTLE_MS = 3_000;
+const SETTLE_MS = 3_000;
 export const POLL_MS = 100;
 /** How long the kernel's parent-death signal may take to bring a server down once its Node parent is killed. */
 export const ORPHAN_EXIT_MS = 30_000;

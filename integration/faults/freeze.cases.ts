@@ -1,6 +1,6 @@
 import type { BackendName } from '../../containers/types';
 import { processAlive } from '../../containers/live';
-import { START_TIMEOUT_MS, describeEachBackend, integrationBackends } from '../harness';
+import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { FAULT_ROWS, FAULT_TARGETS, faultEnv, signalServer, thawQuietly, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
 
@@ -15,10 +15,6 @@ const CELL_TIMEOUT_MS = 8_000;
 /** The cases for every variant of `backend` this run covers (each id a describe block, a skip saying why). */
 export function freezeCases(backend: BackendName): void {
   jest.setTimeout(START_TIMEOUT_MS * 2);
-  if (!integrationBackends().some((b) => b.backend === backend)) {
-    it.skip(`${backend}: not in this run (SQLTALLY_BACKENDS=${process.env['SQLTALLY_BACKENDS'] ?? ''})`, () => undefined);
-    return;
-  }
   describeEachBackend((b) => {
     const target: FaultTarget = FAULT_TARGETS[b.backend];
     if ('noServer' in target) {
