@@ -3,6 +3,7 @@ import { startBackend } from '../containers/registry';
 import type { StartedBackend } from '../containers/types';
 import { DriverRecorder, type ShapeFilter } from '../counters/driver-layer';
 import { isFingerprintId } from '../counters/fingerprint';
+import { departedBefore } from '../counters/departures';
 import type { DriverLayer } from '../counters/events';
 import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../counters/driver/open';
 import type { DriverName } from '../counters/driver/names';
@@ -11,7 +12,7 @@ import { BETTER_SQLITE3_DRIVER } from '../counters/driver/better-sqlite3';
 import { markOf } from '../counters/driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
-import type { WireConnection, WireCounts, WireSnapshot } from '../counters/wire/types';
+import type { WireCounts, WireSnapshot } from '../counters/wire/types';
 import { ignoredShare } from '../verdict/reconcile';
 import { beyondWindow, decideVerdict, type OtherConnections } from '../verdict/verdict';
 import { connectionUrl } from './connection';
@@ -213,22 +214,6 @@ const SILENT_CLOSE_MS = 1_000;
 const CLOSE_GRACE_MS = 2_000;
 /** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
 const GOODBYE_GRACE_MS = 2_000;
-
-/**
- * A closed connection older than this is not waited for at a window's start: its server session left long ago, and
- * a session listed under its id now (PostgreSQL reuses backend pids) is someone else's.
- */
-const DEPARTED_RECENT_MS = 10_000;
-
-/** Server ids of the proxied connections that closed shortly before `sinceNs` (see `WindowContext.departedConnectionIds`). */
-function departedBefore(connections: readonly WireConnection[], sinceNs: number): number[] {
-  const recent = sinceNs - DEPARTED_RECENT_MS * 1e6;
-  const ids: number[] = [];
-  for (const c of connections) {
-    if (c.serverConnectionId !== null && c.closedAtNs !== null && c.closedAtNs < sinceNs && c.closedAtNs >= recent) ids.push(c.serverConnectionId);
-  }
-  return ids;
-}
 
 function messageOf(err: unknown): string {
   const message = (err as { message?: unknown } | null)?.message;
@@ -538,9 +523,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   #context(sinceNs: number): WindowContext {
     const proxy = this.#proxy;
     const backendId = this.backend.description.id;
+    const backendConnection = this.backend.connection;
     return {
       workloadConnectionIds: () => this.#windowConnectionIds(sinceNs),
-      ...(proxy ? { departedConnectionIds: () => departedBefore(proxy.connections(), sinceNs) } : {}),
+      // Whatever sqltally closed on this server shortly before: this session's proxied connections, another
+      // session's, a probe's, the main job's row checks.
+      ...(backendConnection.kind === 'network' ? { departedConnectionIds: () => departedBefore(backendConnection, sinceNs) } : {}),
       ...(this.#options.table ? { table: this.#options.table } : {}),
       onWorkloadConnection: async (sql, connectionId) => {
         const handle = connectionId !== undefined ? this.#sqliteHandles.get(connectionId) : undefined;

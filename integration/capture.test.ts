@@ -3,7 +3,9 @@ import pg from 'pg';
 import { capture, CaptureSession } from '../capture/capture';
 import type { SessionConnection } from '../capture/connection';
 import type { BackendName, StartedBackend } from '../containers/types';
+import { departedBefore } from '../counters/departures';
 import type { DriverName } from '../counters/driver/names';
+import { openRawConnection } from '../counters/driver/open';
 import type { CountSpec } from '../jest/expectations';
 import { installSqltallyMatchers } from '../jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
@@ -177,6 +179,34 @@ describeEachBackend((b) => {
       expect({ verdict: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ verdict: 'assert', reason: expect.any(String) });
       expect(tally).toHaveCounts(scenario.expected);
       expect(tally.layers.server?.foreignSessions).toEqual([]);
+    });
+
+    it('a connection another session closed before the window, still on the server, is waited for too', async () => {
+      {
+        await using earlier = await CaptureSession.open({ backend: backend(), driver: scenario.driver, table: scenario.table });
+        await earlier.prepare(setup);
+        const at = earlier.connection;
+        if (at.kind !== 'network') throw new Error('expected a network connection');
+        await abandon(at);
+      }
+      const dropped = Date.now();
+      await using session = await CaptureSession.open({ backend: backend(), driver: scenario.driver, table: scenario.table });
+      const tally = await session.measure(scenario.insertThree);
+      expect({ verdict: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ verdict: 'assert', reason: expect.any(String) });
+      expect(Date.now() - dropped).toBeGreaterThanOrEqual(ABANDONED_SLEEP_S * 1000 - 250);
+      expect(tally).toHaveCounts(scenario.expected);
+      expect(tally.layers.server?.foreignSessions).toEqual([]);
+    });
+
+    it('a raw connection sqltally opens and closes itself (table resets, row checks) is noted as its own departure', async () => {
+      const b = backend();
+      if (b.connection.kind !== 'network') throw new Error('expected a network connection');
+      const opened = await openRawConnection(scenario.driver, b.connection);
+      const id = opened.connectionId;
+      expect(id).toEqual(expect.any(Number));
+      expect(departedBefore(b.connection, Number(process.hrtime.bigint()))).not.toContain(id);
+      await opened.close();
+      expect(departedBefore(b.connection, Number(process.hrtime.bigint()))).toContain(id);
     });
   }
 });

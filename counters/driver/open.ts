@@ -1,5 +1,6 @@
 import type { ConnectionInfo } from '../../containers/types';
 import { SqltallyError } from '../../containers/errors';
+import { noteDeparture } from '../departures';
 import type { StatementSink } from '../events';
 import type { OpenOptions } from './module';
 import type { DriverName } from './names';
@@ -29,7 +30,13 @@ export async function openRawConnection<D extends DriverName>(
 ): Promise<OpenedConnection<D>> {
   try {
     const opened = await driverModule(driver).open(connection, opts);
-    return { handle: opened.handle, connectionId: opened.connectionId, close: once(opened.close) };
+    const id = opened.connectionId;
+    // A window opened right after may still find the session on the server (departures.ts): note it as sqltally's.
+    const close =
+      connection.kind === 'network' && id !== null
+        ? () => opened.close().finally(() => noteDeparture({ host: opts.host ?? connection.host, port: opts.port ?? connection.port }, id))
+        : opened.close;
+    return { handle: opened.handle, connectionId: id, close: once(close) };
   } catch (error) {
     if (error instanceof SqltallyError) throw error;
     const where = connection.kind === 'network' ? `${opts.host ?? connection.host}:${opts.port ?? connection.port}` : connection.filename;

@@ -1,3 +1,5 @@
+import { noteDeparture } from '../departures';
+
 /**
  * The connections sqltally's own probes hold, by server address, across every session of this process: two capture
  * sessions on one server each see the other's probe connection, which is sqltally's, not a client's. Only the
@@ -16,7 +18,8 @@ export function registerProbeConnection(server: { host: string; port: number }, 
   if (!ids) OWN.set(key, (ids = new Set()));
   ids.add(id);
   return () => {
-    ids.delete(id);
+    // The probe closes its connection now: a window opened in the next moments waits for it to leave.
+    if (ids.delete(id)) noteDeparture(server, id);
     if (ids.size === 0) OWN.delete(key);
   };
 }

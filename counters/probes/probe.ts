@@ -49,7 +49,8 @@ export interface WindowContext {
    */
   settle?: () => Promise<string[]>;
   /**
-   * Server ids of the workload's connections that closed before this window (the wire proxy saw them go). A server
+   * Server ids of connections sqltally closed on this server shortly before this window: the workload's through the
+   * wire proxy (it saw them go), another session's, a probe's, its own table resets and row checks (departures.ts). A server
    * lists such a session for a few milliseconds more (a PostgreSQL backend exits only after it has read Terminate,
    * and its entry in pg_stat_activity goes last), and one still listed at the window's start would count as a client
    * around the proxy: `begin` waits for them to leave before its control window (see `DEPARTURE_WAIT_MS`).

@@ -297,7 +297,7 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
         const win = await opening;
         const layer = await win.end();
         expect(layer.foreignSessions.map((f) => f.id)).toEqual([41]);
-        expect(layer.notes).toContain(`connection(s) #41 closed by the workload before the window were still on the server after ${DEPARTURE_WAIT_MS} ms`);
+        expect(layer.notes).toContain(`connection(s) #41 closed before the window (by sqltally or through its proxy) were still on the server after ${DEPARTURE_WAIT_MS} ms`);
       } finally {
         jest.useRealTimers();
       }

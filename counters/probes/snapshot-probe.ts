@@ -233,7 +233,7 @@ export class SnapshotProbe implements ServerProbe {
     const still = lingering(snap);
     const note =
       still.length > 0
-        ? `connection(s) ${still.map((id) => `#${id}`).join(', ')} closed by the workload before the window were still on the server after ${DEPARTURE_WAIT_MS} ms`
+        ? `connection(s) ${still.map((id) => `#${id}`).join(', ')} closed before the window (by sqltally or through its proxy) were still on the server after ${DEPARTURE_WAIT_MS} ms`
         : null;
     return { snap, note };
   }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { SqltallyError } from '../../containers/errors';
+import { noteDeparture } from '../departures';
 import { MysqlSession } from './mysql-protocol';
 import { PgSession } from './pg-protocol';
 import { connectionRecord, diffWireSnapshots } from './tally';
@@ -374,6 +375,9 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
   const finish = (): void => {
     if (!clientClosed || !upstreamClosed) return;
     connection.closedAtNs = nowNs();
+    // Any window on this server, in this session or another, waits for it to leave (departures.ts).
+    const serverId = session.serverConnectionId;
+    if (serverId !== null) noteDeparture(options.target, serverId, connection.closedAtNs);
     try {
       session.end(`connection closed (${firstClose ?? 'unknown'})`);
     } catch (error) {
