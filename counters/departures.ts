@@ -26,7 +26,8 @@ interface Departure {
 
 const BY_SERVER = new Map<string, Departure[]>();
 
-function keyOf(server: { host: string; port: number }): string {
+/** A server's address as a key, for every per-server registry of this process (own-connections.ts too). */
+export function serverKey(server: { host: string; port: number }): string {
   return `${server.host}:${server.port}`;
 }
 
@@ -36,7 +37,7 @@ function nowNs(): number {
 
 /** Notes that sqltally closed its connection `id` (the server's own id) to `server`, now or at `atNs`. */
 export function noteDeparture(server: { host: string; port: number }, id: number, atNs: number = nowNs()): void {
-  const key = keyOf(server);
+  const key = serverKey(server);
   let list = BY_SERVER.get(key);
   if (!list) BY_SERVER.set(key, (list = []));
   const horizon = atNs - DEPARTED_RECENT_MS * 1e6;
@@ -50,7 +51,7 @@ export function noteDeparture(server: { host: string; port: number }, id: number
 
 /** Ids of connections to `server` that sqltally closed in the {@link DEPARTED_RECENT_MS} before `sinceNs`. */
 export function departedBefore(server: { host: string; port: number }, sinceNs: number): number[] {
-  const list = BY_SERVER.get(keyOf(server));
+  const list = BY_SERVER.get(serverKey(server));
   if (!list) return [];
   const horizon = sinceNs - DEPARTED_RECENT_MS * 1e6;
   const ids = new Set<number>();
@@ -58,7 +59,7 @@ export function departedBefore(server: { host: string; port: number }, sinceNs: 
   return [...ids];
 }
 
-/** Every departure noted (tests). */
+/** Forgets every departure noted (tests). */
 export function forgetDepartures(): void {
   BY_SERVER.clear();
 }

@@ -1,4 +1,4 @@
-import { noteDeparture } from '../departures';
+import { noteDeparture, serverKey } from '../departures';
 
 /**
  * The connections sqltally's own probes hold, by server address, across every session of this process: two capture
@@ -7,13 +7,9 @@ import { noteDeparture } from '../departures';
  */
 const OWN = new Map<string, Set<number>>();
 
-function keyOf(server: { host: string; port: number }): string {
-  return `${server.host}:${server.port}`;
-}
-
 /** Registers a probe's connection id; returns the function that removes it again. */
 export function registerProbeConnection(server: { host: string; port: number }, id: number): () => void {
-  const key = keyOf(server);
+  const key = serverKey(server);
   let ids = OWN.get(key);
   if (!ids) OWN.set(key, (ids = new Set()));
   ids.add(id);
@@ -26,5 +22,5 @@ export function registerProbeConnection(server: { host: string; port: number }, 
 
 /** Whether `id` on `server` is a connection of one of sqltally's probes in this process. */
 export function isProbeConnection(server: { host: string; port: number }, id: number): boolean {
-  return OWN.get(keyOf(server))?.has(id) ?? false;
+  return OWN.get(serverKey(server))?.has(id) ?? false;
 }
