@@ -7,6 +7,8 @@ import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { rootfsFinder } from './rootfs';
+import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
+import type { TemplateRecipe } from './template';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
@@ -64,28 +66,42 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
   ];
 }
 
+/** What mariadb-install-db gets after `--no-defaults` (which must come first) and its paths; part of the template's identity. */
+const INSTALL_OPTIONS = [
+  '--skip-test-db',
+  '--auth-root-authentication-method=normal',
+  // A smaller redo log makes the install and the datadir a fraction of the default size.
+  '--innodb-log-file-size=16M',
+];
+
+/** A data directory as mariadb-install-db makes it for this binary, built once and copied for every start. */
+function installTemplate(install: { binary: string; installDb: string }, options: StartOptions): TemplateRecipe {
+  const userArgs = isRoot() ? ['--user=root'] : [];
+  return {
+    name: 'mariadb',
+    identity: [fileIdentity(install.binary), fileIdentity(install.installDb), ...INSTALL_OPTIONS, ...userArgs],
+    build: async (building) => {
+      const tmpDir = path.join(building, 'tmp');
+      fs.mkdirSync(tmpDir, { mode: 0o700 });
+      await runTool(
+        options.id,
+        install.installDb,
+        // The bootstrap server the installer runs has temporary tables of its own: give it the scratch tmpdir.
+        ['--no-defaults', `--datadir=${path.join(building, 'data')}`, `--tmpdir=${tmpDir}`, ...INSTALL_OPTIONS, ...userArgs],
+        { cwd: building, env: options.env },
+      );
+    },
+  };
+}
+
 async function startLocal(install: { binary: string; installDb: string }, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('mariadb', options.env);
   const layout = mariadbLayout(dir.path);
   const password = randomBytes(12).toString('hex');
   try {
     fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
-    await runTool(
-      options.id,
-      install.installDb,
-      [
-        '--no-defaults',
-        `--datadir=${layout.dataDir}`,
-        // Passed on to the bootstrap server, which has temporary tables of its own.
-        `--tmpdir=${layout.tmpDir}`,
-        '--skip-test-db',
-        '--auth-root-authentication-method=normal',
-        // A smaller redo log makes the install and the datadir a fraction of the default size.
-        '--innodb-log-file-size=16M',
-        ...(isRoot() ? ['--user=root'] : []),
-      ],
-      { cwd: dir.path, env: options.env },
-    );
+    const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env) });
+    await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
     fs.writeFileSync(
       layout.initFile,
       [

@@ -8,6 +8,8 @@ import { SqltallyError } from './errors';
 import { withSqlClient } from './sql-client';
 import { launchServer, lookupUser, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import type { RunAs } from './local-process';
+import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
+import type { TemplateRecipe } from './template';
 import type { NetworkConnection, StartedBackend } from './types';
 
 const DEFAULT_IMAGE = 'postgres:17';
@@ -117,15 +119,29 @@ interface PostgresBinaries {
   initdb: string;
 }
 
+const INITDB_OPTIONS = ['-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'];
+
+/** A cluster as initdb makes it for these binaries, built once (as the user the servers run as) and copied per start. */
+function initdbTemplate(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): TemplateRecipe {
+  return {
+    name: 'postgres',
+    identity: [fileIdentity(binaries.initdb), fileIdentity(binaries.postgres), ...INITDB_OPTIONS, `owner ${runAs ? `${runAs.uid}:${runAs.gid}` : 'self'}`],
+    ...(runAs ? { chown: { uid: runAs.uid, gid: runAs.gid } } : {}),
+    build: async (building) => {
+      await runTool(options.id, binaries.initdb, ['-D', path.join(building, 'data'), ...INITDB_OPTIONS], {
+        cwd: building,
+        env: options.env,
+        ...(runAs ? { runAs } : {}),
+      });
+    },
+  };
+}
+
 async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('postgres', options.env, runAs);
   try {
-    await runTool(
-      options.id,
-      binaries.initdb,
-      ['-D', dir.path, '-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
-      { cwd: dir.path, env: options.env, ...(runAs ? { runAs } : {}) },
-    );
+    const template = await ensureTemplate(initdbTemplate(binaries, runAs, options), { backend: options.id, cacheDir: templateCacheDir(options.env) });
+    await copyTemplate(template.dataDir, dir.path, options.id, options.env);
   } catch (err) {
     await dir.remove();
     throw err;

@@ -8,6 +8,8 @@ import { findExecutable } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { identifyMysqlFamily, pingMysqlFamily } from './mysql-family';
+import { copyTemplate, ensureTemplate, fileIdentity } from './template';
+import type { TemplateRecipe } from './template';
 import type { BackendName, StartedBackend } from './types';
 
 /**
@@ -245,8 +247,11 @@ async function startInRootfs(
   const dataDir = path.posix.join(runDir, 'data');
   const password = randomBytes(12).toString('hex');
   try {
-    const template = await initializedTemplate(name, rootfs, chroot, options);
-    await fs.promises.cp(template, path.join(dir.path, 'data'), { recursive: true, preserveTimestamps: true });
+    const template = await ensureTemplate(initializeTemplate(name, rootfs, chroot, options), {
+      backend: options.id,
+      cacheDir: path.join(rootfs, TEMPLATE_DIR),
+    });
+    await copyTemplate(template.dataDir, path.join(dir.path, 'data'), options.id, options.env);
     fs.mkdirSync(path.join(dir.path, RUN_TMP), { mode: 0o700 });
     fs.writeFileSync(path.join(dir.path, 'init.sql'), initSql(password), { mode: 0o600 });
   } catch (err) {
@@ -288,36 +293,25 @@ async function startInRootfs(
 }
 
 /**
- * A freshly initialised data directory, made once per root filesystem and copied for every start: initialising
- * takes 5 to 30 s on two busy cores, a copy well under one. The copy is private, so counters still start at zero.
- * Built in a temp folder and renamed, so a crash mid-initialise leaves nothing that looks complete.
+ * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts):
+ * initialising takes 5 to 30 s on two busy cores, a copy well under one. It lives inside the root filesystem because
+ * the chrooted initialiser writes it there.
  */
-async function initializedTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): Promise<string> {
+function initializeTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): TemplateRecipe {
   const recipe: RootfsRecipe = RECIPES[name];
-  const templates = path.join(rootfs, TEMPLATE_DIR);
-  const ready = path.join(templates, `${name}-data`);
-  if (fs.existsSync(path.join(ready, 'mysql'))) return ready;
-  fs.mkdirSync(templates, { recursive: true, mode: 0o700 });
-  const building = fs.mkdtempSync(path.join(templates, `.building-${name}-`));
-  const inside = `/${path.relative(rootfs, building)}`;
-  try {
-    fs.mkdirSync(path.join(building, 'tmp'), { mode: 0o700 });
-    const init = recipe.initialize(`${inside}/data`, `${inside}/tmp`);
-    await runTool(options.id, chroot, [rootfs, init.binary, ...init.args], {
-      cwd: building,
-      env: options.env,
-      timeoutMs: INITIALIZE_TIMEOUT_MS,
-    });
-    try {
-      fs.renameSync(path.join(building, 'data'), ready);
-    } catch (err) {
-      // Another process finished the same template first: theirs is as good as ours.
-      if (!fs.existsSync(path.join(ready, 'mysql'))) throw err;
-    }
-  } finally {
-    fs.rmSync(building, { recursive: true, force: true });
-  }
-  return ready;
+  const placeholder = recipe.initialize('<data>', '<tmp>');
+  return {
+    name,
+    identity: [rootfs, fileIdentity(path.join(rootfs, recipe.serverBinary)), placeholder.binary, ...placeholder.args],
+    build: async (building) => {
+      // Where templates were kept before they had stamps.
+      fs.rmSync(path.join(path.dirname(building), `${name}-data`), { recursive: true, force: true });
+      const inside = `/${path.relative(rootfs, building)}`;
+      fs.mkdirSync(path.join(building, 'tmp'), { mode: 0o700 });
+      const init = recipe.initialize(`${inside}/data`, `${inside}/tmp`);
+      await runTool(options.id, chroot, [rootfs, init.binary, ...init.args], { cwd: building, env: options.env, timeoutMs: INITIALIZE_TIMEOUT_MS });
+    },
+  };
 }
 
 /**

@@ -161,7 +161,7 @@ if (typeof mounted === 'string') {
         expect(findLeaks({ ...process.env, ...env })).toEqual([]);
       });
 
-      it(`$TMPDIR with 256 KB left under ${b.id}: the data directory starts and the server's own set-up runs out of space; the half-made directory is removed`, async () => {
+      it(`$TMPDIR with 256 KB left under ${b.id}: the data directory starts and its copy (or the server's own set-up) runs out of space; the half-made directory is removed`, async () => {
         leaveFree(mounted.dir, 256 * 1024);
         try {
           const out = path.join(scratch, `${b.id.replace(/[^a-z0-9]/gi, '')}-partial`);

@@ -1,0 +1,138 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { SqltallyError } from './errors';
+import { TEMPLATE_STAMP_FILE, TemplateStampSchema, copyTemplate, ensureTemplate, templateCacheDir, templateKey } from './template';
+import type { TemplateRecipe } from './template';
+
+let work: string;
+let cacheDir: string;
+
+beforeEach(() => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'template-test-'));
+  cacheDir = path.join(work, 'cache');
+});
+afterEach(() => fs.rmSync(work, { recursive: true, force: true }));
+
+/** A recipe whose build writes a small data directory and counts how often it ran. */
+function recipe(identity: string[] = ['server 1.0'], fail = false): TemplateRecipe & { builds: number } {
+  const r = {
+    name: 'fake',
+    identity,
+    builds: 0,
+    build: async (building: string): Promise<void> => {
+      r.builds += 1;
+      const data = path.join(building, 'data');
+      fs.mkdirSync(path.join(data, 'mysql'), { recursive: true, mode: 0o700 });
+      fs.writeFileSync(path.join(data, 'mysql', 'user.MAD'), 'accounts');
+      fs.writeFileSync(path.join(data, 'ibdata1'), Buffer.alloc(4096));
+      // Yield, so two builders in one test really overlap.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (fail) throw new Error('initialiser exited 1');
+    },
+  };
+  return r;
+}
+
+const context = () => ({ backend: 'mariadb', cacheDir });
+
+describe('ensureTemplate', () => {
+  it('builds once, then hands out the same directory with a stamp that validates', async () => {
+    const r = recipe();
+    const first = await ensureTemplate(r, context());
+    const second = await ensureTemplate(r, context());
+    expect(first.built).toBe(true);
+    expect(second).toEqual({ dataDir: first.dataDir, built: false });
+    expect(r.builds).toBe(1);
+    const stamp = TemplateStampSchema.parse(JSON.parse(fs.readFileSync(path.join(path.dirname(first.dataDir), TEMPLATE_STAMP_FILE), 'utf8')));
+    expect(stamp).toMatchObject({ key: templateKey(['server 1.0']), identity: ['server 1.0'], files: 2, bytes: 4096 + 'accounts'.length });
+    // Nothing half-built is left beside it.
+    expect(fs.readdirSync(cacheDir)).toEqual([path.basename(path.dirname(first.dataDir))]);
+  });
+
+  it('builds a new template when the binary identity changes, and keeps the old one', async () => {
+    const a = await ensureTemplate(recipe(['server 1.0']), context());
+    const b = await ensureTemplate(recipe(['server 1.1']), context());
+    expect(b.built).toBe(true);
+    expect(b.dataDir).not.toBe(a.dataDir);
+    expect(fs.existsSync(a.dataDir)).toBe(true);
+  });
+
+  it('rebuilds a template whose files no longer match its stamp (a file changed, one missing, no stamp)', async () => {
+    const r = recipe();
+    const { dataDir } = await ensureTemplate(r, context());
+    fs.appendFileSync(path.join(dataDir, 'ibdata1'), 'x');
+    expect((await ensureTemplate(r, context())).built).toBe(true);
+    fs.rmSync(path.join(dataDir, 'mysql', 'user.MAD'));
+    expect((await ensureTemplate(r, context())).built).toBe(true);
+    fs.rmSync(path.join(path.dirname(dataDir), TEMPLATE_STAMP_FILE));
+    expect((await ensureTemplate(r, context())).built).toBe(true);
+    expect(r.builds).toBe(4);
+    expect((await ensureTemplate(r, context())).built).toBe(false);
+    expect(fs.readFileSync(path.join(dataDir, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+  });
+
+  it('lets two builders race: both get a complete template, one directory remains', async () => {
+    const [a, b] = await Promise.all([ensureTemplate(recipe(), context()), ensureTemplate(recipe(), context())]);
+    expect(a.dataDir).toBe(b.dataDir);
+    expect(fs.readdirSync(cacheDir)).toHaveLength(1);
+    expect(fs.readFileSync(path.join(a.dataDir, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+  });
+
+  it('leaves nothing behind when the build fails, and the error is the build error', async () => {
+    await expect(ensureTemplate(recipe(['x'], true), context())).rejects.toThrow('initialiser exited 1');
+    expect(fs.readdirSync(cacheDir)).toEqual([]);
+  });
+
+  it('says where it could not create the cache, with the backend and phase', async () => {
+    const file = path.join(work, 'a-file');
+    fs.writeFileSync(file, '');
+    const err = await ensureTemplate(recipe(), { backend: 'postgres', cacheDir: path.join(file, 'cache') }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqltallyError);
+    expect((err as SqltallyError).message).toContain('cannot create a template data directory');
+    expect(err).toMatchObject({ backend: 'postgres', phase: 'provision' });
+  });
+});
+
+describe('copyTemplate', () => {
+  it('copies every file with its mode into a new directory or an existing empty one', async () => {
+    const { dataDir } = await ensureTemplate(recipe(), context());
+    for (const dest of [path.join(work, 'fresh'), fs.mkdtempSync(path.join(work, 'existing-'))]) {
+      await copyTemplate(dataDir, dest, 'mariadb');
+      expect(fs.readFileSync(path.join(dest, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+      expect(fs.statSync(path.join(dest, 'mysql')).mode & 0o777).toBe(0o700);
+      expect(fs.statSync(path.join(dest, 'ibdata1')).size).toBe(4096);
+    }
+    // A copy is private: writing to it leaves the template as it was.
+    fs.writeFileSync(path.join(work, 'fresh', 'ibdata1'), 'changed');
+    expect((await ensureTemplate(recipe(), context())).built).toBe(false);
+  });
+
+  it('fails with the backend and the paths when the template is missing', async () => {
+    const err = await copyTemplate(path.join(work, 'nope'), path.join(work, 'dest'), 'mysql').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqltallyError);
+    expect((err as SqltallyError).message).toMatch(/could not copy the template data directory .*nope/);
+    expect(err).toMatchObject({ backend: 'mysql', phase: 'provision' });
+  });
+});
+
+describe('templateCacheDir', () => {
+  it('is SQLTALLY_TEMPLATE_CACHE when set', () => {
+    expect(templateCacheDir({ SQLTALLY_TEMPLATE_CACHE: '/somewhere' })).toBe('/somewhere');
+  });
+});
+
+describe('abandoned builds', () => {
+  it('removes a build directory left by a builder that died long ago, and keeps a recent one', async () => {
+    fs.mkdirSync(cacheDir, { recursive: true });
+    const old = path.join(cacheDir, '.building-fake-0123456789abcdef-old');
+    const recent = path.join(cacheDir, '.building-fake-0123456789abcdef-new');
+    fs.mkdirSync(path.join(old, 'data'), { recursive: true });
+    fs.mkdirSync(recent);
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    fs.utimesSync(old, hourAgo, hourAgo);
+    await ensureTemplate(recipe(), context());
+    expect(fs.existsSync(old)).toBe(false);
+    expect(fs.existsSync(recent)).toBe(true);
+  });
+});
