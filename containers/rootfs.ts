@@ -42,7 +42,6 @@ const TEMPLATE_DIR = '/var/cache/sqltally-templates';
 const DATABASE = 'sqltally';
 const USER = 'root';
 const MAX_ALLOWED_PACKET = '64M';
-const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port|another mysqld server running on port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
@@ -63,6 +62,8 @@ interface RootfsRecipe {
   backend: Extract<BackendName, 'mysql' | 'mariadb'>;
   flavour: 'mysql' | 'mariadb';
   serverBinary: string;
+  /** How a private server of this recipe is stopped (its data directory is removed right after). */
+  stopSignal: NodeJS.Signals;
   /** Creates an empty data directory, using `tmpDir` for temporary files; paths are as the chrooted server sees them. */
   initialize(dataDir: string, tmpDir: string): { binary: string; args: string[] };
 }
@@ -72,6 +73,9 @@ const RECIPES = {
     backend: 'mysql',
     flavour: 'mysql',
     serverBinary: '/usr/sbin/mysqld',
+    // A clean shutdown of MySQL 9.7 takes 1.3 s and the process exits 1.2 s after it says "Shutdown complete", every
+    // stop, mostly waiting; what it would save is a data directory that is deleted next, so it is killed outright.
+    stopSignal: 'SIGKILL',
     initialize: (dataDir, tmpDir) => ({
       binary: '/usr/sbin/mysqld',
       args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`],
@@ -81,6 +85,8 @@ const RECIPES = {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
+    // MariaDB 11.8 shuts down in about 60 ms.
+    stopSignal: 'SIGTERM',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
     initialize: (dataDir, tmpDir) => ({
@@ -264,7 +270,7 @@ async function startInRootfs(
     binary: chroot,
     args: (port) => [rootfs, recipe.serverBinary, ...mysqldArgs({ flavour: recipe.flavour, dataDir, runDir, port })],
     dir,
-    stopSignal: STOP_SIGNAL,
+    stopSignal: recipe.stopSignal,
     bindFailure: BIND_FAILURE,
     ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
     env: options.env,
