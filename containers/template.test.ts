@@ -136,3 +136,26 @@ describe('abandoned builds', () => {
     expect(fs.existsSync(recent)).toBe(true);
   });
 });
+
+describe('templates nobody uses any more', () => {
+  it('are removed when a new template of the same name is built, once unused for a week; recent ones and other names stay', async () => {
+    const old = await ensureTemplate(recipe(['server 1.0']), context());
+    const recent = await ensureTemplate(recipe(['server 1.1']), context());
+    const other = await ensureTemplate({ ...recipe(['server 1.0']), name: 'other' }, context());
+    const weekAgo = new Date(Date.now() - 8 * 24 * 3_600_000);
+    for (const t of [old, other]) fs.utimesSync(path.join(path.dirname(t.dataDir), TEMPLATE_STAMP_FILE), weekAgo, weekAgo);
+    await ensureTemplate(recipe(['server 1.2']), context());
+    expect(fs.existsSync(old.dataDir)).toBe(false);
+    expect(fs.existsSync(recent.dataDir)).toBe(true);
+    expect(fs.existsSync(other.dataDir)).toBe(true);
+  });
+
+  it('a copy marks its template as used', async () => {
+    const t = await ensureTemplate(recipe(['server 1.0']), context());
+    const stamp = path.join(path.dirname(t.dataDir), TEMPLATE_STAMP_FILE);
+    const weekAgo = new Date(Date.now() - 8 * 24 * 3_600_000);
+    fs.utimesSync(stamp, weekAgo, weekAgo);
+    await ensureTemplate(recipe(['server 1.0']), context());
+    expect(Date.now() - fs.statSync(stamp).mtimeMs).toBeLessThan(60_000);
+  });
+});

@@ -22,6 +22,7 @@ const DATA = 'data';
 const CP = ['/bin/cp', '/usr/bin/cp'].find((p) => fs.existsSync(p)) ?? 'cp';
 /** A build directory older than this belongs to a builder that died: the longest initialiser timeout is 3 minutes. */
 const ABANDONED_BUILD_MS = 15 * 60_000;
+const UNUSED_MS = 7 * 24 * 3_600_000;
 
 /** Written last, after the data directory is complete; its manifest is checked before every copy. */
 export const TemplateStampSchema = z.object({
@@ -113,6 +114,32 @@ function removeAbandonedBuilds(cacheDir: string): void {
   }
 }
 
+/** The stamp's mtime says when a template was last copied: what {@link removeUnused} goes by. */
+function markUsed(entry: string): void {
+  try {
+    const now = new Date();
+    fs.utimesSync(path.join(entry, TEMPLATE_STAMP_FILE), now, now);
+  } catch {
+    // A read-only cache: the template is still good, it only looks older than it is.
+  }
+}
+
+/**
+ * Templates of the same name not copied for {@link UNUSED_MS}: made for a binary or recipe since replaced (an
+ * upgraded server, a new sqltally), each 30 to 120 MB. Another checkout still using one marks it every start.
+ */
+function removeUnused(cacheDir: string, name: string, keep: string): void {
+  for (const sibling of fs.readdirSync(cacheDir)) {
+    const full = path.join(cacheDir, sibling);
+    if (full === keep || !new RegExp(`^${name}-[0-9a-f]{16}$`).test(sibling)) continue;
+    try {
+      if (Date.now() - fs.statSync(path.join(full, TEMPLATE_STAMP_FILE)).mtimeMs > UNUSED_MS) fs.rmSync(full, { recursive: true, force: true });
+    } catch {
+      // No stamp (being moved aside) or removed meanwhile.
+    }
+  }
+}
+
 function readStamp(entry: string): TemplateStamp | undefined {
   try {
     return TemplateStampSchema.parse(JSON.parse(fs.readFileSync(path.join(entry, TEMPLATE_STAMP_FILE), 'utf8')));
@@ -145,7 +172,10 @@ export async function ensureTemplate(
   const key = templateKey(recipe.identity);
   const entry = path.join(context.cacheDir, `${recipe.name}-${key}`);
   const ready = usable(entry, key);
-  if (ready) return { dataDir: ready, built: false };
+  if (ready) {
+    markUsed(entry);
+    return { dataDir: ready, built: false };
+  }
   let building: string;
   try {
     fs.mkdirSync(context.cacheDir, { recursive: true, mode: 0o755 });
@@ -193,6 +223,7 @@ export async function ensureTemplate(
       if (!theirs) throw err;
       return { dataDir: theirs, built: false };
     }
+    removeUnused(context.cacheDir, recipe.name, entry);
     return { dataDir: path.join(entry, DATA), built: true };
   } finally {
     fs.rmSync(building, { recursive: true, force: true });
