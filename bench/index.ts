@@ -33,6 +33,10 @@ const BENCHES = {
     what: "per-connection readings right after one INSERT's answer that miss it: unsettled, settled by the driver, settled by the wire proxy (MariaDB, MySQL, PostgreSQL)",
   },
   raw: { file: 'strategy-vs-raw.ts', what: 'each insert strategy / the raw-SQL twin, 5000 rows' },
+  start: {
+    file: 'server-start.ts',
+    what: "a private server's start and stop from its template data directory beside one initialised first (mariadb-install-db, initdb), children's CPU and wall, with a template/template control",
+  },
   caller: { file: 'caller-capture.ts', what: 'captureCaller: ns per call at 0, 10 and 30 package frames, with its noise floor' },
   fingerprint: { file: 'fingerprint.ts', what: 'fingerprint of a 200 KB multi-row INSERT, against a bare pass over the same text' },
 } as const satisfies Record<string, { file: string; what: string; args?: readonly string[] }>;

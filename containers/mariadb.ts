@@ -100,7 +100,7 @@ async function startLocal(install: { binary: string; installDb: string }, option
   const password = randomBytes(12).toString('hex');
   try {
     fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
-    const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env) });
+    const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
     await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
     fs.writeFileSync(
       layout.initFile,

@@ -140,7 +140,7 @@ function initdbTemplate(binaries: PostgresBinaries, runAs: RunAs | undefined, op
 async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('postgres', options.env, runAs);
   try {
-    const template = await ensureTemplate(initdbTemplate(binaries, runAs, options), { backend: options.id, cacheDir: templateCacheDir(options.env) });
+    const template = await ensureTemplate(initdbTemplate(binaries, runAs, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
     await copyTemplate(template.dataDir, dir.path, options.id, options.env);
   } catch (err) {
     await dir.remove();

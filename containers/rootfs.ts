@@ -261,6 +261,7 @@ async function startInRootfs(
     const template = await ensureTemplate(initializeTemplate(name, rootfs, chroot, options), {
       backend: options.id,
       cacheDir: path.join(rootfs, TEMPLATE_DIR),
+      env: options.env,
     });
     await copyTemplate(template.dataDir, path.join(dir.path, 'data'), options.id, options.env);
     fs.mkdirSync(path.join(dir.path, RUN_TMP), { mode: 0o700 });

@@ -34,7 +34,7 @@ function recipe(identity: string[] = ['server 1.0'], fail = false): TemplateReci
   return r;
 }
 
-const context = () => ({ backend: 'mariadb', cacheDir });
+const context = () => ({ backend: 'mariadb', cacheDir, env: { ...process.env, TMPDIR: work } });
 
 describe('ensureTemplate', () => {
   it('builds once, then hands out the same directory with a stamp that validates', async () => {
@@ -87,7 +87,7 @@ describe('ensureTemplate', () => {
   it('says where it could not create the cache, with the backend and phase', async () => {
     const file = path.join(work, 'a-file');
     fs.writeFileSync(file, '');
-    const err = await ensureTemplate(recipe(), { backend: 'postgres', cacheDir: path.join(file, 'cache') }).catch((e: unknown) => e);
+    const err = await ensureTemplate(recipe(), { backend: 'postgres', cacheDir: path.join(file, 'cache'), env: process.env }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SqltallyError);
     expect((err as SqltallyError).message).toContain('cannot create a template data directory');
     expect(err).toMatchObject({ backend: 'postgres', phase: 'provision' });
@@ -158,4 +158,37 @@ describe('templates nobody uses any more', () => {
     await ensureTemplate(recipe(['server 1.0']), context());
     expect(Date.now() - fs.statSync(stamp).mtimeMs).toBeLessThan(60_000);
   });
+});
+
+describe('a build that runs as another user (PostgreSQL refuses root)', () => {
+  const root = typeof process.getuid === 'function' && process.getuid() === 0;
+  (root ? it : it.skip)(
+    `${root ? '' : '(skipped: needs root to hand a directory to another user) '}builds under $TMPDIR as that user, then copies into a cache that user could not reach; no scratch is left`,
+    async () => {
+      const locked = path.join(work, 'locked');
+      fs.mkdirSync(locked, { mode: 0o700 });
+      const seen: { owner?: number; dir?: string } = {};
+      const r = recipe(['server 1.0']);
+      const built = await ensureTemplate(
+        {
+          ...r,
+          chown: { uid: 65534, gid: 65534 },
+          build: async (building) => {
+            seen.owner = fs.statSync(building).uid;
+            seen.dir = building;
+            await r.build(building);
+            fs.chownSync(path.join(building, 'data', 'ibdata1'), 65534, 65534);
+          },
+        },
+        { backend: 'postgres', cacheDir: path.join(locked, 'cache'), env: { ...process.env, TMPDIR: work } },
+      );
+      expect(seen.owner).toBe(65534);
+      expect(path.dirname(seen.dir ?? '')).toBe(work);
+      expect(fs.existsSync(seen.dir ?? '')).toBe(false);
+      expect(built.dataDir.startsWith(path.join(locked, 'cache'))).toBe(true);
+      // Owners survive the copy: the servers of that user own their data directories.
+      expect(fs.statSync(path.join(built.dataDir, 'ibdata1')).uid).toBe(65534);
+      expect(fs.readdirSync(work).filter((n) => n.startsWith('.sqltally-template-'))).toEqual([]);
+    },
+  );
 });

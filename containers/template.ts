@@ -5,7 +5,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { SqltallyError } from './errors';
 import { trackLive } from './live';
-import { runTool } from './local-process';
+import { runTool, tempBase } from './local-process';
 
 /**
  * Initialised data directories, made once per server binary and copied for every private start. Initialising
@@ -45,9 +45,13 @@ export interface TemplateRecipe {
   name: string;
   /** Everything the directory's contents depend on; a change in any line makes a new template. */
   identity: string[];
-  /** Creates `<building>/data`; `building` is an empty directory of the cache's, owned as `chown` says. */
+  /** Creates `<building>/data`; `building` is an empty directory, owned as `chown` says. */
   build(building: string): Promise<void>;
-  /** Who the building directory must belong to (PostgreSQL's initdb refuses root). */
+  /**
+   * Who builds (PostgreSQL's initdb refuses root). Such a build runs in a scratch directory under `$TMPDIR`, where the
+   * private servers of that user are made anyway, and is copied into the cache after: the cache (a root-owned 0700
+   * directory, say) may not be one that user can reach.
+   */
   chown?: { uid: number; gid: number };
 }
 
@@ -167,7 +171,7 @@ function usable(entry: string, key: string): string | undefined {
  */
 export async function ensureTemplate(
   recipe: TemplateRecipe,
-  context: { backend: string; cacheDir: string },
+  context: { backend: string; cacheDir: string; env: NodeJS.ProcessEnv },
 ): Promise<{ dataDir: string; built: boolean }> {
   const key = templateKey(recipe.identity);
   const entry = path.join(context.cacheDir, `${recipe.name}-${key}`);
@@ -181,7 +185,6 @@ export async function ensureTemplate(
     fs.mkdirSync(context.cacheDir, { recursive: true, mode: 0o755 });
     removeAbandonedBuilds(context.cacheDir);
     building = fs.mkdtempSync(path.join(context.cacheDir, `.building-${recipe.name}-${key}-`));
-    if (recipe.chown) fs.chownSync(building, recipe.chown.uid, recipe.chown.gid);
   } catch (cause) {
     throw new SqltallyError(`cannot create a template data directory under ${context.cacheDir}`, {
       backend: context.backend,
@@ -193,9 +196,19 @@ export async function ensureTemplate(
   }
   // Tracked like a data directory, so a signal mid-build removes it (after stopping the initialiser).
   const untrack = trackLive({ label: `${context.backend} template build ${building}`, dir: building });
+  let scratch: { dir: string; untrack: () => void } | undefined;
   try {
     const started = Date.now();
-    await recipe.build(building);
+    if (recipe.chown) {
+      // Dot-named: the leak checks look for `sqltally-*` directories, and this one is removed below in any case.
+      const dir = fs.mkdtempSync(path.join(tempBase(context.env), `.sqltally-template-${recipe.name}-`));
+      scratch = { dir, untrack: trackLive({ label: `${context.backend} template build ${dir}`, dir }) };
+      fs.chownSync(dir, recipe.chown.uid, recipe.chown.gid);
+      await recipe.build(dir);
+      await copyTemplate(path.join(dir, DATA), path.join(building, DATA), context.backend, context.env);
+    } else {
+      await recipe.build(building);
+    }
     const made = manifestOf(path.join(building, DATA));
     const stamp: TemplateStamp = {
       schemaVersion: 1,
@@ -228,6 +241,10 @@ export async function ensureTemplate(
   } finally {
     fs.rmSync(building, { recursive: true, force: true });
     untrack();
+    if (scratch) {
+      fs.rmSync(scratch.dir, { recursive: true, force: true });
+      scratch.untrack();
+    }
   }
 }
 

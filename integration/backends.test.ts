@@ -62,6 +62,28 @@ async function roundTrip(connection: ConnectionInfo, name: BackendName): Promise
   }
 }
 
+/** Runs one statement through the backend's driver; the `n` column of its first row, if any. */
+async function tableCount(connection: NetworkConnection, name: BackendName, sql: string): Promise<number | undefined> {
+  if (name === 'postgres') {
+    const client = new Client(driverOptions(connection));
+    await client.connect();
+    try {
+      const n = (await client.query<{ n?: string }>(sql)).rows[0]?.n;
+      return n === undefined ? undefined : Number(n);
+    } finally {
+      await client.end();
+    }
+  }
+  const conn = await mysql.createConnection(driverOptions(connection));
+  try {
+    const [rows] = await conn.query(sql);
+    const n = Array.isArray(rows) ? (rows as { n?: number }[])[0]?.n : undefined;
+    return n === undefined ? undefined : Number(n);
+  } finally {
+    await conn.end();
+  }
+}
+
 async function refusedConnection(connection: NetworkConnection, name: BackendName): Promise<string | undefined> {
   try {
     if (name === 'postgres') {
@@ -143,6 +165,24 @@ describeEachBackend((b) => {
       expect(dataDir).toBeDefined();
       expect(fs.statSync(dataDir ?? '').mode & 0o777).toBe(0o700);
       if (connection.kind === 'network') expect(connection.host).toBe('127.0.0.1');
+    });
+  }
+
+  if ((b.provider === 'local' || b.provider === 'embedded') && b.backend !== 'sqlite') {
+    it('starts from its own copy of the initialised data directory: what one server made is not in the next', async () => {
+      const first = backend().connection as NetworkConnection;
+      await tableCount(first, b.backend, 'CREATE TABLE made_by_first (id int)');
+      const second = await startBackend(b.id);
+      try {
+        expect(second.dataDir).not.toBe(backend().dataDir);
+        // Each start sets its own password on the copy (PostgreSQL's private servers trust loopback: none).
+        if (b.backend !== 'postgres') expect((second.connection as NetworkConnection).password).not.toBe(first.password);
+        expect(await tableCount(second.connection as NetworkConnection, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(0);
+        expect(await tableCount(first, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(1);
+      } finally {
+        await second.stop();
+        await tableCount(first, b.backend, 'DROP TABLE made_by_first');
+      }
     });
   }
 
