@@ -308,6 +308,12 @@ interface OwnWorkFigures {
   /** The same on the stand-in itself, unwrapped: the floor the figure above stands on. */
   rawNs: number;
   windowCloseNs: number;
+  /** The parts of {@link countedNs}, wrapped minus stand-in alone: opening the window (begin). */
+  openNs: number;
+  /** `prepare`: the first call of a text the window has not seen (classified, its caller captured). */
+  firstCallNs: number;
+  /** `run` with every value bound: a later call of the same text, the per-call cost of a multi-row INSERT. */
+  valuesCallNs: number;
 }
 
 /**
@@ -357,20 +363,28 @@ function ownWorkBench(control: boolean): OwnWorkFigures[] {
     const sql = `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`;
     const values = flatValues(makeRows(rows));
     const texts = (): string[] => Array.from({ length: OWN_WORK_BATCH }, () => (' ' + sql).slice(1));
-    const batch = (db: typeof STAND_IN_DB, windowed: boolean): { cpuNs: number; closeNs: number } => {
+    const batch = (db: typeof STAND_IN_DB, windowed: boolean): { cpuNs: number; closeNs: number; openNs: number; firstNs: number; valuesNs: number } => {
       const fresh = texts();
-      let cpuNs = 0;
       let closeNs = 0;
+      let openNs = 0;
+      let firstNs = 0;
+      let valuesNs = 0;
       for (const text of fresh) {
         const cpu0 = cpuNow();
         if (windowed && !control) recorder.begin();
-        db.prepare(text).run(values);
         const cpu1 = cpuNow();
+        const statement = db.prepare(text);
+        const cpu2 = cpuNow();
+        statement.run(values);
+        const cpu3 = cpuNow();
         if (windowed && !control) recorder.end();
-        closeNs += cpuNow() - cpu1;
-        cpuNs += cpu1 - cpu0;
+        closeNs += cpuNow() - cpu3;
+        openNs += cpu1 - cpu0;
+        firstNs += cpu2 - cpu1;
+        valuesNs += cpu3 - cpu2;
       }
-      return { cpuNs: cpuNs / OWN_WORK_BATCH, closeNs: closeNs / OWN_WORK_BATCH };
+      const per = (ns: number): number => ns / OWN_WORK_BATCH;
+      return { cpuNs: per(openNs + firstNs + valuesNs), closeNs: per(closeNs), openNs: per(openNs), firstNs: per(firstNs), valuesNs: per(valuesNs) };
     };
     for (let i = 0; i < 10; i++) {
       batch(STAND_IN_DB, false);
@@ -379,13 +393,30 @@ function ownWorkBench(control: boolean): OwnWorkFigures[] {
     const raws: number[] = [];
     const counteds: number[] = [];
     const closes: number[] = [];
+    const opens: number[] = [];
+    const firsts: number[] = [];
+    const valueCalls: number[] = [];
     for (let i = 0; i < OWN_WORK_SAMPLES; i++) {
-      raws.push(batch(STAND_IN_DB, false).cpuNs);
+      const r = batch(STAND_IN_DB, false);
+      raws.push(r.cpuNs);
       const c = batch(counted as typeof STAND_IN_DB, true);
       counteds.push(c.cpuNs);
       closes.push(c.closeNs);
+      opens.push(c.openNs - r.openNs);
+      firsts.push(c.firstNs - r.firstNs);
+      valueCalls.push(c.valuesNs - r.valuesNs);
     }
-    out.push({ values: values.length, sqlChars: sql.length, samples: OWN_WORK_SAMPLES, countedNs: median(counteds), rawNs: median(raws), windowCloseNs: median(closes) });
+    out.push({
+      values: values.length,
+      sqlChars: sql.length,
+      samples: OWN_WORK_SAMPLES,
+      countedNs: median(counteds),
+      rawNs: median(raws),
+      windowCloseNs: median(closes),
+      openNs: median(opens),
+      firstCallNs: median(firsts),
+      valuesCallNs: median(valueCalls),
+    });
   }
   return out;
 }
@@ -626,7 +657,9 @@ async function main(argv: string[]): Promise<number> {
   for (const o of ownWork ?? []) {
     console.log(
       `${tag}the proxy's own work for one call binding ${String(o.values).padStart(5)} values (${o.sqlChars} chars of SQL, a stand-in driver that does nothing, ` +
-        `window opened + prepare + run, median of ${o.samples} x ${OWN_WORK_BATCH}): ${us(o.countedNs)} us (the stand-in alone ${us(o.rawNs)} us); window close ${us(o.windowCloseNs)} us`,
+        `window opened + prepare + run, median of ${o.samples} x ${OWN_WORK_BATCH}): ${us(o.countedNs)} us (the stand-in alone ${us(o.rawNs)} us); ` +
+        `added by part: window open ${us(o.openNs)} us, prepare (a text new to the window: classified, caller captured) ${us(o.firstCallNs)} us, ` +
+        `run binding the ${o.values} values ${us(o.valuesCallNs)} us; window close ${us(o.windowCloseNs)} us`,
     );
   }
   if (longWindow) {
