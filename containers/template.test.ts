@@ -72,11 +72,36 @@ describe('ensureTemplate', () => {
     expect(fs.readFileSync(path.join(dataDir, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
   });
 
-  it('lets two builders race: both get a complete template, one directory remains', async () => {
-    const [a, b] = await Promise.all([ensureTemplate(recipe(), context()), ensureTemplate(recipe(), context())]);
-    expect(a.dataDir).toBe(b.dataDir);
+  it('builds once when several starts want the same template at once: the others wait on its lock', async () => {
+    const r = recipe();
+    const all = await Promise.all([ensureTemplate(r, context()), ensureTemplate(r, context()), ensureTemplate(r, context())]);
+    expect(r.builds).toBe(1);
+    expect(all.map((t) => t.built).sort()).toEqual([false, false, true]);
+    expect(new Set(all.map((t) => t.dataDir)).size).toBe(1);
+    // The lock is gone with the build.
     expect(fs.readdirSync(cacheDir)).toHaveLength(1);
-    expect(fs.readFileSync(path.join(a.dataDir, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+    expect(fs.readFileSync(path.join(all[0]!.dataDir, 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+  });
+
+  it('takes over the lock of a builder that died, and waits for one that is alive', async () => {
+    const r = recipe();
+    const lock = path.join(cacheDir, `fake-${templateKey(r.identity)}.lock`);
+    fs.mkdirSync(cacheDir, { recursive: true });
+    // A pid that cannot be running (above pid_max).
+    fs.writeFileSync(lock, JSON.stringify({ pid: 2 ** 30, at: Date.now() }));
+    expect((await ensureTemplate(r, context())).built).toBe(true);
+    expect(fs.existsSync(lock)).toBe(false);
+
+    const other = recipe(['server 2.0']);
+    const otherLock = path.join(cacheDir, `fake-${templateKey(other.identity)}.lock`);
+    fs.writeFileSync(otherLock, JSON.stringify({ pid: process.pid, at: Date.now() }));
+    const waiting = ensureTemplate(other, context());
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Still waiting on a live holder: nothing built yet.
+    expect(other.builds).toBe(0);
+    fs.rmSync(otherLock);
+    expect((await waiting).built).toBe(true);
+    expect(other.builds).toBe(1);
   });
 
   it('leaves nothing behind when the build fails, and the error is the build error', async () => {

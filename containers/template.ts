@@ -23,6 +23,10 @@ const CP = ['/bin/cp', '/usr/bin/cp'].find((p) => fs.existsSync(p)) ?? 'cp';
 /** A build directory older than this belongs to a builder that died: the longest initialiser timeout is 3 minutes. */
 const ABANDONED_BUILD_MS = 15 * 60_000;
 const UNUSED_MS = 7 * 24 * 3_600_000;
+/** How long a start waits for another process's build of the same template before building its own. */
+const BUILD_WAIT_MS = 5 * 60_000;
+const LOCK_POLL_MS = 100;
+const LOCK_UNWRITTEN_MS = 10_000;
 
 /** Written last, after the data directory is complete; its manifest is checked before every copy. */
 export const TemplateStampSchema = z.object({
@@ -166,8 +170,9 @@ function usable(entry: string, key: string): string | undefined {
 
 /**
  * The template data directory for `recipe`, built now if there is none or the one there no longer matches its
- * stamp. Built in a scratch directory and renamed into place, so a build killed halfway leaves nothing that looks
- * complete; two processes building at once both succeed and the first rename wins.
+ * stamp. One process builds while the others wait on its lock file (`<entry>.lock`, with its pid; a holder that died
+ * loses it). Built in a scratch directory and renamed into place, so a build killed halfway leaves nothing that looks
+ * complete; should two build at once all the same (a stuck holder), both succeed and the first rename wins.
  */
 export async function ensureTemplate(
   recipe: TemplateRecipe,
@@ -180,6 +185,89 @@ export async function ensureTemplate(
     markUsed(entry);
     return { dataDir: ready, built: false };
   }
+  const lock = `${entry}.lock`;
+  const deadline = Date.now() + BUILD_WAIT_MS;
+  for (;;) {
+    if (takeLock(lock, context)) {
+      // Held by this process: a signal mid-build removes it with the build directory.
+      const untrack = trackLive({ label: `${context.backend} template lock ${lock}`, dir: lock });
+      try {
+        const theirs = usable(entry, key);
+        if (theirs) return { dataDir: theirs, built: false };
+        return await buildTemplate(recipe, context, key, entry);
+      } finally {
+        fs.rmSync(lock, { force: true });
+        untrack();
+      }
+    }
+    // Another process (or another start in this one) is building it: five Jest workers starting at once on a new
+    // machine would otherwise each initialise the same template, MySQL's taking seconds of CPU each.
+    if (lockAbandoned(lock)) {
+      fs.rmSync(lock, { force: true });
+      continue;
+    }
+    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+    const theirs = usable(entry, key);
+    if (theirs) {
+      markUsed(entry);
+      return { dataDir: theirs, built: false };
+    }
+    // A builder that is alive but stuck: build beside it, as before there were locks (the first rename wins).
+    if (Date.now() > deadline) return buildTemplate(recipe, context, key, entry);
+  }
+}
+
+/** Creates the lock file; false when another holds it. */
+function takeLock(lock: string, context: { backend: string; cacheDir: string }): boolean {
+  try {
+    fs.mkdirSync(context.cacheDir, { recursive: true, mode: 0o755 });
+    fs.writeFileSync(lock, JSON.stringify({ pid: process.pid, at: Date.now() }), { flag: 'wx', mode: 0o644 });
+    return true;
+  } catch (cause) {
+    if ((cause as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw new SqltallyError(`cannot create a template data directory under ${context.cacheDir}`, {
+      backend: context.backend,
+      phase: 'provision',
+      provider: 'local',
+      cause,
+      hint: 'set SQLTALLY_TEMPLATE_CACHE to a writable directory',
+    });
+  }
+}
+
+/** A lock whose holder is gone (killed mid-build) or that is older than any build takes. */
+function lockAbandoned(lock: string): boolean {
+  let text: string;
+  let age: number;
+  try {
+    text = fs.readFileSync(lock, 'utf8');
+    age = Date.now() - fs.statSync(lock).mtimeMs;
+  } catch {
+    return false; // released meanwhile: the next round takes it
+  }
+  if (age > ABANDONED_BUILD_MS) return true;
+  let pid: unknown;
+  try {
+    pid = (JSON.parse(text) as { pid?: unknown }).pid;
+  } catch {
+    // Created and not yet written, or cut short by a crash: a moment's grace, then it is abandoned.
+    return age > LOCK_UNWRITTEN_MS;
+  }
+  if (typeof pid !== 'number') return age > LOCK_UNWRITTEN_MS;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+async function buildTemplate(
+  recipe: TemplateRecipe,
+  context: { backend: string; cacheDir: string; env: NodeJS.ProcessEnv },
+  key: string,
+  entry: string,
+): Promise<{ dataDir: string; built: boolean }> {
   let building: string;
   try {
     fs.mkdirSync(context.cacheDir, { recursive: true, mode: 0o755 });
