@@ -37,6 +37,8 @@ const BENCHES = {
     file: 'server-start.ts',
     what: "a private server's start and stop from its template data directory beside one initialised first (mariadb-install-db, initdb), children's CPU and wall, with a template/template control",
   },
+  suite: { file: 'suite.ts', args: ['--what', 'test'], what: 'npm test once (jest): wall, CPU of what it reaped, the longest files; takes minutes' },
+  report: { file: 'suite.ts', args: ['--what', 'report'], what: "the default main job's files and their sizes (report.json <= 1 MB); takes minutes" },
   caller: { file: 'caller-capture.ts', what: 'captureCaller: ns per call at 0, 10 and 30 package frames, with its noise floor' },
   fingerprint: { file: 'fingerprint.ts', what: 'fingerprint of a 200 KB multi-row INSERT, against a bare pass over the same text' },
 } as const satisfies Record<string, { file: string; what: string; args?: readonly string[] }>;
