@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { resolveBackend, startBackend } from '../containers/registry';
+import { childrenCpuMs } from './children-cpu';
 
 /**
  * What a private server start costs, from its template data directory (what every start does) beside one that
@@ -18,14 +19,6 @@ import { resolveBackend, startBackend } from '../containers/registry';
 
 const DEFAULT_BACKENDS = ['mariadb', 'postgres', 'mysql'];
 const DEFAULT_PAIRS = 7;
-const TICKS_PER_SECOND = 100;
-
-/** CPU of this process's reaped children so far, in ms (clock ticks of /proc/self/stat, fields 16 and 17). */
-function childrenCpuMs(): number {
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
-}
 
 interface Sample {
   cpuMs: number;

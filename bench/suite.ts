@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { childrenCpuMs } from './children-cpu';
 
 /**
  * The two rows of issue 15's table that are whole commands rather than calls:
@@ -22,20 +23,12 @@ import { parseArgs } from 'node:util';
  */
 
 const ROOT = path.join(__dirname, '..');
-const TICKS_PER_SECOND = 100;
 const TEST_GOAL_S = 120;
 const REPORT_GOAL_BYTES = 1_000_000;
 
-/** CPU of this process's reaped descendants so far, in seconds (fields 16 and 17 of /proc/self/stat). */
-function childrenCpuS(): number {
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[13]) + Number(fields[14])) / TICKS_PER_SECOND;
-}
-
 function run(command: string, args: string[], quiet: boolean): Promise<{ code: number | null; wallS: number; cpuS: number; out: string }> {
   return new Promise((resolve, reject) => {
-    const cpu0 = childrenCpuS();
+    const cpu0 = childrenCpuMs();
     const t0 = performance.now();
     const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
     let out = '';
@@ -46,7 +39,7 @@ function run(command: string, args: string[], quiet: boolean): Promise<{ code: n
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
     child.once('error', reject);
-    child.once('close', (code) => resolve({ code, wallS: (performance.now() - t0) / 1000, cpuS: childrenCpuS() - cpu0, out }));
+    child.once('close', (code) => resolve({ code, wallS: (performance.now() - t0) / 1000, cpuS: (childrenCpuMs() - cpu0) / 1000, out }));
   });
 }
 

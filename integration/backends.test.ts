@@ -63,7 +63,7 @@ async function roundTrip(connection: ConnectionInfo, name: BackendName): Promise
 }
 
 /** Runs one statement through the backend's driver; the `n` column of its first row, if any. */
-async function tableCount(connection: NetworkConnection, name: BackendName, sql: string): Promise<number | undefined> {
+async function queryN(connection: NetworkConnection, name: BackendName, sql: string): Promise<number | undefined> {
   if (name === 'postgres') {
     const client = new Client(driverOptions(connection));
     await client.connect();
@@ -171,17 +171,20 @@ describeEachBackend((b) => {
   if ((b.provider === 'local' || b.provider === 'embedded') && b.backend !== 'sqlite') {
     it('starts from its own copy of the initialised data directory: what one server made is not in the next', async () => {
       const first = backend().connection as NetworkConnection;
-      await tableCount(first, b.backend, 'CREATE TABLE made_by_first (id int)');
+      await queryN(first, b.backend, 'CREATE TABLE made_by_first (id int)');
       const second = await startBackend(b.id);
       try {
         expect(second.dataDir).not.toBe(backend().dataDir);
-        // Each start sets its own password on the copy (PostgreSQL's private servers trust loopback: none).
-        if (b.backend !== 'postgres') expect((second.connection as NetworkConnection).password).not.toBe(first.password);
-        expect(await tableCount(second.connection as NetworkConnection, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(0);
-        expect(await tableCount(first, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(1);
+        // Each start sets its own password on its copy: the first server's is refused by the second (PostgreSQL's
+        // private servers trust loopback and have none).
+        if (b.backend !== 'postgres') {
+          expect(await refusedConnection({ ...(second.connection as NetworkConnection), password: first.password }, b.backend)).toBe('ER_ACCESS_DENIED_ERROR');
+        }
+        expect(await queryN(second.connection as NetworkConnection, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(0);
+        expect(await queryN(first, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(1);
       } finally {
         await second.stop();
-        await tableCount(first, b.backend, 'DROP TABLE made_by_first');
+        await queryN(first, b.backend, 'DROP TABLE made_by_first');
       }
     });
   }
