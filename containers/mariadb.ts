@@ -9,7 +9,7 @@ import { launchServer, makePrivateDir, runTool, loopbackConnection } from './loc
 import { rootfsFinder } from './rootfs';
 import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
 import type { TemplateRecipe } from './template';
-import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
 const SERVER_BINARY = 'mariadbd';
@@ -59,13 +59,13 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     '--performance-schema-consumer-events-statements-current=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     `--init-file=${initFile}`,
-    '--innodb-buffer-pool-size=64M',
     // The size the template's redo log was made with: any other and every start rewrote it (10.11 resizes the log
     // to the configured size at startup: 96 MB written per start with the default).
     REDO_LOG_SIZE,
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',
     '--skip-log-bin',
+    ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -185,7 +185,12 @@ export const MARIADB = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: ['--performance-schema=ON', '--performance-schema-consumer-events-statements-current=ON', `--max-allowed-packet=${MAX_ALLOWED_PACKET}`],
+    command: [
+      '--performance-schema=ON',
+      '--performance-schema-consumer-events-statements-current=ON',
+      `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+      ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
+    ],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

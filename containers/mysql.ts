@@ -7,7 +7,7 @@ import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
 import { provisionCommand, rootfsFinder } from './rootfs';
-import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 
 const SERVER_BINARY = 'mysqld';
@@ -43,9 +43,9 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
     '--performance-schema=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     `--init-file=${initFile}`,
-    '--innodb-buffer-pool-size=64M',
     '--innodb-flush-log-at-trx-commit=0',
     '--skip-log-bin',
+    ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -142,7 +142,7 @@ export const MYSQL = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON'],
+    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -7,7 +7,7 @@ import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOp
 import { findExecutable } from './binaries';
 import { SqltallyError } from './errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { identifyMysqlFamily, pingMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
 import { copyTemplate, ensureTemplate, fileIdentity } from './template';
 import type { TemplateRecipe } from './template';
 import type { BackendName, StartedBackend } from './types';
@@ -221,6 +221,7 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',
     '--skip-log-bin',
+    ...PRIVATE_SERVER_MEMORY_OPTIONS[layout.flavour],
   ];
 }
 
