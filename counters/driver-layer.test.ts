@@ -1,6 +1,6 @@
 import { DriverLayerSchema, STATEMENT_CLASSES } from './events';
 import type { StatementEvent } from './events';
-import { DriverTally, summarizeDriverEvents, WindowTotals } from './driver-layer';
+import { DriverRecorder, DriverTally, summarizeDriverEvents, WindowTotals } from './driver-layer';
 import type { CallShape } from './events';
 
 function event(over: Partial<StatementEvent>): StatementEvent {
@@ -168,5 +168,103 @@ describe('WindowTotals shapes', () => {
     for (let i = 0; i < 3; i++) totals.add('better-sqlite3', { ...run(sql, 'insert'), method: 'run' }, 0, 0, 1, null, null);
     const [shape] = totals.finish().layer.shapes;
     expect(shape).toMatchObject({ calls: 3, distinctParameterSets: null, distinctOf: null });
+  });
+});
+
+describe('WindowTotals callers and steady counters', () => {
+  const runShape = (sql: string, bindValues = 2): CallShape => ({ method: 'run', kind: 'execute', sql, statementClass: 'insert', bindValues, parameterSets: 1 });
+  const insert = 'INSERT INTO t (a, b) VALUES (?, ?)';
+
+  it('says which texts would capture a caller, and takes a caller the wrapper captured instead of its own', () => {
+    const totals = new WindowTotals();
+    expect(totals.needsCaller(insert)).toBe(true);
+    totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], 'app/seed.ts:12:3');
+    expect(totals.needsCaller(insert)).toBe(false);
+    expect(totals.needsCaller('COMMIT')).toBe(true);
+    // A text the window has seen keeps its first caller, whatever a later call hands over.
+    totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [3, 4], 'app/other.ts:1:1');
+    // null is a caller too (no user frame on the stack): taken as given, not captured again.
+    totals.add('better-sqlite3', { ...runShape('COMMIT', 0), kind: 'query', statementClass: 'commit' }, 0, 0, null, null, null, undefined, null);
+    expect(totals.finish().layer.shapes.map((s) => s.caller)).toEqual(['app/seed.ts:12:3', null]);
+  });
+
+  it('needs no caller beyond the window\'s text cap', () => {
+    const totals = new WindowTotals({ maxTexts: 1 });
+    totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);
+    expect(totals.needsCaller('SELECT 1')).toBe(false);
+  });
+
+  /** The counts of a window, events and shapes aside (their times and callers are not what a counter changes). */
+  function counts(totals: WindowTotals): unknown {
+    const { layer, ...rest } = totals.finish();
+    const { events, shapes, ...totalsOnly } = layer;
+    return { ...totalsOnly, rest, shapes: shapes.map(({ caller, ...shape }) => shape), events: events.length };
+  }
+
+  it('hands out a counter only when nothing but the count of the calls is kept, and it counts as add does', () => {
+    const viaAdd = new WindowTotals({ maxEvents: 10 });
+    const viaCounter = new WindowTotals({ maxEvents: 10 });
+    const shape = runShape(insert);
+    let counter: ReturnType<WindowTotals['steadyCounter']> = null;
+    for (let i = 0; i < 100; i++) {
+      const rows = i === 99 ? null : 1;
+      viaAdd.add('better-sqlite3', shape, 0, 0, rows, null, null, i < 64 ? [i, 'x'] : undefined, null);
+      if (counter !== null) {
+        counter.count(rows);
+        continue;
+      }
+      viaCounter.add('better-sqlite3', shape, 0, 0, rows, null, null, i < 64 ? [i, 'x'] : undefined, null);
+      counter = viaCounter.steadyCounter(shape, null);
+      // Not before the window's events are kept (10) and the text's first 64 value lists compared.
+      expect(counter === null).toBe(i < 63);
+    }
+    expect(counts(viaCounter)).toEqual(counts(viaAdd));
+    expect(counts(viaAdd)).toMatchObject({ calls: 100, rowsAffected: 99, shapes: [{ calls: 100, distinctParameterSets: 64, distinctOf: 64, rows: 99 }] });
+    // The window is closed: its counter says so, and the caller goes back to record.
+    expect(counter?.open).toBe(false);
+  });
+
+  it('refuses a counter for any shape but the last call\'s, a text beyond the cap or a per-call protocol', () => {
+    const totals = new WindowTotals({ maxEvents: 0, maxTexts: 1 });
+    const shape = runShape(insert, 0);
+    // No values bound: compared (as an empty list) on every call up to 64, handed over or not.
+    for (let i = 0; i < 64; i++) totals.add('better-sqlite3', shape, 0, 0, 1, null, null);
+    expect(totals.steadyCounter(shape, null)).not.toBeNull();
+    expect(totals.steadyCounter({ ...shape }, null)).toBeNull();
+    expect(totals.steadyCounter(shape, 3)).toBeNull();
+    const beyond = runShape('INSERT INTO u (a) VALUES (?)', 1);
+    for (let i = 0; i < 64; i++) totals.add('better-sqlite3', beyond, 0, 0, 1, null, null, [i]);
+    expect(totals.steadyCounter(beyond, null)).toBeNull();
+    const pg = new WindowTotals({ maxEvents: 0 });
+    const named: CallShape = { ...runShape('SELECT $1', 1), statementClass: 'select', protocol: 'named' };
+    pg.add('pg', named, 0, 0, null, null, 1, [1]);
+    expect(pg.steadyCounter(named, 1)).toBeNull();
+  });
+});
+
+describe('DriverRecorder steady counters', () => {
+  const shape: CallShape = { method: 'run', kind: 'execute', sql: 'INSERT INTO t (a) VALUES (?)', statementClass: 'insert', bindValues: 1, parameterSets: 1 };
+
+  it('closes the counters of a window at end() and when begin() replaces it, and has none without a window', () => {
+    const recorder = new DriverRecorder({ maxEvents: 0 });
+    expect(recorder.steadyCounter('better-sqlite3', shape, null)).toBeNull();
+    expect(recorder.needsCaller(shape.sql)).toBe(false);
+    const fill = (): void => {
+      for (let i = 0; i < 64; i++) recorder.record('better-sqlite3', shape, 0, 0, 1, null, null, [i], null);
+    };
+    recorder.begin();
+    expect(recorder.needsCaller(shape.sql)).toBe(true);
+    fill();
+    const first = recorder.steadyCounter('better-sqlite3', shape, null)!;
+    first.count(1);
+    recorder.begin();
+    expect(first.open).toBe(false);
+    fill();
+    const second = recorder.steadyCounter('better-sqlite3', shape, null)!;
+    second.count(1);
+    second.count(1);
+    const { layer, drivers } = recorder.end();
+    expect(second.open).toBe(false);
+    expect([layer.calls, layer.rowsAffected, layer.bindValues, drivers]).toEqual([66, 66, 66, ['better-sqlite3']]);
   });
 });

@@ -4,7 +4,7 @@ import type { CallGroup } from './driver/module';
 import type { DriverName } from './driver/names';
 import { DRIVERS } from './driver/registry';
 import { CallKindSchema, shownFingerprintText, STATEMENT_CLASSES } from './events';
-import type { CallKind, CallShape, DriverLayer, ShapeStat, StatementClass, StatementEvent, StatementSink } from './events';
+import type { CallKind, CallShape, DriverLayer, ShapeStat, StatementClass, StatementEvent, StatementSink, SteadyCounter } from './events';
 import { fingerprintCached } from './statement-cache';
 import { DateClass, isArray, mathMax, mathRound, objectEntries } from './intrinsics';
 
@@ -221,6 +221,8 @@ export class WindowTotals {
   #lastGroup: Group | null = null;
   #textsOmitted = 0;
   #callersTaken = 0;
+  /** Shared with the counters handed out (steadyCounter), which count while it is open. */
+  readonly #state: WindowState = { open: true };
 
   constructor(opts: SummarizeOptions = {}) {
     this.#maxEvents = Math.max(0, opts.maxEvents ?? DEFAULT_MAX_EVENTS);
@@ -239,11 +241,12 @@ export class WindowTotals {
     error: unknown,
     connectionId: number | null,
     values?: unknown,
+    caller?: string | null,
   ): void {
     let group: Group;
     if (shape === this.#lastShape && connectionId === this.#lastConnection) group = this.#lastGroup as Group;
     else {
-      group = this.#groupOf(driver, shape, connectionId);
+      group = this.#groupOf(driver, shape, connectionId, caller);
       this.#lastShape = shape;
       this.#lastConnection = connectionId;
       this.#lastGroup = group;
@@ -298,8 +301,8 @@ export class WindowTotals {
   }
 
   /** The group of a call: by text, then kind and connection, made at its first call. */
-  #groupOf(driver: DriverName, shape: CallShape, connectionId: number | null): Group {
-    const info = this.#text(driver, shape);
+  #groupOf(driver: DriverName, shape: CallShape, connectionId: number | null, caller: string | null | undefined): Group {
+    const info = this.#text(driver, shape, caller);
     if (info === null) {
       // Beyond the text cap: one group per kind and class, with no connection and no text of its own.
       for (const g of this.#overflow) if (g.kind === shape.kind && g.statementClass === shape.statementClass) return g;
@@ -317,8 +320,11 @@ export class WindowTotals {
     return group;
   }
 
-  /** The window's record of a text, made at its first call (caller captured, ignore decided); null beyond the cap. */
-  #text(driver: DriverName, shape: CallShape): TextInfo | null {
+  /**
+   * The window's record of a text, made at its first call (caller captured unless the wrapper `given` it, ignore
+   * decided); null beyond the cap.
+   */
+  #text(driver: DriverName, shape: CallShape, given: string | null | undefined): TextInfo | null {
     const sql = shape.sql;
     const known = this.#texts.get(sql);
     if (known) return known;
@@ -329,10 +335,38 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
-    const caller = this.#callersTaken < MAX_CALLERS ? (this.#callersTaken++, captureCaller(callerPath(driver, shape.method))) : null;
+    let caller: string | null = null;
+    if (this.#callersTaken < MAX_CALLERS) {
+      this.#callersTaken++;
+      caller = given !== undefined ? given : captureCaller(callerPath(driver, shape.method));
+    }
     const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored, shown: null };
     this.#texts.set(sql, info);
     return info;
+  }
+
+  /** Whether a first call of `sql` now would capture its caller (StatementSink.needsCaller). */
+  needsCaller(sql: string): boolean {
+    return this.#callersTaken < MAX_CALLERS && this.#texts.size < this.#maxTexts && !this.#texts.has(sql);
+  }
+
+  /**
+   * A counter for more calls of the shape just added on the same connection, when nothing about them is kept but
+   * their count (StatementSink.steadyCounter): no events left to keep, its values compared as far as they are, and a
+   * group of its own (a text beyond the cap counts each call as omitted, and the driver's protocol is per call).
+   */
+  steadyCounter(shape: CallShape, connectionId: number | null): SteadyCounter | null {
+    if (this.#eventsLeft > 0 || shape !== this.#lastShape || connectionId !== this.#lastConnection || shape.protocol !== undefined) return null;
+    const group = this.#lastGroup as Group;
+    if (group.overflow) return null;
+    const distinct = group.distinct;
+    if (distinct !== null && distinct.sets !== null && distinct.tracked < MAX_TRACKED_CALLS) return null;
+    return new GroupCounter(group, shape, this.#state);
+  }
+
+  /** Ends the counters it handed out: a call after this one goes to a sink's `record` again. */
+  close(): void {
+    this.#state.open = false;
   }
 
   /** Whether the next call's event will be kept (and so needs its times). */
@@ -400,6 +434,7 @@ export class WindowTotals {
   }
 
   finish(): DriverWindow {
+    this.close();
     const byKind: Record<CallKind, number> = { ...NO_KINDS };
     const byClass: Record<StatementClass, number> = { ...NO_CLASSES };
     let calls = 0;
@@ -493,6 +528,51 @@ function newGroup(shape: CallShape, connectionId: number | null, distinct: Disti
     overflow,
     info,
   };
+}
+
+/** Whether a window still counts: read by the counters it handed out. */
+interface WindowState {
+  open: boolean;
+}
+
+/**
+ * A group's count of one shape's calls, handed to a wrapper once nothing about them is kept but that count. Does
+ * what `add` does for such a call (no error, no event kept, no values compared, a group of its own, the shape's
+ * values already in `maxBindValues` from the call that asked).
+ */
+class GroupCounter implements SteadyCounter {
+  readonly #group: Group;
+  readonly #sets: number;
+  readonly #bind: number;
+  readonly #state: WindowState;
+
+  constructor(group: Group, shape: CallShape, state: WindowState) {
+    this.#group = group;
+    this.#sets = shape.parameterSets;
+    this.#bind = shape.bindValues;
+    this.#state = state;
+  }
+
+  get open(): boolean {
+    return this.#state.open;
+  }
+
+  count(rowsAffected: number | null): void {
+    const group = this.#group;
+    group.calls++;
+    const sets = this.#sets;
+    if (sets > 0) {
+      group.parameterSets += sets;
+      group.callsWithParameterSets++;
+    }
+    const bind = this.#bind;
+    if (bind > 0) {
+      group.callsWithValues++;
+      group.bindValues += bind;
+    }
+    if (rowsAffected !== null) group.rowsAffected += rowsAffected;
+    else group.known = false;
+  }
 }
 
 /** The model's view of a group: its {@link CallGroup} fields only. */
@@ -624,6 +704,7 @@ export class DriverRecorder implements StatementSink {
     error: unknown,
     connectionId: number | null,
     values?: unknown,
+    caller?: string | null,
   ): void {
     const window = this.#window;
     if (window === null) return;
@@ -631,7 +712,18 @@ export class DriverRecorder implements StatementSink {
       this.#drivers.add(driver);
       this.#lastDriver = driver;
     }
-    window.add(driver, shape, startMs, endMs, rowsAffected, error, connectionId, values);
+    window.add(driver, shape, startMs, endMs, rowsAffected, error, connectionId, values, caller);
+  }
+
+  needsCaller(sql: string): boolean {
+    const window = this.#window;
+    return window !== null && window.needsCaller(sql);
+  }
+
+  // The driver is in `#drivers` already: the counter is for the shape of the call it just recorded.
+  steadyCounter(_driver: DriverName, shape: CallShape, connectionId: number | null): SteadyCounter | null {
+    const window = this.#window;
+    return window === null ? null : window.steadyCounter(shape, connectionId);
   }
 
   inFlight(delta: 1 | -1): void {
@@ -670,6 +762,8 @@ export class DriverRecorder implements StatementSink {
     this.#lastDriver = null;
     this.#inFlightInWindow = 0;
     this.#epoch++;
+    // A window replaced unread: its counters must stop counting into it.
+    this.#window?.close();
     this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }
 

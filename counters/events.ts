@@ -86,7 +86,26 @@ export interface StatementSink {
      * from calls past the first ones of a window (see `epoch`), which are then not compared.
      */
     values?: unknown,
+    /**
+     * The user's line of this call, when the wrapper captured it already (see `needsCaller`); undefined when it did
+     * not, and the sink captures it itself if it needs it.
+     */
+    caller?: string | null,
   ): void;
+  /**
+   * Whether the next `record` of `sql` would capture its caller (the window has not seen the text yet). A wrapper that
+   * asks captures it itself, with `captureCaller`, a few frames from the user's instead of from inside the sink:
+   * V8 summarises every frame it walks, so the same capture costs less there, and one capture can serve several
+   * statements of one call whose caller is provably the same line (a transaction's BEGIN and COMMIT).
+   */
+  needsCaller?(sql: string): boolean;
+  /**
+   * A counter for further calls of `shape` on `connectionId` (the shape of the call just recorded) once they need
+   * nothing from the sink but their count: its window keeps no more events and compares no more values of that
+   * shape. Null when that is not so yet, or there is no window. A counter holds until that window closes; a per-row
+   * call then costs a few additions instead of a `record` (see counters/driver/better-sqlite3.ts).
+   */
+  steadyCounter?(driver: DriverName, shape: CallShape, connectionId: number | null): SteadyCounter | null;
   /**
    * Told +1 when a call is handed to the driver and -1 once it has settled (after its `record`), so that a window
    * can tell a call that was still in flight when the user's code returned (a query started without `await`).
@@ -103,6 +122,14 @@ export interface StatementSink {
    * undefined and gets values for the first calls only.
    */
   readonly epoch?: number;
+}
+
+/** Counts calls of one shape into one window, from {@link StatementSink.steadyCounter}. */
+export interface SteadyCounter {
+  /** False once its window has closed (or the next window replaced it): the calls after that go to `record`. */
+  readonly open: boolean;
+  /** One more call of the shape that returned without an error: `record` with no times and no values, in effect. */
+  count(rowsAffected: number | null): void;
 }
 
 /** Characters of a fingerprint kept in a {@link ShapeStat}; the id is taken from the whole fingerprint first. */

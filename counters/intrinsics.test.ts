@@ -12,11 +12,11 @@ const ROOT = path.resolve(__dirname, '..');
  */
 const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/counted.ts': ['emit', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countScalarOrObject', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
-  'counters/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges'],
+  'counters/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges', 'askSteady', 'callerFor'],
   'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape'],
-  'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight'],
+  'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'needsCaller', 'steadyCounter', 'count', 'open'],
   'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'counters/wire/mysql-protocol.ts': ['parse'],
   'counters/probes/mysql-family.ts': ['#readGlobalStatus'],

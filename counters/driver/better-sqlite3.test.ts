@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
-import { DriverTally } from '../driver-layer';
+import { DriverRecorder, DriverTally } from '../driver-layer';
 import { StatementEventSchema } from '../events';
 import type { StatementEvent } from '../events';
 import { SqltallyError } from '../../containers/errors';
-import { countSqliteParams, wrapBetterSqlite3 } from './better-sqlite3';
+import { CALLS_BEFORE_COUNTERS, countSqliteParams, wrapBetterSqlite3 } from './better-sqlite3';
 import { WRAPPED } from './counted';
 
 function open(): Database.Database {
@@ -278,6 +278,143 @@ describe('wrapBetterSqlite3 values and windows', () => {
     expect(seen.slice(1).filter(Boolean)).toHaveLength(64 + 10);
     expect(seen.slice(1, 65).every(Boolean)).toBe(true);
     expect(seen.slice(65, 101).some(Boolean)).toBe(false);
+  });
+});
+
+/** The line this helper is called from, read the same way captureCaller reads lines. */
+function lineHere(): number {
+  const frame = new Error().stack!.split('\n')[2]!;
+  return Number(/:(\d+):\d+\)?$/.exec(frame)![1]);
+}
+
+/** Stacks captured while `fn` runs (a caller capture takes one, plus one to print a position new to the process). */
+function stacksTaken<T>(fn: () => T): { result: T; stacks: number } {
+  const original = Error.captureStackTrace;
+  let stacks = 0;
+  const spy = jest.spyOn(Error, 'captureStackTrace').mockImplementation((target, at) => {
+    stacks++;
+    original(target, at);
+  });
+  try {
+    return { result: fn(), stacks };
+  } finally {
+    spy.mockRestore();
+  }
+}
+
+describe('wrapBetterSqlite3 callers', () => {
+  const here = (line: number): RegExp => new RegExp(`^counters/driver/better-sqlite3\\.test\\.ts:${line}:\\d+$`);
+
+  it('gives a transaction\'s BEGIN and COMMIT the line that called it, from one capture, and a prepared text its prepare\'s', () => {
+    const recorder = new DriverRecorder();
+    const db = wrapBetterSqlite3(open(), recorder);
+    const window = (): { callers: Record<string, string | null>; prepareLine: number; transactionLine: number } => {
+      recorder.begin();
+      const [insert, prepareLine] = [db.prepare('INSERT INTO t (a, b) VALUES (?, ?)'), lineHere()];
+      const insertAll = db.transaction((n: number) => {
+        for (let i = 0; i < n; i++) insert.run(i, 'x');
+      });
+      const [, transactionLine] = [insertAll(3), lineHere()];
+      const callers = Object.fromEntries(recorder.end().layer.shapes.map((s) => [`${s.kind} ${s.statementClass}`, s.caller]));
+      return { callers, prepareLine, transactionLine };
+    };
+    window();
+    // Positions printed once per process; from the second window on a caller is one stack: the prepare's and the
+    // transaction's (two before: COMMIT had its own).
+    const { result, stacks } = stacksTaken(window);
+    expect(stacks).toBe(2);
+    expect(result.callers['prepare insert']).toMatch(here(result.prepareLine));
+    expect(result.callers['execute insert']).toBe(result.callers['prepare insert']);
+    expect(result.callers['query begin']).toMatch(here(result.transactionLine));
+    expect(result.callers['query commit']).toBe(result.callers['query begin']);
+  });
+
+  it('gives a rolled back transaction\'s statements and exec\'s text their own lines', () => {
+    const recorder = new DriverRecorder();
+    const db = wrapBetterSqlite3(open(), recorder);
+    const failing = db.transaction(() => {
+      throw new Error('body failed');
+    });
+    const nested = db.transaction(() => {
+      try {
+        failing();
+      } catch {
+        // rolled back to the savepoint
+      }
+    });
+    recorder.begin();
+    const [, execLine] = [db.exec('DELETE FROM t'), lineHere()];
+    const [, nestedLine] = [nested(), lineHere()];
+    const callers = Object.fromEntries(recorder.end().layer.shapes.map((s) => [s.fingerprint.split(' ')[0], s.caller]));
+    expect(callers['DELETE']).toMatch(here(execLine));
+    expect(callers['BEGIN']).toMatch(here(nestedLine));
+    expect(callers['COMMIT']).toBe(callers['BEGIN']);
+    // The savepoint, its rollback and its release: the line in the outer body that called the failing transaction.
+    const inner = callers['SAVEPOINT'];
+    expect(inner).toMatch(/^counters\/driver\/better-sqlite3\.test\.ts:\d+:\d+$/);
+    expect(inner).not.toBe(callers['BEGIN']);
+    expect([callers['ROLLBACK'], callers['RELEASE']]).toEqual([inner, inner]);
+  });
+});
+
+describe('wrapBetterSqlite3 steady counting', () => {
+  /** A window's totals, times and callers left out; the same with and without the sink's counters. */
+  function counts(recorder: { end(): ReturnType<DriverRecorder['end']> }): unknown {
+    const { layer, ...rest } = recorder.end();
+    const { events, shapes, ...totals } = layer;
+    return { totals, rest, shapes: shapes.map(({ caller, ...shape }) => shape), events: events.map((e) => `${e.method}/${e.rowsAffected}/${e.error}`) };
+  }
+
+  /** A recorder that hands out no counters: every call goes through record, as before counters. */
+  function withoutCounters(recorder: DriverRecorder): DriverRecorder {
+    return new Proxy(recorder, {
+      get: (target, prop) => {
+        if (prop === 'steadyCounter') return undefined;
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as DriverRecorder;
+  }
+
+  function workload(db: Database.Database, recorder: DriverRecorder): unknown[] {
+    db.exec('CREATE TABLE s (id INTEGER PRIMARY KEY, b TEXT)');
+    const insert = db.prepare('INSERT INTO s (id, b) VALUES (?, ?)');
+    const select = db.prepare('SELECT b FROM s WHERE id = ?');
+    const out: unknown[] = [];
+    recorder.begin();
+    db.transaction(() => {
+      for (let i = 0; i < 500; i++) insert.run(i, 'x');
+    })();
+    for (let i = 0; i < 300; i++) select.get(i % 7);
+    // A failing call once the statement is counted by the counter: an error, no rows.
+    expect(() => insert.run(1, 'again')).toThrow(/UNIQUE/);
+    for (let i = 500; i < 600; i++) insert.run(i, 'y');
+    out.push(counts(recorder));
+    // Between windows nothing counts; the next window starts over (events, values compared, then the counter).
+    for (let i = 600; i < 700; i++) insert.run(i, 'z');
+    recorder.begin();
+    for (let i = 700; i < 1000; i++) insert.run(i, 'w');
+    // Replaced unread: the calls after this count in the new window only.
+    recorder.begin();
+    for (let i = 1000; i < 1300; i++) insert.run(i, 'v');
+    out.push(counts(recorder));
+    return out;
+  }
+
+  it('counts every call, row, value and error as record does once the window keeps nothing else of them', () => {
+    // Counters are asked for once the process has sent enough calls through record for V8 to have optimized it.
+    const warm = wrapBetterSqlite3(open(), new DriverTally()).prepare('SELECT 1');
+    for (let i = 0; i < CALLS_BEFORE_COUNTERS; i++) warm.get();
+    const recorder = new DriverRecorder({ maxEvents: 50 });
+    const reference = new DriverRecorder({ maxEvents: 50 });
+    const records = jest.spyOn(recorder, 'record');
+    const counted = workload(wrapBetterSqlite3(new Database(':memory:'), recorder), recorder);
+    const expected = workload(wrapBetterSqlite3(new Database(':memory:'), withoutCounters(reference)), reference);
+    expect(counted).toEqual(expected);
+    expect(expected[0]).toMatchObject({ totals: { calls: 903, errors: 1, rowsAffected: 600 } });
+    expect(expected[1]).toMatchObject({ totals: { calls: 300, rowsAffected: 300 }, shapes: [{ calls: 300, distinctParameterSets: 64, distinctOf: 64 }] });
+    // The counter took most calls: record saw each window's first calls, the error and the calls between windows.
+    expect(records.mock.calls.length).toBeLessThan(600);
   });
 });
 

@@ -1,8 +1,9 @@
 import type { Database as SqliteDatabase } from 'better-sqlite3';
-import type { StatementSink } from '../events';
+import { captureCaller } from '../caller';
+import type { StatementSink, SteadyCounter } from '../events';
 import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
-import { countedProxy, emit, isPlainObject, nowNs, toCount, track, WRAPPED, wrapOnce } from './counted';
+import { countedProxy, emit, isPlainObject, markOf, nowNs, toCount, track, WRAPPED, wrapOnce } from './counted';
 import { SqltallyError } from '../../containers/errors';
 import { loadDriverPackage } from './load';
 import type { DriverModel, DriverModule } from './module';
@@ -90,6 +91,20 @@ function siteFor(sink: StatementSink, opts: WrapOptions | undefined): CallSite {
   return { driver: DRIVER, sink, connectionId: () => id };
 }
 
+/**
+ * The user's line for a text the sink's window has not seen, captured here rather than by the sink (see
+ * StatementSink.needsCaller: the frames between here and the user are fewer); undefined when the sink needs none.
+ * `path` keys the depth captureCaller remembers, one per wrapper method, apart from the sink's own captures.
+ */
+function callerFor(sink: StatementSink, sql: string, path: string): string | null | undefined {
+  return sink.needsCaller?.(sql) === true ? captureCaller(path) : undefined;
+}
+
+const PREPARE_CALLER = 'better-sqlite3.prepare (wrapper)';
+const EXEC_CALLER = 'better-sqlite3.exec (wrapper)';
+const PRAGMA_CALLER = 'better-sqlite3.pragma (wrapper)';
+const TRANSACTION_CALLER = 'better-sqlite3.transaction (wrapper)';
+
 function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets: number): CallShape {
   return { method, kind, sql, statementClass: classifyCached(sql, 'sqlite'), bindValues, parameterSets };
 }
@@ -103,19 +118,23 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
       prepare: (original) =>
         function prepare(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
-          const stmt = track(site, shapeOf('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows);
-          return wrapStatement(stmt as BetterSqlite3Statement, sink, site);
+          const caller = callerFor(sink, sql, PREPARE_CALLER);
+          const shape = shapeOf('prepare', 'prepare', sql, 0, 0);
+          const stmt = track(site, shape, () => original(...args), noRows, undefined, caller);
+          return wrapStatement(stmt as BetterSqlite3Statement, sink, site, shape.statementClass);
         },
       exec: (original, _target, wrapper) =>
         function exec(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
-          const result = track(site, shapeOf('exec', 'query', sql, 0, 1), () => original(...args), noRows);
+          const caller = callerFor(sink, sql, EXEC_CALLER);
+          const result = track(site, shapeOf('exec', 'query', sql, 0, 1), () => original(...args), noRows, undefined, caller);
           return result === db ? wrapper : result;
         },
       pragma: (original) =>
         function pragma(...args: unknown[]) {
           const sql = `PRAGMA ${String(args[0])}`;
-          return track(site, shapeOf('pragma', 'query', sql, 0, 1), () => original(...args), noRows);
+          const caller = callerFor(sink, sql, PRAGMA_CALLER);
+          return track(site, shapeOf('pragma', 'query', sql, 0, 1), () => original(...args), noRows, undefined, caller);
         },
       transaction: (original, target, wrapper) =>
         function transaction(...args: unknown[]) {
@@ -127,33 +146,37 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
   });
 }
 
-function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite): BetterSqlite3Statement {
-  return wrapOnce(DRIVER, stmt, sink, () => {
-    // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
-    // of it are identity checks. The text never changes, so it is classified once: `run` is the per-row hot path.
-    const sql = stmt.source;
-    const state: StatementState = { sql, statementClass: classifyCached(sql, 'sqlite'), boundValues: 0 };
-    const slots = stmt as unknown as Record<symbol, StatementState | ExecutionState>;
-    // Symbol-keyed, so no listing of the statement's keys shows them. Assigned rather than defined: a store V8 has
-    // seen before follows a cached map transition, where each `Object.defineProperty` is a runtime call of about 2k
-    // instructions (callgrind), and some callers prepare before every run (knex on SQLite).
-    slots[STATE] = state;
-    // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
-    // One store per method written out: a loop over COUNTED's keys made one store site see four keys, 2.7k instructions
-    // more per prepare. A method of COUNTED left out here runs uncounted, which its tests catch.
-    const execution = (): ExecutionState => ({ statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0 });
-    slots[COUNTED.run.state] = execution();
-    slots[COUNTED.get.state] = execution();
-    slots[COUNTED.all.state] = execution();
-    slots[COUNTED.iterate.state] = execution();
-    Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
-    // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
-    // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
-    // (`instanceof`, every other method and getter). `statement.database` stays the raw Database, so calls made
-    // through it are not counted.
-    Object.setPrototypeOf(stmt, countingPrototype(Object.getPrototypeOf(stmt) as object));
-    return stmt;
-  });
+function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, statementClass: CallShape['statementClass']): BetterSqlite3Statement {
+  // A statement already marked is wrapOnce's to answer (the same sink's, or refused). An unmarked one is wrapped here
+  // without wrapOnce's WeakMap: the statement is its own wrapper and carries the mark a second wrap finds, and the
+  // WeakMap's insert was a third of the wrap's cost (a profile of the stand-in prepare) and an entry per statement
+  // for every collection to visit.
+  if (markOf(stmt) !== undefined) return wrapOnce(DRIVER, stmt, sink, () => stmt);
+  // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
+  // of it are identity checks. The text never changes, so it is classified once, by the prepare that made it (a
+  // text over 4 KB is classified afresh at each lookup, see statement-cache.ts): `run` is the per-row hot path.
+  const sql = stmt.source;
+  const state: StatementState = { sql, statementClass, boundValues: 0 };
+  const slots = stmt as unknown as Record<symbol, StatementState | ExecutionState>;
+  // Symbol-keyed, so no listing of the statement's keys shows them. Assigned rather than defined: a store V8 has
+  // seen before follows a cached map transition, where each `Object.defineProperty` is a runtime call of about 2k
+  // instructions (callgrind), and some callers prepare before every run (knex on SQLite).
+  slots[STATE] = state;
+  // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
+  // One store per method written out: a loop over COUNTED's keys made one store site see four keys, 2.7k instructions
+  // more per prepare. A method of COUNTED left out here runs uncounted, which its tests catch.
+  const execution = (): ExecutionState => ({ statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0, steady: null, steadyValues: -1, refusedEpoch: -1 });
+  slots[COUNTED.run.state] = execution();
+  slots[COUNTED.get.state] = execution();
+  slots[COUNTED.all.state] = execution();
+  slots[COUNTED.iterate.state] = execution();
+  Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
+  // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
+  // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
+  // (`instanceof`, every other method and getter). `statement.database` stays the raw Database, so calls made
+  // through it are not counted.
+  Object.setPrototypeOf(stmt, countingPrototype(Object.getPrototypeOf(stmt) as object));
+  return stmt;
 }
 
 /** A wrapped statement's counting state, an own property under {@link STATE}. */
@@ -175,6 +198,12 @@ interface ExecutionState {
   shape: CallShape | undefined;
   seenEpoch: number | undefined;
   valuesLeft: number;
+  /** Counts the calls of `shape` while its window needs nothing else of them (StatementSink.steadyCounter). */
+  steady: SteadyCounter | null;
+  /** The bound values of the shape `steady` counts. */
+  steadyValues: number;
+  /** The epoch in which the sink last refused a counter: not asked again before the next window. */
+  refusedEpoch: number | undefined;
 }
 
 const STATE = Symbol('sqltally.better-sqlite3.statement');
@@ -281,7 +310,9 @@ function countedExecution(method: ExecutionMethod) {
   };
   // The common per-row call, up to 8 scalars: `arguments` read at fixed positions only, and the native method called
   // with as many arguments as were given (an arity V8 can see at each call site), on `this`, so V8 finds it from the
-  // receiver's map and calls it directly (see countingPrototype).
+  // receiver's map and calls it directly (see countingPrototype). Once the window keeps no more events and compares
+  // no more of this statement's values, the calls of its shape go to a counter from the sink instead of `emit`: the
+  // clock, the shape and the values are not needed, and `emit` -> `record` -> `add` was most of a per-row call's cost.
   return function counted(this: CountedStatement): unknown {
     const execution = this[key] as unknown as ExecutionState | undefined;
     const n = arguments.length;
@@ -291,10 +322,19 @@ function countedExecution(method: ExecutionMethod) {
     // `this`): it runs uncounted, as the driver would run it.
     if (execution === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
     if (n > 8 || objectAmong(n, a0, a1, a2, a3, a4, a5, a6, a7)) return general(this, execution, arraySlice.call(arguments) as unknown[]);
-    const values = handsValues(execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
-    const call = shapeFor(execution, n === 0 ? execution.statement.boundValues : n);
-    const timed = execution.sink.timed !== false;
-    const start = timed ? nowNs() : 0;
+    const bind = n === 0 ? execution.statement.boundValues : n;
+    let steady = execution.steady;
+    if (steady !== null && (!steady.open || bind !== execution.steadyValues)) steady = execution.steady = null;
+    let values: unknown[] | undefined;
+    let call: CallShape;
+    let timed = false;
+    let start = 0;
+    if (steady === null) {
+      values = handsValues(execution) ? firstOf(n, a0, a1, a2, a3, a4, a5, a6, a7) : undefined;
+      call = shapeFor(execution, bind);
+      timed = execution.sink.timed !== false;
+      start = timed ? nowNs() : 0;
+    } else call = execution.shape as CallShape;
     let result: unknown;
     try {
       const f = native;
@@ -306,9 +346,34 @@ function countedExecution(method: ExecutionMethod) {
       settle(execution, call, start, timed, undefined, error, values);
       throw error;
     }
-    settle(execution, call, start, timed, result, NO_ERROR, values);
+    if (steady !== null) steady.count(rowsOf(result));
+    else {
+      settle(execution, call, start, timed, result, NO_ERROR, values);
+      if (callsThroughEmit < CALLS_BEFORE_COUNTERS) callsThroughEmit++;
+      else if (!timed && values === undefined && execution.refusedEpoch !== execution.seenEpoch) askSteady(execution, call);
+    }
     return result;
   };
+}
+
+/**
+ * Calls this module sends through `emit` before it asks for counters at all. V8 optimizes a function once it has run
+ * a few thousand times, and does not inline a call that few of its caller's calls make: with counters from the first
+ * window on, `emit` -> `record` -> `add` and the event and value bookkeeping ran only a window's first 200 or so calls
+ * and stayed unoptimized for some 20 windows of 5000 rows, 0.6-1 ms a window (a throwaway harness of the per-row-tx
+ * window, windows 5-24 against 25-39). After this many calls they have been optimized, in the first such window.
+ */
+export const CALLS_BEFORE_COUNTERS = 5000;
+let callsThroughEmit = 0;
+
+/** Asks the sink for a counter of `call`'s shape (just recorded); remembers a refusal until the next window. */
+function askSteady(execution: ExecutionState, call: CallShape): void {
+  const steady = execution.sink.steadyCounter?.(DRIVER, call, execution.site.connectionId()) ?? null;
+  if (steady === null) execution.refusedEpoch = execution.seenEpoch;
+  else {
+    execution.steady = steady;
+    execution.steadyValues = call.bindValues;
+  }
 }
 
 /**
@@ -353,6 +418,7 @@ function countedTransaction(
   dbWrapper: BetterSqlite3Database,
   site: CallSite,
 ): TransactionFunction {
+  const sink = site.sink;
   const control = (sql: string): CallShape => shapeOf('transaction', 'query', sql, 0, 1);
   const variants = {} as Record<keyof typeof BEGIN_BY_VARIANT, TransactionFunction>;
   for (const variant of Object.keys(BEGIN_BY_VARIANT) as (keyof typeof BEGIN_BY_VARIANT)[]) {
@@ -360,23 +426,31 @@ function countedTransaction(
     const counted = function (this: unknown, ...args: unknown[]): unknown {
       const nested = db.inTransaction;
       const begin = nowNs();
-      emit(site, control(nested ? `SAVEPOINT ${SAVEPOINT_NAME}` : BEGIN_BY_VARIANT[variant]), begin, begin, null, null);
+      // Every statement this call records has one caller, the line that called the transaction function: its frame
+      // stays where it is until the function returns (the body runs synchronously; better-sqlite3 refuses a promise).
+      // So the first capture serves the others (an undefined caller: none taken yet).
+      const opening = nested ? `SAVEPOINT ${SAVEPOINT_NAME}` : BEGIN_BY_VARIANT[variant];
+      let caller = callerFor(sink, opening, TRANSACTION_CALLER);
+      const closing = (sql: string, at: number): void => {
+        if (caller === undefined) caller = callerFor(sink, sql, TRANSACTION_CALLER);
+        emit(site, control(sql), at, at, null, null, undefined, caller);
+      };
+      emit(site, control(opening), begin, begin, null, null, undefined, caller);
       let result: unknown;
       try {
         result = inner.apply(this, args);
       } catch (error) {
         const end = nowNs();
         if (nested) {
-          emit(site, control(`ROLLBACK TO ${SAVEPOINT_NAME}`), end, end, null, null);
-          emit(site, control(`RELEASE ${SAVEPOINT_NAME}`), end, end, null, null);
+          closing(`ROLLBACK TO ${SAVEPOINT_NAME}`, end);
+          closing(`RELEASE ${SAVEPOINT_NAME}`, end);
         } else {
           // The rollback itself succeeded; the error belongs to the body and was recorded there.
-          emit(site, control('ROLLBACK'), end, end, null, null);
+          closing('ROLLBACK', end);
         }
         throw error;
       }
-      const end = nowNs();
-      emit(site, control(nested ? `RELEASE ${SAVEPOINT_NAME}` : 'COMMIT'), end, end, null, null);
+      closing(nested ? `RELEASE ${SAVEPOINT_NAME}` : 'COMMIT', nowNs());
       return result;
     };
     variants[variant] = counted as TransactionFunction;

@@ -51,8 +51,9 @@ export function emit(
   rowsAffected: number | null,
   error: unknown,
   values?: unknown,
+  caller?: string | null,
 ): void {
-  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId(), values);
+  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId(), values, caller);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -74,6 +75,7 @@ export function track<R>(
   invoke: () => R,
   rowsOf: (result: unknown) => number | null,
   values?: unknown,
+  caller?: string | null,
 ): R {
   const sink = site.sink;
   sink.inFlight?.(1);
@@ -83,25 +85,25 @@ export function track<R>(
   try {
     result = invoke();
   } catch (error) {
-    emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
+    emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
     sink.inFlight?.(-1);
     throw error;
   }
   if (isThenable(result)) {
     return result.then(
       (value) => {
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null, values);
+        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null, values, caller);
         sink.inFlight?.(-1);
         return value;
       },
       (error: unknown) => {
-        emit(site, shape, start, timed ? nowNs() : 0, null, error, values);
+        emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
         sink.inFlight?.(-1);
         throw error;
       },
     ) as R;
   }
-  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values);
+  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values, caller);
   sink.inFlight?.(-1);
   return result;
 }
