@@ -141,3 +141,50 @@ describe('launchServer stop', () => {
     expect(fs.existsSync(dir.path)).toBe(false);
   });
 });
+
+describe('launchServer bind race', () => {
+  it('tries another port when the bind failure reaches the log only after the server exited (a logging collector)', async () => {
+    const dir = makePrivateDir('fake', { ...process.env, SQLTALLY_RUN_ID: `lb${process.pid}` });
+    const logFile = path.join(dir.path, 'server.log');
+    const ready = path.join(dir.path, 'ready');
+    const ports: number[] = [];
+    const takenPort = await freePort();
+    // On the first port the "server" exits at once with code 1, and a process of its own writes the bind failure to
+    // the log file 300 ms later, as PostgreSQL's logging collector does; on the next port it comes up.
+    const script = (port: number): string =>
+      port === takenPort
+        ? `setsid sh -c 'sleep 0.3; echo "FATAL:  could not create any TCP/IP sockets" >> ${logFile}' & exit 1`
+        : `touch ${ready}; trap 'exit 0' TERM; while :; do sleep 0.05; done`;
+    let current = 0;
+    try {
+      const running = await launchServer({
+        id: 'fake',
+        binary: '/bin/sh',
+        args: (port: number) => {
+          current = port;
+          return ['-c', script(port)];
+        },
+        dir,
+        stopSignal: 'SIGTERM',
+        bindFailure: /could not create any TCP\/IP sockets/,
+        ping: async () => {
+          if (!fs.existsSync(ready)) throw new Error('not yet');
+        },
+        pickPort: async () => {
+          const port = ports.length === 0 ? takenPort : await freePort();
+          ports.push(port);
+          return port;
+        },
+        logFile,
+        env: process.env,
+      });
+      expect(ports).toHaveLength(2);
+      expect(running.port).toBe(ports[1]);
+      expect(current).toBe(ports[1]);
+      await running.stop();
+    } finally {
+      await dir.remove();
+    }
+  });
+});
+

@@ -20,6 +20,9 @@ const DEFAULT_READY_TIMEOUT_MS = 120_000;
 const DEFAULT_STOP_TIMEOUT_MS = 20_000;
 const LOG_TAIL_CHARS = 16_000;
 const SHOWN_LOG_LINES = 12;
+/** How long the log of a server that exited before it was ready is watched for its last lines (logShows). */
+const LOG_SETTLE_MS = 1_000;
+const LOG_SETTLE_POLL_MS = 25;
 
 /** A user a server must run as (PostgreSQL refuses root). */
 export interface RunAs {
@@ -214,6 +217,23 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Whether the log of a server that exited shows `pattern`, looked for until LOG_SETTLE_MS after the exit. PostgreSQL
+ * starts its logging collector before it binds its port, so its "could not create any TCP/IP sockets" is written to
+ * the log file by the collector, a process of its own that writes it moments after the postmaster has exited: read
+ * at once, the file could still lack it, and a port taken between probe and bind failed the start instead of trying
+ * another port (seen once in a fresh-clone CI run on a loaded 2-core host). A server that exited for another reason
+ * pays the wait once, on its way to an error.
+ */
+async function logShows(logText: () => string, pattern: RegExp): Promise<boolean> {
+  const deadline = Date.now() + LOG_SETTLE_MS;
+  for (;;) {
+    if (pattern.test(logText())) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(LOG_SETTLE_POLL_MS);
+  }
+}
+
 /** How long a stopped server's children may take to follow their leader before they are killed. */
 const CHILDREN_EXIT_MS = 5_000;
 const CHILDREN_POLL_MS = 10;
@@ -315,7 +335,7 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
   for (;;) {
     if (exited(child)) {
       resource.pid = undefined;
-      if (launch.bindFailure.test(logText())) throw new BindRace(`port ${port} taken`);
+      if (await logShows(logText, launch.bindFailure)) throw new BindRace(`port ${port} taken`);
       throw new SqltallyError(`${path.basename(launch.binary)} exited before it was ready (code ${child.exitCode ?? child.signalCode})`, {
         backend: launch.id,
         phase: 'start',
