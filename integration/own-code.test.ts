@@ -437,6 +437,35 @@ describeEachBackend(
       }
     });
 
+    it('the same Database counted again (once per test, say) is read once: its rows are not added twice', async () => {
+      await using session = await CaptureSession.open({ backend: backend() });
+      const c = session.connection;
+      if (c.kind !== 'file') throw new Error('expected a file');
+      const raw = new Database(c.filename);
+      try {
+        raw.exec('DROP TABLE IF EXISTS own_items; CREATE TABLE own_items (id INTEGER PRIMARY KEY, a INTEGER NOT NULL)');
+        const first = session.count(raw);
+        for (const round of [1, 2, 3]) {
+          const db = session.count(raw);
+          expect(db).toBe(first);
+          const tally = await session.measure(async () => {
+            const insert = db.prepare('INSERT INTO own_items (a) VALUES (?)');
+            db.transaction(() => {
+              for (let i = 0; i < 500; i++) insert.run(i);
+            })();
+          });
+          expect({ round, verdict: tally.verdict.kind, rows: tally.layers.server?.summary.rowsInserted, calls: tally.layers.driver?.calls }).toEqual({
+            round,
+            verdict: 'assert',
+            rows: 500,
+            calls: 503,
+          });
+        }
+      } finally {
+        raw.close();
+      }
+    });
+
     it('a Database the session never counted (an ORM that opens its own) writing to the file: never assert, the reason says why', async () => {
       await using session = await CaptureSession.open({ backend: backend() });
       const c = session.connection;
