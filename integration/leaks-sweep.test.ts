@@ -18,9 +18,23 @@ import { tsChild } from './ts-child';
 // jest's testTimeout is global, not per project: each case here starts a real server in a child process.
 jest.setTimeout(START_TIMEOUT_MS);
 
+/** TMPDIRs of this file's own (see the first case), removed whatever the cases did. */
+const privateTmpDirs: string[] = [];
+afterAll(() => {
+  for (const dir of privateTmpDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
   it('the next sqltally backends stops what is left, removes the data directory and lists it', async () => {
-    const env = childEnv('sweeps');
+    // A TMPDIR of this test's own: any sqltally process of the run (another file's CLI child, the main job's next
+    // run) sweeps the shared one, and took the dead child's directory first once in a fresh-clone CI run, so this
+    // command found nothing to list. (A root filesystem's var/tmp stays shared: MySQL's directories live there.)
+    // Short: PostgreSQL's socket path inside the data directory inside it must stay under 107 bytes.
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sw-'));
+    privateTmpDirs.push(tmp);
+    // PostgreSQL runs as its own OS user and must get through to its data directory, as through the shared TMPDIR.
+    fs.chmodSync(tmp, 0o755);
+    const env = { ...childEnv('sweeps'), TMPDIR: tmp };
     const child = spawnTs(HOLD(id), env);
     const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
     child.kill('SIGKILL');
@@ -31,10 +45,13 @@ eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
 
     const out: string[] = [];
     const log = jest.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+    const sharedTmp = process.env['TMPDIR'];
     let code: number;
     try {
+      process.env['TMPDIR'] = tmp;
       code = await main(['backends', '--json', 'sqlite']);
     } finally {
+      process.env['TMPDIR'] = sharedTmp;
       log.mockRestore();
     }
     expect(code).toBe(0);
