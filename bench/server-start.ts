@@ -12,7 +12,8 @@ import { childrenCpuMs } from './children-cpu';
  * in one process; the control pairs are template against template, the noise floor of the ratio.
  *
  * CPU is the children's (`cutime + cstime` of /proc/self/stat): the installer, cp and the server itself, all reaped
- * by this process once stopped. Wall time is start to ready, then stop, printed beside it. Nothing is asserted.
+ * by this process once stopped. Wall time is start to ready, then stop, printed beside it, and the server's resident
+ * memory once ready. Nothing is asserted.
  *
  *   npx tsx bench/server-start.ts [--backends mariadb,postgres,mysql] [--pairs 7]
  */
@@ -24,6 +25,19 @@ interface Sample {
   cpuMs: number;
   startMs: number;
   stopMs: number;
+  /** The server process's resident memory once ready (VmRSS), in MB; NaN when it cannot be read. */
+  residentMb: number;
+}
+
+// What a start fills is most of its cost where a first-touched page is expensive (README, the eighth stop).
+function residentMb(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? NaN : Number(kb) / 1024;
+  } catch {
+    return NaN;
+  }
 }
 
 async function once(id: string, env: NodeJS.ProcessEnv): Promise<Sample> {
@@ -31,10 +45,11 @@ async function once(id: string, env: NodeJS.ProcessEnv): Promise<Sample> {
   const t0 = performance.now();
   const started = await startBackend(id, env);
   const t1 = performance.now();
+  const resident = residentMb(started.pid);
   await started.stop();
   const t2 = performance.now();
   // The server was reaped by stop(); its CPU is in cutime now.
-  return { cpuMs: childrenCpuMs() - cpu0, startMs: t1 - t0, stopMs: t2 - t1 };
+  return { cpuMs: childrenCpuMs() - cpu0, startMs: t1 - t0, stopMs: t2 - t1, residentMb: resident };
 }
 
 function median(xs: number[]): number {
@@ -44,7 +59,7 @@ function median(xs: number[]): number {
 
 function row(label: string, samples: Sample[]): string {
   const cpu = median(samples.map((s) => s.cpuMs));
-  return `  ${label.padEnd(38)} CPU ${cpu.toFixed(0).padStart(5)} ms   start ${median(samples.map((s) => s.startMs)).toFixed(0).padStart(5)} ms   stop ${median(samples.map((s) => s.stopMs)).toFixed(0).padStart(5)} ms   (median of ${samples.length})`;
+  return `  ${label.padEnd(38)} CPU ${cpu.toFixed(0).padStart(5)} ms   start ${median(samples.map((s) => s.startMs)).toFixed(0).padStart(5)} ms   stop ${median(samples.map((s) => s.stopMs)).toFixed(0).padStart(5)} ms   resident ${median(samples.map((s) => s.residentMb)).toFixed(0).padStart(4)} MB   (median of ${samples.length})`;
 }
 
 async function main(argv: string[]): Promise<number> {

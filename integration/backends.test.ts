@@ -199,7 +199,8 @@ describeEachBackend((b) => {
   if (b.provider === 'local' && residentLimit !== null) {
     it(`starts lean: at most ${residentLimit} MB resident (memory counting never reads is kept small)`, () => {
       // Every page a server fills at start is a fault, about 10 us each on the project's VMs: with their default
-      // sizes MySQL 9.7 was 543 MB resident once ready and MariaDB 10.11 199 MB (PRIVATE_SERVER_MEMORY_OPTIONS).
+      // sizes MySQL 9.7 was 530 MB resident once ready and MariaDB 10.11 194 MB (PRIVATE_SERVER_MEMORY_OPTIONS;
+      // `bench/server-start.ts` prints it).
       const status = fs.readFileSync(`/proc/${backend().pid}/status`, 'utf8');
       const residentKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
       expect(residentKb / 1024).toBeLessThanOrEqual(residentLimit);

@@ -51,7 +51,9 @@ eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
       process.env['TMPDIR'] = tmp;
       code = await main(['backends', '--json', 'sqlite']);
     } finally {
-      process.env['TMPDIR'] = sharedTmp;
+      // Assigning undefined would store the string "undefined".
+      if (sharedTmp === undefined) delete process.env['TMPDIR'];
+      else process.env['TMPDIR'] = sharedTmp;
       log.mockRestore();
     }
     expect(code).toBe(0);
