@@ -74,6 +74,8 @@ function expectTally(tally: Captured<unknown>, expected: Expected): void {
     return;
   }
   const { counts } = expected;
+  // The diff below would hide the reason (any string matches): name it when the verdict is not the one expected.
+  if (tally.verdict.kind !== 'assert') throw new Error(`verdict ${tally.verdict.kind}, not assert: ${tally.verdict.reason}`);
   expect({ kind: tally.verdict.kind, reason: tally.verdict.reason, workloadError: tally.workloadError?.message ?? null, layers }).toEqual({
     kind: 'assert',
     reason: expect.any(String),
