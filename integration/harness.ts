@@ -21,7 +21,7 @@ export function integrationBackends(): IntegrationBackend[] {
   const raw = process.env[RESOLVED_ENV];
   if (!raw) {
     throw new Error(
-      `${RESOLVED_ENV} is not set: integration tests must run through jest.config.ts, whose integration project's globalSetup resolves the backends`,
+      `${RESOLVED_ENV} is not set: integration tests must run through jest.config.js, whose integration project's globalSetup resolves the backends`,
     );
   }
   return JSON.parse(raw) as IntegrationBackend[];

@@ -10,7 +10,7 @@ const { transformTs } = require('../jest/esbuild-transform');
  * and fault tests start some 35 such children a run. Stacks show TypeScript lines (Node's source-map support, turned on below).
  */
 process.setSourceMapsEnabled(true);
-require.extensions['.ts'] = (module, filename) => {
+require.extensions['.ts'] = (/** @type {NodeJS.Module} */ module, /** @type {string} */ filename) => {
   const { code } = transformTs(fs.readFileSync(filename, 'utf8'), filename, 'inline');
   /** @type {{ _compile(code: string, filename: string): void }} */ (/** @type {unknown} */ (module))._compile(code, filename);
 };

@@ -34,13 +34,18 @@ function declaredSeconds(file) {
  * against 191 s).
  */
 class WaitersFirst extends TestSequencer {
-  /** @param {import('@jest/test-result').Test[]} tests */
+  /**
+   * @override
+   * @param {import('@jest/test-result').Test[]} tests
+   */
   sort(tests) {
     // Jest's sort also sets each test's duration from its cache, and leaves files of equal standing by size.
     const sorted = /** @type {import('@jest/test-result').Test[]} */ (super.sort(tests));
     /** @param {import('@jest/test-result').Test} t */
     const expectedMs = (t) => t.duration ?? declaredSeconds(t.path) * 1000;
-    const keyed = sorted.map((t) => ({ t, failed: this.hasFailed(t), ms: expectedMs(t) }));
+    // hasFailed is private in Jest's types only: the base class's own sort calls it the same way.
+    const base = /** @type {{ hasFailed(t: import('@jest/test-result').Test): boolean }} */ (/** @type {unknown} */ (this));
+    const keyed = sorted.map((t) => ({ t, failed: base.hasFailed(t), ms: expectedMs(t) }));
     // Array#sort is stable: files with neither a timing nor a declaration keep Jest's order.
     keyed.sort((a, b) => (a.failed !== b.failed ? (a.failed ? -1 : 1) : b.ms - a.ms));
     return keyed.map((k) => k.t);
