@@ -1,7 +1,8 @@
 // @ts-check
 // Plain JavaScript: loaded with `node --require` before anything can be transformed.
 const fs = require('node:fs');
-const { transformTs } = require('../jest/esbuild-transform');
+const path = require('node:path');
+const { outputKey, transformTs } = require('../jest/esbuild-transform');
 
 /**
  * Lets a plain Node child of a test (`tsChild()` in integration/ts-child.ts) require the project's TypeScript, with
@@ -10,7 +11,35 @@ const { transformTs } = require('../jest/esbuild-transform');
  * and fault tests start some 35 such children a run. Stacks show TypeScript lines (Node's source-map support, turned on below).
  */
 process.setSourceMapsEnabled(true);
+
+// Each child transformed every file it loaded afresh, and its first transform started an esbuild service process of
+// its own: 34 esbuild processes took 7.1 s of CPU in one `npm test` (process accounting). Outputs are kept by content,
+// as Jest keeps its own, so a child whose files were seen before loads them without esbuild.
+// SQLTALLY_TS_CACHE moves it (its test uses a directory of its own).
+const CACHE_DIR = process.env['SQLTALLY_TS_CACHE'] || path.join(__dirname, '..', 'node_modules', '.cache', 'sqltally-register-ts');
+
+/** @param {string} source @param {string} filename */
+function cachedTransform(source, filename) {
+  const file = path.join(CACHE_DIR, `${outputKey(source, filename)}.js`);
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    // Not there yet (or unreadable): transformed below.
+  }
+  const { code } = transformTs(source, filename, 'inline');
+  try {
+    fs.mkdirSync(CACHE_DIR, { recursive: true });
+    // Written aside, then renamed: a child reading the same key meanwhile sees the whole file or none.
+    const tmp = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, code);
+    fs.renameSync(tmp, file);
+  } catch {
+    // A cache that cannot be written only costs the next child this transform again.
+  }
+  return code;
+}
+
 require.extensions['.ts'] = (/** @type {NodeJS.Module} */ module, /** @type {string} */ filename) => {
-  const { code } = transformTs(fs.readFileSync(filename, 'utf8'), filename, 'inline');
+  const code = cachedTransform(fs.readFileSync(filename, 'utf8'), filename);
   /** @type {{ _compile(code: string, filename: string): void }} */ (/** @type {unknown} */ (module))._compile(code, filename);
 };
