@@ -410,7 +410,7 @@ export function runTool(
   id: string,
   binary: string,
   args: string[],
-  options: { cwd: string; runAs?: RunAs; env: NodeJS.ProcessEnv; timeoutMs?: number },
+  options: { cwd: string; runAs?: RunAs; env: NodeJS.ProcessEnv; timeoutMs?: number; input?: string },
 ): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = '';
@@ -421,9 +421,12 @@ export function runTool(
       cwd: options.cwd,
       env: childEnv(options.env),
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       ...(options.runAs ? { uid: options.runAs.uid, gid: options.runAs.gid } : {}),
     });
+    // A tool that exits before reading all of it fails on its own; the pipe's EPIPE must not throw on top.
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(options.input);
     const untrack = child.pid !== undefined ? trackLive({ label: `${id} ${path.basename(binary)} (pid ${child.pid})`, pid: child.pid, stopSignal: 'SIGKILL' }) : () => undefined;
     const timer = setTimeout(() => {
       if (child.pid !== undefined) signalQuietly(-child.pid, 'SIGKILL');
