@@ -32,12 +32,38 @@ export function searchDirs(env: NodeJS.ProcessEnv, backend: string): { dirs: str
   return { dirs: [...new Set([...fromPath, ...SBIN_DIRS])], described: 'PATH or /usr/sbin' };
 }
 
+/**
+ * Outputs already read in this process, by binary, arguments and the binary's file identity: resolving a backend asks
+ * every candidate install for its version (`postgres --version`, `pg_config --pkglibdir`), and each start resolves
+ * again; one `npm test` ran `postgres --version` 134 times (process accounting), 25 ms of CPU each. A binary
+ * replaced, resized or touched since is asked again.
+ */
+const OUTPUTS = new Map<string, { identity: string; output: Promise<string | undefined> }>();
+
 /** Output of `<binary> --version` (or other args), or undefined if it would not run. */
 export function versionOutput(binary: string, args: string[] = ['--version'], timeoutMs = 10_000): Promise<string | undefined> {
-  return new Promise((resolve) => {
+  let identity: string | undefined;
+  try {
+    const st = fs.statSync(binary);
+    identity = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  } catch {
+    // Not a path this process can stat (a name for PATH, or gone): asked every time.
+  }
+  const key = `${binary}\0${args.join('\0')}`;
+  const known = identity === undefined ? undefined : OUTPUTS.get(key);
+  if (known && known.identity === identity) return known.output;
+  const output = new Promise<string | undefined>((resolve) => {
     execFile(binary, args, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout, stderr) => {
       const text = `${stdout ?? ''}${stderr ?? ''}`.trim();
       resolve(err && !text ? undefined : text);
     });
   });
+  if (identity !== undefined) {
+    OUTPUTS.set(key, { identity, output });
+    // A binary that would not run (a timeout on a loaded machine, say) is asked again next time.
+    void output.then((text) => {
+      if (text === undefined && OUTPUTS.get(key)?.output === output) OUTPUTS.delete(key);
+    });
+  }
+  return output;
 }
