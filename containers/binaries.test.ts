@@ -34,6 +34,7 @@ describe('versionOutput', () => {
     fs.rmSync(first.bin);
     const second = fakeBinary(dir, 'server', 'echo "server Ver 2.0.0"');
     expect(await versionOutput(second.bin)).toBe('server Ver 2.0.0');
+    // Both log to the same file (by name): one run each, the second not served from what the first answered.
     expect(second.runs()).toBe(2);
   });
 

@@ -52,19 +52,21 @@ function transformTs(source, filename, sourcemap) {
 }
 
 /**
- * The cache key of one file's output: everything {@link IDENTITY} covers, the file's name and its source.
+ * The cache key of one file's output: everything {@link IDENTITY} covers, the file's name, its source and, for Jest,
+ * the project's configuration (integration/register-ts.js has none).
  * @param {string} source
  * @param {string} filename
+ * @param {string} [configString]
  */
-function outputKey(source, filename) {
-  return createHash('sha256').update(IDENTITY).update('\0').update(filename).update('\0').update(source).digest('hex');
+function outputKey(source, filename, configString = '') {
+  return createHash('sha256').update(IDENTITY).update('\0').update(filename).update('\0').update(source).update('\0').update(configString).digest('hex');
 }
 
 /** @type {import('@jest/transform').SyncTransformer & { transformTs: typeof transformTs, outputKey: typeof outputKey }} */
 module.exports = {
   canInstrument: false,
   getCacheKey(source, filename, options) {
-    return createHash('sha256').update(IDENTITY).update('\0').update(filename).update('\0').update(source).update('\0').update(options.configString).digest('hex');
+    return outputKey(source, filename, options.configString);
   },
   process(source, filename) {
     const out = transformTs(source, filename, 'external');
