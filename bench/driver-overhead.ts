@@ -63,6 +63,8 @@ import {
   strategiesFor,
   workloadTable,
   wrapBetterSqlite3,
+  wrapMysql2,
+  wrapPg,
 } from './shipped';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
@@ -421,6 +423,93 @@ function ownWorkBench(control: boolean): OwnWorkFigures[] {
   return out;
 }
 
+interface NetworkOwnFigures {
+  driver: 'mysql2' | 'pg';
+  /** How the values are handed over: mysql2's `VALUES ?` with one array per row, pg's flat `$n` list. */
+  form: string;
+  values: number;
+  samples: number;
+  /** Median CPU per call on the stand-in, counted (window opened, the call, its settlement) minus unwrapped. */
+  addedNs: number;
+  /** The stand-in's own median CPU per call, unwrapped. */
+  rawNs: number;
+  windowCloseNs: number;
+}
+
+const RESULT_SET_HEADER = { fieldCount: 0, affectedRows: 0, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
+
+/**
+ * Stand-ins for a mysql2 promise connection and a pg Client whose calls settle at once: what counting a network
+ * driver's call adds (its values counted, a text new to the window classified and its caller captured, the event),
+ * measured where the real call's milliseconds of formatting and I/O hide it. Recognised as the real ones by shape.
+ */
+function networkStandIns(): { mysql2: { query(sql: string, values?: unknown): Promise<unknown> }; pg: { query(sql: string, values?: unknown[]): Promise<unknown> } } {
+  const mysql2 = {
+    query: (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]),
+    execute: (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]),
+    prepare: (): Promise<unknown> => Promise.reject(new Error('not in the stand-in')),
+    beginTransaction: (): Promise<void> => Promise.resolve(),
+    commit: (): Promise<void> => Promise.resolve(),
+    rollback: (): Promise<void> => Promise.resolve(),
+    connection: { threadId: 1, promise: (): unknown => mysql2 },
+  };
+  const pg = {
+    processID: 1,
+    connect: (): Promise<void> => Promise.resolve(),
+    query: (_sql: string, _values?: unknown[]): Promise<unknown> => Promise.resolve({ command: 'INSERT', rowCount: 0, rows: [] }),
+  };
+  return { mysql2, pg };
+}
+
+async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[]> {
+  const table = workloadTable('mysql', 'bench_bind');
+  const recorder = new DriverRecorder();
+  const raw = networkStandIns();
+  const counted = control ? raw : { mysql2: wrapMysql2(raw.mysql2 as never, recorder), pg: wrapPg(raw.pg as never, recorder) };
+  const out: NetworkOwnFigures[] = [];
+  for (const rows of BIND_ROWS) {
+    const rowValues = makeRows(rows);
+    const cases = [
+      { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[] },
+      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues) },
+    ];
+    for (const c of cases) {
+      // A new string each call, as a strategy builds its SQL, so every window meets a text it has not seen.
+      const texts = (): string[] => Array.from({ length: OWN_WORK_BATCH }, () => (' ' + c.sql).slice(1));
+      const batch = async (side: typeof raw, windowed: boolean): Promise<{ cpuNs: number; closeNs: number }> => {
+        let cpuNs = 0;
+        let closeNs = 0;
+        for (const text of texts()) {
+          const cpu0 = cpuNow();
+          if (windowed && !control) recorder.begin();
+          await side[c.driver].query(text, c.values as never);
+          const cpu1 = cpuNow();
+          if (windowed && !control) recorder.end();
+          closeNs += cpuNow() - cpu1;
+          cpuNs += cpu1 - cpu0;
+        }
+        return { cpuNs: cpuNs / OWN_WORK_BATCH, closeNs: closeNs / OWN_WORK_BATCH };
+      };
+      for (let i = 0; i < 10; i++) {
+        await batch(raw, false);
+        await batch(counted, true);
+      }
+      const raws: number[] = [];
+      const added: number[] = [];
+      const closes: number[] = [];
+      for (let i = 0; i < OWN_WORK_SAMPLES; i++) {
+        const r = await batch(raw, false);
+        const w = await batch(counted, true);
+        raws.push(r.cpuNs);
+        added.push(w.cpuNs - r.cpuNs);
+        closes.push(w.closeNs);
+      }
+      out.push({ driver: c.driver, form: c.form, values: c.values.length === 1 ? rows * COLUMN_COUNT : c.values.length, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
+    }
+  }
+  return out;
+}
+
 /**
  * One call binding many values: a multi-row `?` INSERT (6 values a row) prepared and run once per round on a
  * string the window has not seen (a copy made each round, as a strategy builds its SQL), raw vs counted.
@@ -582,7 +671,7 @@ async function main(argv: string[]): Promise<number> {
       control: { type: 'boolean', default: false },
       // `own` alone (`--sections own`) measures the wrapper in a process that has run nothing else; after the other
       // sections its code has met the real driver's statements too, and reads higher (see bench/driver-cost.md).
-      sections: { type: 'string', default: 'strategies,micro,bind,own,window' },
+      sections: { type: 'string', default: 'strategies,micro,bind,own,own-network,window' },
     },
   });
   const rows = Number(values.rows);
@@ -629,11 +718,12 @@ async function main(argv: string[]): Promise<number> {
   const micro = sections.has('micro') ? await microBench(control) : null;
   const bind = sections.has('bind') ? await bindBench(control) : null;
   const ownWork = sections.has('own') ? ownWorkBench(control) : null;
+  const networkOwnWork = sections.has('own-network') ? await networkOwnWorkBench(control) : null;
   const longWindow = sections.has('window') ? await longWindowBench(control) : null;
   if (values.json) {
     console.log(
       JSON.stringify(
-        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, longWindow, skipped },
+        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, longWindow, skipped },
         null,
         2,
       ),
@@ -660,6 +750,13 @@ async function main(argv: string[]): Promise<number> {
         `window opened + prepare + run, median of ${o.samples} x ${OWN_WORK_BATCH}): ${us(o.countedNs)} us (the stand-in alone ${us(o.rawNs)} us); ` +
         `added by part: window open ${us(o.openNs)} us, prepare (a text new to the window: classified, caller captured) ${us(o.firstCallNs)} us, ` +
         `run binding the ${o.values} values ${us(o.valuesCallNs)} us; window close ${us(o.windowCloseNs)} us`,
+    );
+  }
+  for (const o of networkOwnWork ?? []) {
+    console.log(
+      `${tag}the proxy's own work for one ${o.driver} call binding ${String(o.values).padStart(5)} values (${o.form}; a stand-in that settles at once, ` +
+        `window opened + call + settlement, a text new to each window, median of ${o.samples} x ${OWN_WORK_BATCH}): added ${us(o.addedNs)} us ` +
+        `(the stand-in alone ${us(o.rawNs)} us); window close ${us(o.windowCloseNs)} us`,
     );
   }
   if (longWindow) {

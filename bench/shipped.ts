@@ -38,6 +38,8 @@ function load<T>(module: string): T {
 
 export const { DriverRecorder } = load<typeof import('../counters/driver-layer')>('counters/driver-layer');
 export const { wrapBetterSqlite3 } = load<typeof import('../counters/driver/better-sqlite3')>('counters/driver/better-sqlite3');
+export const { wrapMysql2 } = load<typeof import('../counters/driver/mysql2')>('counters/driver/mysql2');
+export const { wrapPg } = load<typeof import('../counters/driver/pg')>('counters/driver/pg');
 export const { countExpandedValues, markOf } = load<typeof import('../counters/driver/counted')>('counters/driver/counted');
 export const { openCountedConnection, openRawConnection, runSql } = load<typeof import('../counters/driver/open')>('counters/driver/open');
 export const { findStrategy, runStrategy, strategiesFor } = load<typeof import('../workload/strategies')>('workload/strategies');

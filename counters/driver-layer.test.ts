@@ -188,6 +188,21 @@ describe('WindowTotals callers and steady counters', () => {
     expect(totals.finish().layer.shapes.map((s) => s.caller)).toEqual(['app/seed.ts:12:3', null]);
   });
 
+  it('tells one asker per text to capture, until a call of the text is recorded', () => {
+    const totals = new WindowTotals();
+    expect(totals.needsCaller(insert)).toBe(true);
+    // Asked again before that call settles (a pipeline, a Promise.all): the first asker's capture serves.
+    expect(totals.needsCaller(insert)).toBe(false);
+    // Another call of the text settles first, without a caller: the window captures one itself, here.
+    totals.add('mysql2', runShape(insert), 0, 0, 1, null, null, [1, 2]);
+    // The asker's call lands after it: the text keeps the caller it has.
+    totals.add('mysql2', runShape(insert), 0, 0, 1, null, null, [3, 4], 'app/late.ts:1:1');
+    expect(totals.needsCaller(insert)).toBe(false);
+    const [shape] = totals.finish().layer.shapes;
+    expect(shape).toMatchObject({ calls: 2 });
+    expect(shape!.caller).toMatch(/^counters\/driver-layer\.test\.ts:\d+:\d+$/);
+  });
+
   it('needs no caller beyond the window\'s text cap', () => {
     const totals = new WindowTotals({ maxTexts: 1 });
     totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);

@@ -221,6 +221,8 @@ export class WindowTotals {
   #lastGroup: Group | null = null;
   #textsOmitted = 0;
   #callersTaken = 0;
+  /** Texts a wrapper was told to capture the caller of (needsCaller) and that no call has been recorded of yet. */
+  readonly #callersPending = new Set<string>();
   /** Shared with the counters handed out (steadyCounter), which count while it is open. */
   readonly #state: WindowState = { open: true };
 
@@ -335,6 +337,8 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
+    // A text a wrapper was told to capture for (needsCaller) and whose other call settled first is captured here.
+    if (this.#callersPending.size > 0) this.#callersPending.delete(sql);
     let caller: string | null = null;
     if (this.#callersTaken < MAX_CALLERS) {
       this.#callersTaken++;
@@ -345,9 +349,17 @@ export class WindowTotals {
     return info;
   }
 
-  /** Whether a first call of `sql` now would capture its caller (StatementSink.needsCaller). */
+  /**
+   * Whether a first call of `sql` now would capture its caller (StatementSink.needsCaller): true once per text until
+   * a call of it is recorded, so calls of one text handed to the driver before the first settles (a pipeline, a
+   * `Promise.all`) are captured once, not each.
+   */
   needsCaller(sql: string): boolean {
-    return this.#callersTaken < MAX_CALLERS && this.#texts.size < this.#maxTexts && !this.#texts.has(sql);
+    const pending = this.#callersPending;
+    if (this.#callersTaken + pending.size >= MAX_CALLERS || this.#texts.size + pending.size >= this.#maxTexts) return false;
+    if (this.#texts.has(sql) || pending.has(sql)) return false;
+    pending.add(sql);
+    return true;
   }
 
   /**

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { DriverTally } from '../driver-layer';
+import { DriverRecorder, DriverTally } from '../driver-layer';
 import type { CallShape, CallSite } from './counted';
 import {
   countedProxy,
@@ -12,8 +12,8 @@ import {
   wrapOnce,
 } from './counted';
 import { countBatch, mariadbRowsAffected } from './mariadb';
-import { mysql2RowsAffected } from './mysql2';
-import { pgRowsAffected } from './pg';
+import { mysql2RowsAffected, wrapMysql2 } from './mysql2';
+import { pgRowsAffected, wrapPg } from './pg';
 
 const SHAPE: CallShape = { method: 'query', kind: 'query', sql: 'SELECT 1', statementClass: 'select', bindValues: 0, parameterSets: 1 };
 
@@ -200,5 +200,54 @@ describe('countedProxy', () => {
     expect(created).toBe(1);
     const other = new DriverTally();
     expect(wrapOnce('mysql2', target, other, () => countedProxy(target, { driver: 'mysql2', sink: other, target }, {}))).not.toBe(a);
+  });
+});
+
+describe('callers of network calls', () => {
+  const OK = { fieldCount: 0, affectedRows: 1, insertId: 0 };
+  const THIS_FILE = /^counters\/driver\/counted\.test\.ts:\d+:\d+$/;
+
+  it('are captured when the call is handed to the driver: a callback run from the event loop still names the line', async () => {
+    // mysql2's callback API, as a stand-in: the callback runs later, from a stack that holds none of this file's frames.
+    const connection = {
+      threadId: 7,
+      query(_sql: string, cb: (err: unknown, result?: unknown) => void): void {
+        setImmediate(() => cb(null, OK));
+      },
+      execute(_sql: string, cb: (err: unknown, result?: unknown) => void): void {
+        setImmediate(() => cb(null, OK));
+      },
+      prepare(): void {},
+      promise(): object {
+        return {};
+      },
+    };
+    const recorder = new DriverRecorder();
+    const counted = wrapMysql2(connection, recorder);
+    recorder.begin();
+    await new Promise((resolve, reject) => counted.query('INSERT INTO t VALUES (1)', (err: unknown) => (err ? reject(err) : resolve(null))));
+    const [shape] = recorder.end().layer.shapes;
+    expect(shape).toMatchObject({ calls: 1, rows: 1 });
+    expect(shape!.caller).toMatch(THIS_FILE);
+  });
+
+  it('are captured once for calls of one text in flight together', async () => {
+    const client = {
+      processID: 3,
+      connect: (): Promise<void> => Promise.resolve(),
+      query: (_sql: string, _values?: unknown[]): Promise<unknown> =>
+        new Promise((resolve) => setImmediate(() => resolve({ command: 'INSERT', rowCount: 1, rows: [] }))),
+    };
+    const recorder = new DriverRecorder();
+    const asked = jest.spyOn(recorder, 'needsCaller');
+    const counted = wrapPg(client, recorder);
+    recorder.begin();
+    await Promise.all([1, 2, 3, 4, 5].map((id) => counted.query('INSERT INTO t VALUES ($1)', [id])));
+    const window = recorder.end();
+    // Each call asked; the first was told to capture, the other four were handed to the driver before it settled.
+    expect(asked.mock.results.map((r) => r.value)).toEqual([true, false, false, false, false]);
+    expect(window.layer.shapes).toHaveLength(1);
+    expect(window.layer.shapes[0]).toMatchObject({ calls: 5, rows: 5 });
+    expect(window.layer.shapes[0]!.caller).toMatch(THIS_FILE);
   });
 });

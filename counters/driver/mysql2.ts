@@ -4,6 +4,7 @@ import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
 import {
   callbackIndex,
+  callerAtCall,
   countedProxy,
   countExpandedValues,
   countParameterValues,
@@ -255,19 +256,20 @@ function callbackCall(
 ): unknown {
   const cb = callbackIndex(args);
   if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected, valuesOf(args[0], args[1]));
+  const caller = callerAtCall(site, callShape);
   const start = nowNs();
   let command: unknown;
   try {
     command = original(...args);
   } catch (error) {
-    emit(site, callShape, start, nowNs(), null, error);
+    emit(site, callShape, start, nowNs(), null, error, undefined, caller);
     throw error;
   }
   const emitter = command as { once?: (event: string, listener: () => void) => unknown } | null;
   if (emitter && typeof emitter.once === 'function') {
-    emitter.once('end', () => emit(site, callShape, start, nowNs(), null, null));
+    emitter.once('end', () => emit(site, callShape, start, nowNs(), null, null, undefined, caller));
   } else {
-    emit(site, callShape, start, nowNs(), null, null);
+    emit(site, callShape, start, nowNs(), null, null, undefined, caller);
   }
   return command;
 }
