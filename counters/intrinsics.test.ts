@@ -16,6 +16,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape'],
+  'counters/driver/postgres-js.ts': ['callerAtBuild'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'needsCaller', 'steadyCounter', 'count', 'open'],
   'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'counters/wire/mysql-protocol.ts': ['parse'],

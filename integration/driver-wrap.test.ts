@@ -5,7 +5,7 @@ import mysql2 from 'mysql2/promise';
 import * as mariadb from 'mariadb';
 import pg from 'pg';
 import type { NetworkConnection } from '../containers/types';
-import { DriverTally } from '../counters/driver-layer';
+import { DriverRecorder, DriverTally } from '../counters/driver-layer';
 import type { StatementEvent } from '../counters/events';
 import { wrapMariadb } from '../counters/driver/mariadb';
 import { wrapMysql2 } from '../counters/driver/mysql2';
@@ -124,6 +124,25 @@ describeEachBackend(
             const results = await Promise.all(Array.from({ length: 20 }, (_, i) => sql`SELECT ${i}::int AS n`));
             expect(results.map((r) => r[0]?.n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
             expect(tally.since(mark).map((e) => e.statementClass)).toEqual(new Array(20).fill('select'));
+          } finally {
+            await conn.close();
+          }
+        });
+
+        it('names the line that built each query, pipelined ones too: postgres.js runs and settles them from its own callbacks', async () => {
+          const recorder = new DriverRecorder();
+          const conn = await openCountedConnection('postgres-js', backend().connection, recorder);
+          try {
+            const sql = conn.handle;
+            recorder.begin();
+            await Promise.all(Array.from({ length: 5 }, (_, i) => sql`SELECT ${i}::int AS n`));
+            await sql.unsafe('SELECT 1 AS one');
+            const shapes = recorder.end().layer.shapes;
+            expect(shapes.map((s) => [s.fingerprint, s.calls])).toEqual([
+              ['SELECT ?::INT AS n', 5],
+              ['SELECT ? AS one', 1],
+            ]);
+            for (const s of shapes) expect(s.caller).toMatch(/^integration\/driver-wrap\.test\.ts:\d+:\d+$/);
           } finally {
             await conn.close();
           }

@@ -1,5 +1,6 @@
 import type { Sql } from 'postgres';
 import type { StatementSink } from '../events';
+import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
 import type { CallShape, CallSite, WrapperMark } from './counted';
 import { emit, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
@@ -48,7 +49,7 @@ function rowsOf(result: unknown): number | null {
  * query) are shadowed on the instance, so nothing global is patched and the query's promise is never touched:
  * observing it with `.then` would run a query that the user only meant as a fragment.
  */
-function countQuery(query: PostgresJsQuery, site: CallSite, method: string): void {
+function countQuery(query: PostgresJsQuery, site: CallSite, method: string, caller: string | null | undefined): void {
   const handle = query.handle;
   const resolve = query.resolve;
   const reject = query.reject;
@@ -66,7 +67,7 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
       bindValues: query.parameters?.length ?? 0,
       parameterSets: 1,
     };
-    emit(site, shape, start, nowNs(), rows, error, query.parameters);
+    emit(site, shape, start, nowNs(), rows, error, query.parameters, caller);
     site.sink.inFlight?.(-1);
   };
   query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {
@@ -85,6 +86,16 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string): voi
     settle(null, error ?? new Error('query rejected'));
     return reject(error);
   };
+}
+
+/**
+ * The user's line of a query built by a text the window has not seen, captured as it is built (`sql\`...\``,
+ * `sql.unsafe`): the user's frame is on the stack then, and no longer when the query runs or settles, which
+ * postgres.js does from its own callbacks. The text it will send is not built yet, so the window is asked about
+ * the template's strings joined (the same text for `unsafe`, a stand-in for a template's).
+ */
+function callerAtBuild(sink: StatementSink, query: PostgresJsQuery, method: string): string | null | undefined {
+  return sink.needsCaller?.(query.strings.join('?')) === true ? captureCaller(`postgres-js.${method} (build)`) : undefined;
 }
 
 /** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
@@ -112,7 +123,7 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
     const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
     const mark: WrapperMark = { driver: DRIVER, sink, target };
     const counted = (result: unknown, method: string): unknown => {
-      if (isQuery(result)) countQuery(result, { ...site, connectionId: () => result.state?.pid ?? null }, method);
+      if (isQuery(result)) countQuery(result, { ...site, connectionId: () => result.state?.pid ?? null }, method, callerAtBuild(sink, result, method));
       return result;
     };
     const hooks: Record<string, (original: AnyFunction) => AnyFunction> = {
