@@ -203,6 +203,20 @@ describe('WindowTotals callers and steady counters', () => {
     expect(shape!.caller).toMatch(/^counters\/driver-layer\.test\.ts:\d+:\d+$/);
   });
 
+  it('bounds its captures at 256, an ask under a key the record does not use (a postgres.js template) counting once', () => {
+    const totals = new WindowTotals();
+    const select = (sql: string): CallShape => ({ method: 'sql', kind: 'query', sql, statementClass: 'select', bindValues: 1, parameterSets: 1 });
+    // postgres.js asks about a template's strings joined with `?`; the text it runs says `$1`.
+    for (let i = 0; i < 200; i++) {
+      expect(totals.needsCaller(`SELECT ? AS c${i}`)).toBe(true);
+      totals.add('postgres-js', select(`SELECT $1 AS c${i}`), 0, 0, null, null, null, [i], `app/q.ts:${i + 1}:1`);
+    }
+    // 200 captures taken: 56 more fit, then no more.
+    expect(Array.from({ length: 100 }, (_, i) => totals.needsCaller(`SELECT ${i} AS d`)).filter(Boolean)).toHaveLength(56);
+    const callers = totals.finish().layer.shapes.map((s) => s.caller);
+    expect(callers).toEqual(Array.from({ length: 200 }, (_, i) => `app/q.ts:${i + 1}:1`));
+  });
+
   it('needs no caller beyond the window\'s text cap', () => {
     const totals = new WindowTotals({ maxTexts: 1 });
     totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);

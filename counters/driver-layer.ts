@@ -337,12 +337,19 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
-    // A text a wrapper was told to capture for (needsCaller) and whose other call settled first is captured here.
-    if (this.#callersPending.size > 0) this.#callersPending.delete(sql);
+    // Captures are what MAX_CALLERS bounds: one a wrapper was told to take (needsCaller) counts from the ask on, as
+    // pending, and moves to the taken ones here. A caller handed over without an ask of this text was captured for
+    // another (a transaction's BEGIN serving its COMMIT, a postgres.js template asked about before its text was
+    // built, whose ask stays pending) and costs nothing more. Without one, the window captures it itself: also when
+    // the asker's call of the text settles after another call of it.
     let caller: string | null = null;
-    if (this.#callersTaken < MAX_CALLERS) {
+    if (this.#callersPending.size > 0 && this.#callersPending.delete(sql)) {
       this.#callersTaken++;
       caller = given !== undefined ? given : captureCaller(callerPath(driver, shape.method));
+    } else if (given !== undefined) caller = given;
+    else if (this.#callersTaken + this.#callersPending.size < MAX_CALLERS) {
+      this.#callersTaken++;
+      caller = captureCaller(callerPath(driver, shape.method));
     }
     const info: TextInfo = { dialect, groups: [], distinct: {}, caller, ignored, shown: null };
     this.#texts.set(sql, info);
