@@ -68,9 +68,9 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 /**
  * The user's line of a call whose text the window has not seen, captured as the call is handed to the driver
  * (StatementSink.needsCaller), not when it settles: by then the user's frames are gone from the stack. A promise's
- * settlement still shows them through V8's async frames, at some 60 frames deep for a mysql2 query (tens of
- * microseconds a capture), and a callback's or an event's shows none at all, so such calls had no caller.
- * Undefined when the sink needs none: the sink then captures one itself if it must.
+ * settlement still shows them through V8's async frames, and a callback's or a driver event's shows none at all, so
+ * such calls had no caller (knex and kysely on mysql2's callback API named no line). Undefined when the sink needs
+ * none: the sink then captures one itself if it must.
  */
 export function callerAtCall(site: CallSite, shape: CallShape): string | null | undefined {
   return site.sink.needsCaller?.(shape.sql) === true ? captureCaller(`${site.driver}.${shape.method} (call)`) : undefined;
@@ -291,7 +291,7 @@ export function countExpandedValues(values: unknown): number {
 /**
  * A `VALUES ?` of 5000 rows x 6 is 30000 values walked on every such call, so a scalar is told by its type alone
  * and a row's values are counted here rather than by a call per value with a prototype check on each: what counting
- * adds to one mysql2 call of 30000 values went from 173-207 us to 108-110 us (`bench/driver-overhead.ts --sections
+ * adds to one mysql2 call of 30000 values went from 173-207 us to 86-110 us (`bench/driver-overhead.ts --sections
  * own-network`, the two builds alternately), about 3 ns a value, most of it reading each value's type.
  */
 function countArray(values: readonly unknown[]): number {
