@@ -100,6 +100,9 @@ function callerFor(sink: StatementSink, sql: string, path: string): string | nul
   return sink.needsCaller?.(sql) === true ? captureCaller(path) : undefined;
 }
 
+const PREPARE_CALLER = 'better-sqlite3.prepare (wrapper)';
+const EXEC_CALLER = 'better-sqlite3.exec (wrapper)';
+const PRAGMA_CALLER = 'better-sqlite3.pragma (wrapper)';
 const TRANSACTION_CALLER = 'better-sqlite3.transaction (wrapper)';
 
 function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets: number): CallShape {
@@ -115,20 +118,23 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
       prepare: (original) =>
         function prepare(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
+          const caller = callerFor(sink, sql, PREPARE_CALLER);
           const shape = shapeOf('prepare', 'prepare', sql, 0, 0);
-          const stmt = track(site, shape, () => original(...args), noRows);
+          const stmt = track(site, shape, () => original(...args), noRows, undefined, caller);
           return wrapStatement(stmt as BetterSqlite3Statement, sink, site, shape.statementClass);
         },
       exec: (original, _target, wrapper) =>
         function exec(...args: unknown[]) {
           const sql = typeof args[0] === 'string' ? args[0] : String(args[0]);
-          const result = track(site, shapeOf('exec', 'query', sql, 0, 1), () => original(...args), noRows);
+          const caller = callerFor(sink, sql, EXEC_CALLER);
+          const result = track(site, shapeOf('exec', 'query', sql, 0, 1), () => original(...args), noRows, undefined, caller);
           return result === db ? wrapper : result;
         },
       pragma: (original) =>
         function pragma(...args: unknown[]) {
           const sql = `PRAGMA ${String(args[0])}`;
-          return track(site, shapeOf('pragma', 'query', sql, 0, 1), () => original(...args), noRows);
+          const caller = callerFor(sink, sql, PRAGMA_CALLER);
+          return track(site, shapeOf('pragma', 'query', sql, 0, 1), () => original(...args), noRows, undefined, caller);
         },
       transaction: (original, target, wrapper) =>
         function transaction(...args: unknown[]) {
