@@ -5,6 +5,7 @@ import {
   countedProxy,
   countExpandedValues,
   countParameterValues,
+  memoShape,
   toCount,
   track,
   trackCallback,
@@ -249,5 +250,26 @@ describe('callers of network calls', () => {
     expect(window.layer.shapes).toHaveLength(1);
     expect(window.layer.shapes[0]).toMatchObject({ calls: 5, rows: 5 });
     expect(window.layer.shapes[0]!.caller).toMatch(THIS_FILE);
+  });
+});
+
+describe('memoShape', () => {
+  it('hands the last shape out again while a call repeats it, and makes a new one when anything differs', () => {
+    const memo = { last: null };
+    const first = memoShape(memo, 'query', 'query', 'SELECT $1', 1, 1, 'postgres', 'extended');
+    expect(first).toEqual({ method: 'query', kind: 'query', sql: 'SELECT $1', statementClass: 'select', bindValues: 1, parameterSets: 1, protocol: 'extended' });
+    // The same text as another string object: still the same shape.
+    expect(memoShape(memo, 'query', 'query', ['SELECT', '$1'].join(' '), 1, 1, 'postgres', 'extended')).toBe(first);
+    const others = [
+      memoShape({ last: first }, 'query', 'query', 'SELECT $1', 2, 1, 'postgres', 'extended'),
+      memoShape({ last: first }, 'query', 'query', 'SELECT $2', 1, 1, 'postgres', 'extended'),
+      memoShape({ last: first }, 'query', 'query', 'SELECT $1', 1, 1, 'postgres', 'named'),
+      memoShape({ last: first }, 'query', 'query', 'SELECT $1', 1, 1, 'postgres'),
+      memoShape({ last: first }, 'execute', 'execute', 'SELECT $1', 1, 1, 'postgres', 'extended'),
+      memoShape({ last: first }, 'query', 'query', 'SELECT $1', 1, 2, 'postgres', 'extended'),
+    ];
+    for (const other of others) expect(other).not.toBe(first);
+    // A shape made without a protocol has no such key: the driver's model then gives a range.
+    expect('protocol' in others[3]!).toBe(false);
   });
 });

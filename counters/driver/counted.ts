@@ -1,8 +1,10 @@
 import type { DriverName } from './names';
 import { SqltallyError } from '../../containers/errors';
 import { getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../intrinsics';
-import type { CallShape, StatementSink } from '../events';
+import type { CallProtocol, CallShape, StatementSink } from '../events';
 import { captureCaller } from '../caller';
+import { classifyCached } from '../statement-cache';
+import type { SqlDialect } from '../tokenizer';
 
 /**
  * Marks a counted wrapper. `Symbol.for` so that two copies of this module (Jest's per-file registry, a bundled
@@ -74,6 +76,43 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  */
 export function callerAtCall(site: CallSite, shape: CallShape): string | null | undefined {
   return site.sink.needsCaller?.(shape.sql) === true ? captureCaller(`${site.driver}.${shape.method} (call)`) : undefined;
+}
+
+/** A wrapper's last call shape (see {@link memoShape}). */
+export interface ShapeMemo {
+  last: CallShape | null;
+}
+
+/**
+ * The shape of a call, the last one's again when the call repeats it (method, text, counts, protocol): a loop of the
+ * same statement then allocates and classifies nothing per call, and the window finds its group by identity
+ * (WindowTotals.add) instead of looking the text up. A shape is never changed once made, so sharing it is safe.
+ */
+export function memoShape(
+  memo: ShapeMemo,
+  method: string,
+  kind: CallShape['kind'],
+  sql: string,
+  bindValues: number,
+  parameterSets: number,
+  dialect: SqlDialect,
+  protocol?: CallProtocol,
+): CallShape {
+  const last = memo.last;
+  if (
+    last !== null &&
+    last.sql === sql &&
+    last.method === method &&
+    last.kind === kind &&
+    last.bindValues === bindValues &&
+    last.parameterSets === parameterSets &&
+    last.protocol === protocol
+  ) {
+    return last;
+  }
+  const shape: CallShape = { method, kind, sql, statementClass: classifyCached(sql, dialect), bindValues, parameterSets };
+  if (protocol !== undefined) shape.protocol = protocol;
+  return (memo.last = shape);
 }
 
 /**

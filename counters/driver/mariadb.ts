@@ -2,8 +2,8 @@ import { SqltallyError } from '../../containers/errors';
 import type { StatementSink } from '../events';
 import { countPlaceholders } from '../tokenizer';
 import { classifyCached } from '../statement-cache';
-import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
-import { countedProxy, countExpandedValues, countParameterValues, isPlainObject, toCount, track, wrapOnce } from './counted';
+import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions, WrapperMark } from './counted';
+import { countedProxy, countExpandedValues, countParameterValues, isPlainObject, memoShape, toCount, track, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
@@ -110,16 +110,17 @@ function shape(method: string, kind: CallShape['kind'], sql: string, bindValues:
 const noRows = (): null => null;
 
 function commonHooks<T>(site: CallSite): MethodHooks<T> {
+  const memo: ShapeMemo = { last: null };
   return {
     query: (original) =>
       function query(...args: unknown[]) {
         const values = valuesOf(args[0], args[1]);
-        return track(site, shape('query', 'query', sqlOf(args[0]), countExpandedValues(values)), () => original(...args), mariadbRowsAffected, values);
+        return track(site, memoShape(memo, 'query', 'query', sqlOf(args[0]), countExpandedValues(values), 1, 'mysql'), () => original(...args), mariadbRowsAffected, values);
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
         const values = valuesOf(args[0], args[1]);
-        return track(site, shape('execute', 'execute', sqlOf(args[0]), countParameterValues(values)), () => original(...args), mariadbRowsAffected, values);
+        return track(site, memoShape(memo, 'execute', 'execute', sqlOf(args[0]), countParameterValues(values), 1, 'mysql'), () => original(...args), mariadbRowsAffected, values);
       },
     batch: (original) =>
       function batch(...args: unknown[]) {

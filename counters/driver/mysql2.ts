@@ -1,7 +1,7 @@
 import { SqltallyError } from '../../containers/errors';
 import type { StatementSink } from '../events';
 import { classifyCached } from '../statement-cache';
-import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from './counted';
+import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions, WrapperMark } from './counted';
 import {
   callbackIndex,
   callerAtCall,
@@ -9,6 +9,7 @@ import {
   countExpandedValues,
   countParameterValues,
   emit,
+  memoShape,
   nowNs,
   toCount,
   track,
@@ -148,12 +149,12 @@ function shape(method: string, kind: CallShape['kind'], sql: string, bindValues:
   return { method, kind, sql, statementClass: classifyCached(sql, 'mysql'), bindValues, parameterSets };
 }
 
-function queryShape(args: unknown[]): CallShape {
-  return shape('query', 'query', sqlOf(args[0]), countExpandedValues(valuesOf(args[0], args[1])));
+function queryShape(args: unknown[], memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'query', 'query', sqlOf(args[0]), countExpandedValues(valuesOf(args[0], args[1])), 1, 'mysql');
 }
 
-function executeShape(args: unknown[]): CallShape {
-  return shape('execute', 'execute', sqlOf(args[0]), countParameterValues(valuesOf(args[0], args[1])));
+function executeShape(args: unknown[], memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'execute', 'execute', sqlOf(args[0]), countParameterValues(valuesOf(args[0], args[1])), 1, 'mysql');
 }
 
 const TRANSACTION_CONTROL = {
@@ -200,14 +201,15 @@ function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink,
     sink,
     connectionId: () => threadIdOf((target as Loose).connection),
   };
+  const memo: ShapeMemo = { last: null };
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return track(site, queryShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
+        return track(site, queryShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return track(site, executeShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
+        return track(site, executeShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     prepare: (original) =>
       function prepare(...args: unknown[]) {
@@ -227,14 +229,15 @@ function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink,
 
 function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
   const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
+  const memo: ShapeMemo = { last: null };
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return track(site, queryShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
+        return track(site, queryShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return track(site, executeShape(args), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
+        return track(site, executeShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
       },
     getConnection: (original) =>
       function getConnection(...args: unknown[]) {
@@ -275,14 +278,15 @@ function callbackCall(
 }
 
 function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink, mark: WrapperMark, site: CallSite): T {
+  const memo: ShapeMemo = { last: null };
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return callbackCall(site, queryShape(args), args, original);
+        return callbackCall(site, queryShape(args, memo), args, original);
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return callbackCall(site, executeShape(args), args, original);
+        return callbackCall(site, executeShape(args, memo), args, original);
       },
     promise: (original) =>
       function promise(...args: unknown[]) {

@@ -1,8 +1,7 @@
 import { SqltallyError } from '../../containers/errors';
 import type { CallProtocol, StatementSink } from '../events';
-import { classifyCached } from '../statement-cache';
-import type { CallShape, CallSite, MethodHooks, WrapOptions } from './counted';
-import { callbackIndex, countedProxy, toCount, track, trackCallback, wrapOnce } from './counted';
+import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
+import { callbackIndex, countedProxy, memoShape, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
 import { isArray } from '../intrinsics';
@@ -52,24 +51,16 @@ export function pgRowsAffected(result: unknown): number | null {
 
 const noRows = (): null => null;
 
-function queryShape(args: unknown[]): { shape: CallShape; submittable: boolean; values: unknown[] } {
+function queryShape(args: unknown[], memo: ShapeMemo): { shape: CallShape; submittable: boolean; values: unknown[] } {
   const [config, values] = args;
   const object = config !== null && typeof config === 'object' ? (config as Loose) : undefined;
   const sql = typeof config === 'string' ? config : typeof object?.text === 'string' ? object.text : '';
   const bound = isArray(values) ? values : isArray(object?.values) ? (object.values as unknown[]) : [];
   const submittable = typeof object?.submit === 'function';
-  const shape: CallShape = {
-    method: 'query',
-    kind: 'query',
-    sql,
-    statementClass: classifyCached(sql, 'postgres'),
-    // An array parameter (`unnest($1::int[])`) is one bind value: pg sends it as one parameter.
-    bindValues: bound.length,
-    parameterSets: 1,
-  };
-  // A Submittable (a cursor, a stream) speaks the protocol its own way: left untagged, the model gives a range.
-  if (!submittable) shape.protocol = pgProtocol(object, bound.length);
-  return { shape, submittable, values: bound };
+  // An array parameter (`unnest($1::int[])`) is one bind value: pg sends it as one parameter. A Submittable (a cursor,
+  // a stream) speaks the protocol its own way: left untagged, the model gives a range.
+  const protocol = submittable ? undefined : pgProtocol(object, bound.length);
+  return { shape: memoShape(memo, 'query', 'query', sql, bound.length, 1, 'postgres', protocol), submittable, values: bound };
 }
 
 /**
@@ -83,9 +74,10 @@ function pgProtocol(config: Loose | undefined, boundValues: number): CallProtoco
 }
 
 function countedQuery(site: CallSite) {
+  const memo: ShapeMemo = { last: null };
   return (original: (...a: unknown[]) => unknown) =>
     function query(...args: unknown[]) {
-      const { shape, submittable, values } = queryShape(args);
+      const { shape, submittable, values } = queryShape(args, memo);
       if (submittable) return track(site, shape, () => original(...args), noRows, values);
       const cb = callbackIndex(args);
       if (cb >= 0) return trackCallback(site, shape, args, cb, (patched) => original(...patched), pgRowsAffected, values);
