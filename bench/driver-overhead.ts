@@ -461,6 +461,55 @@ function networkStandIns(): { mysql2: { query(sql: string, values?: unknown): Pr
   return { mysql2, pg };
 }
 
+interface NetworkPerCallFigures {
+  driver: 'mysql2' | 'pg';
+  calls: number;
+  rounds: number;
+  /** Median over rounds of (counted - raw CPU) / calls: what counting adds to each awaited call of one text. */
+  addedNsPerCall: number;
+  rawNsPerCall: number;
+}
+
+const NETWORK_CALLS = 5_000;
+const NETWORK_ROUNDS = 31;
+
+/**
+ * The per-call cost on a network driver: a loop of awaited 2-value INSERTs of one text in one window, on the same
+ * stand-ins, raw and counted alternately. Past the window's first calls this is the chained promise `track` returns
+ * (so a rejection nobody handles is still reported) and the window's bookkeeping.
+ */
+async function networkPerCallBench(control: boolean): Promise<NetworkPerCallFigures[]> {
+  const recorder = new DriverRecorder();
+  const raw = networkStandIns();
+  const counted = control ? raw : { mysql2: wrapMysql2(raw.mysql2 as never, recorder), pg: wrapPg(raw.pg as never, recorder) };
+  const out: NetworkPerCallFigures[] = [];
+  for (const driver of ['pg', 'mysql2'] as const) {
+    const sql = driver === 'pg' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    const loop = async (side: typeof raw): Promise<number> => {
+      recorder.begin();
+      const cpu0 = cpuNow();
+      for (let i = 0; i < NETWORK_CALLS; i++) await side[driver].query(sql, [i, 'x'] as never);
+      const ns = cpuNow() - cpu0;
+      recorder.end();
+      return ns / NETWORK_CALLS;
+    };
+    for (let i = 0; i < 5; i++) {
+      await loop(raw);
+      await loop(counted);
+    }
+    const raws: number[] = [];
+    const added: number[] = [];
+    for (let i = 0; i < NETWORK_ROUNDS; i++) {
+      const r = await loop(raw);
+      const c = await loop(counted);
+      raws.push(r);
+      added.push(c - r);
+    }
+    out.push({ driver, calls: NETWORK_CALLS, rounds: NETWORK_ROUNDS, addedNsPerCall: median(added), rawNsPerCall: median(raws) });
+  }
+  return out;
+}
+
 async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[]> {
   const table = workloadTable('mysql', 'bench_bind');
   const recorder = new DriverRecorder();
@@ -719,11 +768,12 @@ async function main(argv: string[]): Promise<number> {
   const bind = sections.has('bind') ? await bindBench(control) : null;
   const ownWork = sections.has('own') ? ownWorkBench(control) : null;
   const networkOwnWork = sections.has('own-network') ? await networkOwnWorkBench(control) : null;
+  const networkPerCall = sections.has('own-network') ? await networkPerCallBench(control) : null;
   const longWindow = sections.has('window') ? await longWindowBench(control) : null;
   if (values.json) {
     console.log(
       JSON.stringify(
-        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, longWindow, skipped },
+        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, networkPerCall, longWindow, skipped },
         null,
         2,
       ),
@@ -757,6 +807,12 @@ async function main(argv: string[]): Promise<number> {
       `${tag}the proxy's own work for one ${o.driver} call binding ${String(o.values).padStart(5)} values (${o.form}; a stand-in that settles at once, ` +
         `window opened + call + settlement, a text new to each window, median of ${o.samples} x ${OWN_WORK_BATCH}): added ${us(o.addedNs)} us ` +
         `(the stand-in alone ${us(o.rawNs)} us); window close ${us(o.windowCloseNs)} us`,
+    );
+  }
+  for (const n of networkPerCall ?? []) {
+    console.log(
+      `${tag}proxy cost per call on ${n.driver} (CPU time; a stand-in that settles at once, ${n.calls} awaited calls of one text in a window, ` +
+        `median of ${n.rounds} alternating rounds): ${n.addedNsPerCall.toFixed(0)} ns (the stand-in alone ${n.rawNsPerCall.toFixed(0)} ns)`,
     );
   }
   if (longWindow) {
