@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import type { BackendName, StartedBackend } from '../../containers/types';
+import { noteDeparture } from '../../counters/departures';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is
@@ -43,20 +44,35 @@ async function plainClient(backend: StartedBackend): Promise<PlainClient> {
       end: async () => void db.close(),
     };
   }
+  // These connections go around the proxy, and the server lists a session for a moment after its client has closed
+  // it: a window opened right after (the next test's) took this one for a client around the proxy, one Question more
+  // than the window's connections sent, and said `report` (typeorm and kysely on MySQL 9.7, about once in twenty
+  // runs). Noted as departed, as sqltally's own raw connections are, the window waits for it to leave.
+  const departed = (id: unknown): void => {
+    if (typeof id === 'number') noteDeparture({ host: c.host, port: c.port }, id);
+  };
   if (backend.description.name === 'postgres') {
     const client = new pg.Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
     await client.connect();
+    const pid = (client as unknown as { processID?: unknown }).processID;
     return {
       exec: async (sql) => void (await client.query(sql)),
       rows: async (sql) => (await client.query(sql)).rows as Record<string, unknown>[],
-      end: () => client.end(),
+      end: async () => {
+        await client.end();
+        departed(pid);
+      },
     };
   }
   const conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
   return {
     exec: async (sql) => void (await conn.query(sql)),
     rows: async (sql) => (await conn.query(sql))[0] as Record<string, unknown>[],
-    end: () => conn.end(),
+    end: async () => {
+      const id = conn.threadId;
+      await conn.end();
+      departed(id);
+    },
   };
 }
 
