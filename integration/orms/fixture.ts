@@ -1,8 +1,6 @@
-import Database from 'better-sqlite3';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import type { BackendName, StartedBackend } from '../../containers/types';
-import { noteDeparture } from '../../counters/departures';
+import type { DriverName } from '../../counters/driver/names';
+import { openRawConnection, runSql } from '../../counters/driver/open';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is
@@ -34,45 +32,24 @@ interface PlainClient {
   end(): Promise<void>;
 }
 
+/** The driver of each backend's plain client: the one sqltally's own connections use there. */
+const PLAIN_DRIVER: Record<BackendName, DriverName> = { postgres: 'pg', mariadb: 'mysql2', mysql: 'mysql2', sqlite: 'better-sqlite3' };
+
+/**
+ * sqltally's own raw connection (`openRawConnection`), which goes around the proxy like any direct client and is
+ * noted as departed when closed: the server lists a session for a moment after its client closed it, and a window
+ * opened right after (the next test's) took such a session for a client around the proxy, one Question more than
+ * the window's connections sent, and said `report` (typeorm and kysely on MySQL 9.7, about once in twenty runs).
+ * Noted, it is waited for.
+ */
 async function plainClient(backend: StartedBackend): Promise<PlainClient> {
-  const c = backend.connection;
-  if (c.kind === 'file') {
-    const db = new Database(c.filename);
-    return {
-      exec: async (sql) => void db.exec(sql),
-      rows: async (sql) => db.prepare(sql).all() as Record<string, unknown>[],
-      end: async () => void db.close(),
-    };
-  }
-  // These connections go around the proxy, and the server lists a session for a moment after its client has closed
-  // it: a window opened right after (the next test's) took this one for a client around the proxy, one Question more
-  // than the window's connections sent, and said `report` (typeorm and kysely on MySQL 9.7, about once in twenty
-  // runs). Noted as departed, as sqltally's own raw connections are, the window waits for it to leave.
-  const departed = (id: unknown): void => {
-    if (typeof id === 'number') noteDeparture({ host: c.host, port: c.port }, id);
-  };
-  if (backend.description.name === 'postgres') {
-    const client = new pg.Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
-    await client.connect();
-    const pid = (client as unknown as { processID?: unknown }).processID;
-    return {
-      exec: async (sql) => void (await client.query(sql)),
-      rows: async (sql) => (await client.query(sql)).rows as Record<string, unknown>[],
-      end: async () => {
-        await client.end();
-        departed(pid);
-      },
-    };
-  }
-  const conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+  const driver = PLAIN_DRIVER[backend.description.name];
+  const opened = await openRawConnection(driver, backend.connection, { backend: backend.description.id });
+  const run = (sql: string): Promise<unknown[]> => runSql(driver, opened.handle as never, sql);
   return {
-    exec: async (sql) => void (await conn.query(sql)),
-    rows: async (sql) => (await conn.query(sql))[0] as Record<string, unknown>[],
-    end: async () => {
-      const id = conn.threadId;
-      await conn.end();
-      departed(id);
-    },
+    exec: async (sql) => void (await run(sql)),
+    rows: async (sql) => (await run(sql)) as Record<string, unknown>[],
+    end: opened.close,
   };
 }
 
