@@ -519,8 +519,8 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
   for (const rows of BIND_ROWS) {
     const rowValues = makeRows(rows);
     const cases = [
-      { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[] },
-      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues) },
+      { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[], bound: rows * COLUMN_COUNT },
+      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues), bound: rows * COLUMN_COUNT },
     ];
     for (const c of cases) {
       // A new string each call, as a strategy builds its SQL, so every window meets a text it has not seen.
@@ -553,7 +553,7 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
         added.push(w.cpuNs - r.cpuNs);
         closes.push(w.closeNs);
       }
-      out.push({ driver: c.driver, form: c.form, values: c.values.length === 1 ? rows * COLUMN_COUNT : c.values.length, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
+      out.push({ driver: c.driver, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
     }
   }
   return out;
