@@ -86,6 +86,37 @@ export function signalServer(pid: number | undefined, signal: NodeJS.Signals): n
 }
 
 /**
+ * Waits until every thread of every process in `pids` is stopped, and says whether they all were within `ms`.
+ * kill() returns once the signal is queued, not once it has been acted on: each thread stops only when it is next
+ * scheduled, which on two loaded cores can come after the next request has been sent to it.
+ */
+export async function allThreadsStopped(pids: readonly number[], ms = 2_000): Promise<boolean> {
+  const stopped = (p: number): boolean => {
+    let tasks: string[];
+    try {
+      tasks = fs.readdirSync(`/proc/${p}/task`);
+    } catch {
+      return true; // gone: nothing left to answer
+    }
+    return tasks.every((t) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${p}/task/${t}/stat`, 'utf8');
+        const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+        return state === 'T' || state === 't' || state === 'Z' || state === 'X';
+      } catch {
+        return true;
+      }
+    });
+  };
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (pids.every(stopped)) return true;
+    if (Date.now() > deadline) return false;
+    await sleep(5);
+  }
+}
+
+/**
  * Continues every process a freeze stopped that is still there. Stopping a server kills only its leader's group
  * (SIGKILL): PostgreSQL backends frozen in sessions of their own stay stopped until continued, then see the
  * postmaster gone and exit.
