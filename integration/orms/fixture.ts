@@ -1,6 +1,6 @@
 import type { BackendName, StartedBackend } from '../../containers/types';
-import type { DriverName } from '../../counters/driver/names';
 import { openRawConnection, runSql } from '../../counters/driver/open';
+import { READ_DRIVER_BY_BACKEND } from '../../workload/connect';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is
@@ -32,18 +32,15 @@ interface PlainClient {
   end(): Promise<void>;
 }
 
-/** The driver of each backend's plain client: the one sqltally's own connections use there. */
-const PLAIN_DRIVER: Record<BackendName, DriverName> = { postgres: 'pg', mariadb: 'mysql2', mysql: 'mysql2', sqlite: 'better-sqlite3' };
-
 /**
- * sqltally's own raw connection (`openRawConnection`), which goes around the proxy like any direct client and is
- * noted as departed when closed: the server lists a session for a moment after its client closed it, and a window
- * opened right after (the next test's) took such a session for a client around the proxy, one Question more than
- * the window's connections sent, and said `report` (typeorm and kysely on MySQL 9.7, about once in twenty runs).
- * Noted, it is waited for.
+ * sqltally's own raw connection (`openRawConnection`) of the driver it reads back with on each backend, which goes
+ * around the proxy like any direct client and is noted as departed when closed: the server lists a session for a
+ * moment after its client closed it, and a window opened right after (the next test's) took such a session for a
+ * client around the proxy, one Question more than the window's connections sent, and said `report` (typeorm and
+ * kysely on MySQL 9.7, about once in twenty runs). Noted, it is waited for.
  */
 async function plainClient(backend: StartedBackend): Promise<PlainClient> {
-  const driver = PLAIN_DRIVER[backend.description.name];
+  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
   const opened = await openRawConnection(driver, backend.connection, { backend: backend.description.id });
   const run = (sql: string): Promise<unknown[]> => runSql(driver, opened.handle as never, sql);
   return {
