@@ -50,8 +50,13 @@ export function forgetLive(resource: LiveResource): void {
 
 /** The state letter of `/proc/<pid>/stat` (R, S, D, T, t, Z, X, ...), or null when there is no such process. */
 function processState(pid: number): string | null {
+  return stateAt(`/proc/${pid}/stat`);
+}
+
+/** The state letter of a `stat` file of /proc (a process's or one of its threads'), or null when it is gone. */
+function stateAt(file: string): string | null {
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = fs.readFileSync(file, 'utf8');
     // The state letter follows the parenthesised command name, which may itself contain spaces or parentheses.
     return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   } catch {
@@ -72,6 +77,24 @@ export function processAlive(pid: number): boolean {
 export function processStopped(pid: number): boolean {
   const state = processState(pid);
   return state === 'T' || state === 't';
+}
+
+/**
+ * True when every thread of the process is stopped, or gone (exited, a zombie): `processStopped` reads the leader
+ * thread alone, while kill() returns once a SIGSTOP is queued and each thread stops only when it is next scheduled.
+ * A process that is gone has nothing left to answer, so it counts as stopped.
+ */
+export function everyThreadStopped(pid: number): boolean {
+  let tasks: string[];
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return true;
+  }
+  return tasks.every((t) => {
+    const state = stateAt(`/proc/${pid}/task/${t}/stat`);
+    return state === null || state === 'T' || state === 't' || state === 'Z' || state === 'X';
+  });
 }
 
 /**

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { leadingVersion } from './backend';
 import { SqltallyError } from './errors';
-import { liveResources, processAlive, processStopped } from './live';
+import { everyThreadStopped, liveResources, processAlive, processStopped } from './live';
 import { DATADIR_PREFIX, freePort, launchServer, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
 
 describe('makePrivateDir', () => {
@@ -110,6 +110,28 @@ describe('processStopped', () => {
     }
     expect(processStopped(pid)).toBe(false);
     expect(processAlive(pid)).toBe(false);
+  });
+});
+
+describe('everyThreadStopped', () => {
+  it('reads every thread of a multi-threaded process, and counts a process that is gone as stopped', async () => {
+    const { spawn } = await import('node:child_process');
+    // Node runs V8's and libuv's threads beside the main one.
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => undefined, 1000)'], { stdio: 'ignore' });
+    const pid = child.pid as number;
+    const gone = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      for (let i = 0; i < 200 && fs.readdirSync(`/proc/${pid}/task`).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(fs.readdirSync(`/proc/${pid}/task`).length).toBeGreaterThan(1);
+      expect(everyThreadStopped(pid)).toBe(false);
+      process.kill(pid, 'SIGSTOP');
+      for (let i = 0; i < 100 && !everyThreadStopped(pid); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(everyThreadStopped(pid)).toBe(true);
+    } finally {
+      process.kill(pid, 'SIGKILL');
+      await gone;
+    }
+    expect(everyThreadStopped(pid)).toBe(true);
   });
 });
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { descendantsOf, processAlive } from '../../containers/live';
+import { descendantsOf, everyThreadStopped, processAlive } from '../../containers/live';
 import { openSqlClient } from '../../containers/sql-client';
 import type { BackendName, StartedBackend } from '../../containers/types';
 import { workloadTable } from '../../workload/table';
@@ -85,32 +85,11 @@ export function signalServer(pid: number | undefined, signal: NodeJS.Signals): n
   return all;
 }
 
-/**
- * Waits until every thread of every process in `pids` is stopped, and says whether they all were within `ms`.
- * kill() returns once the signal is queued, not once it has been acted on: each thread stops only when it is next
- * scheduled, which on two loaded cores can come after the next request has been sent to it.
- */
+/** Waits until every thread of every process in `pids` is stopped (`everyThreadStopped`); false if not within `ms`. */
 export async function allThreadsStopped(pids: readonly number[], ms = 2_000): Promise<boolean> {
-  const stopped = (p: number): boolean => {
-    let tasks: string[];
-    try {
-      tasks = fs.readdirSync(`/proc/${p}/task`);
-    } catch {
-      return true; // gone: nothing left to answer
-    }
-    return tasks.every((t) => {
-      try {
-        const stat = fs.readFileSync(`/proc/${p}/task/${t}/stat`, 'utf8');
-        const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-        return state === 'T' || state === 't' || state === 'Z' || state === 'X';
-      } catch {
-        return true;
-      }
-    });
-  };
   const deadline = Date.now() + ms;
   for (;;) {
-    if (pids.every(stopped)) return true;
+    if (pids.every(everyThreadStopped)) return true;
     if (Date.now() > deadline) return false;
     await sleep(5);
   }
