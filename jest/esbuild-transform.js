@@ -56,9 +56,11 @@ function transformTs(source, filename, sourcemap) {
  * esbuild's CommonJS exports are getters twice over: `__export` defines a getter per name on the module's own
  * object, and `__toCommonJS` copies that object onto a new one with a getter per name that reads the first through
  * a computed key (`from[key]`), which V8 does not inline: every `import_x.name` of every call went through it. On the
- * project's per-value paths (the row generator's `mathImul`, the counters' intrinsics) that was 10.5 s of a full
- * run's CPU, in the test workers and in the CLI children of register-ts.js, against a plain property load in tsc's
- * output, which is what users run. The module's own object is handed over instead, with the same `__esModule` mark:
+ * project's per-value paths (the row generator's `mathImul`, the counters' intrinsics) it was the largest sqltally
+ * frame in a sampled CPU profile of a whole run (10.5 s of samples, in the test workers and in the CLI children of
+ * register-ts.js), where tsc's output, which is what users run, has a plain property load. Generating 600000 rows
+ * under Jest went from 1814 to 1341 ms of CPU; in whole runs the change was within a slow host's run-to-run noise.
+ * The module's own object is handed over instead, with the same `__esModule` mark:
  * its getters read the live bindings, as before, and are each a closure V8 can inline. Same line count, so the
  * source map is unchanged.
  */
