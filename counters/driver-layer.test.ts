@@ -217,6 +217,22 @@ describe('WindowTotals callers and steady counters', () => {
     expect(callers).toEqual(Array.from({ length: 200 }, (_, i) => `app/q.ts:${i + 1}:1`));
   });
 
+  it('counts a template asked about under its strings once against the text cap, once its ask is answered', () => {
+    const totals = new WindowTotals({ maxTexts: 4 });
+    const select = (sql: string): CallShape => ({ method: 'sql', kind: 'query', sql, statementClass: 'select', bindValues: 1, parameterSets: 1 });
+    for (let i = 0; i < 3; i++) {
+      expect(totals.needsCaller(`SELECT ? AS c${i}`)).toBe(true);
+      totals.askAnswered(`SELECT ? AS c${i}`);
+      totals.add('postgres-js', select(`SELECT $1 AS c${i}`), 0, 0, null, null, null, [i], `app/q.ts:${i + 1}:1`);
+    }
+    // Three texts recorded, no ask left pending: a fourth text still gets its caller captured (the cap is 4). With
+    // the three asks pending it would be 3 + 3 >= 4 already.
+    expect(totals.needsCaller('SELECT ? AS c3')).toBe(true);
+    // An answer for a text never asked about (another window's ask) changes nothing.
+    totals.askAnswered('SELECT ? AS never');
+    expect(totals.needsCaller('SELECT ? AS c3')).toBe(false);
+  });
+
   it('needs no caller beyond the window\'s text cap', () => {
     const totals = new WindowTotals({ maxTexts: 1 });
     totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);

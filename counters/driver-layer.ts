@@ -339,8 +339,8 @@ export class WindowTotals {
     }
     // Captures are what MAX_CALLERS bounds: one a wrapper was told to take (needsCaller) counts from the ask on, as
     // pending, and moves to the taken ones here. A caller handed over without an ask of this text was captured for
-    // another (a transaction's BEGIN serving its COMMIT, a postgres.js template asked about before its text was
-    // built, whose ask stays pending) and costs nothing more. Without one, the window captures it itself: also when
+    // another (a transaction's BEGIN serving its COMMIT) or taken under the text it was asked about (a postgres.js
+    // template, askAnswered) and costs nothing more. Without one, the window captures it itself: also when
     // the asker's call of the text settles after another call of it.
     let caller: string | null = null;
     if (this.#callersPending.size > 0 && this.#callersPending.delete(sql)) {
@@ -367,6 +367,11 @@ export class WindowTotals {
     if (this.#texts.has(sql) || pending.has(sql)) return false;
     pending.add(sql);
     return true;
+  }
+
+  /** An ask about `sql` was answered under another text (StatementSink.askAnswered): its capture is a taken one. */
+  askAnswered(sql: string): void {
+    if (this.#callersPending.delete(sql)) this.#callersTaken++;
   }
 
   /**
@@ -737,6 +742,10 @@ export class DriverRecorder implements StatementSink {
   needsCaller(sql: string): boolean {
     const window = this.#window;
     return window !== null && window.needsCaller(sql);
+  }
+
+  askAnswered(sql: string): void {
+    this.#window?.askAnswered(sql);
   }
 
   // The driver is in `#drivers` already: the counter is for the shape of the call it just recorded.

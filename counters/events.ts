@@ -103,6 +103,12 @@ export interface StatementSink {
    */
   needsCaller?(sql: string): boolean;
   /**
+   * Hands back a `needsCaller` ask about a text other than the one the call then records, as that call is recorded
+   * with the caller: postgres.js asks about a template's strings before the text it sends (`$1`, ...) is built.
+   * Without it the ask would stay pending for the whole window and count against its caps beside the text recorded.
+   */
+  askAnswered?(askedSql: string): void;
+  /**
    * A counter for further calls of `shape` on `connectionId` (the shape of the call just recorded) once they need
    * nothing from the sink but their count: its window keeps no more events and compares no more values of that
    * shape. Null when that is not so yet, or there is no window. A counter holds until that window closes; a per-row

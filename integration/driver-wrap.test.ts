@@ -147,6 +147,29 @@ describeEachBackend(
             await conn.close();
           }
         });
+
+        it('counts a template once against the window\'s text cap: its ask under the strings is answered as the $n text is recorded', async () => {
+          // With the asks left pending each template counted twice (asked text + recorded text), and the third of
+          // three templates under a cap of three was refused its capture at build: it named no line.
+          const recorder = new DriverRecorder({ maxTexts: 3 });
+          const conn = await openCountedConnection('postgres-js', backend().connection, recorder);
+          try {
+            const sql = conn.handle;
+            recorder.begin();
+            await sql`SELECT ${1}::int AS a`;
+            await sql`SELECT ${2}::int AS b`;
+            await sql`SELECT ${3}::int AS c`;
+            const shapes = recorder.end().layer.shapes;
+            expect(shapes.map((s) => [s.fingerprint, s.calls])).toEqual([
+              ['SELECT ?::INT AS a', 1],
+              ['SELECT ?::INT AS b', 1],
+              ['SELECT ?::INT AS c', 1],
+            ]);
+            for (const s of shapes) expect(s.caller).toMatch(/^integration\/driver-wrap\.test\.ts:\d+:\d+$/);
+          } finally {
+            await conn.close();
+          }
+        });
       });
     }
 

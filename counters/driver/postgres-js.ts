@@ -49,7 +49,7 @@ function rowsOf(result: unknown): number | null {
  * query) are shadowed on the instance, so nothing global is patched and the query's promise is never touched:
  * observing it with `.then` would run a query that the user only meant as a fragment.
  */
-function countQuery(query: PostgresJsQuery, site: CallSite, method: string, caller: string | null | undefined): void {
+function countQuery(query: PostgresJsQuery, site: CallSite, method: string, asked: Asked | undefined): void {
   const handle = query.handle;
   const resolve = query.resolve;
   const reject = query.reject;
@@ -67,7 +67,9 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string, call
       bindValues: query.parameters?.length ?? 0,
       parameterSets: 1,
     };
-    emit(site, shape, start, nowNs(), rows, error, query.parameters, caller);
+    // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
+    if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
+    emit(site, shape, start, nowNs(), rows, error, query.parameters, asked?.caller);
     site.sink.inFlight?.(-1);
   };
   query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {
@@ -94,8 +96,33 @@ function countQuery(query: PostgresJsQuery, site: CallSite, method: string, call
  * postgres.js does from its own callbacks. The text it will send is not built yet, so the window is asked about
  * the template's strings joined (the same text for `unsafe`, a stand-in for a template's).
  */
-function callerAtBuild(sink: StatementSink, query: PostgresJsQuery, method: string): string | null | undefined {
-  return sink.needsCaller?.(query.strings.join('?')) === true ? captureCaller(`postgres-js.${method} (build)`) : undefined;
+function callerAtBuild(sink: StatementSink, query: PostgresJsQuery, method: string): Asked | undefined {
+  if (sink.needsCaller === undefined) return undefined;
+  const text = askedText(query.strings);
+  return sink.needsCaller(text) ? { text, caller: captureCaller(`postgres-js.${method} (build)`) } : undefined;
+}
+
+/** A caller captured at build, and the text the window was asked about (handed back: StatementSink.askAnswered). */
+interface Asked {
+  readonly text: string;
+  readonly caller: string | null;
+}
+
+/**
+ * A template's strings joined, once per template: a tagged template hands over the same frozen array at every call
+ * of its line, so a loop of one template joined its strings at every build before (even with no window open).
+ * `unsafe` and `file` hand a new one-string array each call, whose text is that string.
+ */
+const joinedTemplates = new WeakMap<readonly string[], string>();
+
+function askedText(strings: readonly string[]): string {
+  if (strings.length === 1) return strings[0]!;
+  let text = joinedTemplates.get(strings);
+  if (text === undefined) {
+    text = strings.join('?');
+    joinedTemplates.set(strings, text);
+  }
+  return text;
 }
 
 /** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
