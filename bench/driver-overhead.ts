@@ -36,6 +36,7 @@
  * The SQLite sections then compare raw against raw too.
  */
 import os from 'node:os';
+import { format as mysql2Format } from 'mysql2';
 import { parseArgs } from 'node:util';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
@@ -425,6 +426,8 @@ function ownWorkBench(control: boolean): OwnWorkFigures[] {
 
 interface NetworkOwnFigures {
   driver: 'mysql2' | 'pg';
+  /** The stand-in formats the values into the SQL text as mysql2's query() does (networkStandIns). */
+  formats: boolean;
   /** How the values are handed over: mysql2's `VALUES ?` with one array per row, pg's flat `$n` list. */
   form: string;
   values: number;
@@ -443,9 +446,14 @@ const RESULT_SET_HEADER = { fieldCount: 0, affectedRows: 0, insertId: 0, info: '
  * driver's call adds (its values counted, a text new to the window classified and its caller captured, the event),
  * measured where the real call's milliseconds of formatting and I/O hide it. Recognised as the real ones by shape.
  */
-function networkStandIns(): { mysql2: { query(sql: string, values?: unknown): Promise<unknown> }; pg: { query(sql: string, values?: unknown[]): Promise<unknown> } } {
+function networkStandIns(formats = false): { mysql2: { query(sql: string, values?: unknown): Promise<unknown> }; pg: { query(sql: string, values?: unknown[]): Promise<unknown> } } {
+  // mysql2's query() formats the values into its SQL text (its own `format`, sql-escaper) before the call returns;
+  // the stand-in that `formats` does the same, so counting is measured beside the work the real call does anyway.
+  const query = formats
+    ? (sql: string, values?: unknown): Promise<unknown> => (mysql2Format(sql, values as never).length >= 0 ? Promise.resolve([RESULT_SET_HEADER, undefined]) : Promise.reject(new Error('never')))
+    : (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
   const mysql2 = {
-    query: (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]),
+    query,
     execute: (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]),
     prepare: (): Promise<unknown> => Promise.reject(new Error('not in the stand-in')),
     beginTransaction: (): Promise<void> => Promise.resolve(),
@@ -513,16 +521,21 @@ async function networkPerCallBench(control: boolean): Promise<NetworkPerCallFigu
 async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[]> {
   const table = workloadTable('mysql', 'bench_bind');
   const recorder = new DriverRecorder();
-  const raw = networkStandIns();
-  const counted = control ? raw : { mysql2: wrapMysql2(raw.mysql2 as never, recorder), pg: wrapPg(raw.pg as never, recorder) };
+  const plain = networkStandIns();
+  const formatting = networkStandIns(true);
+  const wrap = (side: typeof plain): typeof plain => (control ? side : { mysql2: wrapMysql2(side.mysql2 as never, recorder), pg: wrapPg(side.pg as never, recorder) });
   const out: NetworkOwnFigures[] = [];
   for (const rows of BIND_ROWS) {
     const rowValues = makeRows(rows);
+    const mysql2Case = { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[], bound: rows * COLUMN_COUNT };
     const cases = [
-      { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[], bound: rows * COLUMN_COUNT },
-      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues), bound: rows * COLUMN_COUNT },
+      { ...mysql2Case, formats: false },
+      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues), bound: rows * COLUMN_COUNT, formats: false },
+      { ...mysql2Case, formats: true },
     ];
     for (const c of cases) {
+      const raw = c.formats ? formatting : plain;
+      const counted = wrap(raw);
       // A new string each call, as a strategy builds its SQL, so every window meets a text it has not seen.
       const texts = (): string[] => Array.from({ length: OWN_WORK_BATCH }, () => (' ' + c.sql).slice(1));
       const batch = async (side: typeof raw, windowed: boolean): Promise<{ cpuNs: number; closeNs: number }> => {
@@ -553,7 +566,7 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
         added.push(w.cpuNs - r.cpuNs);
         closes.push(w.closeNs);
       }
-      out.push({ driver: c.driver, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
+      out.push({ driver: c.driver, formats: c.formats, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
     }
   }
   return out;
@@ -803,6 +816,14 @@ async function main(argv: string[]): Promise<number> {
     );
   }
   for (const o of networkOwnWork ?? []) {
+    if (o.formats) {
+      console.log(
+        `${tag}the same mysql2 call binding ${String(o.values).padStart(5)} values beside the formatting mysql2's query() does before it returns (a stand-in ` +
+          `that formats with mysql2's own \`format\`, median of ${o.samples} x ${OWN_WORK_BATCH}): added ${us(o.addedNs)} us to the stand-in's ${us(o.rawNs)} us ` +
+          `(${((100 * o.addedNs) / o.rawNs).toFixed(1)}% of the driver's own work before anything is sent)`,
+      );
+      continue;
+    }
     console.log(
       `${tag}the proxy's own work for one ${o.driver} call binding ${String(o.values).padStart(5)} values (${o.form}; a stand-in that settles at once, ` +
         `window opened + call + settlement, a text new to each window, median of ${o.samples} x ${OWN_WORK_BATCH}): added ${us(o.addedNs)} us ` +
