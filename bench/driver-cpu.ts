@@ -22,7 +22,9 @@
  * - `bind`: `prepare` + `run` of a 5000-row multi-row INSERT (30000 values, 100 KB of SQL), a window each, on a
  *   new string each time (per statement rather than per call; the window's close is included);
  * - `bind-open`: the same with each window opened and never closed (the next `begin()` drops it unread): what the
- *   call itself adds, without the close's fingerprint of the 100 KB text, which is paid once per window.
+ *   call itself adds, without the close's fingerprint of the 100 KB text, which is paid once per window;
+ * - `postgres-js-build`: a 3-value tagged query built on a postgres.js `sql` and never run (it never connects), one
+ *   window for all: what every query a wrapped `sql` builds pays, run or not (no SQLite in this one).
  * Takes a few minutes.
  */
 import { spawnSync } from 'node:child_process';
@@ -31,15 +33,15 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open'] as const;
+const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open', 'postgres-js-build'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const NODE_FLAGS = ['--predictable'];
 /** Measured calls per scenario for R (the second run makes 2R). */
-const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20 };
+const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20, 'postgres-js-build': 20_000 };
 // The per-row side's first ten or so windows of 5000 still carry TurboFan compilations and a major GC, at points that
 // move between runs: measured from window 4 the figure moved between +1455 and +3168 instructions a call over three
 // runs of the same code; from window 12 on, windows 12 to 20 repeat to 0.01% (two runs each side, 2026-12-01).
-const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5 };
+const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5, 'postgres-js-build': 20_000 };
 
 /** What one measured unit of each scenario is, as printed. */
 const UNIT: Record<Scenario, string> = {
@@ -50,13 +52,14 @@ const UNIT: Record<Scenario, string> = {
   window: 'window',
   bind: 'statement (prepare + run + window)',
   'bind-open': 'statement (prepare + run, window opened)',
+  'postgres-js-build': 'build',
 };
 
 function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {
   const result = spawnSync(
     'valgrind',
     ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, ...NODE_FLAGS, bundle, scenario, side, String(warmup), String(measured)],
-    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules'), SQLTALLY_BENCH_ROOT: join(__dirname, '..') } },
+    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules'), SQLTALLY_BENCH_ROOT: process.env['SQLTALLY_BENCH_ROOT'] ?? join(__dirname, '..') } },
   );
   if (result.status !== 0) throw new Error(`valgrind exited ${result.status ?? result.signal}: ${result.stderr.slice(-2000)}`);
   const match = /Collected : (\d+)/.exec(result.stderr);

@@ -37,6 +37,7 @@
  */
 import os from 'node:os';
 import { format as mysql2Format } from 'mysql2';
+import postgres from 'postgres';
 import { parseArgs } from 'node:util';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
@@ -66,6 +67,7 @@ import {
   wrapBetterSqlite3,
   wrapMysql2,
   wrapPg,
+  wrapPostgresJs,
 } from './shipped';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
@@ -481,6 +483,44 @@ interface NetworkPerCallFigures {
 const NETWORK_CALLS = 5_000;
 const NETWORK_ROUNDS = 31;
 
+interface BuildFigures {
+  builds: number;
+  rounds: number;
+  /** Median over rounds of (counted - raw CPU) / builds. */
+  addedNsPerBuild: number;
+  rawNsPerBuild: number;
+}
+
+/**
+ * What a wrapped postgres.js `sql` adds to building a tagged query, with no window open: every query it builds pays
+ * it, whether or not it runs (a fragment never does), so it is the floor of its per-call cost. The queries are never
+ * awaited, so the `sql` instance never connects (its host is a port nothing listens on); the garbage they leave is
+ * part of the figure, as it is of a real build.
+ */
+function postgresJsBuildBench(control: boolean): BuildFigures {
+  const raw = postgres({ host: '127.0.0.1', port: 9, max: 1 });
+  const counted = control ? raw : wrapPostgresJs(raw, new DriverRecorder());
+  const loop = (sql: typeof raw): number => {
+    const cpu0 = cpuNow();
+    let sink = 0;
+    for (let i = 0; i < NETWORK_CALLS; i++) sink += (sql`SELECT ${i}::int AS n, ${'x'} AS t FROM t WHERE a = ${i}` as unknown as { strings: string[] }).strings.length;
+    return (cpuNow() - cpu0) / NETWORK_CALLS + (sink < 0 ? 1 : 0);
+  };
+  for (let i = 0; i < 5; i++) {
+    loop(raw);
+    loop(counted);
+  }
+  const raws: number[] = [];
+  const added: number[] = [];
+  for (let i = 0; i < NETWORK_ROUNDS; i++) {
+    const r = loop(raw);
+    const c = loop(counted);
+    raws.push(r);
+    added.push(c - r);
+  }
+  return { builds: NETWORK_CALLS, rounds: NETWORK_ROUNDS, addedNsPerBuild: median(added), rawNsPerBuild: median(raws) };
+}
+
 /**
  * The per-call cost on a network driver: a loop of awaited 2-value INSERTs of one text in one window, on the same
  * stand-ins, raw and counted alternately. Past the window's first calls this is the chained promise `track` returns
@@ -782,11 +822,12 @@ async function main(argv: string[]): Promise<number> {
   const ownWork = sections.has('own') ? ownWorkBench(control) : null;
   const networkOwnWork = sections.has('own-network') ? await networkOwnWorkBench(control) : null;
   const networkPerCall = sections.has('own-network') ? await networkPerCallBench(control) : null;
+  const postgresJsBuild = sections.has('own-network') ? postgresJsBuildBench(control) : null;
   const longWindow = sections.has('window') ? await longWindowBench(control) : null;
   if (values.json) {
     console.log(
       JSON.stringify(
-        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, networkPerCall, longWindow, skipped },
+        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, networkPerCall, postgresJsBuild, longWindow, skipped },
         null,
         2,
       ),
@@ -834,6 +875,13 @@ async function main(argv: string[]): Promise<number> {
     console.log(
       `${tag}proxy cost per call on ${n.driver} (CPU time; a stand-in that settles at once, ${n.calls} awaited calls of one text in a window, ` +
         `median of ${n.rounds} alternating rounds): ${n.addedNsPerCall.toFixed(0)} ns (the stand-in alone ${n.rawNsPerCall.toFixed(0)} ns)`,
+    );
+  }
+  if (postgresJsBuild) {
+    const b = postgresJsBuild;
+    console.log(
+      `${tag}proxy cost per build on postgres.js (CPU time; a 3-value tagged query built and never run, no window, ${b.builds} builds, ` +
+        `median of ${b.rounds} alternating rounds): ${b.addedNsPerBuild.toFixed(0)} ns (the build alone ${b.rawNsPerBuild.toFixed(0)} ns)`,
     );
   }
   if (longWindow) {

@@ -40,6 +40,7 @@ export const { DriverRecorder } = load<typeof import('../counters/driver-layer')
 export const { wrapBetterSqlite3 } = load<typeof import('../counters/driver/better-sqlite3')>('counters/driver/better-sqlite3');
 export const { wrapMysql2 } = load<typeof import('../counters/driver/mysql2')>('counters/driver/mysql2');
 export const { wrapPg } = load<typeof import('../counters/driver/pg')>('counters/driver/pg');
+export const { wrapPostgresJs } = load<typeof import('../counters/driver/postgres-js')>('counters/driver/postgres-js');
 export const { countExpandedValues, markOf } = load<typeof import('../counters/driver/counted')>('counters/driver/counted');
 export const { openCountedConnection, openRawConnection, runSql } = load<typeof import('../counters/driver/open')>('counters/driver/open');
 export const { findStrategy, runStrategy, strategiesFor } = load<typeof import('../workload/strategies')>('workload/strategies');

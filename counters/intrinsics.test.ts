@@ -11,12 +11,12 @@ const ROOT = path.resolve(__dirname, '..');
  * statements and `catch` blocks are not, errors being rare.
  */
 const PER_CALL: Record<string, readonly string[]> = {
-  'counters/driver/counted.ts': ['emit', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countArray', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
+  'counters/driver/counted.ts': ['emit', 'emitOn', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countArray', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
   'counters/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges', 'askSteady', 'callerFor'],
   'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape'],
-  'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText'],
+  'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countQuery', 'countedHandle', 'settle', 'rowsOf', 'isQuery'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'needsCaller', 'askAnswered', 'steadyCounter', 'count', 'open'],
   'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'counters/wire/mysql-protocol.ts': ['parse'],

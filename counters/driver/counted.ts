@@ -42,7 +42,7 @@ export interface CallSite {
 export const nowNs: () => number = performance.now.bind(performance);
 
 /**
- * Hands one settled call to the sink; the only place a wrapper reports a call. Errors from another realm (a native
+ * Hands one settled call to the sink; with {@link emitOn}, the only place a wrapper reports a call. Errors from another realm (a native
  * driver's error class extends the Error of the realm that first loaded it) keep their message: the sink reads
  * `message`, never `instanceof`.
  */
@@ -56,7 +56,22 @@ export function emit(
   values?: unknown,
   caller?: string | null,
 ): void {
-  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, site.connectionId(), values, caller);
+  emitOn(site, site.connectionId(), shape, startMs, endMs, rowsAffected, error, values, caller);
+}
+
+/** {@link emit} for a call whose connection the wrapper read itself (a postgres.js query knows its backend's pid). */
+export function emitOn(
+  site: CallSite,
+  connectionId: number | null,
+  shape: CallShape,
+  startMs: number,
+  endMs: number,
+  rowsAffected: number | null,
+  error: unknown,
+  values?: unknown,
+  caller?: string | null,
+): void {
+  site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, connectionId, values, caller);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

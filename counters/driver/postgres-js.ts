@@ -2,11 +2,11 @@ import type { Sql } from 'postgres';
 import type { StatementSink } from '../events';
 import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
-import type { CallShape, CallSite, WrapperMark } from './counted';
-import { emit, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
+import type { CallSite, ShapeMemo, WrapperMark } from './counted';
+import { emit, emitOn, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModel, DriverModule, Range } from './module';
-import { hasOwn, isArray, reflectApply, reflectGet } from '../intrinsics';
+import { ErrorClass, hasOwn, isArray, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
 
@@ -44,50 +44,67 @@ function rowsOf(result: unknown): number | null {
   return typeof command === 'string' && ROW_COUNTING_COMMANDS.has(command) ? toCount(count) : null;
 }
 
+/** A counted query's state, under a symbol on the query: one object per query, read by the shared shadows below. */
+const RUN: unique symbol = Symbol('sqltally.postgres-js.run');
+
+interface Run {
+  readonly site: CallSite;
+  /** The wrapper's last shape: a loop of one query settles into it without a new shape or a classification. */
+  readonly memo: ShapeMemo;
+  readonly method: string;
+  readonly asked: Asked | undefined;
+  readonly handle: PostgresJsQuery['handle'];
+  start: number;
+  running: boolean;
+}
+
+type CountedQuery = PostgresJsQuery & { [RUN]: Run };
+
 /**
  * Counts one query when it runs. Its own `handle`, `resolve` and `reject` (instance members postgres.js gives every
  * query) are shadowed on the instance, so nothing global is patched and the query's promise is never touched:
- * observing it with `.then` would run a query that the user only meant as a fragment.
+ * observing it with `.then` would run a query that the user only meant as a fragment. Every query a wrapped `sql`
+ * builds pays this, run or not and with or without a window: one state object and two closures (resolve and reject
+ * may be called unbound, so they keep their query); the shadow of `handle`, a method postgres.js calls on its query,
+ * is one function for all. Seven objects a build before (a closure per shadow, a context, a call site per query).
  */
-function countQuery(query: PostgresJsQuery, site: CallSite, method: string, asked: Asked | undefined): void {
-  const handle = query.handle;
+function countQuery(query: PostgresJsQuery, site: CallSite, memo: ShapeMemo, method: string, asked: Asked | undefined): void {
+  const run: Run = { site, memo, method, asked, handle: query.handle, start: -1, running: false };
   const resolve = query.resolve;
   const reject = query.reject;
-  let start = -1;
-  let running = false;
-  const settle = (rows: number | null, error: unknown): void => {
-    if (!running) return;
-    running = false;
-    const sql = query.string ?? query.strings.join('?');
-    const shape: CallShape = {
-      method,
-      kind: 'query',
-      sql,
-      statementClass: classifyCached(sql, 'postgres'),
-      bindValues: query.parameters?.length ?? 0,
-      parameterSets: 1,
-    };
-    // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
-    if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
-    emit(site, shape, start, nowNs(), rows, error, query.parameters, asked?.caller);
-    site.sink.inFlight?.(-1);
-  };
-  query.handle = function (this: PostgresJsQuery, ...args: unknown[]) {
-    if (!running && start < 0) {
-      running = true;
-      start = nowNs();
-      site.sink.inFlight?.(1);
-    }
-    return handle.apply(this, args);
-  };
+  (query as CountedQuery)[RUN] = run;
+  query.handle = countedHandle;
   query.resolve = (value: unknown) => {
-    settle(rowsOf(value), null);
+    settle(query, run, rowsOf(value), null);
     return resolve(value);
   };
   query.reject = (error: unknown) => {
-    settle(null, error ?? new Error('query rejected'));
+    settle(query, run, null, error ?? new ErrorClass('query rejected'));
     return reject(error);
   };
+}
+
+function countedHandle(this: CountedQuery): unknown {
+  const run = this[RUN];
+  if (!run.running && run.start < 0) {
+    run.running = true;
+    run.start = nowNs();
+    run.site.sink.inFlight?.(1);
+  }
+  // eslint-disable-next-line prefer-rest-params
+  return reflectApply(run.handle, this, arguments);
+}
+
+function settle(query: PostgresJsQuery, run: Run, rows: number | null, error: unknown): void {
+  if (!run.running) return;
+  run.running = false;
+  const sql = query.string ?? query.strings.join('?');
+  const shape = memoShape(run.memo, run.method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres');
+  const { site, asked } = run;
+  // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
+  if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
+  emitOn(site, query.state?.pid ?? null, shape, run.start, nowNs(), rows, error, query.parameters, asked?.caller);
+  site.sink.inFlight?.(-1);
 }
 
 /**
@@ -149,8 +166,9 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
   return wrapOnce(DRIVER, target, sink, () => {
     const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
     const mark: WrapperMark = { driver: DRIVER, sink, target };
+    const memo: ShapeMemo = { last: null };
     const counted = (result: unknown, method: string): unknown => {
-      if (isQuery(result)) countQuery(result, { ...site, connectionId: () => result.state?.pid ?? null }, method, callerAtBuild(sink, result, method));
+      if (isQuery(result)) countQuery(result, site, memo, method, callerAtBuild(sink, result, method));
       return result;
     };
     const hooks: Record<string, (original: AnyFunction) => AnyFunction> = {
