@@ -1,17 +1,32 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|postgres-js-build> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|postgres-js-build|pg-call|mysql2-call> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
 import postgres from 'postgres';
 // The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
-import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapPostgresJs } from './shipped';
+import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg, wrapPostgresJs } from './shipped';
 
 const PER_ROW_WINDOW = 5_000;
 
+/** A mysql2 promise connection as the wrapper recognises it (bench/driver-overhead.ts's networkStandIns). */
+function mysql2StandIn(header: object): object {
+  const settled = (): Promise<unknown> => Promise.resolve([header, undefined]);
+  const mysql2 = {
+    query: settled,
+    execute: settled,
+    prepare: (): Promise<unknown> => Promise.reject(new Error('not in the stand-in')),
+    beginTransaction: (): Promise<void> => Promise.resolve(),
+    commit: (): Promise<void> => Promise.resolve(),
+    rollback: (): Promise<void> => Promise.resolve(),
+    connection: { threadId: 1, promise: (): unknown => mysql2 },
+  };
+  return mysql2;
+}
+
 /** The child: runs `warmup` then `measured` units of the scenario; prints what the window counted. */
-function child(scenario: string, side: string, warmup: number, measured: number): void {
+async function child(scenario: string, side: string, warmup: number, measured: number): Promise<void> {
   const raw = new Database(':memory:');
   const recorder = new DriverRecorder();
   const db = side === 'raw' ? raw : wrapBetterSqlite3(raw, recorder);
@@ -50,6 +65,19 @@ function child(scenario: string, side: string, warmup: number, measured: number)
     const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 1)}`;
     open();
     for (let i = 0; i < warmup + measured; i++) db.prepare(sql).run(i, i, i * 0.5, `t${i % 97}`, 'text', null);
+    close();
+  } else if (scenario === 'pg-call' || scenario === 'mysql2-call') {
+    // Awaited 2-value INSERTs of one text on a stand-in that settles at once (as bench/driver-overhead.ts's
+    // own-network per-call figure), one window for all: a network driver's per-call path.
+    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
+    const standIn =
+      scenario === 'pg-call'
+        ? { processID: 1, connect: (): Promise<void> => Promise.resolve(), query: (_s: string, _v?: unknown[]): Promise<unknown> => Promise.resolve({ command: 'INSERT', rowCount: 1, rows: [] }) }
+        : mysql2StandIn(header);
+    const client = (side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)) as { query(s: string, v: unknown[]): Promise<unknown> };
+    const sql = scenario === 'pg-call' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    open();
+    for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
     close();
   } else if (scenario === 'postgres-js-build') {
     // Built, never run: the sql instance never connects (nothing listens on port 9).
@@ -91,4 +119,4 @@ function child(scenario: string, side: string, warmup: number, measured: number)
 
 
 const [, , scenario, side, warmup, measured] = process.argv;
-child(scenario!, side!, Number(warmup), Number(measured));
+void child(scenario!, side!, Number(warmup), Number(measured));

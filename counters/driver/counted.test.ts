@@ -232,7 +232,7 @@ describe('callers of network calls', () => {
     expect(shape!.caller).toMatch(THIS_FILE);
   });
 
-  it('are captured once for calls of one text in flight together', async () => {
+  it('are captured once for calls of one text in flight together, asked once per shape and window', async () => {
     const client = {
       processID: 3,
       connect: (): Promise<void> => Promise.resolve(),
@@ -244,11 +244,19 @@ describe('callers of network calls', () => {
     const counted = wrapPg(client, recorder);
     recorder.begin();
     await Promise.all([1, 2, 3, 4, 5].map((id) => counted.query('INSERT INTO t VALUES ($1)', [id])));
+    // The first call asked and was told to capture; the other four, the same shape in the same window, did not ask.
+    expect(asked.mock.results.map((r) => r.value)).toEqual([true]);
+    // Another shape of the text (two values, then one again) asks, and is told no: the text has its caller.
+    await Promise.all([counted.query('INSERT INTO t VALUES ($1)', [6, 7]), counted.query('INSERT INTO t VALUES ($1)', [8])]);
+    expect(asked.mock.results.map((r) => r.value)).toEqual([true, false, false]);
     const window = recorder.end();
-    // Each call asked; the first was told to capture, the other four were handed to the driver before it settled.
-    expect(asked.mock.results.map((r) => r.value)).toEqual([true, false, false, false, false]);
+    // A new window asks again, once.
+    recorder.begin();
+    await Promise.all([9, 10].map((id) => counted.query('INSERT INTO t VALUES ($1)', [id])));
+    expect(asked.mock.results.map((r) => r.value)).toEqual([true, false, false, true]);
+    expect(recorder.end().layer.shapes[0]!.caller).toMatch(THIS_FILE);
     expect(window.layer.shapes).toHaveLength(1);
-    expect(window.layer.shapes[0]).toMatchObject({ calls: 5, rows: 5 });
+    expect(window.layer.shapes[0]).toMatchObject({ calls: 7, rows: 7 });
     expect(window.layer.shapes[0]!.caller).toMatch(THIS_FILE);
   });
 });

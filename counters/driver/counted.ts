@@ -90,8 +90,21 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * none: the sink then captures one itself if it must.
  */
 export function callerAtCall(site: CallSite, shape: CallShape): string | null | undefined {
-  return site.sink.needsCaller?.(shape.sql) === true ? captureCaller(`${site.driver}.${shape.method} (call)`) : undefined;
+  const sink = site.sink;
+  if (sink.needsCaller === undefined) return undefined;
+  // A loop of one statement asks about its text once per window: a shape is one text, and the window's answer for a
+  // text it was asked about stays no until it closes (the ask is pending, then the text is known; its caps only
+  // fill). The sink's epoch tells a new window; a sink without one is asked every call.
+  const epoch = sink.epoch;
+  if (shape === lastAsk.shape && sink === lastAsk.sink && epoch === lastAsk.epoch && epoch !== undefined) return undefined;
+  lastAsk.shape = shape;
+  lastAsk.sink = sink;
+  lastAsk.epoch = epoch;
+  return sink.needsCaller(shape.sql) ? captureCaller(`${site.driver}.${shape.method} (call)`) : undefined;
 }
+
+/** The last shape {@link callerAtCall} asked a sink about, and in which of its windows (it keeps that one sink alive). */
+const lastAsk: { shape: CallShape | null; sink: StatementSink | null; epoch: number | undefined } = { shape: null, sink: null, epoch: undefined };
 
 /** A wrapper's last call shape (see {@link memoShape}). */
 export interface ShapeMemo {
