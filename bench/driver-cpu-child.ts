@@ -1,12 +1,11 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|postgres-js-build|pg-call|mysql2-call> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
-import postgres from 'postgres';
 // The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
-import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg, wrapPostgresJs } from './shipped';
+import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
 
 const PER_ROW_WINDOW = 5_000;
 
@@ -79,15 +78,6 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
     close();
-  } else if (scenario === 'postgres-js-build') {
-    // Built, never run: the sql instance never connects (nothing listens on port 9).
-    const pgRaw = postgres({ host: '127.0.0.1', port: 9, max: 1 });
-    const sql = side === 'raw' ? pgRaw : wrapPostgresJs(pgRaw, recorder);
-    let kept = 0;
-    open();
-    for (let i = 0; i < warmup + measured; i++) kept += (sql`SELECT ${i}::int AS n, ${'x'} AS t FROM t WHERE a = ${i}` as unknown as { strings: string[] }).strings.length;
-    close();
-    if (kept < 0) console.log('never');
   } else if (scenario === 'window') {
     // What the per-row-tx strategy's window holds, with two rows instead of thousands: what a window costs by itself.
     const sql = `${insertHead(table)} VALUES ${placeholderRows(table, 1)}`;

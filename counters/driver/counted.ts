@@ -42,7 +42,7 @@ export interface CallSite {
 export const nowNs: () => number = performance.now.bind(performance);
 
 /**
- * Hands one settled call to the sink; with {@link emitOn}, the only place a wrapper reports a call. Errors from another realm (a native
+ * Hands one settled call to the sink; the only place a wrapper reports a call. Errors from another realm (a native
  * driver's error class extends the Error of the realm that first loaded it) keep their message: the sink reads
  * `message`, never `instanceof`.
  */
@@ -55,21 +55,8 @@ export function emit(
   error: unknown,
   values?: unknown,
   caller?: string | null,
-): void {
-  emitOn(site, site.connectionId(), shape, startMs, endMs, rowsAffected, error, values, caller);
-}
-
-/** {@link emit} for a call whose connection the wrapper read itself (a postgres.js query knows its backend's pid). */
-export function emitOn(
-  site: CallSite,
-  connectionId: number | null,
-  shape: CallShape,
-  startMs: number,
-  endMs: number,
-  rowsAffected: number | null,
-  error: unknown,
-  values?: unknown,
-  caller?: string | null,
+  /** The call's connection when the wrapper read it itself (a postgres.js query knows its backend's pid). */
+  connectionId: number | null = site.connectionId(),
 ): void {
   site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, connectionId, values, caller);
 }

@@ -3,7 +3,7 @@ import type { StatementSink } from '../events';
 import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
 import type { CallSite, ShapeMemo, WrapperMark } from './counted';
-import { emit, emitOn, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
+import { emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModel, DriverModule, Range } from './module';
 import { ErrorClass, hasOwn, isArray, reflectApply, reflectGet } from '../intrinsics';
@@ -103,7 +103,7 @@ function settle(query: PostgresJsQuery, run: Run, rows: number | null, error: un
   const { site, asked } = run;
   // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
   if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
-  emitOn(site, query.state?.pid ?? null, shape, run.start, nowNs(), rows, error, query.parameters, asked?.caller);
+  emit(site, shape, run.start, nowNs(), rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
   site.sink.inFlight?.(-1);
 }
 
