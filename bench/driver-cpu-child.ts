@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -77,6 +77,21 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     const sql = scenario === 'pg-call' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
+    close();
+  } else if (scenario === 'mysql2-callback-call') {
+    // mysql2's callback API, as knex and kysely call it: the stand-in calls back on the next microtask.
+    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
+    type Callback = (error: Error | null, result?: unknown) => void;
+    const standIn = {
+      query: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, header)),
+      execute: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, header)),
+      promise: (): unknown => ({}),
+      threadId: 1,
+    };
+    const client = (side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder)) as typeof standIn;
+    const call = (i: number): Promise<unknown> => new Promise((resolve, reject) => client.query('INSERT INTO t (a, b) VALUES (?, ?)', [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
+    open();
+    for (let i = 0; i < warmup + measured; i++) await call(i);
     close();
   } else if (scenario === 'window') {
     // What the per-row-tx strategy's window holds, with two rows instead of thousands: what a window costs by itself.

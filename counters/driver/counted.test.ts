@@ -136,6 +136,20 @@ describe('trackCallback', () => {
     expect(seen).toEqual([receiver, 1, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields']);
     expect(tally.events[0]!.rowsAffected).toBe(3);
   });
+
+  it('reads the clock only while the sink keeps times, as track does', () => {
+    const times: Array<[number, number]> = [];
+    const sink = { timed: true, record: (_d: unknown, _s: unknown, start: number, end: number) => void times.push([start, end]) };
+    const callSite: CallSite = { driver: 'mysql2', sink, connectionId: () => 1 };
+    const call = (): unknown => trackCallback(callSite, SHAPE, [() => undefined], 0, (args) => (args[0] as (e: null) => void)(null), () => null);
+    call();
+    sink.timed = false;
+    call();
+    expect(times[0]![0]).toBeGreaterThan(0);
+    expect(times[0]![1]).toBeGreaterThanOrEqual(times[0]![0]);
+    // A sink that keeps no more times is handed none: no clock read at either edge of the call.
+    expect(times[1]).toEqual([0, 0]);
+  });
 });
 
 class Secretive extends EventEmitter {

@@ -191,14 +191,16 @@ export function trackCallback<A extends unknown[]>(
   const sink = site.sink;
   const caller = callerAtCall(site, shape);
   sink.inFlight?.(1);
-  const start = nowNs();
+  // As in `track`: no clock once the window keeps no more events (knex and kysely call mysql2 this way).
+  const timed = sink.timed !== false;
+  const start = timed ? nowNs() : 0;
   const original = args[callbackIndex] as (this: unknown, ...cbArgs: unknown[]) => unknown;
   let done = false;
   const counted = function (this: unknown, ...cbArgs: unknown[]): unknown {
     if (!done) {
       done = true;
       const error = cbArgs[0];
-      emit(site, shape, start, nowNs(), error ? null : rowsOf(cbArgs[1]), error ?? null, values, caller);
+      emit(site, shape, start, timed ? nowNs() : 0, error ? null : rowsOf(cbArgs[1]), error ?? null, values, caller);
       sink.inFlight?.(-1);
     }
     return original.apply(this, cbArgs);
@@ -210,7 +212,7 @@ export function trackCallback<A extends unknown[]>(
   } catch (error) {
     if (!done) {
       done = true;
-      emit(site, shape, start, nowNs(), null, error, values, caller);
+      emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
       sink.inFlight?.(-1);
     }
     throw error;

@@ -260,19 +260,21 @@ function callbackCall(
   const cb = callbackIndex(args);
   if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected, valuesOf(args[0], args[1]));
   const caller = callerAtCall(site, callShape);
-  const start = nowNs();
+  const timed = site.sink.timed !== false;
+  const start = timed ? nowNs() : 0;
+  const end = (): number => (timed ? nowNs() : 0);
   let command: unknown;
   try {
     command = original(...args);
   } catch (error) {
-    emit(site, callShape, start, nowNs(), null, error, undefined, caller);
+    emit(site, callShape, start, end(), null, error, undefined, caller);
     throw error;
   }
   const emitter = command as { once?: (event: string, listener: () => void) => unknown } | null;
   if (emitter && typeof emitter.once === 'function') {
-    emitter.once('end', () => emit(site, callShape, start, nowNs(), null, null, undefined, caller));
+    emitter.once('end', () => emit(site, callShape, start, end(), null, null, undefined, caller));
   } else {
-    emit(site, callShape, start, nowNs(), null, null, undefined, caller);
+    emit(site, callShape, start, end(), null, null, undefined, caller);
   }
   return command;
 }
