@@ -54,6 +54,7 @@ interface Run {
   readonly method: string;
   readonly asked: Asked | undefined;
   readonly handle: PostgresJsQuery['handle'];
+  /** When it started running (-1 before); 0 when the window kept no more times then, and no clock was read. */
   start: number;
   running: boolean;
 }
@@ -88,7 +89,7 @@ function countedHandle(this: CountedQuery): unknown {
   const run = this[RUN];
   if (!run.running && run.start < 0) {
     run.running = true;
-    run.start = nowNs();
+    run.start = run.site.sink.timed !== false ? nowNs() : 0;
     run.site.sink.inFlight?.(1);
   }
   // eslint-disable-next-line prefer-rest-params
@@ -103,7 +104,7 @@ function settle(query: PostgresJsQuery, run: Run, rows: number | null, error: un
   const { site, asked } = run;
   // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
   if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
-  emit(site, shape, run.start, nowNs(), rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
+  emit(site, shape, run.start, run.start > 0 ? nowNs() : 0, rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
   site.sink.inFlight?.(-1);
 }
 
