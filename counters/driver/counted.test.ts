@@ -275,6 +275,38 @@ describe('callers of network calls', () => {
   });
 });
 
+describe('mysql2 callback API, prepared statements', () => {
+  it('hands the values of statement.execute(values, cb) to the window: different values are not duplicates', async () => {
+    const OK_ROW = { fieldCount: 0, affectedRows: 1, insertId: 0 };
+    const statement = {
+      execute(_values: unknown[], cb: (err: unknown, result?: unknown) => void): void {
+        setImmediate(() => cb(null, OK_ROW));
+      },
+      close(): void {},
+    };
+    const connection = {
+      threadId: 7,
+      query(): void {},
+      execute(): void {},
+      prepare(_sql: string, cb: (err: unknown, st?: unknown) => void): void {
+        setImmediate(() => cb(null, statement));
+      },
+      promise(): object {
+        return {};
+      },
+    };
+    const recorder = new DriverRecorder();
+    const counted = wrapMysql2(connection, recorder);
+    recorder.begin();
+    const st = await new Promise<typeof statement>((resolve, reject) => counted.prepare('INSERT INTO t VALUES (?)', (err: unknown, s?: unknown) => (err ? reject(err) : resolve(s as typeof statement))));
+    for (const id of [1, 2, 2]) await new Promise((resolve, reject) => st.execute([id], (err: unknown) => (err ? reject(err) : resolve(null))));
+    const execute = recorder.end().layer.shapes.find((s) => s.kind === 'execute');
+    // Values 1, 2, 2: two distinct sets. The wrapper used to hand over `[id].values` (Array.prototype.values), a
+    // function the window read as an empty list, so every call looked like the same set: one.
+    expect(execute).toMatchObject({ calls: 3, distinctParameterSets: 2 });
+  });
+});
+
 describe('memoShape', () => {
   it('hands the last shape out again while a call repeats it, and makes a new one when anything differs', () => {
     const memo = { last: null };

@@ -149,12 +149,28 @@ function shape(method: string, kind: CallShape['kind'], sql: string, bindValues:
   return { method, kind, sql, statementClass: classifyCached(sql, 'mysql'), bindValues, parameterSets };
 }
 
-function queryShape(args: unknown[], memo: ShapeMemo): CallShape {
-  return memoShape(memo, 'query', 'query', sqlOf(args[0]), countExpandedValues(valuesOf(args[0], args[1])), 1, 'mysql');
+function queryShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'query', 'query', sqlOf(sql), countExpandedValues(values), 1, 'mysql');
 }
 
-function executeShape(args: unknown[], memo: ShapeMemo): CallShape {
-  return memoShape(memo, 'execute', 'execute', sqlOf(args[0]), countParameterValues(valuesOf(args[0], args[1])), 1, 'mysql');
+function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'execute', 'execute', sqlOf(sql), countParameterValues(values), 1, 'mysql');
+}
+
+/** `query` and `execute` of the promise API, on a connection or a pool: the values are found once per call. */
+function promiseCalls<T>(site: CallSite, memo: ShapeMemo): MethodHooks<T> {
+  return {
+    query: (original) =>
+      function query(...args: unknown[]) {
+        const values = valuesOf(args[0], args[1]);
+        return track(site, queryShape(args[0], values, memo), () => original(...args), promiseRows, values);
+      },
+    execute: (original) =>
+      function execute(...args: unknown[]) {
+        const values = valuesOf(args[0], args[1]);
+        return track(site, executeShape(args[0], values, memo), () => original(...args), promiseRows, values);
+      },
+  };
 }
 
 const TRANSACTION_CONTROL = {
@@ -201,16 +217,8 @@ function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink,
     sink,
     connectionId: () => threadIdOf((target as Loose).connection),
   };
-  const memo: ShapeMemo = { last: null };
   const hooks: MethodHooks<T> = {
-    query: (original) =>
-      function query(...args: unknown[]) {
-        return track(site, queryShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
-      },
-    execute: (original) =>
-      function execute(...args: unknown[]) {
-        return track(site, executeShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
-      },
+    ...promiseCalls<T>(site, { last: null }),
     prepare: (original) =>
       function prepare(...args: unknown[]) {
         const sql = sqlOf(args[0]);
@@ -229,16 +237,8 @@ function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink,
 
 function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
   const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
-  const memo: ShapeMemo = { last: null };
   const hooks: MethodHooks<T> = {
-    query: (original) =>
-      function query(...args: unknown[]) {
-        return track(site, queryShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
-      },
-    execute: (original) =>
-      function execute(...args: unknown[]) {
-        return track(site, executeShape(args, memo), () => original(...args), promiseRows, valuesOf(args[0], args[1]));
-      },
+    ...promiseCalls<T>(site, { last: null }),
     getConnection: (original) =>
       function getConnection(...args: unknown[]) {
         return (original(...args) as Promise<object>).then((connection) => wrapMysql2(connection, sink));
@@ -256,9 +256,10 @@ function callbackCall(
   callShape: CallShape,
   args: unknown[],
   original: (...a: unknown[]) => unknown,
+  values?: unknown,
 ): unknown {
   const cb = callbackIndex(args);
-  if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected, valuesOf(args[0], args[1]));
+  if (cb >= 0) return trackCallback(site, callShape, args, cb, (patched) => original(...patched), mysql2RowsAffected, values);
   const caller = callerAtCall(site, callShape);
   const timed = site.sink.timed !== false;
   const start = timed ? nowNs() : 0;
@@ -284,11 +285,13 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
   const hooks: MethodHooks<T> = {
     query: (original) =>
       function query(...args: unknown[]) {
-        return callbackCall(site, queryShape(args, memo), args, original);
+        const values = valuesOf(args[0], args[1]);
+        return callbackCall(site, queryShape(args[0], values, memo), args, original, values);
       },
     execute: (original) =>
       function execute(...args: unknown[]) {
-        return callbackCall(site, executeShape(args, memo), args, original);
+        const values = valuesOf(args[0], args[1]);
+        return callbackCall(site, executeShape(args[0], values, memo), args, original, values);
       },
     promise: (original) =>
       function promise(...args: unknown[]) {
@@ -364,7 +367,7 @@ function wrapCallbackStatement(statement: object, sink: StatementSink, site: Cal
             bindValues: countParameterValues(values),
             parameterSets: 1,
           };
-          return callbackCall(site, callShape, args, original);
+          return callbackCall(site, callShape, args, original, values);
         },
     };
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
