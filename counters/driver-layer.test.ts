@@ -169,6 +169,14 @@ describe('WindowTotals shapes', () => {
     const [shape] = totals.finish().layer.shapes;
     expect(shape).toMatchObject({ calls: 3, distinctParameterSets: null, distinctOf: null });
   });
+
+  it('says it cannot tell when a wrapper hands over a function as the values, instead of reading it as an empty list', () => {
+    const totals = new WindowTotals();
+    const sql = 'INSERT INTO t (a) VALUES (?)';
+    for (let i = 0; i < 3; i++) totals.add('mysql2', { ...run(sql, 'insert'), method: 'execute' }, 0, 0, 1, null, null, [i].values);
+    const [shape] = totals.finish().layer.shapes;
+    expect(shape).toMatchObject({ calls: 3, distinctParameterSets: null, distinctOf: null });
+  });
 });
 
 describe('WindowTotals callers and steady counters', () => {

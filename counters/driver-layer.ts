@@ -114,6 +114,9 @@ interface TextInfo {
  */
 function comparableValues(values: unknown): unknown[] | null {
   if (values === undefined || values === null) return [];
+  // No driver binds a function: a wrapper that hands one over has picked the wrong argument, and its `length` would
+  // read as an empty list, the same set on every call.
+  if (typeof values === 'function') return null;
   let list: unknown = values;
   // better-sqlite3 hands over its arguments: one array or named object, or the values themselves.
   if (typeof (values as { length?: unknown }).length === 'number' && !isArray(values) && typeof values !== 'string') {
