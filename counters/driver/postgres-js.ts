@@ -99,7 +99,7 @@ function countedHandle(this: CountedQuery): unknown {
 function settle(query: PostgresJsQuery, run: Run, rows: number | null, error: unknown): void {
   if (!run.running) return;
   run.running = false;
-  const sql = query.string ?? query.strings.join('?');
+  const sql = query.string ?? askedText(query.strings);
   const shape = memoShape(run.memo, run.method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres');
   const { site, asked } = run;
   // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
