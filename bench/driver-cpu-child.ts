@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call|mysql2-prepared-call> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -77,6 +77,17 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     const sql = scenario === 'pg-call' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
+    close();
+  } else if (scenario === 'mysql2-prepared-call') {
+    // A statement prepared once on mysql2's promise API, then executed in a loop of awaited calls.
+    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
+    const statement = { execute: (_v: unknown[]): Promise<unknown> => Promise.resolve([header, undefined]), close: (): void => undefined };
+    const standIn = mysql2StandIn(header) as { prepare: () => Promise<unknown> };
+    standIn.prepare = (): Promise<unknown> => Promise.resolve(statement);
+    const client = (side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder)) as unknown as { prepare(sql: string): Promise<typeof statement> };
+    const prepared = await client.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    open();
+    for (let i = 0; i < warmup + measured; i++) await prepared.execute([i, 'x']);
     close();
   } else if (scenario === 'mysql2-callback-call') {
     // mysql2's callback API, as knex and kysely call it: the stand-in calls back on the next microtask.

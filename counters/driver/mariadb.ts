@@ -181,17 +181,12 @@ export function wrapMariadb<T extends object>(target: T, sink: StatementSink, _o
 function wrapStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
     const statementClass = classifyCached(sql, 'mysql');
+    // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
+    const memo: ShapeMemo = { last: null };
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {
-          const callShape: CallShape = {
-            method: 'execute',
-            kind: 'execute',
-            sql,
-            statementClass,
-            bindValues: countParameterValues(args[0]),
-            parameterSets: 1,
-          };
+          const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
           return track(site, callShape, () => original(...args), mariadbRowsAffected, args[0]);
         },
       executeBatch: (original) =>

@@ -332,18 +332,12 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
 /** The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. */
 function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const statementClass = classifyCached(sql, 'mysql');
+    // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
+    const memo: ShapeMemo = { last: null };
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {
-          const callShape: CallShape = {
-            method: 'execute',
-            kind: 'execute',
-            sql,
-            statementClass,
-            bindValues: countParameterValues(args[0]),
-            parameterSets: 1,
-          };
+          const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
           return track(site, callShape, () => original(...args), promiseRows, args[0]);
         },
     };
@@ -354,19 +348,12 @@ function wrapPromiseStatement(statement: object, sink: StatementSink, site: Call
 /** The statement from callback `prepare(sql, cb)`: `execute(values, cb)` is counted. */
 function wrapCallbackStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const statementClass = classifyCached(sql, 'mysql');
+    const memo: ShapeMemo = { last: null };
     const hooks: MethodHooks<object> = {
       execute: (original) =>
         function execute(...args: unknown[]) {
           const values = typeof args[0] === 'function' ? undefined : args[0];
-          const callShape: CallShape = {
-            method: 'execute',
-            kind: 'execute',
-            sql,
-            statementClass,
-            bindValues: countParameterValues(values),
-            parameterSets: 1,
-          };
+          const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(values), 1, 'mysql');
           return callbackCall(site, callShape, args, original, values);
         },
     };
