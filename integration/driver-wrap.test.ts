@@ -413,6 +413,31 @@ describeEachBackend(
         }
       });
 
+      it('tells a callback-API prepared statement\'s executes apart by their values, and counts each on the server', async () => {
+        const info = network(backend().connection);
+        const core = mysql2Callback.createConnection({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database });
+        const recorder = new DriverRecorder();
+        const c = wrapMysql2(core, recorder);
+        const run = <R>(f: (cb: (err: unknown, result?: R) => void) => void): Promise<R> =>
+          new Promise((resolve, reject) => f((err, result) => (err ? reject(err) : resolve(result as R))));
+        try {
+          await run((cb) => c.query('CREATE TEMPORARY TABLE wrap_m2_cb (id INT)', cb));
+          const statement = await run<mysql2Callback.PrepareStatementInfo>((cb) => c.prepare('INSERT INTO wrap_m2_cb VALUES (?)', cb));
+          recorder.begin();
+          for (const id of [1, 2, 2]) await run((cb) => statement.execute([id], cb));
+          const window = recorder.end();
+          statement.close();
+          const [row] = await run<Array<{ n: number }>>((cb) => c.query('SELECT COUNT(*) AS n FROM wrap_m2_cb', (err: unknown, result: unknown) => cb(err, result as Array<{ n: number }>)));
+          expect(Number(row!.n)).toBe(3);
+          const execute = window.layer.shapes.find((shape) => shape.kind === 'execute');
+          // Values 1, 2, 2: a repeat of one set, not three; the window used to see an empty list for every call.
+          expect(execute).toMatchObject({ calls: 3, parameterSets: 3, rows: 3, distinctParameterSets: 2, distinctOf: 3 });
+          expect(window.layer.bindValues).toBe(3);
+        } finally {
+          await new Promise<void>((resolve) => core.end(() => resolve()));
+        }
+      });
+
       it('agrees with mysql2’s own diagnostics_channel on query and execute counts', async () => {
         const seen = { query: 0, execute: 0 };
         const handlers = (name: keyof typeof seen) => ({
