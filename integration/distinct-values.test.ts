@@ -1,0 +1,144 @@
+/**
+ * Every call form of every driver hands the window the values it binds: three calls binding 1, 2 and 2 are two
+ * distinct parameter sets (a repeat, then one more), whatever the form. A wrapper that hands over the wrong argument
+ * shows here: mysql2's callback-API prepared statement handed `values.values` (a function), which the window read as
+ * an empty list, so every call looked like the same set.
+ */
+import { DriverRecorder } from '../counters/driver-layer';
+import { markOf } from '../counters/driver/counted';
+import type { DriverName } from '../counters/driver/names';
+import { openCountedConnection, runSql, type DriverHandle } from '../counters/driver/open';
+import { driversFor } from '../counters/driver/registry';
+import { describeEachBackend, withBackend } from './harness';
+
+type Callback = (err: unknown, result?: unknown) => void;
+
+/** Runs a callback-API call to its callback. */
+function settled(call: (cb: Callback) => void): Promise<unknown> {
+  return new Promise((resolve, reject) => call((err, result) => (err ? reject(err) : resolve(result))));
+}
+
+/** One way of handing a driver one value to insert; `prepare` runs before the window, once per form. */
+interface Form<H> {
+  name: string;
+  prepare?: (handle: H, table: string) => Promise<unknown>;
+  call: (handle: H, table: string, value: number, prepared: unknown) => Promise<unknown> | unknown;
+}
+
+// Structural views of the handles: the forms reach past the types sqltally opens with (callback cores, statements).
+type Mysql2Like = {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: string, values: unknown[]): Promise<unknown>;
+  prepare(sql: string): Promise<{ execute(values: unknown[]): Promise<unknown>; close(): unknown }>;
+  connection: {
+    query(sql: string, values: unknown[], cb: Callback): unknown;
+    execute(sql: string, values: unknown[], cb: Callback): unknown;
+    prepare(sql: string, cb: Callback): unknown;
+  };
+};
+type MariadbLike = {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: string, values: unknown[]): Promise<unknown>;
+  prepare(sql: string): Promise<{ execute(values: unknown[]): Promise<unknown>; close(): unknown }>;
+};
+type PgLike = { query(config: unknown, values?: unknown, cb?: Callback): Promise<unknown> | undefined };
+type PostgresJsLike = ((strings: TemplateStringsArray, ...values: unknown[]) => Promise<unknown>) & {
+  unsafe(text: string, values?: unknown[]): Promise<unknown>;
+};
+type SqliteLike = { prepare(sql: string): { run(...args: unknown[]): unknown } };
+
+const view = <T>(handle: unknown): T => handle as T;
+
+const MYSQL2_FORMS: Form<Mysql2Like>[] = [
+  { name: 'query(sql, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, [v]) },
+  { name: 'query({ sql, values })', call: (h, t, v) => h.query({ sql: `INSERT INTO ${t} VALUES (?)`, values: [v] }) },
+  { name: 'execute(sql, values)', call: (h, t, v) => h.execute(`INSERT INTO ${t} VALUES (?)`, [v]) },
+  {
+    name: 'prepare, then execute(values)',
+    prepare: (h, t) => h.prepare(`INSERT INTO ${t} VALUES (?)`),
+    call: (_h, _t, v, st) => (st as { execute(values: unknown[]): Promise<unknown> }).execute([v]),
+  },
+  { name: 'callback API: query(sql, values, cb)', call: (h, t, v) => settled((cb) => h.connection.query(`INSERT INTO ${t} VALUES (?)`, [v], cb)) },
+  { name: 'callback API: execute(sql, values, cb)', call: (h, t, v) => settled((cb) => h.connection.execute(`INSERT INTO ${t} VALUES (?)`, [v], cb)) },
+  {
+    name: 'callback API: prepare, then execute(values, cb)',
+    prepare: (h, t) => settled((cb) => h.connection.prepare(`INSERT INTO ${t} VALUES (?)`, cb)),
+    call: (_h, _t, v, st) => settled((cb) => (st as { execute(values: unknown[], cb: Callback): unknown }).execute([v], cb)),
+  },
+];
+
+const MARIADB_FORMS: Form<MariadbLike>[] = [
+  { name: 'query(sql, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, [v]) },
+  { name: 'query({ sql }, values)', call: (h, t, v) => h.query({ sql: `INSERT INTO ${t} VALUES (?)` }, [v]) },
+  { name: 'execute(sql, values)', call: (h, t, v) => h.execute(`INSERT INTO ${t} VALUES (?)`, [v]) },
+  {
+    name: 'prepare, then execute(values)',
+    prepare: (h, t) => h.prepare(`INSERT INTO ${t} VALUES (?)`),
+    call: (_h, _t, v, st) => (st as { execute(values: unknown[]): Promise<unknown> }).execute([v]),
+  },
+];
+
+const PG_FORMS: Form<PgLike>[] = [
+  { name: 'query(text, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES ($1)`, [v]) },
+  { name: 'query({ text, values })', call: (h, t, v) => h.query({ text: `INSERT INTO ${t} VALUES ($1)`, values: [v] }) },
+  { name: 'query({ name, text, values })', call: (h, t, v) => h.query({ name: `dv_named_${t}`, text: `INSERT INTO ${t} VALUES ($1)`, values: [v] }) },
+  { name: 'query(text, values, cb)', call: (h, t, v) => settled((cb) => h.query(`INSERT INTO ${t} VALUES ($1)`, [v], cb)) },
+];
+
+const POSTGRES_JS_FORMS: Form<PostgresJsLike>[] = [
+  // A template's table name is a fixed part of its text: one table for this form (see TABLE below).
+  { name: 'tagged template', call: (h, _t, v) => h`INSERT INTO dv_postgres_js VALUES (${v})` },
+  { name: 'unsafe(text, values)', call: (h, t, v) => h.unsafe(`INSERT INTO ${t} VALUES ($1)`, [v]) },
+];
+
+const SQLITE_FORMS: Form<SqliteLike>[] = [
+  { name: 'run(value)', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run(v) },
+  { name: 'run([value])', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run([v]) },
+  { name: 'run({ v })', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (@v)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run({ v }) },
+];
+
+/** Every driver's forms: a driver added to DRIVER_NAMES without its forms here is a compile error. */
+const FORMS: { [D in DriverName]: Form<unknown>[] } = {
+  mysql2: MYSQL2_FORMS as Form<unknown>[],
+  mariadb: MARIADB_FORMS as Form<unknown>[],
+  pg: PG_FORMS as Form<unknown>[],
+  'postgres-js': POSTGRES_JS_FORMS as Form<unknown>[],
+  'better-sqlite3': SQLITE_FORMS as Form<unknown>[],
+};
+
+const PLAIN_BACKENDS = new Set(['sqlite', 'mariadb', 'mysql', 'postgres']);
+
+const TABLE = (driver: DriverName): string => `dv_${driver.replace('-', '_')}`;
+
+describeEachBackend((b) => {
+  const backend = withBackend(b.id);
+  for (const driver of driversFor(b.backend)) {
+    describe(driver, () => {
+      it.each(FORMS[driver].map((form) => [form.name, form] as const))('%s: 1, 2, 2 are two distinct parameter sets of three calls', async (_name, form) => {
+        const recorder = new DriverRecorder();
+        const conn = await openCountedConnection(driver, backend().connection, recorder);
+        const raw = (markOf(conn.handle)?.target ?? conn.handle) as DriverHandle<typeof driver>;
+        const table = TABLE(driver);
+        try {
+          await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
+          await runSql(driver, raw, `CREATE TABLE ${table} (v INT)`);
+          const handle = view<unknown>(conn.handle);
+          const prepared = form.prepare ? await form.prepare(handle, table) : undefined;
+          recorder.begin();
+          for (const value of [1, 2, 2]) await form.call(handle, table, value, prepared);
+          const window = recorder.end();
+          const inserts = window.layer.shapes.filter((shape) => shape.statementClass === 'insert');
+          expect(inserts).toHaveLength(1);
+          expect(inserts[0]).toMatchObject({ calls: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
+          expect(window.layer.bindValues).toBe(3);
+          // The three rows are the server's.
+          const [row] = (await runSql(driver, raw, `SELECT COUNT(*) AS n FROM ${table}`)) as Array<{ n: unknown }>;
+          expect(Number(row!.n)).toBe(3);
+        } finally {
+          await conn.close();
+        }
+      });
+    });
+  }
+  // Call forms are the driver's, not the server version's: the plain backend ids are enough.
+}, (b) => PLAIN_BACKENDS.has(b.id));
