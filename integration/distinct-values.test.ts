@@ -1,6 +1,6 @@
 /**
  * Every call form of every driver hands the window the values it binds: three calls binding 1, 2 and 2 are two
- * distinct parameter sets (a repeat, then one more), whatever the form. A wrapper that hands over the wrong argument
+ * distinct parameter sets (a repeat, then one more), whatever the form; and the window names the line that called. A wrapper that hands over the wrong argument
  * shows here: mysql2's callback-API prepared statement handed `values.values` (a function), which the window read as
  * an empty list, so every call looked like the same set.
  */
@@ -130,6 +130,8 @@ describeEachBackend((b) => {
           const inserts = window.layer.shapes.filter((shape) => shape.statementClass === 'insert');
           expect(inserts).toHaveLength(1);
           expect(inserts[0]).toMatchObject({ calls: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
+          // And the line that made the call, in this file (the form's own line in the table above), on every form.
+          expect(inserts[0]!.caller).toMatch(/^integration\/distinct-values\.test\.ts:\d+:\d+$/);
           expect(window.layer.bindValues).toBe(3);
           // The three rows are the server's.
           const [row] = (await runSql(driver, raw, `SELECT COUNT(*) AS n FROM ${table}`)) as Array<{ n: unknown }>;
