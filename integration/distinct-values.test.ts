@@ -52,7 +52,9 @@ const view = <T>(handle: unknown): T => handle as T;
 const MYSQL2_FORMS: Form<Mysql2Like>[] = [
   { name: 'query(sql, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, [v]) },
   { name: 'query({ sql, values })', call: (h, t, v) => h.query({ sql: `INSERT INTO ${t} VALUES (?)`, values: [v] }) },
+  { name: 'query(sql, scalar)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, v) },
   { name: 'execute(sql, values)', call: (h, t, v) => h.execute(`INSERT INTO ${t} VALUES (?)`, [v]) },
+  { name: 'execute({ sql }, values)', call: (h, t, v) => h.execute({ sql: `INSERT INTO ${t} VALUES (?)` } as never, [v]) },
   {
     name: 'prepare, then execute(values)',
     prepare: (h, t) => h.prepare(`INSERT INTO ${t} VALUES (?)`),
@@ -81,6 +83,7 @@ const MARIADB_FORMS: Form<MariadbLike>[] = [
 const PG_FORMS: Form<PgLike>[] = [
   { name: 'query(text, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES ($1)`, [v]) },
   { name: 'query({ text, values })', call: (h, t, v) => h.query({ text: `INSERT INTO ${t} VALUES ($1)`, values: [v] }) },
+  { name: 'query({ text }, values)', call: (h, t, v) => h.query({ text: `INSERT INTO ${t} VALUES ($1)` }, [v]) },
   { name: 'query({ name, text, values })', call: (h, t, v) => h.query({ name: `dv_named_${t}`, text: `INSERT INTO ${t} VALUES ($1)`, values: [v] }) },
   { name: 'query(text, values, cb)', call: (h, t, v) => settled((cb) => h.query(`INSERT INTO ${t} VALUES ($1)`, [v], cb)) },
 ];
