@@ -8,7 +8,7 @@ import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
 import { MYSQL_NUMBER_OPTIONS } from './mysql2';
-import { isArray, objectKeys } from '../intrinsics';
+import { isArray, objectKeys, toText } from '../intrinsics';
 
 const DRIVER = 'mariadb';
 
@@ -94,7 +94,7 @@ export function countBatch(sql: string, values: unknown): { parameterSets: numbe
 function sqlOf(sql: unknown): string {
   if (typeof sql === 'string') return sql;
   if (sql !== null && typeof sql === 'object' && typeof (sql as Loose).sql === 'string') return (sql as Loose).sql as string;
-  return String(sql);
+  return toText(sql);
 }
 
 /** The connector's `paramSetter`: values in the options object win over the second argument. */

@@ -19,7 +19,7 @@ import {
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
-import { isArray } from '../intrinsics';
+import { isArray, toText } from '../intrinsics';
 
 const DRIVER = 'mysql2';
 
@@ -135,7 +135,7 @@ const noRows = (): null => null;
 function sqlOf(sql: unknown): string {
   if (typeof sql === 'string') return sql;
   if (sql !== null && typeof sql === 'object' && typeof (sql as Loose).sql === 'string') return (sql as Loose).sql as string;
-  return String(sql);
+  return toText(sql);
 }
 
 /** mysql2 takes values either as the second argument or inside an options object. */
