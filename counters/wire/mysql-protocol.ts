@@ -455,7 +455,7 @@ export class MysqlSession implements WireSession {
     this.tally.receivedFromServer(chunk.length);
     let out: Buffer = chunk;
     if (this.#greetingHold) {
-      const held = Buffer.concat([this.#greetingHold, chunk]);
+      const held = BufferClass.concat([this.#greetingHold, chunk]);
       // Something that cannot be a greeting is not held: it goes through as it is and the parser judges it.
       const plausible = held.length < HEADER_LENGTH || (held[3] === 0 && held.readUIntLE(0, 3) <= MAX_GREETING_LENGTH);
       if (plausible && (held.length < HEADER_LENGTH || held.length < HEADER_LENGTH + held.readUIntLE(0, 3))) {
