@@ -132,7 +132,7 @@ describeEachBackend((b) => {
           const window = recorder.end();
           const inserts = window.layer.shapes.filter((shape) => shape.statementClass === 'insert');
           expect(inserts).toHaveLength(1);
-          expect(inserts[0]).toMatchObject({ calls: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
+          expect(inserts[0]).toMatchObject({ calls: 3, parameterSets: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
           // And the line that made the call, in this file (the form's own line in the table above), on every form.
           expect(inserts[0]!.caller).toMatch(/^integration\/distinct-values\.test\.ts:\d+:\d+$/);
           expect(window.layer.bindValues).toBe(3);
