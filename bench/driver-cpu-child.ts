@@ -6,23 +6,9 @@
 import Database from 'better-sqlite3';
 // The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
 import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
+import { mysql2CallbackStandIn, mysql2StandIn, pgStandIn, type PgStandIn } from './stand-ins';
 
 const PER_ROW_WINDOW = 5_000;
-
-/** A mysql2 promise connection as the wrapper recognises it (bench/driver-overhead.ts's networkStandIns). */
-function mysql2StandIn(header: object): object {
-  const settled = (): Promise<unknown> => Promise.resolve([header, undefined]);
-  const mysql2 = {
-    query: settled,
-    execute: settled,
-    prepare: (): Promise<unknown> => Promise.reject(new Error('not in the stand-in')),
-    beginTransaction: (): Promise<void> => Promise.resolve(),
-    commit: (): Promise<void> => Promise.resolve(),
-    rollback: (): Promise<void> => Promise.resolve(),
-    connection: { threadId: 1, promise: (): unknown => mysql2 },
-  };
-  return mysql2;
-}
 
 /** The child: runs `warmup` then `measured` units of the scenario; prints what the window counted. */
 async function child(scenario: string, side: string, warmup: number, measured: number): Promise<void> {
@@ -68,38 +54,24 @@ async function child(scenario: string, side: string, warmup: number, measured: n
   } else if (scenario === 'pg-call' || scenario === 'mysql2-call') {
     // Awaited 2-value INSERTs of one text on a stand-in that settles at once (as bench/driver-overhead.ts's
     // own-network per-call figure), one window for all: a network driver's per-call path.
-    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
-    const standIn =
-      scenario === 'pg-call'
-        ? { processID: 1, connect: (): Promise<void> => Promise.resolve(), query: (_s: string, _v?: unknown[]): Promise<unknown> => Promise.resolve({ command: 'INSERT', rowCount: 1, rows: [] }) }
-        : mysql2StandIn(header);
-    const client = (side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)) as { query(s: string, v: unknown[]): Promise<unknown> };
+    const standIn = scenario === 'pg-call' ? pgStandIn() : mysql2StandIn();
+    const client = (side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)) as PgStandIn;
     const sql = scenario === 'pg-call' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
     close();
   } else if (scenario === 'mysql2-prepared-call') {
     // A statement prepared once on mysql2's promise API, then executed in a loop of awaited calls.
-    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
-    const statement = { execute: (_v: unknown[]): Promise<unknown> => Promise.resolve([header, undefined]), close: (): void => undefined };
-    const standIn = mysql2StandIn(header) as { prepare: () => Promise<unknown> };
-    standIn.prepare = (): Promise<unknown> => Promise.resolve(statement);
-    const client = (side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder)) as unknown as { prepare(sql: string): Promise<typeof statement> };
+    const standIn = mysql2StandIn();
+    const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
     const prepared = await client.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
     open();
     for (let i = 0; i < warmup + measured; i++) await prepared.execute([i, 'x']);
     close();
   } else if (scenario === 'mysql2-callback-call') {
     // mysql2's callback API, as knex and kysely call it: the stand-in calls back on the next microtask.
-    const header = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
-    type Callback = (error: Error | null, result?: unknown) => void;
-    const standIn = {
-      query: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, header)),
-      execute: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, header)),
-      promise: (): unknown => ({}),
-      threadId: 1,
-    };
-    const client = (side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder)) as typeof standIn;
+    const standIn = mysql2CallbackStandIn();
+    const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
     const call = (i: number): Promise<unknown> => new Promise((resolve, reject) => client.query('INSERT INTO t (a, b) VALUES (?, ?)', [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
     open();
     for (let i = 0; i < warmup + measured; i++) await call(i);

@@ -4,7 +4,8 @@
  * through Jest's module registry into its vm context, as a user's test suite loads an installed sqltally).
  */
 import type { DriverRecorder as Recorder } from '../counters/driver-layer';
-import { countExpandedValues, DriverRecorder, makeRows, wrapBetterSqlite3 } from './shipped';
+import { countExpandedValues, DriverRecorder, makeRows, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
+import { mysql2StandIn, pgStandIn, type PgStandIn } from './stand-ins';
 
 export interface PairFigures {
   pairs: number;
@@ -23,6 +24,8 @@ export interface ContextFigures {
   perRowTx: PairFigures;
   /** A prepared `SELECT 1`, `get()` 20000 times in a window. */
   select: PairFigures;
+  /** An awaited 2-value INSERT of one text on a pg / mysql2 stand-in that settles at once, 5000 in a window. */
+  network: { pg: PairFigures; mysql2: PairFigures };
   /**
    * Counting one mysql2 `VALUES ?` call's nested values (`rows` x 6), median CPU in ms: what the text-protocol wrappers
    * do per call. `cold` after 3 calls, as a bulk load makes few such calls; `warm` after 200 more. Here: 0.67 / 0.62 ms
@@ -77,6 +80,53 @@ function pairs(n: number, calls: number, raw: () => number, counted: () => numbe
   return { pairs: n, cpuRatio: median(ratios), addedNsPerCall: median(added), rawNsPerCall: median(raws) };
 }
 
+/** {@link pairs} for measurements that await. */
+async function asyncPairs(n: number, calls: number, raw: () => Promise<number>, counted: () => Promise<number>): Promise<PairFigures> {
+  for (let i = 0; i < 5; i++) {
+    await raw();
+    await counted();
+  }
+  const ratios: number[] = [];
+  const added: number[] = [];
+  const raws: number[] = [];
+  for (let i = 0; i < n; i++) {
+    let r: number;
+    let c: number;
+    if (i % 2 === 0) {
+      r = await raw();
+      c = await counted();
+    } else {
+      c = await counted();
+      r = await raw();
+    }
+    ratios.push(c / r);
+    added.push((c - r) / calls);
+    raws.push(r / calls);
+  }
+  return { pairs: n, cpuRatio: median(ratios), addedNsPerCall: median(added), rawNsPerCall: median(raws) };
+}
+
+const NETWORK_CALLS = 5_000;
+
+/** The network drivers' per-call path on stand-ins, the same in plain Node and under Jest. */
+async function networkCost(recorder: Recorder, opts: { pairs: number; control: boolean }): Promise<{ pg: PairFigures; mysql2: PairFigures }> {
+  const measure = async (driver: 'pg' | 'mysql2'): Promise<PairFigures> => {
+    const raw: PgStandIn = driver === 'pg' ? pgStandIn() : mysql2StandIn();
+    const counted = (opts.control ? raw : driver === 'pg' ? wrapPg(raw, recorder) : wrapMysql2(raw, recorder)) as PgStandIn;
+    const sql = driver === 'pg' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    const loop = (client: PgStandIn, windowed: boolean) => async (): Promise<number> => {
+      if (windowed && !opts.control) recorder.begin();
+      const cpu0 = cpuNow();
+      for (let i = 0; i < NETWORK_CALLS; i++) await client.query(sql, [i, 'x']);
+      const ns = cpuNow() - cpu0;
+      if (windowed && !opts.control) recorder.end();
+      return ns;
+    };
+    return asyncPairs(opts.pairs, NETWORK_CALLS, loop(raw, false), loop(counted, true));
+  };
+  return { pg: await measure('pg'), mysql2: await measure('mysql2') };
+}
+
 export async function measureContext(context: ContextFigures['context'], opts: { rows: number; pairs: number; control: boolean }): Promise<ContextFigures> {
   const { default: Sqlite } = await import('better-sqlite3');
   const rows = makeRows(opts.rows);
@@ -123,8 +173,9 @@ export async function measureContext(context: ContextFigures['context'], opts: {
   const selectFigures = pairs(opts.pairs, SELECT_CALLS, select(false), select(true));
   rawDb.close();
   countedDb.close();
+  const network = await networkCost(recorder, opts);
   const { globalLookupNs, bindingNs } = lookupCost();
-  return { context, control: opts.control, rows: opts.rows, perRowTx, select: selectFigures, expandedValuesMs: expandedValuesCost(rows), globalLookupNs, bindingNs };
+  return { context, control: opts.control, rows: opts.rows, perRowTx, select: selectFigures, network, expandedValuesMs: expandedValuesCost(rows), globalLookupNs, bindingNs };
 }
 
 function expandedValuesCost(rows: readonly (readonly unknown[])[]): { cold: number; warm: number } {

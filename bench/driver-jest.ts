@@ -74,6 +74,8 @@ async function main(argv: string[]): Promise<number> {
     const where = f.context === 'node' ? 'plain Node' : 'under Jest';
     console.log(line(`${tag}${where}, per-row-tx ${rows} rows`, f.perRowTx, control));
     console.log(line(`${tag}${where}, prepared SELECT 1`, f.select, control));
+    console.log(line(`${tag}${where}, an awaited pg call on a stand-in`, f.network.pg, control));
+    console.log(line(`${tag}${where}, an awaited mysql2 call on a stand-in`, f.network.mysql2, control));
     console.log(`${where}: counting one mysql2 VALUES ? call of ${rows} rows x 6 values ${f.expandedValuesMs.cold.toFixed(2)} ms after 3 calls, ${f.expandedValuesMs.warm.toFixed(2)} ms after 200`);
     console.log(`${where}: one global lookup (Math.imul through Math) ${f.globalLookupNs.toFixed(1)} ns, through a module binding ${f.bindingNs.toFixed(1)} ns`);
   }

@@ -36,7 +36,6 @@
  * The SQLite sections then compare raw against raw too.
  */
 import os from 'node:os';
-import { format as mysql2Format } from 'mysql2';
 import postgres from 'postgres';
 import { parseArgs } from 'node:util';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
@@ -69,6 +68,7 @@ import {
   wrapPg,
   wrapPostgresJs,
 } from './shipped';
+import { mysql2StandIn, pgStandIn, type Mysql2StandIn, type PgStandIn } from './stand-ins';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
 const TARGET_RATIO = 1.02;
@@ -441,34 +441,9 @@ interface NetworkOwnFigures {
   windowCloseNs: number;
 }
 
-const RESULT_SET_HEADER = { fieldCount: 0, affectedRows: 0, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
-
-/**
- * Stand-ins for a mysql2 promise connection and a pg Client whose calls settle at once: what counting a network
- * driver's call adds (its values counted, a text new to the window classified and its caller captured, the event),
- * measured where the real call's milliseconds of formatting and I/O hide it. Recognised as the real ones by shape.
- */
-function networkStandIns(formats = false): { mysql2: { query(sql: string, values?: unknown): Promise<unknown> }; pg: { query(sql: string, values?: unknown[]): Promise<unknown> } } {
-  // mysql2's query() formats the values into its SQL text (its own `format`, sql-escaper) before the call returns;
-  // the stand-in that `formats` does the same, so counting is measured beside the work the real call does anyway.
-  const query = formats
-    ? (sql: string, values?: unknown): Promise<unknown> => (mysql2Format(sql, values as never).length >= 0 ? Promise.resolve([RESULT_SET_HEADER, undefined]) : Promise.reject(new Error('never')))
-    : (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
-  const mysql2 = {
-    query,
-    execute: (_sql: string, _values?: unknown): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]),
-    prepare: (): Promise<unknown> => Promise.reject(new Error('not in the stand-in')),
-    beginTransaction: (): Promise<void> => Promise.resolve(),
-    commit: (): Promise<void> => Promise.resolve(),
-    rollback: (): Promise<void> => Promise.resolve(),
-    connection: { threadId: 1, promise: (): unknown => mysql2 },
-  };
-  const pg = {
-    processID: 1,
-    connect: (): Promise<void> => Promise.resolve(),
-    query: (_sql: string, _values?: unknown[]): Promise<unknown> => Promise.resolve({ command: 'INSERT', rowCount: 0, rows: [] }),
-  };
-  return { mysql2, pg };
+/** The stand-ins a network figure runs on: the plain ones, or a mysql2 that formats its values as `query()` does. */
+function networkStandIns(formats = false): { mysql2: Mysql2StandIn; pg: PgStandIn } {
+  return { mysql2: mysql2StandIn({ formats }), pg: pgStandIn() };
 }
 
 interface NetworkPerCallFigures {

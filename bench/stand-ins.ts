@@ -1,0 +1,66 @@
+/**
+ * Stand-ins for network drivers' objects whose calls settle at once, recognised by sqltally's wrappers as the real
+ * ones by shape: what counting a network driver's call adds (its values counted, a text new to the window classified
+ * and its caller captured, the event), measured where a real call's formatting and I/O would hide it. One place for
+ * every bench that needs them (driver-overhead, driver-cpu, driver-jest).
+ */
+import { format as mysql2Format } from 'mysql2';
+
+export const RESULT_SET_HEADER = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
+
+export interface Mysql2StandIn {
+  query(sql: string, values?: unknown): Promise<unknown>;
+  execute(sql: string, values?: unknown): Promise<unknown>;
+  prepare(sql: string): Promise<{ execute(values: unknown[]): Promise<unknown>; close(): void }>;
+}
+
+export interface PgStandIn {
+  query(sql: string, values?: unknown[]): Promise<unknown>;
+}
+
+export interface Mysql2CallbackStandIn {
+  query(sql: string, values: unknown, cb: (error: Error | null, result?: unknown) => void): void;
+}
+
+/**
+ * A mysql2 promise connection. With `formats`, `query` formats its values into the SQL text with mysql2's own
+ * `format` (sql-escaper), as the real `query()` does before it returns, so counting is measured beside the work the
+ * real call does anyway. `prepare` hands out a statement whose `execute` settles at once.
+ */
+export function mysql2StandIn(opts: { formats?: boolean } = {}): Mysql2StandIn {
+  const settled = (): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
+  const query = opts.formats
+    ? (sql: string, values?: unknown): Promise<unknown> => (mysql2Format(sql, values as never).length >= 0 ? settled() : Promise.reject(new Error('never')))
+    : settled;
+  const statement = { execute: settled, close: (): void => undefined };
+  const mysql2 = {
+    query,
+    execute: settled,
+    prepare: (): Promise<typeof statement> => Promise.resolve(statement),
+    beginTransaction: (): Promise<void> => Promise.resolve(),
+    commit: (): Promise<void> => Promise.resolve(),
+    rollback: (): Promise<void> => Promise.resolve(),
+    connection: { threadId: 1, promise: (): unknown => mysql2 },
+  };
+  return mysql2;
+}
+
+/** A pg `Client`. */
+export function pgStandIn(): PgStandIn {
+  return {
+    processID: 1,
+    connect: (): Promise<void> => Promise.resolve(),
+    query: (): Promise<unknown> => Promise.resolve({ command: 'INSERT', rowCount: 1, rows: [] }),
+  } as PgStandIn;
+}
+
+/** A mysql2 connection on the callback API (knex and kysely call it so), calling back on the next microtask. */
+export function mysql2CallbackStandIn(): Mysql2CallbackStandIn {
+  type Callback = (error: Error | null, result?: unknown) => void;
+  return {
+    query: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, RESULT_SET_HEADER)),
+    execute: (_s: string, _v: unknown, cb: Callback): void => queueMicrotask(() => cb(null, RESULT_SET_HEADER)),
+    promise: (): unknown => ({}),
+    threadId: 1,
+  } as Mysql2CallbackStandIn;
+}
