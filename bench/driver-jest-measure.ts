@@ -54,34 +54,8 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** Alternating pairs (raw first in even rounds), after warm-up rounds of both. */
-function pairs(n: number, calls: number, raw: () => number, counted: () => number): PairFigures {
-  for (let i = 0; i < 5; i++) {
-    raw();
-    counted();
-  }
-  const ratios: number[] = [];
-  const added: number[] = [];
-  const raws: number[] = [];
-  for (let i = 0; i < n; i++) {
-    let r: number;
-    let c: number;
-    if (i % 2 === 0) {
-      r = raw();
-      c = counted();
-    } else {
-      c = counted();
-      r = raw();
-    }
-    ratios.push(c / r);
-    added.push((c - r) / calls);
-    raws.push(r / calls);
-  }
-  return { pairs: n, cpuRatio: median(ratios), addedNsPerCall: median(added), rawNsPerCall: median(raws) };
-}
-
-/** {@link pairs} for measurements that await. */
-async function asyncPairs(n: number, calls: number, raw: () => Promise<number>, counted: () => Promise<number>): Promise<PairFigures> {
+/** Alternating pairs (raw first in even rounds), after warm-up rounds of both; a side may await (the network calls). */
+async function pairs(n: number, calls: number, raw: () => number | Promise<number>, counted: () => number | Promise<number>): Promise<PairFigures> {
   for (let i = 0; i < 5; i++) {
     await raw();
     await counted();
@@ -122,7 +96,7 @@ async function networkCost(recorder: Recorder, opts: { pairs: number; control: b
       if (windowed && !opts.control) recorder.end();
       return ns;
     };
-    return asyncPairs(opts.pairs, NETWORK_CALLS, loop(raw, false), loop(counted, true));
+    return pairs(opts.pairs, NETWORK_CALLS, loop(raw, false), loop(counted, true));
   };
   return { pg: await measure('pg'), mysql2: await measure('mysql2') };
 }
@@ -159,7 +133,7 @@ export async function measureContext(context: ContextFigures['context'], opts: {
     });
     return cpuNow() - cpu0;
   };
-  const perRowTx = pairs(opts.pairs, rows.length + 3, perRow(rawDb, false), perRow(countedDb, true));
+  const perRowTx = await pairs(opts.pairs, rows.length + 3, perRow(rawDb, false), perRow(countedDb, true));
   const selectOf = (db: Database): Statement => db.prepare('SELECT 1');
   const rawSelect = selectOf(rawDb);
   const select = (counted: boolean) => (): number => {
@@ -170,7 +144,7 @@ export async function measureContext(context: ContextFigures['context'], opts: {
     });
     return cpuNow() - cpu0;
   };
-  const selectFigures = pairs(opts.pairs, SELECT_CALLS, select(false), select(true));
+  const selectFigures = await pairs(opts.pairs, SELECT_CALLS, select(false), select(true));
   rawDb.close();
   countedDb.close();
   const network = await networkCost(recorder, opts);
