@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3';
 // The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
 import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
-import { mysql2CallbackStandIn, mysql2StandIn, pgStandIn, type PgStandIn } from './stand-ins';
+import { mysql2CallbackStandIn, mysql2StandIn, pgStandIn, STAND_IN_INSERT, type PgStandIn } from './stand-ins';
 
 const PER_ROW_WINDOW = 5_000;
 
@@ -56,7 +56,7 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     // own-network per-call figure), one window for all: a network driver's per-call path.
     const standIn = scenario === 'pg-call' ? pgStandIn() : mysql2StandIn();
     const client = (side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)) as PgStandIn;
-    const sql = scenario === 'pg-call' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    const sql = scenario === 'pg-call' ? STAND_IN_INSERT.pg : STAND_IN_INSERT.mysql2;
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
     close();
@@ -64,7 +64,7 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     // A statement prepared once on mysql2's promise API, then executed in a loop of awaited calls.
     const standIn = mysql2StandIn();
     const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
-    const prepared = await client.prepare('INSERT INTO t (a, b) VALUES (?, ?)');
+    const prepared = await client.prepare(STAND_IN_INSERT.mysql2);
     open();
     for (let i = 0; i < warmup + measured; i++) await prepared.execute([i, 'x']);
     close();
@@ -72,7 +72,7 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     // mysql2's callback API, as knex and kysely call it: the stand-in calls back on the next microtask.
     const standIn = mysql2CallbackStandIn();
     const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
-    const call = (i: number): Promise<unknown> => new Promise((resolve, reject) => client.query('INSERT INTO t (a, b) VALUES (?, ?)', [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
+    const call = (i: number): Promise<unknown> => new Promise((resolve, reject) => client.query(STAND_IN_INSERT.mysql2, [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
     open();
     for (let i = 0; i < warmup + measured; i++) await call(i);
     close();

@@ -5,7 +5,7 @@
  */
 import type { DriverRecorder as Recorder } from '../counters/driver-layer';
 import { countExpandedValues, DriverRecorder, makeRows, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
-import { mysql2StandIn, pgStandIn, type PgStandIn } from './stand-ins';
+import { mysql2StandIn, pgStandIn, STAND_IN_INSERT, type PgStandIn } from './stand-ins';
 
 export interface PairFigures {
   pairs: number;
@@ -87,7 +87,7 @@ async function networkCost(recorder: Recorder, opts: { pairs: number; control: b
   const measure = async (driver: 'pg' | 'mysql2'): Promise<PairFigures> => {
     const raw: PgStandIn = driver === 'pg' ? pgStandIn() : mysql2StandIn();
     const counted = (opts.control ? raw : driver === 'pg' ? wrapPg(raw, recorder) : wrapMysql2(raw, recorder)) as PgStandIn;
-    const sql = driver === 'pg' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    const sql = STAND_IN_INSERT[driver];
     const loop = (client: PgStandIn, windowed: boolean) => async (): Promise<number> => {
       if (windowed && !opts.control) recorder.begin();
       const cpu0 = cpuNow();

@@ -68,7 +68,7 @@ import {
   wrapPg,
   wrapPostgresJs,
 } from './shipped';
-import { mysql2StandIn, pgStandIn, type Mysql2StandIn, type PgStandIn } from './stand-ins';
+import { mysql2StandIn, pgStandIn, STAND_IN_INSERT, type Mysql2StandIn, type PgStandIn } from './stand-ins';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
 const TARGET_RATIO = 1.02;
@@ -507,7 +507,7 @@ async function networkPerCallBench(control: boolean): Promise<NetworkPerCallFigu
   const counted = control ? raw : { mysql2: wrapMysql2(raw.mysql2 as never, recorder), pg: wrapPg(raw.pg as never, recorder) };
   const out: NetworkPerCallFigures[] = [];
   for (const driver of ['pg', 'mysql2'] as const) {
-    const sql = driver === 'pg' ? 'INSERT INTO t (a, b) VALUES ($1, $2)' : 'INSERT INTO t (a, b) VALUES (?, ?)';
+    const sql = STAND_IN_INSERT[driver];
     const loop = async (side: typeof raw): Promise<number> => {
       recorder.begin();
       const cpu0 = cpuNow();

@@ -6,6 +6,9 @@
  */
 import { format as mysql2Format } from 'mysql2';
 
+/** The 2-value INSERT the per-call figures repeat, in each driver's placeholder style. */
+export const STAND_IN_INSERT = { pg: 'INSERT INTO t (a, b) VALUES ($1, $2)', mysql2: 'INSERT INTO t (a, b) VALUES (?, ?)' } as const;
+
 export const RESULT_SET_HEADER = { fieldCount: 0, affectedRows: 1, insertId: 0, info: '', serverStatus: 2, warningStatus: 0, changedRows: 0 };
 
 export interface Mysql2StandIn {

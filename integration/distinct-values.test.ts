@@ -47,8 +47,6 @@ type PostgresJsLike = ((strings: TemplateStringsArray, ...values: unknown[]) => 
 };
 type SqliteLike = { prepare(sql: string): { run(...args: unknown[]): unknown } };
 
-const view = <T>(handle: unknown): T => handle as T;
-
 const MYSQL2_FORMS: Form<Mysql2Like>[] = [
   { name: 'query(sql, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, [v]) },
   { name: 'query({ sql, values })', call: (h, t, v) => h.query({ sql: `INSERT INTO ${t} VALUES (?)`, values: [v] }) },
@@ -125,7 +123,7 @@ describeEachBackend((b) => {
         try {
           await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
           await runSql(driver, raw, `CREATE TABLE ${table} (v INT)`);
-          const handle = view<unknown>(conn.handle);
+          const handle: unknown = conn.handle;
           const prepared = form.prepare ? await form.prepare(handle, table) : undefined;
           recorder.begin();
           for (const value of [1, 2, 2]) await form.call(handle, table, value, prepared);
