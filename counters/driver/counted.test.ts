@@ -1,4 +1,6 @@
 import { EventEmitter } from 'node:events';
+import mysql2 from 'mysql2';
+import { SqlLexer } from '../tokenizer';
 import { DriverRecorder, DriverTally } from '../driver-layer';
 import type { CallShape, CallSite } from './counted';
 import {
@@ -36,8 +38,35 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
   it('counts one value per key of an object, and one for Buffers, Dates, bigints and toSqlString objects', () => {
     expect(countExpandedValues([{ a: 1, b: 2, c: 3 }])).toBe(3);
     expect(countExpandedValues({ id: 1, name: 'x' })).toBe(2);
+    expect(countExpandedValues([{ id: 1, name: 'x', toJSON: () => 'skipped' }])).toBe(2);
     expect(countExpandedValues([Buffer.from('ab'), new Date(0), 5n, { toSqlString: () => 'NOW()' }])).toBe(4);
     expect(countExpandedValues(7)).toBe(1);
+  });
+
+  it('counts an object inside a list as one value: the drivers write it as one string there', () => {
+    expect(countExpandedValues([[[1, { a: 1, b: 2 }], [2, { a: 3, b: 4 }]]])).toBe(4);
+    expect(countExpandedValues([[{ a: 1 }, new Date(0), Buffer.from('x')]])).toBe(3);
+  });
+
+  // The model above against the driver's own code: mysql2's `format` (what its query() sends) writes each value it
+  // binds as one literal, so the literals of its output are the values bound. A `toSqlString` value is raw SQL and
+  // has no literal to count, so it is checked above instead.
+  it.each<[string, string, unknown[]]>([
+    ['VALUES ? with rows of every scalar type', 'INSERT INTO t VALUES ?', [[[1, 'a', null, 1.5, 5n, new Date(0)], [2, "b'c", Buffer.from('x'), true, false, -3]]]],
+    ['a flat list', 'INSERT INTO t VALUES (?, ?), (?, ?)', [1, 'a', 2, 'b']],
+    ['SET ? skips function values', 'INSERT INTO t SET ?', [{ a: 1, b: 'x', c: null, f: () => 1 }]],
+    ['an object inside a row', 'INSERT INTO t VALUES ?', [[[1, { a: 1, b: 2 }]]]],
+    ['IN (?)', 'SELECT * FROM t WHERE id IN (?) AND k = ?', [[1, 2, 3], 'k']],
+    ['a list nested in a row', 'INSERT INTO t VALUES ?', [[[1, [2, 3]], [4, [5, [6]]]]]],
+  ])('agrees with mysql2 format: %s', (_form, sql, values) => {
+    const formatted = mysql2.format(sql, values as never);
+    const lexer = new SqlLexer(formatted, 'mysql');
+    let literals = 0;
+    for (let t = lexer.next(); t; t = lexer.next()) {
+      if (t.type === 'string' || t.type === 'number' || (t.type === 'word' && ['NULL', 'TRUE', 'FALSE'].includes(t.value))) literals++;
+    }
+    expect(formatted).not.toContain('?');
+    expect(countExpandedValues(values)).toBe(literals);
   });
 });
 
