@@ -43,6 +43,13 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
     expect(countExpandedValues(7)).toBe(1);
   });
 
+  it("counts an object among the values as one where the driver writes it as one string (mariadb's JSON)", () => {
+    expect(countExpandedValues([1, { a: 1, b: 2 }], 'one')).toBe(2);
+    expect(countExpandedValues([1, { a: 1, b: 2 }], 'keys')).toBe(3);
+    // A plain object as the values is named placeholders for both drivers.
+    expect(countExpandedValues({ a: 1, b: 2 }, 'one')).toBe(2);
+  });
+
   it('counts an object inside a list as one value: the drivers write it as one string there', () => {
     expect(countExpandedValues([[[1, { a: 1, b: 2 }], [2, { a: 3, b: 4 }]]])).toBe(4);
     expect(countExpandedValues([[{ a: 1 }, new Date(0), Buffer.from('x')]])).toBe(3);

@@ -335,12 +335,14 @@ export function countedProxy<T extends object>(
 
 /**
  * Values a text-protocol call binds, as the MySQL drivers expand them on the client: a top-level array (`IN (?)`,
- * `VALUES ?` with `[[1, 'a'], [2, 'b']]`) is flattened to its scalars; a top-level plain object (`SET ?`, named
- * placeholders) counts one value per key whose value is not a function (both drivers skip those); anything else,
- * a Buffer, a Date, a `toSqlString` object, is one value. Inside a list only a nested array expands: mysql2 (both
- * sqlstring and sql-escaper) writes an object there as one quoted string, mariadb as one JSON string.
+ * `VALUES ?` with `[[1, 'a'], [2, 'b']]`) is flattened to its scalars; a plain object handed as the values
+ * (named placeholders) counts one value per key whose value is not a function (both drivers skip those); a plain
+ * object among the values counts the same where the driver expands it (`objects: 'keys'`: mysql2's `SET ?`,
+ * mariadb's `permitSetMultiParamEntries`) and is one value where it writes it as one string (`'one'`: mariadb's
+ * JSON). Anything else, a Buffer, a Date, a `toSqlString` object, is one value. Inside a list only a nested array
+ * expands: mysql2 (sqlstring and sql-escaper alike) writes an object there as one quoted string, mariadb as JSON.
  */
-export function countExpandedValues(values: unknown): number {
+export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = 'keys'): number {
   if (values === undefined) return 0;
   if (typeof values !== 'object' || values === null) return 1;
   if (!isArray(values)) return countObject(values);
@@ -349,7 +351,7 @@ export function countExpandedValues(values: unknown): number {
     const v: unknown = values[i];
     if (typeof v !== 'object' || v === null) n++;
     else if (isArray(v)) n += countList(v);
-    else n += countObject(v);
+    else n += objects === 'keys' ? countObject(v) : 1;
   }
   return n;
 }
