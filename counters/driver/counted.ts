@@ -341,6 +341,9 @@ export function countedProxy<T extends object>(
  * mariadb's `permitSetMultiParamEntries`) and is one value where it writes it as one string (`'one'`: mariadb's
  * JSON). Anything else, a Buffer, a Date, a `toSqlString` object, is one value. Inside a list only a nested array
  * expands: mysql2 (sqlstring and sql-escaper alike) writes an object there as one quoted string, mariadb as JSON.
+ * Not modelled: a mysql2 `??` placeholder takes its value as an identifier (counted here as values); sql-escaper
+ * (mysql2 3.17 on; 1.9 read here) expands a top-level object only in a `SET` or `ON DUPLICATE KEY UPDATE` list and elsewhere writes
+ * `'[object Object]'`, a bug in the caller's SQL, still counted here one per key.
  */
 export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = 'keys'): number {
   if (values === undefined) return 0;
