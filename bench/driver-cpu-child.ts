@@ -1,6 +1,6 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call|mysql2-prepared-call> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call|mysql2-prepared-call|mysql2-values> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
@@ -59,6 +59,15 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     const sql = scenario === 'pg-call' ? STAND_IN_INSERT.pg : STAND_IN_INSERT.mysql2;
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
+    close();
+  } else if (scenario === 'mysql2-values') {
+    // One `VALUES ?` call of 5000 rows x 6 on mysql2's promise API (a stand-in that settles at once, formats nothing),
+    // one window for all: what counting the values mysql2 would expand costs, 30000 of them a call.
+    const standIn = mysql2StandIn();
+    const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
+    const rows = Array.from({ length: 5000 }, (_, r) => [r, r, r * 0.5, `t${r % 97}`, 'text', null]);
+    open();
+    for (let i = 0; i < warmup + measured; i++) await client.query('INSERT INTO t VALUES ?', [rows]);
     close();
   } else if (scenario === 'mysql2-prepared-call') {
     // A statement prepared once on mysql2's promise API, then executed in a loop of awaited calls.
