@@ -15,7 +15,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges', 'askSteady', 'callerFor'],
   'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'callbackCall', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch', 'commonHooks', 'wrapStatement', 'valuesOf', 'sqlOf'],
-  'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape', 'countedQuery', 'pgProtocol'],
+  'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape', 'countedQuery', 'pgProtocol', 'callbackInConfig', 'throughCallback', 'restack'],
   'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countQuery', 'countedHandle', 'settle', 'rowsOf', 'isQuery'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'needsCaller', 'askAnswered', 'steadyCounter', 'count', 'open'],
   'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],

@@ -1,5 +1,7 @@
 // @waits 9: the drivers of each backend wrapped and run against it.
+import { spawnSync } from 'node:child_process';
 import dc from 'node:diagnostics_channel';
+import path from 'node:path';
 import mysql2Callback from 'mysql2';
 import mysql2 from 'mysql2/promise';
 import * as mariadb from 'mariadb';
@@ -12,6 +14,7 @@ import { wrapMysql2 } from '../counters/driver/mysql2';
 import { openCountedConnection, openRawConnection } from '../counters/driver/open';
 import { wrapPg } from '../counters/driver/pg';
 import { describeEachBackend, withBackend } from './harness';
+import { tsChild } from './ts-child';
 
 // Driver wrapping is about the driver, not the server version: the plain backend ids are enough.
 const NETWORK_BACKENDS = new Set(['mariadb', 'mysql', 'postgres']);
@@ -253,6 +256,85 @@ describeEachBackend(
             await raw.close();
             await other.close();
           }
+        });
+
+        // A promise-form call is made through pg's callback form inside a promise built as pg builds its own (one
+        // promise fewer than chaining pg's). What the caller can observe must be pg's: the result, the error and its
+        // stack, the promise class, a config object left as pg leaves it, a synchronous throw.
+        it('a promise-form call through the callback form: the caller sees what raw pg gives', async () => {
+          const info = network(backend().connection);
+          const config = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };
+          const raw = new pg.Client(config);
+          const other = new pg.Client(config);
+          // pg's `Promise` option (deprecated for pg 9): the caller gets that class, wrapped or not.
+          class OwnPromise<T> extends Promise<T> {}
+          const withOwn = { ...config, Promise: OwnPromise } as pg.ClientConfig;
+          const rawOwn = new pg.Client(withOwn);
+          const otherOwn = new pg.Client(withOwn);
+          await Promise.all([raw, other, rawOwn, otherOwn].map((c) => c.connect()));
+          const tally = new DriverTally();
+          const wrapped = wrapPg(other, tally);
+          try {
+            for (const client of [rawOwn, wrapPg(otherOwn, new DriverTally())]) {
+              const result = client.query('SELECT 1 AS one');
+              expect(result).toBeInstanceOf(OwnPromise);
+              expect((await result).rows).toEqual([{ one: 1 }]);
+            }
+            const observe = async (client: pg.Client) => {
+              const reused = { text: 'SELECT $1::int AS n', values: [1] };
+              const rows = [(await client.query(reused)).rows, (await client.query(reused)).rows];
+              const valuesApart: { text: string; values?: unknown[] } = { text: 'SELECT $1::int AS n' };
+              rows.push((await client.query(valuesApart, [2])).rows);
+              const error = (await rejectionOf(client.query('SELECT no_such_column'))) as Error & { code?: string };
+              let thrown: unknown;
+              try {
+                void client.query(null as never);
+              } catch (e) {
+                thrown = e;
+              }
+              return {
+                rows,
+                configs: [Object.keys(reused), Object.keys(valuesApart)],
+                error: [error instanceof Error, error.code],
+                // pg takes the stack again where the caller awaits, so it leads back here, not to the socket.
+                stackLeadsHere: error.stack?.includes('driver-wrap.test.ts'),
+                thrown: thrown instanceof TypeError,
+              };
+            };
+            const seen = await observe(raw);
+            expect(seen).toMatchObject({ rows: [[{ n: 1 }], [{ n: 1 }], [{ n: 2 }]], error: [true, '42703'], stackLeadsHere: true, thrown: true });
+            expect(await observe(wrapped)).toEqual(seen);
+            expect(tally.events.map((e) => `${e.statementClass}/b${e.bindValues}/${e.error === null ? 'ok' : 'error'}`)).toEqual([
+              'select/b1/ok',
+              'select/b1/ok',
+              'select/b1/ok',
+              'select/b0/error',
+              'other/b0/error',
+            ]);
+            expect(tally.events.slice(0, 3).every((e) => e.connectionId === (other as unknown as { processID: number }).processID && e.durationNs > 0)).toBe(true);
+          } finally {
+            await Promise.all([raw, other, rawOwn, otherOwn].map((c) => c.end()));
+          }
+        });
+
+        it('a failed promise-form call nobody handles is still reported as unhandled (a child process: Jest hides it)', async () => {
+          const info = network(backend().connection);
+          const code = `
+            const pg = require('pg');
+            const { DriverTally } = require('./counters/driver-layer');
+            const { wrapPg } = require('./counters/driver/pg');
+            const info = ${JSON.stringify({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database })};
+            process.on('unhandledRejection', (e) => { console.log('unhandled ' + e.code); process.exit(0); });
+            (async () => {
+              const client = new pg.Client(info);
+              await client.connect();
+              const tally = new DriverTally();
+              wrapPg(client, tally).query('SELECT no_such_column');
+              setTimeout(() => { console.log('none after ' + tally.events.length + ' events'); process.exit(1); }, 5000);
+            })();`;
+          const { stdout, status } = spawnSync(process.execPath, [...tsChild(), '-e', code], { cwd: path.resolve(__dirname, '..'), encoding: 'utf8', timeout: 30_000 });
+          expect(stdout.trim()).toBe('unhandled 42703');
+          expect(status).toBe(0);
         });
 
         it('counts once when wrapped twice, and counts pool queries and pool clients', async () => {

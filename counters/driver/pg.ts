@@ -1,10 +1,10 @@
 import { SqltallyError } from '../../containers/errors';
 import type { CallProtocol, StatementSink } from '../events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
-import { callbackIndex, countedProxy, memoShape, toCount, track, trackCallback, wrapOnce } from './counted';
+import { callbackIndex, callerAtCall, countedProxy, emit, memoShape, nowNs, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
-import { isArray } from '../intrinsics';
+import { ErrorClass, hasOwn, isArray } from '../intrinsics';
 
 const DRIVER = 'pg';
 
@@ -73,7 +73,7 @@ function pgProtocol(config: Loose | undefined, boundValues: number): CallProtoco
   return 'simple';
 }
 
-function countedQuery(site: CallSite) {
+function countedQuery(site: CallSite, ownPromise: PromiseConstructor | null) {
   const memo: ShapeMemo = { last: null };
   return (original: (...a: unknown[]) => unknown) =>
     function query(...args: unknown[]) {
@@ -81,8 +81,99 @@ function countedQuery(site: CallSite) {
       if (submittable) return track(site, shape, () => original(...args), noRows, values);
       const cb = callbackIndex(args);
       if (cb >= 0) return trackCallback(site, shape, args, cb, (patched) => original(...patched), pgRowsAffected, values);
+      if (ownPromise !== null && !callbackInConfig(args[0])) return throughCallback(site, shape, args, original, ownPromise, values);
       return track(site, shape, () => original(...args), pgRowsAffected, values);
     };
+}
+
+/**
+ * The promise pg builds around a query, read once per wrap from the `query` it runs: a Client builds
+ * `new this._Promise(...)` and a Pool `promisify(this.Promise, cb)`, each settled by the query's callback and then
+ * `.catch`-ed to re-capture a failed query's stack. Where that is what `query` does, a promise-form call goes through
+ * the callback form inside one such promise of ours (see throughCallback); anything else keeps its own promise, chained
+ * by `track`.
+ */
+function ownPromiseOf(target: Loose, isPool: boolean): PromiseConstructor | null {
+  const ctor = isPool ? target.Promise : target._Promise;
+  if (typeof ctor !== 'function' || typeof target.query !== 'function') return null;
+  let source: string;
+  try {
+    source = Function.prototype.toString.call(target.query);
+  } catch {
+    return null;
+  }
+  return source.includes(isPool ? 'promisify(this.Promise' : 'new this._Promise(') ? (ctor as PromiseConstructor) : null;
+}
+
+/** A config object carrying its own callback makes pg run the callback form and return nothing: left as it is. */
+function callbackInConfig(config: unknown): boolean {
+  return config !== null && typeof config === 'object' && typeof (config as Loose).callback === 'function';
+}
+
+/**
+ * A promise-form call made through pg's callback form, inside a promise built as pg builds its own: the caller gets
+ * the same kind of promise, settled with the same result or error, and the error's stack re-captured as pg does, but
+ * counting adds no promise of its own. Chaining pg's promise did (`track`), about 950 instructions a call, and under
+ * Jest, whose runner turns promise hooks on for every promise in its workers, some 200 ns (bench/driver-cost.md).
+ */
+function throughCallback(
+  site: CallSite,
+  shape: CallShape,
+  args: unknown[],
+  original: (...a: unknown[]) => unknown,
+  OwnPromise: PromiseConstructor,
+  values: unknown[],
+): Promise<unknown> {
+  // `track` and `trackCallback` inlined: their closures and argument copies cost what the promise saved.
+  const sink = site.sink;
+  const caller = callerAtCall(site, shape);
+  sink.inFlight?.(1);
+  const timed = sink.timed !== false;
+  const start = timed ? nowNs() : 0;
+  let resolveOut!: (value: unknown) => void;
+  let rejectOut!: (error: unknown) => void;
+  const promise = new OwnPromise((resolve, reject) => {
+    resolveOut = resolve;
+    rejectOut = reject;
+  });
+  let done = false;
+  const callback = (error: unknown, result?: unknown): void => {
+    if (done) return;
+    done = true;
+    emit(site, shape, start, timed ? nowNs() : 0, error ? null : pgRowsAffected(result), error ?? null, values, caller);
+    sink.inFlight?.(-1);
+    if (error) rejectOut(error);
+    else resolveOut(result);
+  };
+  const config = args[0];
+  const object = config !== null && typeof config === 'object' ? (config as Loose) : null;
+  const hadOwn = object !== null && hasOwn(object, 'callback');
+  const before = object?.callback;
+  try {
+    original(config, args[1], callback);
+  } catch (error) {
+    // Thrown before pg made its promise (a null config): thrown to the caller as pg throws it, ours never settles.
+    if (!done) {
+      done = true;
+      emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
+      sink.inFlight?.(-1);
+    }
+    throw error;
+  } finally {
+    // pg writes the callback onto a config object (its normalizeQueryConfig), which its promise form never does: a
+    // config the caller reuses would carry ours into its next call. Put the object back as it was.
+    if (object !== null && object.callback !== before) {
+      if (hadOwn) object.callback = before;
+      else delete object.callback;
+    }
+  }
+  return promise.catch(restack);
+}
+
+/** pg's own `.catch`: the stack of an error that comes from the socket, taken again where the caller awaits it. */
+function restack(error: unknown): never {
+  if (error !== null && typeof error === 'object') ErrorClass.captureStackTrace(error, restack);
+  throw error;
 }
 
 /** Counts every query on a pg `Client` or `Pool` into `sink`; same type and behaviour out. */
@@ -104,7 +195,7 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
             return typeof pid === 'number' ? pid : null;
           },
     };
-    const hooks: MethodHooks<T> = { query: countedQuery(site) };
+    const hooks: MethodHooks<T> = { query: countedQuery(site, ownPromiseOf(o, isPool)) };
     if (isPool) {
       hooks.connect = (original) =>
         function connect(...args: unknown[]) {

@@ -1,0 +1,96 @@
+import { DriverRecorder } from '../driver-layer';
+import { wrapPg } from './pg';
+
+type Callback = (error: Error | null, result?: unknown) => void;
+type Config = { text: string; values?: unknown[]; callback?: Callback };
+
+/**
+ * A Client whose `query` builds its promise as pg 8.x does (`new this._Promise(...)`, settled by the query's callback)
+ * and, as pg before 8.16 did, writes `values` and `callback` onto a config object it is given. `fails` answers with an
+ * error instead of a result.
+ */
+function clientLikePg811(fails = false) {
+  const answered: Config[] = [];
+  return {
+    answered,
+    processID: 4,
+    _Promise: Promise,
+    connect: (): Promise<void> => Promise.resolve(),
+    query(this: { _Promise: PromiseConstructor }, config: string | Config, values?: unknown[] | Callback, callback?: Callback): Promise<unknown> | undefined {
+      // normalizeQueryConfig, writing onto the caller's object; then the Query, an object of its own.
+      const normal: Config = typeof config === 'string' ? { text: config } : config;
+      if (typeof values === 'function') normal.callback = values;
+      else if (values) normal.values = values;
+      if (callback) normal.callback = callback;
+      const q: Config = { ...normal };
+      let result: Promise<unknown> | undefined;
+      if (!q.callback) {
+        result = new this._Promise((resolve, reject) => {
+          q.callback = (err, res) => (err ? reject(err) : resolve(res));
+        }).catch((err: Error) => {
+          Error.captureStackTrace(err);
+          throw err;
+        });
+      }
+      const done = q.callback!;
+      answered.push(q);
+      queueMicrotask(() => (fails ? done(new Error('boom')) : done(null, { command: 'SELECT', rowCount: 1, rows: [{ n: 1 }] })));
+      return result;
+    },
+  };
+}
+
+describe('pg promise-form calls, made through the callback form', () => {
+  it('leave a config object as pg leaves it: a reused config is not handed our callback', async () => {
+    const recorder = new DriverRecorder();
+    const raw = clientLikePg811();
+    const counted = wrapPg(clientLikePg811(), recorder);
+    recorder.begin();
+    for (const client of [raw, counted]) {
+      const reused: Config = { text: 'SELECT 1 AS n' };
+      // Before the config was put back, the second call found our first callback on it, and pg returned no promise.
+      expect(await client.query(reused)).toMatchObject({ rows: [{ n: 1 }] });
+      expect(await client.query(reused)).toMatchObject({ rows: [{ n: 1 }] });
+      expect(Object.keys(reused)).toEqual(['text']);
+      const apart: Config = { text: 'SELECT $1::int AS n' };
+      await client.query(apart, [1]);
+      expect(Object.keys(apart)).toEqual(['text', 'values']);
+    }
+    const { layer } = recorder.end();
+    expect(layer.calls).toBe(3);
+    expect(layer.bindValues).toBe(1);
+  });
+
+  it("settle the caller's promise with the driver's error, counted as failed, and re-capture its stack", async () => {
+    const recorder = new DriverRecorder();
+    const client = clientLikePg811(true);
+    const counted = wrapPg(client, recorder);
+    recorder.begin();
+    const error = await (counted.query('SELECT 1') as Promise<unknown>).then(
+      () => null,
+      (e: unknown) => e as Error,
+    );
+    const { layer } = recorder.end();
+    expect(error?.message).toBe('boom');
+    expect(layer).toMatchObject({ calls: 1, errors: 1 });
+    // Taken where the caller awaited: this file, with none of sqltally's frames on top.
+    expect(error?.stack).toContain('pg.test.ts');
+    expect(error?.stack?.split('\n')[1] ?? '').not.toMatch(/counters[\\/]driver[\\/]pg\.ts/);
+  });
+
+  it('keep their own promise, chained, when query builds it another way (a spy, another release)', async () => {
+    const recorder = new DriverRecorder();
+    const client = clientLikePg811();
+    const own = client.query;
+    // A wrapper of query that does not read as pg's: its promise is the driver's own, chained by the counting.
+    const spied = Object.assign(client, { query: (...a: unknown[]) => own.apply(client, a as never) });
+    const counted = wrapPg(spied, recorder);
+    recorder.begin();
+    await counted.query({ text: 'SELECT 1' });
+    expect(recorder.end().layer.calls).toBe(1);
+    // The config went to pg with no callback of ours: the driver built its own promise.
+    expect(client.answered).toHaveLength(1);
+    expect(client.answered[0]!.callback).toBeInstanceOf(Function);
+    expect(client.answered[0]!.callback!.toString()).toContain('reject');
+  });
+});
