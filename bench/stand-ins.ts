@@ -26,26 +26,59 @@ export interface Mysql2CallbackStandIn {
 }
 
 /**
- * A mysql2 promise connection. With `formats`, `query` formats its values into the SQL text with mysql2's own
- * `format` (sql-escaper), as the real `query()` does before it returns, so counting is measured beside the work the
- * real call does anyway. `prepare` hands out a statement whose `execute` settles at once.
+ * A mysql2 promise connection built as mysql2 3.x builds its own (`lib/promise/connection.js`): `query` and `execute`
+ * make one promise and hand a callback to the callback connection underneath (`connection`), which answers on the
+ * next microtask, as mysql2 does from its socket. With `formats`, that connection formats the values into the SQL
+ * text with mysql2's own `format` (sql-escaper) before it answers, as the real `query()` does before it returns, so
+ * counting is measured beside the work the real call does anyway. `prepare` hands out a statement whose `execute`
+ * settles at once.
  */
 export function mysql2StandIn(opts: { formats?: boolean } = {}): Mysql2StandIn {
-  const settled = (): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
-  const query = opts.formats
-    ? (sql: string, values?: unknown): Promise<unknown> => (mysql2Format(sql, values as never).length >= 0 ? settled() : Promise.reject(new Error('never')))
-    : settled;
-  const statement = { execute: settled, close: (): void => undefined };
-  const mysql2 = {
-    query,
-    execute: settled,
-    prepare: (): Promise<typeof statement> => Promise.resolve(statement),
-    beginTransaction: (): Promise<void> => Promise.resolve(),
-    commit: (): Promise<void> => Promise.resolve(),
-    rollback: (): Promise<void> => Promise.resolve(),
-    connection: { threadId: 1, promise: (): unknown => mysql2 },
+  type Callback = (error: Error | null, rows?: unknown, fields?: unknown) => void;
+  const answer = (cb: Callback): void => queueMicrotask(() => cb(null, RESULT_SET_HEADER, undefined));
+  const core = {
+    threadId: 1,
+    config: {},
+    query(sql: string, values: unknown, cb?: Callback): void {
+      const done = typeof values === 'function' ? (values as Callback) : cb!;
+      if (opts.formats && mysql2Format(sql, values as never).length < 0) throw new Error('never');
+      answer(done);
+    },
+    execute(_sql: string, values: unknown, cb?: Callback): void {
+      answer(typeof values === 'function' ? (values as Callback) : cb!);
+    },
+    promise: (): unknown => connection,
   };
-  return mysql2;
+  const settled = (): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
+  const statement = { execute: settled, close: (): void => undefined };
+  class PromiseConnection {
+    connection = core;
+    Promise = Promise;
+    query(sql: string, params?: unknown): Promise<unknown> {
+      const c = this.connection;
+      return new this.Promise((resolve, reject) => {
+        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
+        if (params !== undefined) c.query(sql, params, done);
+        else c.query(sql, done);
+      });
+    }
+    execute(sql: string, params?: unknown): Promise<unknown> {
+      const c = this.connection;
+      return new this.Promise((resolve, reject) => {
+        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
+        if (params !== undefined) c.execute(sql, params, done);
+        else c.execute(sql, done);
+      });
+    }
+    prepare(): Promise<typeof statement> {
+      return Promise.resolve(statement);
+    }
+    beginTransaction = settled;
+    commit = settled;
+    rollback = settled;
+  }
+  const connection = new PromiseConnection();
+  return connection as unknown as Mysql2StandIn;
 }
 
 /**

@@ -451,6 +451,60 @@ describeEachBackend(
         }
       });
 
+      // The promise API's query and execute run on a view of the callback connection underneath whose query and
+      // execute are counted, so counting adds no promise. What the caller can observe must be mysql2's.
+      it('promise query and execute through the counted callback core: the caller sees what raw mysql2 gives', async () => {
+        const info = network(backend().connection);
+        const config = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };
+        class OwnPromise<T> extends Promise<T> {}
+        const raw = await mysql2.createConnection({ ...config, Promise: OwnPromise });
+        const other = await mysql2.createConnection({ ...config, Promise: OwnPromise });
+        const rawPool = mysql2.createPool({ ...config, connectionLimit: 1, Promise: OwnPromise });
+        const otherPool = mysql2.createPool({ ...config, connectionLimit: 1, Promise: OwnPromise });
+        const tally = new DriverTally();
+        const wrapped = wrapMysql2(other, tally);
+        const wrappedPool = wrapMysql2(otherPool, tally);
+        try {
+          await raw.query('CREATE TABLE IF NOT EXISTS wrap_m2_core (id INT PRIMARY KEY, label VARCHAR(40))');
+          await raw.query('DELETE FROM wrap_m2_core');
+          const observe = async (c: mysql2.Connection | mysql2.Pool, first: number) => {
+            const inserting = c.query('INSERT INTO wrap_m2_core VALUES ?', [[[first, 'a'], [first + 1, 'b']]]);
+            const ownClass = inserting instanceof OwnPromise;
+            const [header] = await inserting;
+            const [rowsRead, fields] = await c.execute('SELECT label FROM wrap_m2_core WHERE id >= ? ORDER BY id', [first]);
+            const error = (await rejectionOf(c.execute('INSERT INTO wrap_m2_core VALUES (?, ?)', [first, 'dup']))) as Error & { code?: string };
+            const noTable = (await rejectionOf(c.query('SELECT * FROM no_such_table'))) as Error & { code?: string };
+            return {
+              ownClass,
+              affected: (header as mysql2.ResultSetHeader).affectedRows,
+              rows: rowsRead,
+              fields: fields.map((f) => f.name),
+              errors: [error.code, noTable.code, error instanceof Error],
+              // mysql2 (trace on) puts the caller's stack under the server's error: it leads back here.
+              stacksLeadHere: [error.stack?.includes('driver-wrap.test.ts'), noTable.stack?.includes('driver-wrap.test.ts')],
+            };
+          };
+          const seen = await observe(raw, 1);
+          expect(seen).toMatchObject({ ownClass: true, affected: 2, errors: ['ER_DUP_ENTRY', 'ER_NO_SUCH_TABLE', true], stacksLeadHere: [true, true] });
+          expect(await observe(wrapped, 11)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
+          expect(await observe(rawPool, 21)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
+          expect(await observe(wrappedPool, 31)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
+          // Each call once, on the connection that ran it (the pool's without an id: the pool does not say which).
+          expect(tally.events.map((e) => `${e.method}/${e.statementClass}/b${e.bindValues}/r${e.rowsAffected}/${e.error === null ? 'ok' : 'error'}/${e.connectionId === null ? 'pool' : e.connectionId === other.threadId ? 'conn' : '?'}`)).toEqual([
+            'query/insert/b4/r2/ok/conn',
+            'execute/select/b1/rnull/ok/conn',
+            'execute/insert/b2/rnull/error/conn',
+            'query/select/b0/rnull/error/conn',
+            'query/insert/b4/r2/ok/pool',
+            'execute/select/b1/rnull/ok/pool',
+            'execute/insert/b2/rnull/error/pool',
+            'query/select/b0/rnull/error/pool',
+          ]);
+        } finally {
+          await Promise.all([raw.end(), other.end(), rawPool.end(), otherPool.end()]);
+        }
+      });
+
       it('counts the callback API and pool paths once, even when wrapped twice', async () => {
         const info = network(backend().connection);
         const options = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };

@@ -166,7 +166,7 @@ describe('trackCallback', () => {
     const callback = function (this: unknown, ...args: unknown[]) {
       seen.push(this, tally.size, ...args);
     };
-    trackCallback(site(tally), SHAPE, ['SELECT 1', callback], 1, (args) => {
+    trackCallback(site(tally), SHAPE, ['SELECT 1', callback], 1, (...args) => {
       (args[1] as (...a: unknown[]) => void).call(receiver, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields');
     }, mysql2RowsAffected);
     expect(seen).toEqual([receiver, 1, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields']);
@@ -177,7 +177,7 @@ describe('trackCallback', () => {
     const times: Array<[number, number]> = [];
     const sink = { timed: true, record: (_d: unknown, _s: unknown, start: number, end: number) => void times.push([start, end]) };
     const callSite: CallSite = { driver: 'mysql2', sink, connectionId: () => 1 };
-    const call = (): unknown => trackCallback(callSite, SHAPE, [() => undefined], 0, (args) => (args[0] as (e: null) => void)(null), () => null);
+    const call = (): unknown => trackCallback(callSite, SHAPE, [() => undefined], 0, (...args) => (args[0] as (e: null) => void)(null), () => null);
     call();
     sink.timed = false;
     call();

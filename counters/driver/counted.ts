@@ -178,13 +178,15 @@ export function track<R>(
 /**
  * Replaces a Node-style callback (`(err, result, ...)`) with one that records the event first, then calls the
  * original with the same `this` and arguments. A synchronous throw from the driver is recorded and rethrown.
+ * `args` is the call's own arguments array (a hook's rest parameter, made for this call): its callback is replaced
+ * in place and the array handed to `invoke` as its arguments, so a call copies nothing and makes one closure.
  */
-export function trackCallback<A extends unknown[]>(
+export function trackCallback(
   site: CallSite,
   shape: CallShape,
-  args: A,
+  args: unknown[],
   callbackIndex: number,
-  invoke: (args: A) => unknown,
+  invoke: (...args: unknown[]) => unknown,
   rowsOf: (result: unknown) => number | null,
   values?: unknown,
 ): unknown {
@@ -196,19 +198,18 @@ export function trackCallback<A extends unknown[]>(
   const start = timed ? nowNs() : 0;
   const original = args[callbackIndex] as (this: unknown, ...cbArgs: unknown[]) => unknown;
   let done = false;
-  const counted = function (this: unknown, ...cbArgs: unknown[]): unknown {
+  // `arguments` rather than rest parameters: handed on as they came, with no array made per callback.
+  args[callbackIndex] = function counted(this: unknown): unknown {
     if (!done) {
       done = true;
-      const error = cbArgs[0];
-      emit(site, shape, start, timed ? nowNs() : 0, error ? null : rowsOf(cbArgs[1]), error ?? null, values, caller);
+      const error: unknown = arguments[0];
+      emit(site, shape, start, timed ? nowNs() : 0, error ? null : rowsOf(arguments[1]), error ?? null, values, caller);
       sink.inFlight?.(-1);
     }
-    return original.apply(this, cbArgs);
+    return original.apply(this, arguments as unknown as unknown[]);
   };
-  const patched = args.slice() as A;
-  patched[callbackIndex] = counted;
   try {
-    return invoke(patched);
+    return invoke.apply(undefined, args);
   } catch (error) {
     if (!done) {
       done = true;

@@ -4,7 +4,7 @@ import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from '.
 import { callbackIndex, callerAtCall, countedProxy, emit, memoShape, nowNs, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
-import { ErrorClass, hasOwn, isArray } from '../intrinsics';
+import { ErrorClass, functionToString, hasOwn, isArray } from '../intrinsics';
 
 const DRIVER = 'pg';
 
@@ -80,7 +80,7 @@ function countedQuery(site: CallSite, ownPromise: PromiseConstructor | null) {
       const { shape, submittable, values } = queryShape(args, memo);
       if (submittable) return track(site, shape, () => original(...args), noRows, values);
       const cb = callbackIndex(args);
-      if (cb >= 0) return trackCallback(site, shape, args, cb, (patched) => original(...patched), pgRowsAffected, values);
+      if (cb >= 0) return trackCallback(site, shape, args, cb, original, pgRowsAffected, values);
       if (ownPromise !== null && !callbackInConfig(args[0])) return throughCallback(site, shape, args, original, ownPromise, values);
       return track(site, shape, () => original(...args), pgRowsAffected, values);
     };
@@ -98,7 +98,7 @@ function ownPromiseOf(target: Loose, isPool: boolean): PromiseConstructor | null
   if (typeof ctor !== 'function' || typeof target.query !== 'function') return null;
   let source: string;
   try {
-    source = Function.prototype.toString.call(target.query);
+    source = functionToString.call(target.query);
   } catch {
     return null;
   }
