@@ -50,7 +50,22 @@ export function mysql2StandIn(opts: { formats?: boolean } = {}): Mysql2StandIn {
     promise: (): unknown => connection,
   };
   const settled = (): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
-  const statement = { execute: settled, close: (): void => undefined };
+  // mysql2's PromisePreparedStatementInfo over the callback statement, as `lib/promise/prepared_statement_info.js`.
+  class PromisePreparedStatementInfo {
+    statement = { _connection: core, execute: (_values: unknown, cb: Callback): void => answer(cb), close: (): void => undefined };
+    Promise = Promise;
+    execute(parameters?: unknown): Promise<unknown> {
+      const s = this.statement;
+      return new this.Promise((resolve, reject) => {
+        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
+        s.execute(parameters, done);
+      });
+    }
+    close(): void {
+      this.statement.close();
+    }
+  }
+  const statement = new PromisePreparedStatementInfo();
   class PromiseConnection {
     connection = core;
     Promise = Promise;

@@ -489,6 +489,19 @@ describeEachBackend(
           expect(await observe(wrapped, 11)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
           expect(await observe(rawPool, 21)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
           expect(await observe(wrappedPool, 31)).toEqual({ ...seen, rows: [{ label: 'a' }, { label: 'b' }] });
+          // A prepared statement's execute goes through the callback statement underneath the same way.
+          const prepared = async (c: mysql2.Connection, id: number) => {
+            const statement = await c.prepare('INSERT INTO wrap_m2_core VALUES (?, ?)');
+            const executing = statement.execute([id, 'p']);
+            const ownClass = executing instanceof OwnPromise;
+            const [header] = await executing;
+            const error = (await rejectionOf(statement.execute([id, 'dup']))) as Error & { code?: string };
+            statement.close();
+            return { ownClass, affected: (header as mysql2.ResultSetHeader).affectedRows, error: error.code, stackLeadsHere: error.stack?.includes('driver-wrap.test.ts') };
+          };
+          const rawPrepared = await prepared(raw, 41);
+          expect(rawPrepared).toEqual({ ownClass: true, affected: 1, error: 'ER_DUP_ENTRY', stackLeadsHere: true });
+          expect(await prepared(wrapped, 42)).toEqual(rawPrepared);
           // Each call once, on the connection that ran it (the pool's without an id: the pool does not say which).
           expect(tally.events.map((e) => `${e.method}/${e.statementClass}/b${e.bindValues}/r${e.rowsAffected}/${e.error === null ? 'ok' : 'error'}/${e.connectionId === null ? 'pool' : e.connectionId === other.threadId ? 'conn' : '?'}`)).toEqual([
             'query/insert/b4/r2/ok/conn',
@@ -499,6 +512,9 @@ describeEachBackend(
             'execute/select/b1/rnull/ok/pool',
             'execute/insert/b2/rnull/error/pool',
             'query/select/b0/rnull/error/pool',
+            'prepare/insert/b0/rnull/ok/conn',
+            'execute/insert/b2/r1/ok/conn',
+            'execute/insert/b2/rnull/error/conn',
           ]);
         } finally {
           await Promise.all([raw.end(), other.end(), rawPool.end(), otherPool.end()]);

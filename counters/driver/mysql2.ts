@@ -210,7 +210,7 @@ function coreReceiver(target: unknown, core: 'connection' | 'pool', sink: Statem
 }
 
 /** A promise method that reaches its callback object as `this.<core>` and keeps no `#private` state of its own. */
-function readsCore(method: unknown, core: 'connection' | 'pool'): boolean {
+function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
   let source: string;
   try {
     source = functionToString.call(method);
@@ -382,34 +382,55 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
   return countedProxy(target, mark, hooks);
 }
 
-/** The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. */
+/**
+ * The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. As for `query`
+ * (promiseCalls), mysql2's `execute` runs on a receiver whose callback statement (`this.statement`) is a view with a
+ * counted `execute`, where it reads so; otherwise its promise is chained.
+ */
 function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
     // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
     const memo: ShapeMemo = { last: null };
-    const hooks: MethodHooks<object> = {
-      execute: (original) =>
-        function execute(...args: unknown[]) {
-          const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
-          return track(site, callShape, () => original(...args), promiseRows, args[0]);
-        },
-    };
+    const own = reflectGet(statement, 'execute') as unknown;
+    const core = (statement as Loose).statement as Loose | null | undefined;
+    let hooks: MethodHooks<object>;
+    if (typeof own === 'function' && readsCore(own, 'statement') && core !== null && typeof core === 'object' && typeof core.execute === 'function') {
+      const execute = callbackStatementExecute(site, sql, memo)((core.execute as (...a: unknown[]) => unknown).bind(core), core, core);
+      const receiver: unknown = objectCreate(statement, { statement: { value: objectCreate(core, { execute: { value: execute } }), enumerable: true } });
+      const run = own as (this: unknown, ...a: unknown[]) => unknown;
+      hooks = {
+        execute: () =>
+          function throughCore(...args: unknown[]) {
+            return run.apply(receiver, args);
+          },
+      };
+    } else {
+      hooks = {
+        execute: (original) =>
+          function chained(...args: unknown[]) {
+            const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
+            return track(site, callShape, () => original(...args), promiseRows, args[0]);
+          },
+      };
+    }
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
   });
+}
+
+/** A callback statement's `execute(values, cb)`, counted. */
+function callbackStatementExecute(site: CallSite, sql: string, memo: ShapeMemo): MethodHook<object> {
+  return (original) =>
+    function execute(...args: unknown[]) {
+      const values = typeof args[0] === 'function' ? undefined : args[0];
+      const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(values), 1, 'mysql');
+      return callbackCall(site, callShape, args, original, values);
+    };
 }
 
 /** The statement from callback `prepare(sql, cb)`: `execute(values, cb)` is counted. */
 function wrapCallbackStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
-    const memo: ShapeMemo = { last: null };
-    const hooks: MethodHooks<object> = {
-      execute: (original) =>
-        function execute(...args: unknown[]) {
-          const values = typeof args[0] === 'function' ? undefined : args[0];
-          const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(values), 1, 'mysql');
-          return callbackCall(site, callShape, args, original, values);
-        },
-    };
+    const hooks: MethodHooks<object> = { execute: callbackStatementExecute(site, sql, { last: null }) };
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
   });
 }
