@@ -209,7 +209,11 @@ function coreReceiver(target: unknown, core: 'connection' | 'pool', sink: Statem
   return objectCreate(target as object, { [core]: { value: view, enumerable: true } }) as object;
 }
 
-/** A promise method that reaches its callback object as `this.<core>` and keeps no `#private` state of its own. */
+/**
+ * A promise method built as mysql2's (3.x): one `new this.Promise(...)` around a call of its callback object, reached
+ * as `this.<core>`, and no `#private` state of its own. The view answers reads of everything else from the raw object,
+ * which is all such a method does with it besides the counted call.
+ */
 function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
   let source: string;
   try {
@@ -217,7 +221,7 @@ function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): 
   } catch {
     return false;
   }
-  return source.includes(`this.${core}`) && !source.includes('this.#');
+  return source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
 }
 
 const TRANSACTION_CONTROL = {

@@ -1,0 +1,90 @@
+import { DriverRecorder } from '../driver-layer';
+import { wrapMysql2 } from './mysql2';
+
+type Callback = (error: Error | null, rows?: unknown, fields?: unknown) => void;
+const HEADER = { fieldCount: 0, affectedRows: 2, insertId: 0 };
+
+/**
+ * A promise connection built as mysql2 3.x builds its own: one `new this.Promise(...)` around a call of the callback
+ * connection (`this.connection`), which answers on the next microtask. `calls` lists what reached the callback one.
+ */
+function promiseConnection(fails = false) {
+  const calls: string[] = [];
+  const core = {
+    threadId: 12,
+    config: { trace: false },
+    query(sql: string, values: unknown, cb?: Callback): void {
+      calls.push(sql);
+      const done = typeof values === 'function' ? (values as Callback) : cb!;
+      queueMicrotask(() => (fails ? done(new Error('ER_NO_SUCH_TABLE')) : done(null, HEADER, undefined)));
+    },
+    execute(sql: string, values: unknown, cb?: Callback): void {
+      this.query(sql, values, cb);
+    },
+    promise: (): unknown => undefined,
+  };
+  class PromiseConnection {
+    connection = core;
+    Promise = Promise;
+    query(sql: string, params?: unknown): Promise<unknown> {
+      const c = this.connection;
+      return new this.Promise((resolve, reject) => {
+        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
+        if (params !== undefined) c.query(sql, params, done);
+        else c.query(sql, done);
+      });
+    }
+    execute(sql: string, params?: unknown): Promise<unknown> {
+      const c = this.connection;
+      return new this.Promise((resolve, reject) => {
+        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
+        c.execute(sql, params, done);
+      });
+    }
+    prepare(): Promise<unknown> {
+      return Promise.resolve({});
+    }
+  }
+  return { connection: new PromiseConnection(), calls };
+}
+
+describe('mysql2 promise query and execute, counted on the callback connection underneath', () => {
+  it('count each call once, with its rows, thread id and caller, and hand back what mysql2 resolves', async () => {
+    const { connection, calls } = promiseConnection();
+    const recorder = new DriverRecorder();
+    const counted = wrapMysql2(connection, recorder);
+    recorder.begin();
+    expect(await counted.query('INSERT INTO t VALUES ?', [[[1, 'a'], [2, 'b']]])).toEqual([HEADER, undefined]);
+    await counted.execute('INSERT INTO t VALUES (?, ?), (?, ?)', [3, 'c', 4, 'd']);
+    const { layer } = recorder.end();
+    expect(calls).toEqual(['INSERT INTO t VALUES ?', 'INSERT INTO t VALUES (?, ?), (?, ?)']);
+    expect(layer).toMatchObject({ calls: 2, bindValues: 8, rowsAffected: 4, byKind: { query: 1, execute: 1 } });
+    expect(layer.events.map((e) => e.connectionId)).toEqual([12, 12]);
+    expect(layer.shapes.map((s) => s.caller)).toEqual([expect.stringMatching(/mysql2\.test\.ts:\d+:\d+$/), expect.stringMatching(/mysql2\.test\.ts:\d+:\d+$/)]);
+    // The raw objects are untouched: no property of ours on the connection or the one underneath.
+    expect(Object.keys(connection)).toEqual(['connection', 'Promise']);
+    expect(Object.keys(connection.connection)).toEqual(['threadId', 'config', 'query', 'execute', 'promise']);
+  });
+
+  it("reject with the callback connection's error, counted as failed", async () => {
+    const recorder = new DriverRecorder();
+    const counted = wrapMysql2(promiseConnection(true).connection, recorder);
+    recorder.begin();
+    await expect(counted.query('SELECT * FROM nowhere')).rejects.toThrow('ER_NO_SUCH_TABLE');
+    expect(recorder.end().layer).toMatchObject({ calls: 1, errors: 1 });
+  });
+
+  it('keep their own promise, chained, where the method does not read as mysql2 (a spy)', async () => {
+    const { connection, calls } = promiseConnection();
+    const own = connection.query;
+    connection.query = (sql: string, params?: unknown) => own.call(connection, sql, params);
+    const recorder = new DriverRecorder();
+    const counted = wrapMysql2(connection, recorder);
+    recorder.begin();
+    await counted.query('SELECT 1');
+    await counted.execute('SELECT 2');
+    // Counted once each: the spy's query by the chain, execute through the callback connection.
+    expect(recorder.end().layer.calls).toBe(2);
+    expect(calls).toEqual(['SELECT 1', 'SELECT 2']);
+  });
+});
