@@ -40,7 +40,7 @@ interface Code {
 
 const MYSQL_FAMILY: Code = {
   pool: (at, limit) => {
-    const pool = mysql.createPool({ ...at, connectionLimit: limit });
+    const pool = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: limit });
     return { pool, end: () => pool.end() };
   },
   insert: (pool, a) => (pool as mysql.Pool).execute('INSERT INTO fault_items (a) VALUES (?)', [a]),
