@@ -5,6 +5,7 @@
  * every bench that needs them (driver-overhead, driver-cpu, driver-jest).
  */
 import { format as mysql2Format } from 'mysql2';
+import { PromiseConnection, type Mysql2Callback } from '../counters/driver/mysql2.fixture';
 
 /** The 2-value INSERT the per-call figures repeat, in each driver's placeholder style. */
 export const STAND_IN_INSERT = { pg: 'INSERT INTO t (a, b) VALUES ($1, $2)', mysql2: 'INSERT INTO t (a, b) VALUES (?, ?)' } as const;
@@ -26,73 +27,28 @@ export interface Mysql2CallbackStandIn {
 }
 
 /**
- * A mysql2 promise connection built as mysql2 3.x builds its own (`lib/promise/connection.js`): `query` and `execute`
- * make one promise and hand a callback to the callback connection underneath (`connection`), which answers on the
- * next microtask, as mysql2 does from its socket. With `formats`, that connection formats the values into the SQL
- * text with mysql2's own `format` (sql-escaper) before it answers, as the real `query()` does before it returns, so
- * counting is measured beside the work the real call does anyway. `prepare` hands out a statement whose `execute`
- * settles at once.
+ * A mysql2 promise connection built as mysql2 3.x builds its own (counters/driver/mysql2.fixture.ts): `query`,
+ * `execute` and a prepared statement's `execute` make one promise and hand a callback to the callback connection
+ * underneath, which answers on the next microtask, as mysql2 does from its socket. With `formats`, that connection
+ * formats the values into the SQL text with mysql2's own `format` (sql-escaper) before it answers, as the real
+ * `query()` does before it returns, so counting is measured beside the work the real call does anyway.
  */
 export function mysql2StandIn(opts: { formats?: boolean } = {}): Mysql2StandIn {
-  type Callback = (error: Error | null, rows?: unknown, fields?: unknown) => void;
-  const answer = (cb: Callback): void => queueMicrotask(() => cb(null, RESULT_SET_HEADER, undefined));
+  const answer = (cb: Mysql2Callback): void => queueMicrotask(() => cb(null, RESULT_SET_HEADER, undefined));
   const core = {
     threadId: 1,
     config: {},
-    query(sql: string, values: unknown, cb?: Callback): void {
-      const done = typeof values === 'function' ? (values as Callback) : cb!;
+    query(sql: string, values: unknown, cb?: Mysql2Callback): void {
       if (opts.formats && mysql2Format(sql, values as never).length < 0) throw new Error('never');
-      answer(done);
+      answer(typeof values === 'function' ? (values as Mysql2Callback) : cb!);
     },
-    execute(_sql: string, values: unknown, cb?: Callback): void {
-      answer(typeof values === 'function' ? (values as Callback) : cb!);
+    execute(_sql: string, values: unknown, cb?: Mysql2Callback): void {
+      answer(typeof values === 'function' ? (values as Mysql2Callback) : cb!);
     },
     promise: (): unknown => connection,
   };
-  const settled = (): Promise<unknown> => Promise.resolve([RESULT_SET_HEADER, undefined]);
-  // mysql2's PromisePreparedStatementInfo over the callback statement, as `lib/promise/prepared_statement_info.js`.
-  class PromisePreparedStatementInfo {
-    statement = { _connection: core, execute: (_values: unknown, cb: Callback): void => answer(cb), close: (): void => undefined };
-    Promise = Promise;
-    execute(parameters?: unknown): Promise<unknown> {
-      const s = this.statement;
-      return new this.Promise((resolve, reject) => {
-        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
-        s.execute(parameters, done);
-      });
-    }
-    close(): void {
-      this.statement.close();
-    }
-  }
-  const statement = new PromisePreparedStatementInfo();
-  class PromiseConnection {
-    connection = core;
-    Promise = Promise;
-    query(sql: string, params?: unknown): Promise<unknown> {
-      const c = this.connection;
-      return new this.Promise((resolve, reject) => {
-        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
-        if (params !== undefined) c.query(sql, params, done);
-        else c.query(sql, done);
-      });
-    }
-    execute(sql: string, params?: unknown): Promise<unknown> {
-      const c = this.connection;
-      return new this.Promise((resolve, reject) => {
-        const done: Callback = (err, rows, fields) => (err ? reject(err) : resolve([rows, fields]));
-        if (params !== undefined) c.execute(sql, params, done);
-        else c.execute(sql, done);
-      });
-    }
-    prepare(): Promise<typeof statement> {
-      return Promise.resolve(statement);
-    }
-    beginTransaction = settled;
-    commit = settled;
-    rollback = settled;
-  }
-  const connection = new PromiseConnection();
+  const settled = (): Promise<void> => Promise.resolve();
+  const connection = Object.assign(new PromiseConnection(core), { beginTransaction: settled, commit: settled, rollback: settled });
   return connection as unknown as Mysql2StandIn;
 }
 
