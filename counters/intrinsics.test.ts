@@ -11,9 +11,9 @@ const ROOT = path.resolve(__dirname, '..');
  * statements and `catch` blocks are not, errors being rare.
  */
 const PER_CALL: Record<string, readonly string[]> = {
-  'counters/driver/counted.ts': ['emit', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countList', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
+  'counters/driver/counted.ts': ['emit', 'callStart', 'callEnd', 'sourceOf', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countList', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
   'counters/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges', 'askSteady', 'callerFor'],
-  'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'callbackCalls', 'callbackCall', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
+  'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'viewHooks', 'readsCore', 'callbackCalls', 'callbackCall', 'callbackStatementExecute', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch', 'commonHooks', 'wrapStatement', 'valuesOf', 'sqlOf'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape', 'countedQuery', 'pgProtocol', 'callbackInConfig', 'throughCallback', 'restack'],
   'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countQuery', 'countedHandle', 'settle', 'rowsOf', 'isQuery'],

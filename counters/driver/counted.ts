@@ -1,6 +1,6 @@
 import type { DriverName } from './names';
 import { SqltallyError } from '../../containers/errors';
-import { getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../intrinsics';
+import { functionToString, getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../intrinsics';
 import type { CallProtocol, CallShape, StatementSink } from '../events';
 import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
@@ -61,6 +61,31 @@ export function emit(
   site.sink.record(site.driver, shape, startMs, endMs, rowsAffected, error ?? null, connectionId, values, caller);
 }
 
+/**
+ * A counted call starts: it is in flight, and its start time is read, or 0 once the window keeps no more events (the
+ * sink's `timed`), when no clock is read at either edge of the call.
+ */
+export function callStart(site: CallSite): number {
+  const sink = site.sink;
+  sink.inFlight?.(1);
+  return sink.timed !== false ? nowNs() : 0;
+}
+
+/** A call begun with {@link callStart} settled: its event (its end read only if its start was), and out of flight. */
+export function callEnd(
+  site: CallSite,
+  shape: CallShape,
+  start: number,
+  rowsAffected: number | null,
+  error: unknown,
+  values?: unknown,
+  caller?: string | null,
+  connectionId?: number | null,
+): void {
+  emit(site, shape, start, start > 0 ? nowNs() : 0, rowsAffected, error, values, caller, connectionId);
+  site.sink.inFlight?.(-1);
+}
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
@@ -92,6 +117,27 @@ export function callerAtCall(site: CallSite, shape: CallShape): string | null | 
 
 /** The last shape {@link callerAtCall} asked a sink about, and in which of its windows (it keeps that one sink alive). */
 const lastAsk: { shape: CallShape | null; sink: StatementSink | null; epoch: number | undefined } = { shape: null, sink: null, epoch: undefined };
+
+/**
+ * A driver method's source text, or null where it has none to read: read once per function (a driver's methods sit
+ * on its prototypes, shared by every connection, and a pool hands out a new promise connection at every checkout).
+ * Wrappers that take a faster path only where the driver's code reads as expected ask here.
+ */
+export function sourceOf(method: unknown): string | null {
+  if (typeof method !== 'function') return null;
+  let source = SOURCES.get(method);
+  if (source === undefined) {
+    try {
+      source = functionToString.call(method);
+    } catch {
+      source = '';
+    }
+    SOURCES.set(method, source);
+  }
+  return source === '' ? null : source;
+}
+
+const SOURCES = new WeakMap<object, string>();
 
 /** A wrapper's last call shape (see {@link memoShape}). */
 export interface ShapeMemo {
@@ -143,35 +189,28 @@ export function track<R>(
   values?: unknown,
   given?: string | null,
 ): R {
-  const sink = site.sink;
   const caller = given !== undefined ? given : callerAtCall(site, shape);
-  sink.inFlight?.(1);
-  const timed = sink.timed !== false;
-  const start = timed ? nowNs() : 0;
+  const start = callStart(site);
   let result: R;
   try {
     result = invoke();
   } catch (error) {
-    emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
-    sink.inFlight?.(-1);
+    callEnd(site, shape, start, null, error, values, caller);
     throw error;
   }
   if (isThenable(result)) {
     return result.then(
       (value) => {
-        emit(site, shape, start, timed ? nowNs() : 0, rowsOf(value), null, values, caller);
-        sink.inFlight?.(-1);
+        callEnd(site, shape, start, rowsOf(value), null, values, caller);
         return value;
       },
       (error: unknown) => {
-        emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
-        sink.inFlight?.(-1);
+        callEnd(site, shape, start, null, error, values, caller);
         throw error;
       },
     ) as R;
   }
-  emit(site, shape, start, timed ? nowNs() : 0, rowsOf(result), null, values, caller);
-  sink.inFlight?.(-1);
+  callEnd(site, shape, start, rowsOf(result), null, values, caller);
   return result;
 }
 
@@ -190,12 +229,9 @@ export function trackCallback(
   rowsOf: (result: unknown) => number | null,
   values?: unknown,
 ): unknown {
-  const sink = site.sink;
   const caller = callerAtCall(site, shape);
-  sink.inFlight?.(1);
   // As in `track`: no clock once the window keeps no more events (knex and kysely call mysql2 this way).
-  const timed = sink.timed !== false;
-  const start = timed ? nowNs() : 0;
+  const start = callStart(site);
   const original = args[callbackIndex] as (this: unknown, ...cbArgs: unknown[]) => unknown;
   let done = false;
   // `arguments` rather than rest parameters: handed on as they came, with no array made per callback.
@@ -203,8 +239,7 @@ export function trackCallback(
     if (!done) {
       done = true;
       const error: unknown = arguments[0];
-      emit(site, shape, start, timed ? nowNs() : 0, error ? null : rowsOf(arguments[1]), error ?? null, values, caller);
-      sink.inFlight?.(-1);
+      callEnd(site, shape, start, error ? null : rowsOf(arguments[1]), error ?? null, values, caller);
     }
     return original.apply(this, arguments as unknown as unknown[]);
   };
@@ -213,8 +248,7 @@ export function trackCallback(
   } catch (error) {
     if (!done) {
       done = true;
-      emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
-      sink.inFlight?.(-1);
+      callEnd(site, shape, start, null, error, values, caller);
     }
     throw error;
   }
@@ -336,15 +370,15 @@ export function countedProxy<T extends object>(
 
 /**
  * Values a text-protocol call binds, as the MySQL drivers expand them on the client: a top-level array (`IN (?)`,
- * `VALUES ?` with `[[1, 'a'], [2, 'b']]`) is flattened to its scalars; a plain object handed as the values
- * (named placeholders) counts one value per key whose value is not a function (both drivers skip those); a plain
- * object among the values counts the same where the driver expands it (`objects: 'keys'`: mysql2's `SET ?`,
- * mariadb's `permitSetMultiParamEntries`) and is one value where it writes it as one string (`'one'`: mariadb's
- * JSON). Anything else, a Buffer, a Date, a `toSqlString` object, is one value. Inside a list only a nested array
- * expands: mysql2 (sqlstring and sql-escaper alike) writes an object there as one quoted string, mariadb as JSON.
- * Not modelled: a mysql2 `??` placeholder takes its value as an identifier (counted here as values); sql-escaper
- * (mysql2 3.17 on; 1.9 read here) expands a top-level object only in a `SET` or `ON DUPLICATE KEY UPDATE` list and elsewhere writes
- * `'[object Object]'`, a bug in the caller's SQL, still counted here one per key.
+ * `VALUES ?` with `[[1, 'a'], [2, 'b']]`) is flattened to its scalars; a plain object handed as the values (named
+ * placeholders) counts one value per key whose value is not a function (both drivers skip those); a plain object
+ * among the values counts the same where the driver expands it (`objects: 'keys'`, mysql2's `SET ?`) and is one
+ * value where it writes it as one string (`'one'`, mariadb's JSON). Anything else (a Buffer, a Date, a
+ * `toSqlString` object) is one value. Inside a list only a nested array expands: mysql2 (sqlstring and sql-escaper
+ * alike) writes an object there as one quoted string, mariadb as JSON. Not modelled: a mysql2 `??` placeholder
+ * takes its value as an identifier (counted here as values); sql-escaper (mysql2 3.17 on; 1.9 read here) expands a
+ * top-level object only in a `SET` or `ON DUPLICATE KEY UPDATE` list and elsewhere writes `'[object Object]'`, a bug
+ * in the caller's SQL, still counted here one per key.
  */
 export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = 'keys'): number {
   if (values === undefined) return 0;
@@ -361,15 +395,16 @@ export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = '
 }
 
 // The import binding called 30000 times a `VALUES ?` compiles to a module-object load per call (`(0, m.isArray)(w)`):
-// through this alias the walk takes 11% fewer instructions (callgrind, 1.186 M against 1.056 M for 30000 values), about
-// 35 a value, against 26 for a bare loop that reads each element and tests nothing.
+// through this alias one such call takes 11% fewer instructions (`driver-cpu.ts --scenarios mysql2-values`: +987 k
+// against +875 k), 29 a value, against 26 for a loop that reads each element and tests nothing.
 const listIsArray = isArray;
 
 /**
  * A list's elements are one value each but a nested array, so an element needs only `isArray`, which reads one
  * field of its map: a `VALUES ?` of 5000 rows x 6 is 30000 elements walked at every such call, and a type test per
- * element (`typeof` and a null check before `isArray`) made the walk about 1.8 times as slow (89 vs 51 us for
- * 30000 values on the stop 32 host). Rows are walked in this frame; a call is made only for a third level.
+ * element (`typeof` and a null check before `isArray`) and a call per row made one such call +1.54 M instructions
+ * against +0.99 M (`driver-cpu.ts --scenarios mysql2-values`). Rows are walked in this frame; a call is made only
+ * for a third level.
  */
 function countList(list: readonly unknown[]): number {
   let n = list.length;

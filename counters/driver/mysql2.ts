@@ -11,6 +11,7 @@ import {
   emit,
   memoShape,
   nowNs,
+  sourceOf,
   toCount,
   track,
   trackCallback,
@@ -19,7 +20,7 @@ import {
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
-import { functionToString, isArray, objectCreate, reflectGet, toText } from '../intrinsics';
+import { isArray, objectCreate, reflectGet, toText } from '../intrinsics';
 
 const DRIVER = 'mysql2';
 
@@ -160,54 +161,63 @@ function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape
 /**
  * `query` and `execute` of the promise API, on a connection or a pool. mysql2 builds them on the callback API
  * underneath (`this.connection`, `this.pool`): one promise, settled by the callback it hands that object's `query`.
- * Where a method reads so, it runs on a receiver whose callback object is a view with counted `query` and `execute`
- * (see coreReceiver), so the call is counted there, by the callback mysql2 hands it, and counting adds no promise.
- * Chaining mysql2's promise did (callgrind, an awaited call on a stand-in built as mysql2's: +2193 instructions
- * chained, +1781 through the view); under Jest, whose runner turns promise hooks on for every promise in its workers,
- * a promise costs some 200 ns. A method that does not read as mysql2's (a spy, another release) keeps its own promise,
- * chained; the values are found once per call.
+ * Where a method reads so, it runs through a counted view of that object (viewHooks), so the call is counted there,
+ * by the callback mysql2 hands it, and counting adds no promise. Chaining mysql2's promise did (callgrind, an awaited
+ * call on a stand-in built as mysql2's: +2193 instructions chained, +1781 through the view); under Jest, whose runner
+ * turns promise hooks on for every promise in its workers, a promise costs some 200 ns. A method that does not read
+ * as mysql2's (a spy, another release) keeps its own promise, chained; the values are found once per call.
  */
-function promiseCalls<T>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
-  const viaCore = coreReceiver(target, core, sink);
-  const hook = (method: 'query' | 'execute', shapeOf: typeof queryShape): MethodHooks<T>[string] => {
-    const own = reflectGet(target as object, method) as unknown;
-    if (viaCore !== null && typeof own === 'function' && readsCore(own, core)) {
-      const run = own as (this: unknown, ...a: unknown[]) => unknown;
-      return () =>
-        function throughCore(...args: unknown[]) {
-          return run.apply(viaCore, args);
-        };
-    }
-    return (original) =>
+function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
+  const through = viewHooks(target, core, ['query', 'execute'], (raw) => {
+    const kind = shapeOfTarget(raw);
+    if (kind !== 'callbackConnection' && kind !== 'callbackPool') return null;
+    const rawSite: CallSite = { driver: DRIVER, sink, connectionId: kind === 'callbackConnection' ? () => threadIdOf(raw) : () => null };
+    return callbackCalls(rawSite, { last: null });
+  });
+  const chained =
+    (shapeOf: typeof queryShape): MethodHook<T> =>
+    (original) =>
       function chained(...args: unknown[]) {
         const values = valuesOf(args[0], args[1]);
         return track(site, shapeOf(args[0], values, memo), () => original(...args), promiseRows, values);
       };
-  };
-  return { query: hook('query', queryShape), execute: hook('execute', executeShape) };
+  return { query: through.query ?? chained(queryShape), execute: through.execute ?? chained(executeShape) };
 }
 
 /**
- * What mysql2's promise methods are called on: the promise object's own properties and methods, through its prototype,
- * with `core` (`connection` or `pool`) a view of the raw callback object whose `query` and `execute` are counted.
- * Null when the callback object is not one this module counts.
+ * Hooks that run the promise object's own `methods` on a receiver whose callback object (`this.<core>`) is a view
+ * of the raw one, `Object.create`d from it, with those methods counted (`counted(raw)`: null when the raw object is
+ * not one this module counts); the rest of either object reads through to it. Only for the methods that read as
+ * mysql2's (readsCore); none when no method does, and then nothing is built. A Proxy in place of the view cost more
+ * per call in its traps than the promise saved (+2391 instructions against +2193 chained).
  */
-function coreReceiver(target: unknown, core: 'connection' | 'pool', sink: StatementSink): object | null {
+function viewHooks<T extends object>(
+  target: T,
+  core: 'connection' | 'pool' | 'statement',
+  methods: readonly string[],
+  counted: (raw: Loose) => Partial<Record<string, MethodHook<Loose>>> | null,
+): MethodHooks<T> {
+  const reading = methods.filter((m) => readsCore(reflectGet(target, m), core));
   const raw = (target as Loose)[core];
-  const kind = raw !== null && typeof raw === 'object' ? shapeOfTarget(raw) : null;
-  if (kind !== 'callbackConnection' && kind !== 'callbackPool') return null;
+  if (reading.length === 0 || raw === null || typeof raw !== 'object') return {};
   const rawCore = raw as Loose;
-  if (typeof rawCore.query !== 'function' || typeof rawCore.execute !== 'function') return null;
-  // Not the wrapped callback object (a Proxy, whose traps cost more per call than the promise saved): a view of the
-  // raw one whose `query` and `execute` are counted, the rest read through to it.
-  const site: CallSite = { driver: DRIVER, sink, connectionId: kind === 'callbackConnection' ? () => threadIdOf(rawCore) : () => null };
-  const calls = callbackCalls(site, { last: null });
-  const counted = (method: 'query' | 'execute'): PropertyDescriptor => ({
-    value: calls[method]((rawCore[method] as (...a: unknown[]) => unknown).bind(rawCore), rawCore, rawCore),
-  });
-  const view: unknown = objectCreate(rawCore, { query: counted('query'), execute: counted('execute') });
-  return objectCreate(target as object, { [core]: { value: view, enumerable: true } }) as object;
+  const hooks = counted(rawCore);
+  if (hooks === null || reading.some((m) => typeof rawCore[m] !== 'function' || hooks[m] === undefined)) return {};
+  const viewMethods: PropertyDescriptorMap = {};
+  for (const m of reading) viewMethods[m] = { value: hooks[m]!((rawCore[m] as AnyMethod).bind(rawCore), rawCore, rawCore) };
+  const receiver: object = objectCreate(target, { [core]: { value: objectCreate(rawCore, viewMethods), enumerable: true } });
+  const out: MethodHooks<T> = {};
+  for (const m of reading) {
+    const run = reflectGet(target, m) as AnyMethod;
+    out[m] = () =>
+      function throughView(...args: unknown[]) {
+        return run.apply(receiver, args);
+      };
+  }
+  return out;
 }
+
+type AnyMethod = (this: unknown, ...a: unknown[]) => unknown;
 
 /**
  * A promise method built as mysql2's (3.x): one `new this.Promise(...)` around a call of its callback object, reached
@@ -215,13 +225,8 @@ function coreReceiver(target: unknown, core: 'connection' | 'pool', sink: Statem
  * which is all such a method does with it besides the counted call.
  */
 function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
-  let source: string;
-  try {
-    source = functionToString.call(method);
-  } catch {
-    return false;
-  }
-  return source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
+  const source = sourceOf(method);
+  return source !== null && source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
 }
 
 const TRANSACTION_CONTROL = {
@@ -395,28 +400,16 @@ function wrapPromiseStatement(statement: object, sink: StatementSink, site: Call
   return wrapOnce(DRIVER, statement, sink, () => {
     // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
     const memo: ShapeMemo = { last: null };
-    const own = reflectGet(statement, 'execute') as unknown;
-    const core = (statement as Loose).statement as Loose | null | undefined;
-    let hooks: MethodHooks<object>;
-    if (typeof own === 'function' && readsCore(own, 'statement') && core !== null && typeof core === 'object' && typeof core.execute === 'function') {
-      const execute = callbackStatementExecute(site, sql, memo)((core.execute as (...a: unknown[]) => unknown).bind(core), core, core);
-      const receiver: unknown = objectCreate(statement, { statement: { value: objectCreate(core, { execute: { value: execute } }), enumerable: true } });
-      const run = own as (this: unknown, ...a: unknown[]) => unknown;
-      hooks = {
-        execute: () =>
-          function throughCore(...args: unknown[]) {
-            return run.apply(receiver, args);
-          },
-      };
-    } else {
-      hooks = {
-        execute: (original) =>
+    const through = viewHooks(statement, 'statement', ['execute'], () => ({ execute: callbackStatementExecute(site, sql, memo) }));
+    const hooks: MethodHooks<object> = {
+      execute:
+        through.execute ??
+        ((original) =>
           function chained(...args: unknown[]) {
             const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
             return track(site, callShape, () => original(...args), promiseRows, args[0]);
-          },
-      };
-    }
+          }),
+    };
     return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
   });
 }

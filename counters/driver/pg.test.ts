@@ -6,45 +6,60 @@ type Config = { text: string; values?: unknown[]; callback?: Callback };
 
 /**
  * A Client whose `query` builds its promise as pg 8.x does (`new this._Promise(...)`, settled by the query's callback)
- * and, as pg before 8.16 did, writes `values` and `callback` onto a config object it is given. `fails` answers with an
- * error instead of a result.
+ * and, as pg up to 8.23.0 did, writes `values` and `callback` onto a config object it is given. `restacks`: then
+ * `.catch`-ed to re-capture a failed query's stack, as pg 8.12 on does (8.11 does not). `fails`: answers with
+ * `failure` instead of a result.
  */
-function clientLikePg811(fails = false) {
+function olderPgClient({ fails = false, restacks = true } = {}) {
   const answered: Config[] = [];
-  return {
-    answered,
-    processID: 4,
-    _Promise: Promise,
-    connect: (): Promise<void> => Promise.resolve(),
-    query(this: { _Promise: PromiseConstructor }, config: string | Config, values?: unknown[] | Callback, callback?: Callback): Promise<unknown> | undefined {
-      // normalizeQueryConfig, writing onto the caller's object; then the Query, an object of its own.
-      const normal: Config = typeof config === 'string' ? { text: config } : config;
-      if (typeof values === 'function') normal.callback = values;
-      else if (values) normal.values = values;
-      if (callback) normal.callback = callback;
-      const q: Config = { ...normal };
-      let result: Promise<unknown> | undefined;
-      if (!q.callback) {
-        result = new this._Promise((resolve, reject) => {
-          q.callback = (err, res) => (err ? reject(err) : resolve(res));
-        }).catch((err: Error) => {
-          Error.captureStackTrace(err);
-          throw err;
-        });
-      }
-      const done = q.callback!;
-      answered.push(q);
-      queueMicrotask(() => (fails ? done(new Error('boom')) : done(null, { command: 'SELECT', rowCount: 1, rows: [{ n: 1 }] })));
-      return result;
-    },
+  const failure = new Error('boom');
+  // normalizeQueryConfig, writing onto the caller's object; then the Query, an object of its own.
+  const begin = (config: string | Config, values?: unknown[] | Callback, callback?: Callback): Config => {
+    const normal: Config = typeof config === 'string' ? { text: config } : config;
+    if (typeof values === 'function') normal.callback = values;
+    else if (values) normal.values = values;
+    if (callback) normal.callback = callback;
+    return { ...normal };
   };
+  const answer = (q: Config): void => {
+    const done = q.callback!;
+    answered.push(q);
+    queueMicrotask(() => (fails ? done(failure) : done(null, { command: 'SELECT', rowCount: 1, rows: [{ n: 1 }] })));
+  };
+  // Two functions, not one with a branch: the wrapper reads `query`'s text for the re-capture.
+  function restacking(this: { _Promise: PromiseConstructor }, config: string | Config, values?: unknown[] | Callback, callback?: Callback) {
+    const q = begin(config, values, callback);
+    let result: Promise<unknown> | undefined;
+    if (!q.callback) {
+      result = new this._Promise((resolve, reject) => {
+        q.callback = (err, res) => (err ? reject(err) : resolve(res));
+      }).catch((err: Error) => {
+        Error.captureStackTrace(err);
+        throw err;
+      });
+    }
+    answer(q);
+    return result;
+  }
+  function plain(this: { _Promise: PromiseConstructor }, config: string | Config, values?: unknown[] | Callback, callback?: Callback) {
+    const q = begin(config, values, callback);
+    let result: Promise<unknown> | undefined;
+    if (!q.callback) {
+      result = new this._Promise((resolve, reject) => {
+        q.callback = (err, res) => (err ? reject(err) : resolve(res));
+      });
+    }
+    answer(q);
+    return result;
+  }
+  return { answered, failure, processID: 4, _Promise: Promise, connect: (): Promise<void> => Promise.resolve(), query: restacks ? restacking : plain };
 }
 
 describe('pg promise-form calls, made through the callback form', () => {
   it('leave a config object as pg leaves it: a reused config is not handed our callback', async () => {
     const recorder = new DriverRecorder();
-    const raw = clientLikePg811();
-    const counted = wrapPg(clientLikePg811(), recorder);
+    const raw = olderPgClient();
+    const counted = wrapPg(olderPgClient(), recorder);
     recorder.begin();
     for (const client of [raw, counted]) {
       const reused: Config = { text: 'SELECT 1 AS n' };
@@ -63,7 +78,7 @@ describe('pg promise-form calls, made through the callback form', () => {
 
   it("settle the caller's promise with the driver's error, counted as failed, and re-capture its stack", async () => {
     const recorder = new DriverRecorder();
-    const client = clientLikePg811(true);
+    const client = olderPgClient({ fails: true });
     const counted = wrapPg(client, recorder);
     recorder.begin();
     const error = await (counted.query('SELECT 1') as Promise<unknown>).then(
@@ -78,9 +93,22 @@ describe('pg promise-form calls, made through the callback form', () => {
     expect(error?.stack?.split('\n')[1] ?? '').not.toMatch(/counters[\\/]driver[\\/]pg\.ts/);
   });
 
+  it("re-capture a failed query's stack only where the client's own query does (pg 8.11 does not)", async () => {
+    for (const restacks of [true, false]) {
+      const client = olderPgClient({ fails: true, restacks });
+      const stackAtFailure = client.failure.stack;
+      const error = await (wrapPg(client, new DriverRecorder()).query('SELECT 1') as Promise<unknown>).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(error).toBe(client.failure);
+      expect(error!.stack === stackAtFailure).toBe(!restacks);
+    }
+  });
+
   it('keep their own promise, chained, when query builds it another way (a spy, another release)', async () => {
     const recorder = new DriverRecorder();
-    const client = clientLikePg811();
+    const client = olderPgClient();
     const own = client.query;
     // A wrapper of query that does not read as pg's: its promise is the driver's own, chained by the counting.
     const spied = Object.assign(client, { query: (...a: unknown[]) => own.apply(client, a as never) });

@@ -1,10 +1,10 @@
 import { SqltallyError } from '../../containers/errors';
 import type { CallProtocol, StatementSink } from '../events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
-import { callbackIndex, callerAtCall, countedProxy, emit, memoShape, nowNs, toCount, track, trackCallback, wrapOnce } from './counted';
+import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, sourceOf, toCount, track, trackCallback, wrapOnce } from './counted';
 import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
 import { loadDriverPackage, networkTarget } from './load';
-import { ErrorClass, functionToString, hasOwn, isArray } from '../intrinsics';
+import { ErrorClass, hasOwn, isArray } from '../intrinsics';
 
 const DRIVER = 'pg';
 
@@ -73,7 +73,7 @@ function pgProtocol(config: Loose | undefined, boundValues: number): CallProtoco
   return 'simple';
 }
 
-function countedQuery(site: CallSite, ownPromise: PromiseConstructor | null) {
+function countedQuery(site: CallSite, ownPromise: OwnPromise | null) {
   const memo: ShapeMemo = { last: null };
   return (original: (...a: unknown[]) => unknown) =>
     function query(...args: unknown[]) {
@@ -88,21 +88,24 @@ function countedQuery(site: CallSite, ownPromise: PromiseConstructor | null) {
 
 /**
  * The promise pg builds around a query, read once per wrap from the `query` it runs: a Client builds
- * `new this._Promise(...)` and a Pool `promisify(this.Promise, cb)`, each settled by the query's callback and then
- * `.catch`-ed to re-capture a failed query's stack. Where that is what `query` does, a promise-form call goes through
- * the callback form inside one such promise of ours (see throughCallback); anything else keeps its own promise, chained
- * by `track`.
+ * `new this._Promise(...)` and a Pool `promisify(this.Promise, cb)`, each settled by the query's callback. pg 8.12 on
+ * and pg-pool 3.6.2 on then `.catch` it to re-capture a failed query's stack; a Pool's is not in `query`'s text, and
+ * a caret range on pg 8 installs a pg-pool that does. Where that is what `query` does, a promise-form call goes
+ * through the callback form inside one such promise of ours (see throughCallback); anything else keeps its own
+ * promise, chained by `track`.
  */
-function ownPromiseOf(target: Loose, isPool: boolean): PromiseConstructor | null {
+function ownPromiseOf(target: Loose, isPool: boolean): OwnPromise | null {
   const ctor = isPool ? target.Promise : target._Promise;
-  if (typeof ctor !== 'function' || typeof target.query !== 'function') return null;
-  let source: string;
-  try {
-    source = functionToString.call(target.query);
-  } catch {
-    return null;
-  }
-  return source.includes(isPool ? 'promisify(this.Promise' : 'new this._Promise(') ? (ctor as PromiseConstructor) : null;
+  const source = sourceOf(target.query);
+  if (typeof ctor !== 'function' || source === null) return null;
+  if (!source.includes(isPool ? 'promisify(this.Promise' : 'new this._Promise(')) return null;
+  return { Promise: ctor as PromiseConstructor, restacks: isPool || source.includes('captureStackTrace') };
+}
+
+interface OwnPromise {
+  readonly Promise: PromiseConstructor;
+  /** Whether pg re-captures a failed query's stack (see restack). */
+  readonly restacks: boolean;
 }
 
 /** A config object carrying its own callback makes pg run the callback form and return nothing: left as it is. */
@@ -121,18 +124,16 @@ function throughCallback(
   shape: CallShape,
   args: unknown[],
   original: (...a: unknown[]) => unknown,
-  OwnPromise: PromiseConstructor,
+  own: OwnPromise,
   values: unknown[],
 ): Promise<unknown> {
-  // `track` and `trackCallback` inlined: their closures and argument copies cost what the promise saved.
-  const sink = site.sink;
+  // `trackCallback` written out: through it (a settle closure, an argument array, its own callback) a call took 112
+  // instructions more (`driver-cpu.ts --scenarios pg-call`: +1730 against +1618).
   const caller = callerAtCall(site, shape);
-  sink.inFlight?.(1);
-  const timed = sink.timed !== false;
-  const start = timed ? nowNs() : 0;
+  const start = callStart(site);
   let resolveOut!: (value: unknown) => void;
   let rejectOut!: (error: unknown) => void;
-  const promise = new OwnPromise((resolve, reject) => {
+  const promise = new own.Promise((resolve, reject) => {
     resolveOut = resolve;
     rejectOut = reject;
   });
@@ -140,8 +141,7 @@ function throughCallback(
   const callback = (error: unknown, result?: unknown): void => {
     if (done) return;
     done = true;
-    emit(site, shape, start, timed ? nowNs() : 0, error ? null : pgRowsAffected(result), error ?? null, values, caller);
-    sink.inFlight?.(-1);
+    callEnd(site, shape, start, error ? null : pgRowsAffected(result), error ?? null, values, caller);
     if (error) rejectOut(error);
     else resolveOut(result);
   };
@@ -155,8 +155,7 @@ function throughCallback(
     // Thrown before pg made its promise (a null config): thrown to the caller as pg throws it, ours never settles.
     if (!done) {
       done = true;
-      emit(site, shape, start, timed ? nowNs() : 0, null, error, values, caller);
-      sink.inFlight?.(-1);
+      callEnd(site, shape, start, null, error, values, caller);
     }
     throw error;
   } finally {
@@ -167,7 +166,7 @@ function throughCallback(
       else delete object.callback;
     }
   }
-  return promise.catch(restack);
+  return own.restacks ? promise.catch(restack) : promise;
 }
 
 /** pg's own `.catch`: the stack of an error that comes from the socket, taken again where the caller awaits it. */
