@@ -1,5 +1,7 @@
 import { DriverRecorder } from '../driver-layer';
-import { wrapMysql2 } from './mysql2';
+import path from 'node:path';
+import mysql from 'mysql2/promise';
+import { readsCore, wrapMysql2 } from './mysql2';
 import { PromiseConnection, type Mysql2Callback } from './mysql2.fixture';
 
 const HEADER = { fieldCount: 0, affectedRows: 2, insertId: 0 };
@@ -65,4 +67,21 @@ describe('mysql2 promise query and execute, counted on the callback connection u
     expect(recorder.end().layer.calls).toBe(2);
     expect(calls).toEqual(['SELECT 1', 'SELECT 2']);
   });
+});
+
+// The view is used only where mysql2's code reads as expected: the installed mysql2 must, or an upgrade has quietly
+// put every promise call back on the chained path.
+it("the installed mysql2's promise methods read as the counted view expects", () => {
+  // Not among the package's exports: read from its folder, as mysql2's own promise prepare() loads it.
+  const statementFile = path.join(path.dirname(require.resolve('mysql2')), 'lib', 'promise', 'prepared_statement_info.js');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const statementInfo = require(statementFile) as { prototype: { execute: unknown } };
+  const { PromiseConnection, PromisePool } = mysql as unknown as Record<'PromiseConnection' | 'PromisePool', { prototype: Record<'query' | 'execute', unknown> }>;
+  expect([
+    readsCore(PromiseConnection.prototype.query, 'connection'),
+    readsCore(PromiseConnection.prototype.execute, 'connection'),
+    readsCore(PromisePool.prototype.query, 'pool'),
+    readsCore(PromisePool.prototype.execute, 'pool'),
+    readsCore(statementInfo.prototype.execute, 'statement'),
+  ]).toEqual([true, true, true, true, true]);
 });

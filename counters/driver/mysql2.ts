@@ -224,7 +224,7 @@ type AnyMethod = (this: unknown, ...a: unknown[]) => unknown;
  * as `this.<core>`, and no `#private` state of its own. The view answers reads of everything else from the raw object,
  * which is all such a method does with it besides the counted call.
  */
-function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
+export function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
   const source = sourceOf(method);
   return source !== null && source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
 }

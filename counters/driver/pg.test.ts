@@ -1,5 +1,6 @@
 import { DriverRecorder } from '../driver-layer';
-import { wrapPg } from './pg';
+import pg from 'pg';
+import { ownPromiseOf, wrapPg } from './pg';
 
 type Callback = (error: Error | null, result?: unknown) => void;
 type Config = { text: string; values?: unknown[]; callback?: Callback };
@@ -121,4 +122,13 @@ describe('pg promise-form calls, made through the callback form', () => {
     expect(client.answered[0]!.callback).toBeInstanceOf(Function);
     expect(client.answered[0]!.callback!.toString()).toContain('reject');
   });
+});
+
+// The fast path is taken only where the driver's code reads as expected: the installed pg must, or an upgrade has
+// quietly put every promise-form call back on the chained path.
+it("the installed pg's Client and Pool build the promise throughCallback replaces", () => {
+  expect(ownPromiseOf(new pg.Client() as never, false)).toEqual({ Promise, restacks: true });
+  const pool = new pg.Pool();
+  expect(ownPromiseOf(pool as never, true)).toEqual({ Promise, restacks: true });
+  void pool.end();
 });

@@ -94,7 +94,7 @@ function countedQuery(site: CallSite, ownPromise: OwnPromise | null) {
  * through the callback form inside one such promise of ours (see throughCallback); anything else keeps its own
  * promise, chained by `track`.
  */
-function ownPromiseOf(target: Loose, isPool: boolean): OwnPromise | null {
+export function ownPromiseOf(target: Loose, isPool: boolean): OwnPromise | null {
   const ctor = isPool ? target.Promise : target._Promise;
   const source = sourceOf(target.query);
   if (typeof ctor !== 'function' || source === null) return null;
