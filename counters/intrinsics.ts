@@ -14,6 +14,7 @@
 export const isArray = Array.isArray;
 export const arraySlice = Array.prototype.slice;
 export const objectKeys = Object.keys;
+export const ownSymbols = Object.getOwnPropertySymbols;
 export const objectEntries = Object.entries;
 export const getPrototypeOf = Object.getPrototypeOf;
 export const objectCreate = Object.create;

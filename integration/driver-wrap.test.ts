@@ -13,6 +13,7 @@ import { wrapMariadb } from '../counters/driver/mariadb';
 import { wrapMysql2 } from '../counters/driver/mysql2';
 import { openCountedConnection, openRawConnection } from '../counters/driver/open';
 import { wrapPg } from '../counters/driver/pg';
+import { wrapPostgresJs } from '../counters/driver/postgres-js';
 import { describeEachBackend, withBackend } from './harness';
 import { tsChild } from './ts-child';
 
@@ -115,6 +116,38 @@ describeEachBackend(
             expect(new Set(events.filter((e) => e.method !== 'begin').map((e) => e.connectionId))).toEqual(new Set([conn.connectionId]));
           } finally {
             await conn.close();
+          }
+        });
+
+        it.each([false, true])('a failed query names the line that built it, as raw postgres.js does (debug %s)', async (debug) => {
+          const raw = await openRawConnection('postgres-js', backend().connection, { driverOptions: { debug } });
+          try {
+            const rawSql = raw.handle;
+            const sql = wrapPostgresJs(rawSql, new DriverTally());
+            const stackOf = (query: Promise<unknown>): Promise<string> =>
+              query.then(
+                () => 'resolved',
+                (e: Error) => e.stack ?? '',
+              );
+            // A template built first through the wrapper: postgres.js makes and keeps its origin then. Before, the
+            // fourth of its four frames was the wrapper's and the test's line was not there at all.
+            const wrapped = await stackOf(sql`SELECT 1 / ${0}::int AS wrapped_first`);
+            const plain = await stackOf(rawSql`SELECT 1 / ${0}::int AS raw_first`);
+            const viaUnsafe = await stackOf(sql.unsafe('SELECT 1 / 0 AS by_unsafe'));
+            const rawUnsafe = await stackOf(rawSql.unsafe('SELECT 1 / 0 AS by_unsafe'));
+            const origin = (stack: string): string[] =>
+              stack
+                .split('\n')
+                .filter((l) => /postgres\/cjs\/src\/(query|index)\.js|driver-wrap\.test\.ts|counters[\\/]driver[\\/]postgres-js/.test(l))
+                .map((l) => l.replace(/\(?[^ ]*driver-wrap\.test\.ts:\d+:\d+\)?/, 'TEST').trim());
+            expect(wrapped).toMatch(/division by zero/);
+            expect(origin(wrapped)[origin(wrapped).length - 1]).toMatch(/TEST$/);
+            expect(origin(wrapped).slice(0, 3)).toEqual(origin(plain).slice(0, 3));
+            expect(wrapped).not.toMatch(/counters[\\/]driver[\\/]postgres-js/);
+            expect(origin(viaUnsafe)).toEqual(origin(rawUnsafe));
+            expect(viaUnsafe).not.toMatch(/counters[\\/]driver[\\/]postgres-js/);
+          } finally {
+            await raw.close();
           }
         });
 

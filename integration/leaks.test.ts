@@ -35,7 +35,10 @@ eachId(servers.map((b) => b.id), '%s: a killed Node process', (id) => {
     child.kill('SIGKILL');
     await exitOf(child);
     const deadline = Date.now() + ORPHAN_EXIT_MS;
-    while (processAlive(held.pid) && Date.now() < deadline) await sleep(POLL_MS);
+    // The server's own children go after it: PostgreSQL's logger exits once the last writer of its pipe is gone,
+    // which one run saw still alive in the poll right after the postmaster's death.
+    const processesLeft = (): boolean => findLeaks(env).some((l) => l.kind === 'process');
+    while ((processAlive(held.pid) || processesLeft()) && Date.now() < deadline) await sleep(POLL_MS);
     const alive = processAlive(held.pid);
     // SIGKILL runs no handler, so the directory stays: the suite's teardown is what removes such leftovers.
     const leftovers = findLeaks(env);

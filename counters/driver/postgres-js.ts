@@ -3,10 +3,10 @@ import type { StatementSink } from '../events';
 import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
 import type { CallSite, ShapeMemo, WrapperMark } from './counted';
-import { emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
+import { callEnd, callStart, emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModel, DriverModule, Range } from './module';
-import { ErrorClass, hasOwn, isArray, reflectApply, reflectGet } from '../intrinsics';
+import { ErrorClass, hasOwn, isArray, ownSymbols, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
 
@@ -17,7 +17,8 @@ const DRIVER = 'postgres-js';
  * settles, never when it is merely built.
  */
 interface PostgresJsQuery {
-  handle(...args: unknown[]): unknown;
+  /** Set on every query as it is built; its `handle` calls it once, as `this.handler(this)`, when the query runs. */
+  handler: QueryHandler;
   resolve(value: unknown): unknown;
   reject(error: unknown): unknown;
   strings: readonly string[];
@@ -29,10 +30,13 @@ interface PostgresJsQuery {
   options?: { simple?: boolean };
 }
 
+/** postgres.js reads `debug` off a query's handler when it explains an error (`query.origin`). */
+type QueryHandler = ((this: unknown, query: PostgresJsQuery) => unknown) & { debug?: unknown };
+
 function isQuery(value: unknown): value is PostgresJsQuery {
   if (value === null || typeof value !== 'object') return false;
   const q = value as Record<string, unknown>;
-  return typeof q.handle === 'function' && typeof q.resolve === 'function' && typeof q.reject === 'function' && isArray(q.strings);
+  return typeof q.handler === 'function' && typeof q.resolve === 'function' && typeof q.reject === 'function' && isArray(q.strings);
 }
 
 const ROW_COUNTING_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE', 'COPY']);
@@ -44,68 +48,82 @@ function rowsOf(result: unknown): number | null {
   return typeof command === 'string' && ROW_COUNTING_COMMANDS.has(command) ? toCount(count) : null;
 }
 
-/** A counted query's state, under a symbol on the query: one object per query, read by the shared shadows below. */
-const RUN: unique symbol = Symbol('sqltally.postgres-js.run');
-
-interface Run {
-  readonly site: CallSite;
+/** What a wrapped `sql` shares between the queries it builds. */
+interface Site extends CallSite {
   /** The wrapper's last shape: a loop of one query settles into it without a new shape or a classification. */
   readonly memo: ShapeMemo;
-  readonly method: string;
-  readonly asked: Asked | undefined;
-  readonly handle: PostgresJsQuery['handle'];
-  /** When it started running (-1 before); 0 when the window kept no more times then, and no clock was read. */
-  start: number;
-  running: boolean;
 }
 
-type CountedQuery = PostgresJsQuery & { [RUN]: Run };
+/**
+ * A query's handler, replaced by one that counts the query as it runs, then hands it on. The handler is an own field
+ * postgres.js sets on every query and calls once, when the query runs; so a query is counted without a global patch,
+ * without a property its class does not have, and without touching its promise (a `.then` would run a query that the
+ * user only meant as a fragment). A query built and never run costs one field write: the `sql` and `unsafe` queries
+ * of one `sql` share their handler, and so share one counting handler per method. Before (a state object under a
+ * symbol, a shadowed `handle` and two settle closures written on every query built), a build added about 1 us,
+ * most of it the young generation's collector copying what each query carried
+ * (`bench/driver-overhead.ts --sections own-network`, "proxy cost per build on postgres.js").
+ */
+function countWhenRun(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, shared: SharedHandlers): void {
+  const original = query.handler;
+  if (asked !== undefined) {
+    query.handler = countingHandler(site, method, original, asked);
+    return;
+  }
+  const known = shared[method];
+  if (known !== undefined && known.original === original) {
+    query.handler = known.counting;
+    return;
+  }
+  const counting = countingHandler(site, method, original, undefined);
+  // `file` builds a handler per query: sharing it would keep the last file's query alive.
+  if (method !== 'file') shared[method] = { original, counting };
+  query.handler = counting;
+}
+
+type SharedHandlers = Record<string, { readonly original: QueryHandler; readonly counting: QueryHandler } | undefined>;
+
+function countingHandler(site: Site, method: string, original: QueryHandler, asked: Asked | undefined): QueryHandler {
+  const counting: QueryHandler = function countingRun(this: unknown, query: PostgresJsQuery): unknown {
+    startRun(query, site, method, asked);
+    // eslint-disable-next-line prefer-rest-params
+    return reflectApply(original, this, arguments);
+  };
+  counting.debug = original.debug;
+  return counting;
+}
 
 /**
- * Counts one query when it runs. Its own `handle`, `resolve` and `reject` (instance members postgres.js gives every
- * query) are shadowed on the instance, so nothing global is patched and the query's promise is never touched:
- * observing it with `.then` would run a query that the user only meant as a fragment. Every query a wrapped `sql`
- * builds pays this, run or not and with or without a window: one state object and two closures (resolve and reject
- * may be called unbound, so they keep their query); the shadow of `handle`, a method postgres.js calls on its query,
- * is one function for all. Seven objects a build before (a closure per shadow, a context, a call site per query).
+ * The query runs: it is in flight, and its settlement is recorded by shadowing its own `resolve` and `reject`
+ * (instance members postgres.js gives every query, which it may call unbound, so each keeps its query).
  */
-function countQuery(query: PostgresJsQuery, site: CallSite, memo: ShapeMemo, method: string, asked: Asked | undefined): void {
-  const run: Run = { site, memo, method, asked, handle: query.handle, start: -1, running: false };
+function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined): void {
+  const start = callStart(site);
   const resolve = query.resolve;
   const reject = query.reject;
-  (query as CountedQuery)[RUN] = run;
-  query.handle = countedHandle;
+  let running = true;
   query.resolve = (value: unknown) => {
-    settle(query, run, rowsOf(value), null);
+    if (running) {
+      running = false;
+      settle(query, site, method, asked, start, rowsOf(value), null);
+    }
     return resolve(value);
   };
   query.reject = (error: unknown) => {
-    settle(query, run, null, error ?? new ErrorClass('query rejected'));
+    if (running) {
+      running = false;
+      settle(query, site, method, asked, start, null, error ?? new ErrorClass('query rejected'));
+    }
     return reject(error);
   };
 }
 
-function countedHandle(this: CountedQuery): unknown {
-  const run = this[RUN];
-  if (!run.running && run.start < 0) {
-    run.running = true;
-    run.start = run.site.sink.timed !== false ? nowNs() : 0;
-    run.site.sink.inFlight?.(1);
-  }
-  // eslint-disable-next-line prefer-rest-params
-  return reflectApply(run.handle, this, arguments);
-}
-
-function settle(query: PostgresJsQuery, run: Run, rows: number | null, error: unknown): void {
-  if (!run.running) return;
-  run.running = false;
+function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, start: number, rows: number | null, error: unknown): void {
   const sql = query.string ?? askedText(query.strings);
-  const shape = memoShape(run.memo, run.method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres');
-  const { site, asked } = run;
+  const shape = memoShape(site.memo, method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres');
   // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
   if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
-  emit(site, shape, run.start, run.start > 0 ? nowNs() : 0, rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
-  site.sink.inFlight?.(-1);
+  callEnd(site, shape, start, rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
 }
 
 /**
@@ -129,18 +147,92 @@ interface Asked {
 /**
  * A template's strings joined, once per template: a tagged template hands over the same frozen array at every call
  * of its line, so a loop of one template joined its strings at every build before (even with no window open).
- * `unsafe` and `file` hand a new one-string array each call, whose text is that string.
+ * `unsafe` and `file` hand a new one-string array each call, whose text is that string. The last template asked
+ * about is kept beside the map: a loop of one template finds it without a lookup.
  */
 const joinedTemplates = new WeakMap<readonly string[], string>();
+const lastJoined: { strings: readonly string[] | null; text: string } = { strings: null, text: '' };
 
 function askedText(strings: readonly string[]): string {
   if (strings.length === 1) return strings[0]!;
+  if (strings === lastJoined.strings) return lastJoined.text;
   let text = joinedTemplates.get(strings);
   if (text === undefined) {
     text = strings.join('?');
     joinedTemplates.set(strings, text);
   }
+  lastJoined.strings = strings;
+  lastJoined.text = text;
   return text;
+}
+
+/**
+ * postgres.js explains a failed query with where it was built (`query.origin`, appended to the error's stack): a
+ * tagged template's is an Error made the first time the template was built, four frames deep (its own three and the
+ * caller's) and cached per template; with `debug`, every query's is an Error made as it is built. Built through the
+ * wrapper, the frame below postgres.js's own is the wrapper's: the user's line fell off the four, or came one frame
+ * lower. The query gets the origin raw postgres.js would have given it: postgres.js's frames, then the caller's line
+ * (captured once per template), or with `debug` the same stack without the wrapper's frame.
+ */
+function keepOrigin(query: PostgresJsQuery, builder: AnyFunction): void {
+  const key = originKey(query);
+  if (key === null) return;
+  const made = (query as unknown as Record<symbol, unknown>)[key];
+  if (!(made instanceof ErrorClass)) return;
+  if (query.handler.debug) {
+    (query as unknown as Record<symbol, unknown>)[key] = { get stack(): string { return withoutLine(made.stack, DEBUG_WRAPPER_LINE); } };
+    return;
+  }
+  let origin = lastOrigin.strings === query.strings ? lastOrigin.origin : templateOrigins.get(query.strings);
+  if (origin === undefined) {
+    origin = { stack: templateOrigin(made.stack, builder) };
+    templateOrigins.set(query.strings, origin);
+  }
+  lastOrigin.strings = query.strings;
+  lastOrigin.origin = origin;
+  (query as unknown as Record<symbol, unknown>)[key] = origin;
+}
+
+/** Lines of an origin stack: the header, then postgres.js's frames (`cachedError`, `Query`, `sql`), then the caller. */
+const TEMPLATE_CALLER_LINE = 4;
+/** With `debug`: the header, `Query`, `sql` (or `unsafe`, `file`), then the wrapper's frame. */
+const DEBUG_WRAPPER_LINE = 3;
+
+const templateOrigins = new WeakMap<readonly string[], { stack: string }>();
+const lastOrigin: { strings: readonly string[] | null; origin: { stack: string } | undefined } = { strings: null, origin: undefined };
+
+/** The cached Error's frames up to the caller's, whose line is taken from here instead (the wrapper's is dropped). */
+function templateOrigin(stack: string | undefined, builder: AnyFunction): string {
+  const lines = (stack ?? '').split('\n');
+  if (lines.length <= TEMPLATE_CALLER_LINE) return stack ?? '';
+  const limit = ErrorClass.stackTraceLimit;
+  const holder: { stack?: string } = {};
+  try {
+    ErrorClass.stackTraceLimit = 1;
+    ErrorClass.captureStackTrace(holder, builder);
+  } finally {
+    ErrorClass.stackTraceLimit = limit;
+  }
+  const caller = (holder.stack ?? '').split('\n')[1];
+  if (caller === undefined) return stack ?? '';
+  lines[TEMPLATE_CALLER_LINE] = caller;
+  return lines.slice(0, TEMPLATE_CALLER_LINE + 1).join('\n');
+}
+
+function withoutLine(stack: string | undefined, index: number): string {
+  const lines = (stack ?? '').split('\n');
+  if (lines.length > index) lines.splice(index, 1);
+  return lines.join('\n');
+}
+
+/** The symbol postgres.js keeps a query's origin Error under (module-private; found by its description once). */
+let originSymbol: symbol | null | undefined;
+
+function originKey(query: PostgresJsQuery): symbol | null {
+  if (originSymbol !== undefined) return originSymbol;
+  originSymbol = null;
+  for (const key of ownSymbols(query)) if (key.description === 'OriginError') originSymbol = key;
+  return originSymbol;
 }
 
 /** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
@@ -165,16 +257,25 @@ type AnyFunction = (...args: unknown[]) => unknown;
  */
 export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink): T {
   return wrapOnce(DRIVER, target, sink, () => {
-    const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
+    const site: Site = { driver: DRIVER, sink, connectionId: () => null, memo: { last: null } };
     const mark: WrapperMark = { driver: DRIVER, sink, target };
-    const memo: ShapeMemo = { last: null };
-    const counted = (result: unknown, method: string): unknown => {
-      if (isQuery(result)) countQuery(result, site, memo, method, callerAtBuild(sink, result, method));
+    const shared: SharedHandlers = {};
+    const counted = (result: unknown, method: string, builder: AnyFunction): unknown => {
+      if (isQuery(result)) {
+        keepOrigin(result, builder);
+        countWhenRun(result, site, method, callerAtBuild(sink, result, method), shared);
+      }
       return result;
     };
     const hooks: Record<string, (original: AnyFunction) => AnyFunction> = {
-      unsafe: (original) => (...args) => counted(original(...args), 'unsafe'),
-      file: (original) => (...args) => counted(original(...args), 'file'),
+      unsafe: (original) =>
+        function unsafe(...args) {
+          return counted(original(...args), 'unsafe', unsafe);
+        },
+      file: (original) =>
+        function file(...args) {
+          return counted(original(...args), 'file', file);
+        },
       begin: (original) => (...args) => {
         const fnIndex = args.length - 1;
         const body = args[fnIndex] as AnyFunction;
@@ -208,11 +309,12 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
       reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink)),
     };
     const replaced = new Map<PropertyKey, AnyFunction>();
+    // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
+    const build = function build(fn: T, thisArg: unknown, args: unknown[]): unknown {
+      return counted(reflectApply(fn as AnyFunction, thisArg, args), 'sql', build as AnyFunction);
+    };
     const proxy: T = new Proxy(target, {
-      apply(fn, thisArg, args: unknown[]) {
-        // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
-        return counted(reflectApply(fn as AnyFunction, thisArg, args), 'sql');
-      },
+      apply: build,
       get(t, prop) {
         if (prop === WRAPPED) return mark;
         const existing = replaced.get(prop);
