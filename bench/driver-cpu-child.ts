@@ -1,12 +1,12 @@
 /**
  * The measured side of bench/driver-cpu.ts, bundled and run under callgrind:
- *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call|mysql2-prepared-call|mysql2-values> <raw|counted> <warm-up units> <measured units>
+ *   node driver-cpu-child.js <select|per-row|per-row-spread|prepare-run|window|bind|bind-open|pg-call|mysql2-call|mysql2-callback-call|mysql2-prepared-call|mysql2-values|postgres-js-call> <raw|counted> <warm-up units> <measured units>
  * Prints the calls the counted side's windows counted (0 for raw).
  */
 import Database from 'better-sqlite3';
 // The build's code, as an installed sqltally runs it (see shipped.ts); the bundle keeps its require at run time.
-import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
-import { mysql2CallbackStandIn, mysql2StandIn, pgStandIn, STAND_IN_INSERT, type PgStandIn } from './stand-ins';
+import { createTableSql, DriverRecorder, insertHead, placeholderRows, workloadTable, wrapBetterSqlite3, wrapMysql2, wrapPg, wrapPostgresJs } from './shipped';
+import { mysql2CallbackStandIn, mysql2StandIn, pgStandIn, postgresJsStandIn, STAND_IN_INSERT, type PgStandIn } from './stand-ins';
 
 const PER_ROW_WINDOW = 5_000;
 
@@ -60,6 +60,15 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
     close();
+  } else if (scenario === 'postgres-js-call') {
+    // Awaited 2-value tagged INSERTs on a real postgres.js over an in-process socket that answers the protocol (no
+    // server, no network): what counting adds to an executed postgres.js query, the driver's own work on both sides.
+    const standIn = postgresJsStandIn();
+    const sql = side === 'raw' ? standIn : wrapPostgresJs(standIn, recorder);
+    open();
+    for (let i = 0; i < warmup + measured; i++) await sql`INSERT INTO t (a, b) VALUES (${i}, ${'x'})`;
+    close();
+    await standIn.end();
   } else if (scenario === 'mysql2-values') {
     // One `VALUES ?` call of 5000 rows x 6 on mysql2's promise API (a stand-in that settles at once, formats nothing),
     // one window for all: what counting the values mysql2 would expand costs, 30000 of them a call.

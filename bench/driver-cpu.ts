@@ -28,6 +28,9 @@
  * - `mysql2-callback-call`: the same on mysql2's callback API (knex and kysely call it so), the stand-in calling
  *   back on the next microtask and each call awaited through a promise of the bench's own on both sides;
  * - `mysql2-prepared-call`: a statement prepared once on the promise API, then an awaited `execute(values)` per call.
+ * - `mysql2-values`: one awaited `VALUES ?` call of 5000 rows x 6 on the promise API;
+ * - `postgres-js-call`: an awaited 2-value tagged INSERT run by a real postgres.js over an in-process socket that
+ *   answers the protocol (`PgWireStandInSocket`): the driver's whole own work on both sides, no server's timing.
  * Not here: a postgres.js query built and never run. Its cost is mostly garbage, and with `--predictable` the
  * collector's work per build moved from +12.8k to +34.4k instructions for the same code when this child became
  * async; `driver-overhead.ts --sections own-network` measures it in CPU time instead, collector threads included.
@@ -39,15 +42,15 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open', 'pg-call', 'mysql2-call', 'mysql2-callback-call', 'mysql2-prepared-call', 'mysql2-values'] as const;
+const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open', 'pg-call', 'mysql2-call', 'mysql2-callback-call', 'mysql2-prepared-call', 'mysql2-values', 'postgres-js-call'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const NODE_FLAGS = ['--predictable'];
 /** Measured calls per scenario for R (the second run makes 2R). */
-const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 200 };
+const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 200, 'postgres-js-call': 10_000 };
 // The per-row side's first ten or so windows of 5000 still carry TurboFan compilations and a major GC, at points that
 // move between runs: measured from window 4 the figure moved between +1455 and +3168 instructions a call over three
 // runs of the same code; from window 12 on, windows 12 to 20 repeat to 0.01% (two runs each side, 2026-12-01).
-const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 50 };
+const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 50, 'postgres-js-call': 10_000 };
 
 /** What one measured unit of each scenario is, as printed. */
 const UNIT: Record<Scenario, string> = {
@@ -63,6 +66,7 @@ const UNIT: Record<Scenario, string> = {
   'mysql2-callback-call': 'call (callback API)',
   'mysql2-prepared-call': 'awaited execute of a prepared statement',
   'mysql2-values': 'awaited `VALUES ?` call of 5000 rows x 6 (30000 values)',
+  'postgres-js-call': 'awaited tagged query run by postgres.js (a socket answering the protocol in-process)',
 };
 
 function instructions(bundle: string, scenario: Scenario, side: string, warmup: number, measured: number): number {

@@ -241,6 +241,17 @@ describe('WindowTotals callers and steady counters', () => {
     expect(totals.needsCaller('SELECT ? AS c3')).toBe(false);
   });
 
+  it('asks about a template once a window: an ask answered under another text stays answered', () => {
+    const totals = new WindowTotals();
+    const select: CallShape = { method: 'sql', kind: 'query', sql: 'SELECT $1 AS n', statementClass: 'select', bindValues: 1, parameterSets: 1 };
+    expect(totals.needsCaller('SELECT ? AS n')).toBe(true);
+    totals.askAnswered('SELECT ? AS n');
+    totals.add('postgres-js', select, 0, 0, null, null, null, [1], 'app/q.ts:1:1');
+    // The loop's next builds: their caller is the one taken, so no capture (and none of the window's 256 spent).
+    for (let i = 0; i < 300; i++) expect(totals.needsCaller('SELECT ? AS n')).toBe(false);
+    expect(totals.needsCaller('SELECT ? AS later')).toBe(true);
+  });
+
   it('needs no caller beyond the window\'s text cap', () => {
     const totals = new WindowTotals({ maxTexts: 1 });
     totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);

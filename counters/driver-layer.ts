@@ -226,6 +226,12 @@ export class WindowTotals {
   #callersTaken = 0;
   /** Texts a wrapper was told to capture the caller of (needsCaller) and that no call has been recorded of yet. */
   readonly #callersPending = new Set<string>();
+  /**
+   * Texts asked about and answered under another (askAnswered): their caller is taken, so a later ask about one is
+   * no. Forgotten, every build of a looped postgres.js template asked again and captured its line again, until the
+   * window's captures were gone and a later template named no line. At most MAX_CALLERS of them.
+   */
+  readonly #asksAnswered = new Set<string>();
   /** Shared with the counters handed out (steadyCounter), which count while it is open. */
   readonly #state: WindowState = { open: true };
 
@@ -367,14 +373,17 @@ export class WindowTotals {
   needsCaller(sql: string): boolean {
     const pending = this.#callersPending;
     if (this.#callersTaken + pending.size >= MAX_CALLERS || this.#texts.size + pending.size >= this.#maxTexts) return false;
-    if (this.#texts.has(sql) || pending.has(sql)) return false;
+    if (this.#texts.has(sql) || pending.has(sql) || this.#asksAnswered.has(sql)) return false;
     pending.add(sql);
     return true;
   }
 
   /** An ask about `sql` was answered under another text (StatementSink.askAnswered): its capture is a taken one. */
   askAnswered(sql: string): void {
-    if (this.#callersPending.delete(sql)) this.#callersTaken++;
+    if (this.#callersPending.delete(sql)) {
+      this.#callersTaken++;
+      this.#asksAnswered.add(sql);
+    }
   }
 
   /**

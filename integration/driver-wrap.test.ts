@@ -184,6 +184,28 @@ describeEachBackend(
           }
         });
 
+        it('captures a looped template\'s line once a window: a loop of 300 leaves the window\'s captures to the templates after it', async () => {
+          // An ask answered under the `$n` text was forgotten: every build of the template asked again and captured
+          // its line again (about 400 ns a query), until the window's 256 captures were gone and a later template
+          // named no line.
+          const recorder = new DriverRecorder();
+          const conn = await openCountedConnection('postgres-js', backend().connection, recorder);
+          try {
+            const sql = conn.handle;
+            recorder.begin();
+            for (let i = 0; i < 300; i++) await sql`SELECT ${i}::int AS looped`;
+            await sql`SELECT ${1}::int AS after_the_loop`;
+            const shapes = recorder.end().layer.shapes;
+            expect(shapes.map((s) => [s.fingerprint, s.calls])).toEqual([
+              ['SELECT ?::INT AS looped', 300],
+              ['SELECT ?::INT AS after_the_loop', 1],
+            ]);
+            for (const s of shapes) expect(s.caller).toMatch(/^integration\/driver-wrap\.test\.ts:\d+:\d+$/);
+          } finally {
+            await conn.close();
+          }
+        });
+
         it('counts a template once against the window\'s text cap: its ask under the strings is answered as the $n text is recorded', async () => {
           // With the asks left pending each template counted twice (asked text + recorded text), and the third of
           // three templates under a cap of three was refused its capture at build: it named no line.

@@ -134,9 +134,19 @@ function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked
  */
 function callerAtBuild(sink: StatementSink, query: PostgresJsQuery, method: string): Asked | undefined {
   if (sink.needsCaller === undefined) return undefined;
+  // As `callerAtCall`: a window's answer about a template stays no once given (asked, then answered or capped), so
+  // a loop of one template asks once a window.
+  const epoch = sink.epoch;
+  if (query.strings === lastBuildAsk.strings && sink === lastBuildAsk.sink && epoch === lastBuildAsk.epoch && epoch !== undefined) return undefined;
+  lastBuildAsk.strings = query.strings;
+  lastBuildAsk.sink = sink;
+  lastBuildAsk.epoch = epoch;
   const text = askedText(query.strings);
   return sink.needsCaller(text) ? { text, caller: captureCaller(`postgres-js.${method} (build)`) } : undefined;
 }
+
+/** The template {@link callerAtBuild} last asked a sink about, and in which of its windows (it keeps both alive). */
+const lastBuildAsk: { strings: readonly string[] | null; sink: StatementSink | null; epoch: number | undefined } = { strings: null, sink: null, epoch: undefined };
 
 /** A caller captured at build, and the text the window was asked about (handed back: StatementSink.askAnswered). */
 interface Asked {
@@ -169,28 +179,28 @@ function askedText(strings: readonly string[]): string {
 /**
  * postgres.js explains a failed query with where it was built (`query.origin`, appended to the error's stack): a
  * tagged template's is an Error made the first time the template was built, four frames deep (its own three and the
- * caller's) and cached per template; with `debug`, every query's is an Error made as it is built. Built through the
- * wrapper, the frame below postgres.js's own is the wrapper's: the user's line fell off the four, or came one frame
- * lower. The query gets the origin raw postgres.js would have given it: postgres.js's frames, then the caller's line
- * (captured once per template), or with `debug` the same stack without the wrapper's frame.
+ * caller's) and shared by every query of that template; with `debug`, every query's is an Error made as it is built.
+ * Built through the wrapper, the frame below postgres.js's own is the wrapper's: the user's line fell off the four,
+ * or came one frame lower. The origin is put back as raw postgres.js would have made it: a template's shared Error
+ * once, when the template is first built (postgres.js's frames, then the caller's line); with `debug`, each query's
+ * without the wrapper's frame. Reading the Error off every query (a symbol-keyed load) added about 3500 instructions
+ * an awaited query (callgrind, a loop of one template on a real server): only a template not seen before is read.
  */
-function keepOrigin(query: PostgresJsQuery, builder: AnyFunction): void {
-  const key = originKey(query);
-  if (key === null) return;
-  const made = (query as unknown as Record<symbol, unknown>)[key];
-  if (!(made instanceof ErrorClass)) return;
+function keepOrigin(query: PostgresJsQuery, method: string, builder: AnyFunction): void {
   if (query.handler.debug) {
-    (query as unknown as Record<symbol, unknown>)[key] = { get stack(): string { return withoutLine(made.stack, DEBUG_WRAPPER_LINE); } };
+    const key = originKey(query);
+    const made = key === null ? undefined : (query as unknown as Record<symbol, unknown>)[key];
+    if (made instanceof ErrorClass) (query as unknown as Record<symbol, unknown>)[key!] = { get stack(): string { return withoutLine(made.stack, DEBUG_WRAPPER_LINE); } };
     return;
   }
-  let origin = lastOrigin.strings === query.strings ? lastOrigin.origin : templateOrigins.get(query.strings);
-  if (origin === undefined) {
-    origin = { stack: templateOrigin(made.stack, builder) };
-    templateOrigins.set(query.strings, origin);
-  }
-  lastOrigin.strings = query.strings;
-  lastOrigin.origin = origin;
-  (query as unknown as Record<symbol, unknown>)[key] = origin;
+  // `unsafe` and `file` have no origin without `debug`; a loop of one template has had its origin put back.
+  if (method !== 'sql' || query.strings === lastTemplate.strings) return;
+  lastTemplate.strings = query.strings;
+  if (templatesSeen.has(query.strings)) return;
+  templatesSeen.add(query.strings);
+  const key = originKey(query);
+  const made = key === null ? undefined : (query as unknown as Record<symbol, unknown>)[key];
+  if (made instanceof ErrorClass) made.stack = templateOrigin(made.stack, builder);
 }
 
 /** Lines of an origin stack: the header, then postgres.js's frames (`cachedError`, `Query`, `sql`), then the caller. */
@@ -198,8 +208,8 @@ const TEMPLATE_CALLER_LINE = 4;
 /** With `debug`: the header, `Query`, `sql` (or `unsafe`, `file`), then the wrapper's frame. */
 const DEBUG_WRAPPER_LINE = 3;
 
-const templateOrigins = new WeakMap<readonly string[], { stack: string }>();
-const lastOrigin: { strings: readonly string[] | null; origin: { stack: string } | undefined } = { strings: null, origin: undefined };
+const templatesSeen = new WeakSet<readonly string[]>();
+const lastTemplate: { strings: readonly string[] | null } = { strings: null };
 
 /** The cached Error's frames up to the caller's, whose line is taken from here instead (the wrapper's is dropped). */
 function templateOrigin(stack: string | undefined, builder: AnyFunction): string {
@@ -262,7 +272,7 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
     const shared: SharedHandlers = {};
     const counted = (result: unknown, method: string, builder: AnyFunction): unknown => {
       if (isQuery(result)) {
-        keepOrigin(result, builder);
+        keepOrigin(result, method, builder);
         countWhenRun(result, site, method, callerAtBuild(sink, result, method), shared);
       }
       return result;
