@@ -439,6 +439,33 @@ interface NetworkOwnFigures {
   /** The stand-in's own median CPU per call, unwrapped. */
   rawNs: number;
   windowCloseNs: number;
+  /**
+   * mysql2 `VALUES ?` only: median CPU of a loop of the bench's own over the same values that looks at every element
+   * once (`Array.isArray`, the one test an exact count needs: only a nested array expands), measured in the same
+   * rounds. What no exact count of these values can go under on this host.
+   */
+  floorNs: number | null;
+}
+
+/** Looks at each element of each row once; returns how many values a driver would expand (the bench's floor). */
+function readEachValue(values: readonly unknown[]): number {
+  let n = 0;
+  for (let i = 0; i < values.length; i++) {
+    const list = values[i];
+    if (!Array.isArray(list)) {
+      n++;
+      continue;
+    }
+    for (let r = 0; r < list.length; r++) {
+      const row: unknown = list[r];
+      if (!Array.isArray(row)) {
+        n++;
+        continue;
+      }
+      for (let c = 0; c < row.length; c++) n += Array.isArray(row[c]) ? 2 : 1;
+    }
+  }
+  return n;
 }
 
 /** The stand-ins a network figure runs on: the plain ones, or a mysql2 that formats its values as `query()` does. */
@@ -607,17 +634,27 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
         await batch(raw, false);
         await batch(counted, true);
       }
+      const floorOf = c.driver === 'mysql2' && !c.formats ? (): number => {
+        let seen = 0;
+        const cpu0 = cpuNow();
+        for (let k = 0; k < OWN_WORK_BATCH; k++) seen += readEachValue(c.values);
+        const ns = (cpuNow() - cpu0) / OWN_WORK_BATCH;
+        if (seen !== c.bound * OWN_WORK_BATCH) throw new Error(`floor: read ${seen / OWN_WORK_BATCH} values, expected ${c.bound}`);
+        return ns;
+      } : null;
       const raws: number[] = [];
       const added: number[] = [];
       const closes: number[] = [];
+      const floors: number[] = [];
       for (let i = 0; i < OWN_WORK_SAMPLES; i++) {
         const r = await batch(raw, false);
         const w = await batch(counted, true);
         raws.push(r.cpuNs);
         added.push(w.cpuNs - r.cpuNs);
         closes.push(w.closeNs);
+        if (floorOf) floors.push(floorOf());
       }
-      out.push({ driver: c.driver, formats: c.formats, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes) });
+      out.push({ driver: c.driver, formats: c.formats, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes), floorNs: floorOf ? median(floors) : null });
     }
   }
   return out;
@@ -879,7 +916,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(
       `${tag}the proxy's own work for one ${o.driver} call binding ${String(o.values).padStart(5)} values (${o.form}; a stand-in that settles at once, ` +
         `window opened + call + settlement, a text new to each window, median of ${o.samples} x ${OWN_WORK_BATCH}): added ${us(o.addedNs)} us ` +
-        `(the stand-in alone ${us(o.rawNs)} us); window close ${us(o.windowCloseNs)} us`,
+        `(the stand-in alone ${us(o.rawNs)} us); window close ${us(o.windowCloseNs)} us` +
+        (o.floorNs === null ? '' : `; a bare loop looking at each value once (the floor of an exact count) ${us(o.floorNs)} us`),
     );
   }
   for (const n of networkPerCall ?? []) {
