@@ -545,22 +545,27 @@ async function networkPerCallBench(control: boolean): Promise<NetworkPerCallFigu
       recorder.end();
       return ns / NETWORK_CALLS;
     };
-    for (let i = 0; i < 5; i++) {
-      await loop(raw);
-      await loop(counted);
-    }
-    const raws: number[] = [];
-    const added: number[] = [];
-    for (let i = 0; i < NETWORK_ROUNDS; i++) {
-      const r = await loop(raw);
-      const c = await loop(counted);
-      raws.push(r);
-      added.push(c - r);
-    }
-    out.push({ driver, calls: NETWORK_CALLS, rounds: NETWORK_ROUNDS, addedNsPerCall: median(added), rawNsPerCall: median(raws) });
+    out.push({ driver, ...(await alternateRounds(() => loop(raw), () => loop(counted), 5)) });
   }
   out.push(await postgresJsPerCall(control, recorder));
   return out;
+}
+
+/** Raw and counted loops alternated: `warmup` pairs, then NETWORK_ROUNDS measured; medians of raw and of the difference. */
+async function alternateRounds(raw: () => Promise<number>, counted: () => Promise<number>, warmup: number): Promise<Omit<NetworkPerCallFigures, 'driver'>> {
+  for (let i = 0; i < warmup; i++) {
+    await raw();
+    await counted();
+  }
+  const raws: number[] = [];
+  const added: number[] = [];
+  for (let i = 0; i < NETWORK_ROUNDS; i++) {
+    const r = await raw();
+    const c = await counted();
+    raws.push(r);
+    added.push(c - r);
+  }
+  return { calls: NETWORK_CALLS, rounds: NETWORK_ROUNDS, addedNsPerCall: median(added), rawNsPerCall: median(raws) };
 }
 
 /**
@@ -580,20 +585,9 @@ async function postgresJsPerCall(control: boolean, recorder: InstanceType<typeof
     recorder.end();
     return ns / NETWORK_CALLS;
   };
-  for (let i = 0; i < 3; i++) {
-    await loop(raw);
-    await loop(counted);
-  }
-  const raws: number[] = [];
-  const added: number[] = [];
-  for (let i = 0; i < NETWORK_ROUNDS; i++) {
-    const r = await loop(raw);
-    const c = await loop(counted);
-    raws.push(r);
-    added.push(c - r);
-  }
+  const figures = await alternateRounds(() => loop(raw), () => loop(counted), 3);
   await raw.end();
-  return { driver: 'postgres-js', calls: NETWORK_CALLS, rounds: NETWORK_ROUNDS, addedNsPerCall: median(added), rawNsPerCall: median(raws) };
+  return { driver: 'postgres-js', ...figures };
 }
 
 async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[]> {

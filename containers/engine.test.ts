@@ -1,15 +1,7 @@
 import http from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { detectContainerEngine } from './engine';
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
+import { freePort } from './local-process';
 
 describe('detectContainerEngine', () => {
   it('says so when the socket does not exist', async () => {
@@ -20,7 +12,7 @@ describe('detectContainerEngine', () => {
   });
 
   it('reports a closed TCP endpoint as unreachable', async () => {
-    const host = `tcp://127.0.0.1:${await closedPort()}`;
+    const host = `tcp://127.0.0.1:${await freePort()}`;
     const probe = await detectContainerEngine({ DOCKER_HOST: host });
     expect(probe.reachable).toBe(false);
     if (!probe.reachable) expect(probe.reason).toContain(`container engine at ${host} unreachable (connect ECONNREFUSED`);

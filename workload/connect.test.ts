@@ -1,16 +1,7 @@
-import net from 'node:net';
 import { SqltallyError } from '../containers/errors';
 import type { NetworkConnection } from '../containers/types';
 import { openPlainConnection, READ_DRIVER_BY_BACKEND } from './connect';
-
-/** A loopback port nothing listens on: bind one, note it, close it. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from '../containers/local-process';
 
 describe('openPlainConnection', () => {
   it('refuses a file connection for a network driver, and a network one for better-sqlite3', async () => {
@@ -22,7 +13,7 @@ describe('openPlainConnection', () => {
   });
 
   it.each(['mysql2', 'mariadb', 'pg'] as const)('%s: an unreachable server is a connect-phase error without the password', async (driver) => {
-    const port = await closedPort();
+    const port = await freePort();
     const secret = 's3cr3t-pw';
     const error = await openPlainConnection(driver, { kind: 'network', host: '127.0.0.1', port, user: 'root', password: secret, database: 'x' }, { connectTimeout: 2_000 }, 'mariadb').catch(
       (e: unknown) => e,

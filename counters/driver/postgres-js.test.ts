@@ -1,32 +1,36 @@
-import net from 'node:net';
 import postgres from 'postgres';
 import { DriverTally } from '../driver-layer';
 import { wrapPostgresJs } from './postgres-js';
-
-/** A loopback port nothing listens on: postgres.js builds queries without connecting, and a run fails at connect. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from '../../containers/local-process';
 
 type Built = Record<PropertyKey, unknown> & { handler: ((q: unknown) => unknown) & { debug?: unknown } };
 
 describe('wrapPostgresJs: a query is counted through its handler, when it runs', () => {
   let port: number;
   beforeAll(async () => {
-    port = await closedPort();
+    port = await freePort();
   });
 
   const open = (debug = false) => postgres({ host: '127.0.0.1', port, max: 1, debug, connect_timeout: 2, onnotice: () => undefined });
-
-  it('leaves a query built and never run with the properties raw postgres.js gives it, and records nothing', async () => {
+  type Raw = ReturnType<typeof open>;
+  /** A raw `sql` and the same one counted into a tally, ended after `body`. */
+  const withCounted = async (body: (sql: Raw, raw: Raw, tally: DriverTally) => Promise<void>): Promise<void> => {
     const raw = open();
     const tally = new DriverTally();
-    const sql = wrapPostgresJs(raw, tally);
     try {
+      await body(wrapPostgresJs(raw, tally), raw, tally);
+    } finally {
+      await raw.end({ timeout: 0 });
+    }
+  };
+  const failureOf = (query: Promise<unknown>): Promise<(Error & { code?: string }) | null> =>
+    query.then(
+      () => null,
+      (e: unknown) => e as Error & { code?: string },
+    );
+
+  it('leaves a query built and never run with the properties raw postgres.js gives it, and records nothing', () =>
+    withCounted(async (sql, raw, tally) => {
       const shape = (q: object): PropertyKey[] => Reflect.ownKeys(q).sort((a, b) => String(a).localeCompare(String(b)));
       const built = sql`SELECT ${1}::int AS n` as unknown as Built;
       const plain = raw`SELECT ${1}::int AS n` as unknown as Built;
@@ -38,10 +42,7 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
       expect(unsafe.handler).not.toBe(built.handler);
       expect((sql.unsafe('SELECT 2') as unknown as Built).handler).toBe(unsafe.handler);
       expect(tally.events).toEqual([]);
-    } finally {
-      await raw.end({ timeout: 0 });
-    }
-  });
+    }));
 
   it.each([false, true])('keeps the debug flag postgres.js reads off the handler to explain an error (debug %s)', async (debug) => {
     const raw = open(debug);
@@ -55,41 +56,23 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
     }
   });
 
-  it('counts a query that runs and fails once, with its error, and rejects it as raw postgres.js does', async () => {
-    const raw = open();
-    const tally = new DriverTally();
-    const sql = wrapPostgresJs(raw, tally);
-    try {
-      const rawError = await raw`SELECT ${1}::int AS n`.then(
-        () => null,
-        (e: unknown) => e as Error & { code?: string },
-      );
-      const error = await sql`SELECT ${1}::int AS n`.then(
-        () => null,
-        (e: unknown) => e as Error & { code?: string },
-      );
+  it('counts a query that runs and fails once, with its error, and rejects it as raw postgres.js does', () =>
+    withCounted(async (sql, raw, tally) => {
+      const rawError = await failureOf(raw`SELECT ${1}::int AS n`);
+      const error = await failureOf(sql`SELECT ${1}::int AS n`);
       expect(rawError?.code).toBe('ECONNREFUSED');
       expect(error?.code).toBe(rawError?.code);
       const events = tally.events;
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({ driver: 'postgres-js', method: 'sql', kind: 'query', statementClass: 'select' });
       expect(events[0]?.error).toMatch(/ECONNREFUSED/);
-    } finally {
-      await raw.end({ timeout: 0 });
-    }
-  });
+    }));
 
-  it('counts a fragment only as part of the query that runs it', async () => {
-    const raw = open();
-    const tally = new DriverTally();
-    const sql = wrapPostgresJs(raw, tally);
-    try {
+  it('counts a fragment only as part of the query that runs it', () =>
+    withCounted(async (sql, _raw, tally) => {
       const where = sql`WHERE n > ${2}`;
-      await sql`SELECT n FROM t ${where}`.catch(() => undefined);
+      await failureOf(sql`SELECT n FROM t ${where}`);
       // Never connected, so postgres.js built no text to send: the event carries the template's; one event, not two.
       expect(tally.events.map((e) => e.method)).toEqual(['sql']);
-    } finally {
-      await raw.end({ timeout: 0 });
-    }
-  });
+    }));
 });
