@@ -42,8 +42,11 @@ type MariadbLike = {
   prepare(sql: string): Promise<{ execute(values: unknown[]): Promise<unknown>; close(): unknown }>;
 };
 type PgLike = { query(config: unknown, values?: unknown, cb?: Callback): Promise<unknown> | undefined };
-type PostgresJsLike = ((strings: TemplateStringsArray, ...values: unknown[]) => Promise<unknown>) & {
+type PostgresJsQueryLike = Promise<unknown> & { execute(): Promise<unknown> };
+type PostgresJsLike = ((strings: TemplateStringsArray, ...values: unknown[]) => PostgresJsQueryLike) & {
   unsafe(text: string, values?: unknown[]): Promise<unknown>;
+  begin(body: (tx: PostgresJsLike) => Promise<unknown>): Promise<unknown>;
+  reserve(): Promise<PostgresJsLike & { release(): void }>;
 };
 type SqliteLike = { prepare(sql: string): { run(...args: unknown[]): unknown } };
 
@@ -90,6 +93,21 @@ const POSTGRES_JS_FORMS: Form<PostgresJsLike>[] = [
   // A template's table name is a fixed part of its text: one table for this form (see TABLE below).
   { name: 'tagged template', call: (h, _t, v) => h`INSERT INTO dv_postgres_js VALUES (${v})` },
   { name: 'unsafe(text, values)', call: (h, t, v) => h.unsafe(`INSERT INTO ${t} VALUES ($1)`, [v]) },
+  // Run by `.execute()` rather than by `await`, in a transaction, and on a reserved connection: each runs the query
+  // once, through the handler the wrapper counts it by.
+  { name: 'tagged template, execute()', call: (h, _t, v) => h`INSERT INTO dv_postgres_js VALUES (${v})`.execute() },
+  { name: 'tagged template in begin()', call: (h, _t, v) => h.begin((tx) => tx`INSERT INTO dv_postgres_js VALUES (${v})`) },
+  {
+    name: 'tagged template on reserve()',
+    call: async (h, _t, v) => {
+      const reserved = await h.reserve();
+      try {
+        await reserved`INSERT INTO dv_postgres_js VALUES (${v})`;
+      } finally {
+        reserved.release();
+      }
+    },
+  },
 ];
 
 const SQLITE_FORMS: Form<SqliteLike>[] = [
