@@ -68,6 +68,26 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
       expect(events[0]?.error).toMatch(/ECONNREFUSED/);
     }));
 
+  it.each([
+    ['returns call sites, not a string', (_e: Error, sites: unknown[]) => sites],
+    ['throws', () => {
+      throw new Error('prepareStackTrace failed');
+    }],
+  ])('builds and counts a query when a prepareStackTrace of the user\'s %s', (_what, prepare) =>
+    withCounted(async (sql, _raw, tally) => {
+      const before = Error.prepareStackTrace;
+      // A template this file builds nowhere else, so the wrapper meets it for the first time here.
+      let query: Promise<unknown>;
+      Error.prepareStackTrace = prepare as typeof Error.prepareStackTrace;
+      try {
+        query = sql`SELECT ${1}::int AS under_custom_prepare`;
+      } finally {
+        Error.prepareStackTrace = before;
+      }
+      expect((await failureOf(query))?.code).toBe('ECONNREFUSED');
+      expect(tally.events.map((e) => e.method)).toEqual(['sql']);
+    }));
+
   it('counts a fragment only as part of the query that runs it', () =>
     withCounted(async (sql, _raw, tally) => {
       const where = sql`WHERE n > ${2}`;

@@ -181,26 +181,22 @@ function askedText(strings: readonly string[]): string {
  * tagged template's is an Error made the first time the template was built, four frames deep (its own three and the
  * caller's) and shared by every query of that template; with `debug`, every query's is an Error made as it is built.
  * Built through the wrapper, the frame below postgres.js's own is the wrapper's: the user's line fell off the four,
- * or came one frame lower. The origin is put back as raw postgres.js would have made it: a template's shared Error
- * once, when the template is first built (postgres.js's frames, then the caller's line); with `debug`, each query's
- * without the wrapper's frame. Reading the Error off every query (a symbol-keyed load) added about 3500 instructions
- * an awaited query (callgrind, a loop of one template on a real server): only a template not seen before is read.
+ * or came one frame lower. Each query's origin is replaced by one that reads as raw postgres.js's would have: for a
+ * template, postgres.js's frames and then the caller's line (captured once per template); with `debug`, the query's
+ * own stack without the wrapper's frame. Nothing is formatted as the query is built: a stack is formatted when
+ * postgres.js reads it, after a failure, under whatever `prepareStackTrace` is in place then, as raw postgres.js's
+ * is (formatted at build, a stack made under a caller's passing `prepareStackTrace` stayed that, and postgres.js
+ * failed on it).
  */
 function keepOrigin(query: PostgresJsQuery, method: string, builder: AnyFunction): void {
-  if (query.handler.debug) {
-    const key = originKey(query);
-    const made = key === null ? undefined : (query as unknown as Record<symbol, unknown>)[key];
-    if (made instanceof ErrorClass) (query as unknown as Record<symbol, unknown>)[key!] = { get stack(): string { return withoutLine(made.stack, DEBUG_WRAPPER_LINE); } };
-    return;
-  }
-  // `unsafe` and `file` have no origin without `debug`; a loop of one template has had its origin put back.
-  if (method !== 'sql' || query.strings === lastTemplate.strings) return;
-  lastTemplate.strings = query.strings;
-  if (templatesSeen.has(query.strings)) return;
-  templatesSeen.add(query.strings);
+  const debug = query.handler.debug;
+  // Without `debug`, `unsafe` and `file` queries have no origin.
+  if (!debug && method !== 'sql') return;
   const key = originKey(query);
-  const made = key === null ? undefined : (query as unknown as Record<symbol, unknown>)[key];
-  if (made instanceof ErrorClass) made.stack = templateOrigin(made.stack, builder);
+  if (key === null) return;
+  const made = (query as unknown as Record<symbol, unknown>)[key];
+  if (!(made instanceof ErrorClass)) return;
+  (query as unknown as Record<symbol, unknown>)[key] = debug ? new DebugOrigin(made) : templateOrigin(query.strings, made, builder);
 }
 
 /** Lines of an origin stack: the header, then postgres.js's frames (`cachedError`, `Query`, `sql`), then the caller. */
@@ -208,31 +204,69 @@ const TEMPLATE_CALLER_LINE = 4;
 /** With `debug`: the header, `Query`, `sql` (or `unsafe`, `file`), then the wrapper's frame. */
 const DEBUG_WRAPPER_LINE = 3;
 
-const templatesSeen = new WeakSet<readonly string[]>();
-const lastTemplate: { strings: readonly string[] | null } = { strings: null };
+/** A template's origin, made at its first build through a wrapper: the same for every query of it, as postgres.js's. */
+const templateOrigins = new WeakMap<readonly string[], TemplateOrigin>();
+const lastTemplate: { strings: readonly string[] | null; origin: TemplateOrigin | null } = { strings: null, origin: null };
 
-/** The cached Error's frames up to the caller's, whose line is taken from here instead (the wrapper's is dropped). */
-function templateOrigin(stack: string | undefined, builder: AnyFunction): string {
-  const lines = (stack ?? '').split('\n');
-  if (lines.length <= TEMPLATE_CALLER_LINE) return stack ?? '';
-  const limit = ErrorClass.stackTraceLimit;
-  const holder: { stack?: string } = {};
-  try {
-    ErrorClass.stackTraceLimit = 1;
-    ErrorClass.captureStackTrace(holder, builder);
-  } finally {
-    ErrorClass.stackTraceLimit = limit;
+function templateOrigin(strings: readonly string[], made: Error, builder: AnyFunction): TemplateOrigin {
+  if (strings === lastTemplate.strings && lastTemplate.origin !== null) return lastTemplate.origin;
+  let origin = templateOrigins.get(strings);
+  if (origin === undefined) {
+    // The caller's frame, captured now and formatted only when read.
+    const caller: { stack?: unknown } = {};
+    const limit = ErrorClass.stackTraceLimit;
+    try {
+      ErrorClass.stackTraceLimit = 1;
+      ErrorClass.captureStackTrace(caller, builder);
+    } finally {
+      ErrorClass.stackTraceLimit = limit;
+    }
+    origin = new TemplateOrigin(made, caller);
+    templateOrigins.set(strings, origin);
   }
-  const caller = (holder.stack ?? '').split('\n')[1];
-  if (caller === undefined) return stack ?? '';
-  lines[TEMPLATE_CALLER_LINE] = caller;
-  return lines.slice(0, TEMPLATE_CALLER_LINE + 1).join('\n');
+  lastTemplate.strings = strings;
+  lastTemplate.origin = origin;
+  return origin;
 }
 
-function withoutLine(stack: string | undefined, index: number): string {
-  const lines = (stack ?? '').split('\n');
-  if (lines.length > index) lines.splice(index, 1);
-  return lines.join('\n');
+/** What postgres.js reads of an origin is its `stack`: postgres.js's Error's, its last frame the caller's. */
+class TemplateOrigin {
+  #stack: unknown = undefined;
+  #read = false;
+
+  constructor(
+    private readonly made: Error,
+    private readonly caller: { stack?: unknown },
+  ) {}
+
+  get stack(): unknown {
+    if (!this.#read) {
+      this.#read = true;
+      const stack: unknown = this.made.stack;
+      const captured: unknown = this.caller.stack;
+      const line = typeof captured === 'string' ? captured.split('\n')[1] : undefined;
+      const lines = typeof stack === 'string' ? stack.split('\n') : null;
+      if (lines === null || line === undefined || lines.length <= TEMPLATE_CALLER_LINE) this.#stack = stack;
+      else {
+        lines[TEMPLATE_CALLER_LINE] = line;
+        this.#stack = lines.slice(0, TEMPLATE_CALLER_LINE + 1).join('\n');
+      }
+    }
+    return this.#stack;
+  }
+}
+
+/** A `debug` query's origin: its own stack without the wrapper's frame. */
+class DebugOrigin {
+  constructor(private readonly made: Error) {}
+
+  get stack(): unknown {
+    const stack: unknown = this.made.stack;
+    if (typeof stack !== 'string') return stack;
+    const lines = stack.split('\n');
+    if (lines.length > DEBUG_WRAPPER_LINE) lines.splice(DEBUG_WRAPPER_LINE, 1);
+    return lines.join('\n');
+  }
 }
 
 /** The symbol postgres.js keeps a query's origin Error under (module-private; found by its description once). */
