@@ -58,8 +58,9 @@ interface Site extends CallSite {
  * A query's handler, replaced by one that counts the query as it runs, then hands it on. The handler is an own field
  * postgres.js sets on every query and calls once, when the query runs; so a query is counted without a global patch,
  * without a property its class does not have, and without touching its promise (a `.then` would run a query that the
- * user only meant as a fragment). A query built and never run costs one field write: the `sql` and `unsafe` queries
- * of one `sql` share their handler, and so share one counting handler per method. Before (a state object under a
+ * user only meant as a fragment). A query built and never run costs a field write (and a template's query a second
+ * one, its origin: keepOrigin): the `sql` and `unsafe` queries of one `sql` share their handler, and so share one
+ * counting handler per method. Before (a state object under a
  * symbol, a shadowed `handle` and two settle closures written on every query built), a build added about 1 us,
  * most of it the young generation's collector copying what each query carried
  * (`bench/driver-overhead.ts --sections own-network`, "proxy cost per build on postgres.js").
