@@ -363,6 +363,26 @@ describeEachBackend(
         }
       });
 
+      it('a postgres.js query started with execute() and not awaited is in flight when the function returns: incomplete', async () => {
+        // postgres.js hands a query to the counting handler a microtask after execute(); the window must still see it
+        // as started (its in-flight count), not close as if nothing ran.
+        const at = network(session.connection);
+        const raw = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, onnotice: () => undefined });
+        try {
+          const sql = session.count(raw);
+          await sql`SELECT 1`;
+          let pending: Promise<unknown> | undefined;
+          const tally = await session.measure(async () => {
+            pending = sql`INSERT INTO own_items (a) VALUES (${-7})`.execute();
+          });
+          await pending;
+          expect(tally.verdict.kind).toBe('incomplete');
+          expect(tally.verdict.reason).toMatch(/still in flight when the measured function returned/);
+        } finally {
+          await raw.end();
+        }
+      });
+
       it('a pool that first connects inside a window: the proxy\'s statistics flush on its session is never counted, and the next windows assert', async () => {
         await using lazy = await CaptureSession.open({ backend: backend() });
         const at = network(lazy.connection);

@@ -156,25 +156,35 @@ interface Asked {
 }
 
 /**
- * A template's strings joined, once per template: a tagged template hands over the same frozen array at every call
- * of its line, so a loop of one template joined its strings at every build before (even with no window open).
- * `unsafe` and `file` hand a new one-string array each call, whose text is that string. The last template asked
- * about is kept beside the map: a loop of one template finds it without a lookup.
+ * What the wrapper keeps per template, found by the frozen strings array a tagged template hands over at every call
+ * of its line: the strings joined into the text asked about, and the template's origin (keepOrigin), each made once.
+ * The last template is kept beside the map: a loop of one template finds it without a lookup.
  */
-const joinedTemplates = new WeakMap<readonly string[], string>();
-const lastJoined: { strings: readonly string[] | null; text: string } = { strings: null, text: '' };
+interface Template {
+  text: string | undefined;
+  origin: TemplateOrigin | undefined;
+}
 
+const templates = new WeakMap<readonly string[], Template>();
+const lastTemplate: { strings: readonly string[] | null; template: Template | null } = { strings: null, template: null };
+
+function templateOf(strings: readonly string[]): Template {
+  if (strings === lastTemplate.strings && lastTemplate.template !== null) return lastTemplate.template;
+  let template = templates.get(strings);
+  if (template === undefined) {
+    template = { text: undefined, origin: undefined };
+    templates.set(strings, template);
+  }
+  lastTemplate.strings = strings;
+  lastTemplate.template = template;
+  return template;
+}
+
+/** The text asked about: `unsafe` and `file` hand a new one-string array each call, whose text is that string. */
 function askedText(strings: readonly string[]): string {
   if (strings.length === 1) return strings[0]!;
-  if (strings === lastJoined.strings) return lastJoined.text;
-  let text = joinedTemplates.get(strings);
-  if (text === undefined) {
-    text = strings.join('?');
-    joinedTemplates.set(strings, text);
-  }
-  lastJoined.strings = strings;
-  lastJoined.text = text;
-  return text;
+  const template = templateOf(strings);
+  return (template.text ??= strings.join('?'));
 }
 
 /**
@@ -206,13 +216,9 @@ const TEMPLATE_CALLER_LINE = 4;
 const DEBUG_WRAPPER_LINE = 3;
 
 /** A template's origin, made at its first build through a wrapper: the same for every query of it, as postgres.js's. */
-const templateOrigins = new WeakMap<readonly string[], TemplateOrigin>();
-const lastTemplate: { strings: readonly string[] | null; origin: TemplateOrigin | null } = { strings: null, origin: null };
-
 function templateOrigin(strings: readonly string[], made: Error, builder: AnyFunction): TemplateOrigin {
-  if (strings === lastTemplate.strings && lastTemplate.origin !== null) return lastTemplate.origin;
-  let origin = templateOrigins.get(strings);
-  if (origin === undefined) {
+  const template = templateOf(strings);
+  if (template.origin === undefined) {
     // The caller's frame, captured now and formatted only when read.
     const caller: { stack?: unknown } = {};
     const limit = ErrorClass.stackTraceLimit;
@@ -222,38 +228,30 @@ function templateOrigin(strings: readonly string[], made: Error, builder: AnyFun
     } finally {
       ErrorClass.stackTraceLimit = limit;
     }
-    origin = new TemplateOrigin(made, caller);
-    templateOrigins.set(strings, origin);
+    template.origin = new TemplateOrigin(made, caller);
   }
-  lastTemplate.strings = strings;
-  lastTemplate.origin = origin;
-  return origin;
+  return template.origin;
 }
 
-/** What postgres.js reads of an origin is its `stack`: postgres.js's Error's, its last frame the caller's. */
+/**
+ * What postgres.js reads of an origin is its `stack`: postgres.js's Error's, its last frame the caller's. Read after
+ * a failure, and once per template at that (postgres.js keeps the text it read per template).
+ */
 class TemplateOrigin {
-  #stack: unknown = undefined;
-  #read = false;
-
   constructor(
     private readonly made: Error,
     private readonly caller: { stack?: unknown },
   ) {}
 
   get stack(): unknown {
-    if (!this.#read) {
-      this.#read = true;
-      const stack: unknown = this.made.stack;
-      const captured: unknown = this.caller.stack;
-      const line = typeof captured === 'string' ? captured.split('\n')[1] : undefined;
-      const lines = typeof stack === 'string' ? stack.split('\n') : null;
-      if (lines === null || line === undefined || lines.length <= TEMPLATE_CALLER_LINE) this.#stack = stack;
-      else {
-        lines[TEMPLATE_CALLER_LINE] = line;
-        this.#stack = lines.slice(0, TEMPLATE_CALLER_LINE + 1).join('\n');
-      }
-    }
-    return this.#stack;
+    const stack: unknown = this.made.stack;
+    const captured: unknown = this.caller.stack;
+    const line = typeof captured === 'string' ? captured.split('\n')[1] : undefined;
+    if (typeof stack !== 'string' || line === undefined) return stack;
+    const lines = stack.split('\n');
+    if (lines.length <= TEMPLATE_CALLER_LINE) return stack;
+    lines[TEMPLATE_CALLER_LINE] = line;
+    return lines.slice(0, TEMPLATE_CALLER_LINE + 1).join('\n');
   }
 }
 
