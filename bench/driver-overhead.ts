@@ -447,7 +447,11 @@ interface NetworkOwnFigures {
   floorNs: number | null;
 }
 
-/** Looks at each element of each row once; returns how many values a driver would expand (the bench's floor). */
+/**
+ * Looks at each element of each row once (the bench's floor): a nested array is looked at, not walked, and counts 2,
+ * so the sum equals the values only where there is none, as in the bench's rows; the caller checks it, which also
+ * keeps the loop from being optimised away.
+ */
 function readEachValue(values: readonly unknown[]): number {
   let n = 0;
   for (let i = 0; i < values.length; i++) {
