@@ -383,6 +383,77 @@ describeEachBackend(
         }
       });
 
+      // How a transaction's statements go out depends on who sends them: postgres.js's own sql.begin sends BEGIN as a
+      // Query and COMMIT as a template (named, or unnamed under `prepare: false`); a query builder on a reserved
+      // connection (Kysely's postgres.js dialect) sends both through unsafe(), as Queries. Warmed once first, so every
+      // window is alike: a named COMMIT is then not counted by pg_stat_statements again on its connection.
+      const TRANSACTIONS = {
+        'sql.begin': { prepare: true, wire: { Query: 2, Parse: 0, Describe: 0, Bind: 4, Execute: 4, Sync: 4 }, statements: 4 },
+        'sql.begin under prepare: false': { prepare: false, wire: { Query: 2, Parse: 4, Describe: 4, Bind: 4, Execute: 4, Sync: 4 }, statements: 6 },
+        'a reserved connection, BEGIN and COMMIT through unsafe()': { prepare: true, wire: { Query: 4, Parse: 0, Describe: 0, Bind: 2, Execute: 2, Sync: 2 }, statements: 6 },
+      } as const;
+      it.each(Object.entries(TRANSACTIONS))('postgres.js transactions, %s: exact on the wire and the server in two windows, assert', async (how, expected) => {
+        const at = network(session.connection);
+        const raw = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, prepare: expected.prepare, onnotice: () => undefined });
+        try {
+          const sql = session.count(raw);
+          const twoTransactions = async (): Promise<void> => {
+            for (const a of [-11, -12]) {
+              if (how.startsWith('sql.begin')) {
+                await sql.begin(async (tx) => {
+                  await tx`INSERT INTO own_items (a) VALUES (${a})`;
+                });
+              } else {
+                const reserved = await sql.reserve();
+                await reserved.unsafe('BEGIN');
+                await reserved`INSERT INTO own_items (a) VALUES (${a})`;
+                await reserved.unsafe('COMMIT');
+                reserved.release();
+              }
+            }
+          };
+          await twoTransactions();
+          for (let w = 0; w < 2; w++) {
+            const tally = await session.measure(twoTransactions);
+            const commands = tally.layers.wire?.commands ?? {};
+            expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ kind: 'assert', reason: expect.any(String) });
+            expect(Object.fromEntries(Object.keys(expected.wire).map((k) => [k, commands[k] ?? 0]))).toEqual(expected.wire);
+            expect(tally.layers.driver?.calls).toBe(6);
+            expect(tally.layers.server?.summary).toMatchObject({ statements: expected.statements, inserts: 2, rowsInserted: 2 });
+          }
+        } finally {
+          await raw.end();
+        }
+      });
+
+      it('pg, COMMIT as a named statement: pg_stat_statements counts it at its first run on the connection only, and every window asserts', async () => {
+        const at = network(session.connection);
+        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        try {
+          await pool.query('SELECT 1');
+          const windows = [];
+          for (let w = 0; w < 2; w++) {
+            windows.push(
+              await session.measure(async () => {
+                const client = await pool.connect();
+                for (const a of [-21, -22]) {
+                  await client.query('BEGIN');
+                  await client.query({ name: 'own_insert', text: 'INSERT INTO own_items (a) VALUES ($1)', values: [a] });
+                  await client.query({ name: 'own_commit', text: 'COMMIT' });
+                }
+                client.release();
+              }),
+            );
+          }
+          expect(windows.map((t) => t.verdict.kind)).toEqual(['assert', 'assert']);
+          expect(windows.map((t) => t.layers.wire?.commands.Parse)).toEqual([2, undefined]);
+          // The first window parses and first runs the COMMIT: counted once of its two runs; the second not at all.
+          expect(windows.map((t) => t.layers.server?.summary.statements)).toEqual([5, 4]);
+        } finally {
+          await pool.end();
+        }
+      });
+
       it('a pool that first connects inside a window: the proxy\'s statistics flush on its session is never counted, and the next windows assert', async () => {
         await using lazy = await CaptureSession.open({ backend: backend() });
         const at = network(lazy.connection);

@@ -275,5 +275,45 @@ describe('reconcile', () => {
       const blind = reconcile({ ...input({ ...w, ignored: { groups: [], insertedRows: 0 } }), wire: wireSeen, server: server({ statements: 2, inserts: 1, rowsInserted: 1 }) });
       expect(blind.discrepancies).toHaveLength(2);
     });
+
+    it('a COMMIT from a named statement is counted by the server at its first run on a connection only; as a Query, every time', () => {
+      const commit = (protocol: CallShape['protocol']): CallShape => ({ ...shape('COMMIT', protocol), statementClass: 'commit' });
+      const named = predict(input(windowOf([[commit('named'), 7], [commit('named'), 7], [commit('named'), 8]])));
+      expect(named.server).toMatchObject({ statements: { min: 0, max: 2 }, commits: { min: 0, max: 2 } });
+      const mixed = predict(input(windowOf([[commit('simple'), 7], [commit('named'), 7]])));
+      expect(mixed.server).toMatchObject({ statements: { min: 1, max: 2 }, commits: { min: 1, max: 2 } });
+      expect(predict(input(windowOf([[commit('extended'), 7], [commit('extended'), 7]]))).server.statements).toEqual({ min: 2, max: 2 });
+    });
+  });
+
+  describe('postgres.js calls tagged with their protocol', () => {
+    const shape = (sql: string, statementClass: CallShape['statementClass'], protocol: CallShape['protocol'], bindValues = 0): CallShape => ({
+      method: 'unsafe', kind: 'query', sql, statementClass, bindValues, parameterSets: 1, ...(protocol ? { protocol } : {}),
+    });
+    const windowOf = (calls: CallShape[]) => {
+      const totals = new WindowTotals({});
+      for (const s of calls) totals.add('postgres-js', s, 0, 0, s.statementClass === 'insert' ? 1 : null, null, 7);
+      return totals.finish();
+    };
+    const input = (w: ReturnType<typeof windowOf>) => ({ driverName: 'postgres-js' as const, capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const }, driver: w.layer, window: w, wire: null, server: null });
+    const insert = shape('INSERT INTO t VALUES ($1)', 'insert', 'named', 1);
+
+    it("a query builder's BEGIN and COMMIT through unsafe() are Queries, counted every time (the untagged range took every COMMIT for sql.begin()'s)", () => {
+      const calls = [shape('BEGIN', 'begin', 'simple'), insert, shape('COMMIT', 'commit', 'simple')];
+      const p = predict(input(windowOf(calls)));
+      expect(p.wire).toMatchObject({ Query: { min: 2, max: 2 }, Bind: { min: 1, max: 1 }, Execute: { min: 1, max: 1 }, Sync: { min: 1, max: 1 } });
+      expect(p.server).toMatchObject({ statements: { min: 3, max: 3 }, commits: { min: 1, max: 1 } });
+      const untagged = predict(input(windowOf(calls.map(({ protocol: _, ...rest }) => rest))));
+      expect(untagged.wire.Bind?.min).toBe(2);
+    });
+
+    it("sql.begin()'s COMMIT: named, counted at its first run on the connection; under prepare: false unnamed, Parse and count every time", () => {
+      const named = predict(input(windowOf([shape('COMMIT', 'commit', 'named'), shape('COMMIT', 'commit', 'named')])));
+      expect(named.server.statements).toEqual({ min: 0, max: 1 });
+      expect(named.wire).toMatchObject({ Query: { min: 0, max: 0 }, Parse: { min: 0, max: 2 }, Bind: { min: 2, max: 2 } });
+      const unnamed = predict(input(windowOf([shape('COMMIT', 'commit', 'extended'), shape('COMMIT', 'commit', 'extended')])));
+      expect(unnamed.server.statements).toEqual({ min: 2, max: 2 });
+      expect(unnamed.wire).toMatchObject({ Parse: { min: 2, max: 2 }, Describe: { min: 2, max: 2 }, Bind: { min: 2, max: 2 } });
+    });
   });
 });

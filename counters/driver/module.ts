@@ -45,6 +45,14 @@ export interface Range {
   max: number;
 }
 
+/** The server's statement-class counters a group of calls moves (inserts, commits), by the calls' own class. */
+export function classCounts(group: CallGroup, calls: Range): Partial<Record<keyof ServerSummary, Range>> {
+  const out: Partial<Record<keyof ServerSummary, Range>> = {};
+  if (group.statementClass === 'insert') out.inserts = calls;
+  if (group.statementClass === 'commit') out.commits = calls;
+  return out;
+}
+
 /** `3` or `0-1`, for reconciliation lines and discrepancies. */
 export function rangeText(r: Range): string {
   return r.min === r.max ? `${r.min}` : `${r.min}-${r.max}`;

@@ -1,5 +1,4 @@
-import type { ServerSummary } from '../probes/types';
-import { rangeText, type CallGroup, type Contribution, type DriverModel, type Range } from './module';
+import { classCounts, rangeText, type CallGroup, type Contribution, type DriverModel, type Range } from './module';
 
 /*
  * What mysql2 and the mariadb connector share: the MySQL protocol, so one model of how their calls cross the wire
@@ -8,14 +7,6 @@ import { rangeText, type CallGroup, type Contribution, type DriverModel, type Ra
 
 export const one = (n = 1): Range => ({ min: n, max: n });
 export const upTo = (n: number): Range => ({ min: 0, max: n });
-
-/** The server's statement-class counters a group of calls moves (inserts, commits), by the calls' own class. */
-export function classCounts(group: CallGroup, calls: Range): Partial<Record<keyof ServerSummary, Range>> {
-  const out: Partial<Record<keyof ServerSummary, Range>> = {};
-  if (group.statementClass === 'insert') out.inserts = calls;
-  if (group.statementClass === 'commit') out.commits = calls;
-  return out;
-}
 
 /** Whether a batch goes out as bulk commands: the server must advertise it and the connector option be on. */
 export function bulkInForce(ctx: Parameters<DriverModel>[1]): boolean {

@@ -2,7 +2,8 @@ import { SqltallyError } from '../../containers/errors';
 import type { CallProtocol, StatementSink } from '../events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
 import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, sourceOf, toCount, track, trackCallback, wrapOnce } from './counted';
-import type { CallGroup, Contribution, DriverModel, DriverModule, ModelContext, Range } from './module';
+import { classCounts, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
+import { postgresServerCounts, type ByProtocol } from './postgres-model';
 import { loadDriverPackage, networkTarget } from './load';
 import { ErrorClass, hasOwn, isArray } from '../intrinsics';
 
@@ -244,7 +245,7 @@ const pgModel: DriverModel = (group, ctx) => {
       Describe: range(0, calls),
       Query: range(0, simple),
     },
-    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
+    server: { statements, ...classCounts(group, statements) },
     wireWords: simple === 0 ? 'Parse/Bind/Describe?/Execute/Sync' : 'Query (or Parse/Bind/Execute/Sync)',
     serverWords: '1 pg_stat_statements call',
   };
@@ -254,12 +255,11 @@ const pgModel: DriverModel = (group, ctx) => {
  * Every call's protocol is known: one Query per simple call; Bind/Describe/Execute/Sync per extended one; Parse per
  * unnamed call, and for a named statement at most once per connection that ran it (none if parsed before the window).
  */
-function pgExactModel(group: CallGroup, ctx: ModelContext, n: { simple: number; unnamed: number; named: number }): Contribution {
+function pgExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });
   const extended = n.unnamed + n.named;
   // A named statement parsed before the window (a warm connection) is not parsed again: 0 up to one per connection.
   const namedParses: Range = n.named === 0 ? exact(0) : { min: 0, max: Math.min(n.named, ctx.claimPrepare()) };
-  const statements = exact(group.calls);
   const words = [n.simple > 0 ? 'Query' : '', extended > 0 ? `${n.named > 0 ? 'Parse once/' : 'Parse/'}Bind/Describe/Execute/Sync` : ''].filter(Boolean);
   return {
     wire: {
@@ -270,9 +270,9 @@ function pgExactModel(group: CallGroup, ctx: ModelContext, n: { simple: number; 
       Execute: exact(extended),
       Sync: exact(extended),
     },
-    server: { statements, ...(group.statementClass === 'insert' ? { inserts: statements } : {}), ...(group.statementClass === 'commit' ? { commits: statements } : {}) },
+    // A named statement runs for the first time on its connection where it is parsed.
+    ...postgresServerCounts(group, n, namedParses),
     wireWords: words.join(' + '),
-    serverWords: '1 pg_stat_statements call',
   };
 }
 

@@ -1,11 +1,12 @@
 import type { Sql } from 'postgres';
-import type { StatementSink } from '../events';
+import type { CallProtocol, CallShape, StatementSink } from '../events';
 import { captureCaller } from '../caller';
 import { classifyCached } from '../statement-cache';
 import type { CallSite, ShapeMemo, WrapperMark } from './counted';
 import { callEnd, callStart, emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
-import type { DriverModel, DriverModule, Range } from './module';
+import { classCounts, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
+import { mayBeCountedOnce, postgresServerCounts, type ByProtocol } from './postgres-model';
 import { ErrorClass, hasOwn, isArray, ownSymbols, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
@@ -28,6 +29,12 @@ interface PostgresJsQuery {
   /** The backend that ran it (BackendKeyData), once it ran. */
   state?: { pid?: number } | null;
   options?: { simple?: boolean };
+  /** Set when the query is built for its connection: whether it goes out as a named (cached) statement. */
+  prepare?: boolean;
+  /** `.describe()`: Parse and Describe only, nothing executed. */
+  onlyDescribe?: boolean;
+  /** `.cursor()`: one Execute per batch of rows. */
+  cursorFn?: unknown;
 }
 
 /** postgres.js reads `debug` off a query's handler when it explains an error (`query.origin`). */
@@ -121,10 +128,24 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
 
 function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, start: number, rows: number | null, error: unknown): void {
   const sql = query.string ?? askedText(query.strings);
-  const shape = memoShape(site.memo, method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres');
+  const protocol = error === null ? protocolOf(query) : undefined;
+  const shape = memoShape(site.memo, method, 'query', sql, query.parameters?.length ?? 0, 1, 'postgres', protocol);
   // The ask was about the template's strings; the text recorded says `$1`: answered here, or it stays pending.
   if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
   callEnd(site, shape, start, rows, error, query.parameters, asked?.caller, query.state?.pid ?? null);
+}
+
+/**
+ * How a query that ran went out, as postgres.js decided when it built it for its connection: a simple Query (`unsafe`
+ * without parameters, `.simple()`, a stream), a named statement parsed once per connection (a template, unless the
+ * `sql` was made with `prepare: false`) or the unnamed one, parsed every time. Left open where the messages do not
+ * follow from that (`.describe()` executes nothing, a cursor executes once per batch) and for a failed query, which
+ * may have stopped anywhere: the model gives a range for those.
+ */
+function protocolOf(query: PostgresJsQuery): CallProtocol | undefined {
+  if (query.options?.simple === true) return 'simple';
+  if (query.onlyDescribe === true || query.cursorFn !== undefined) return undefined;
+  return query.prepare === true ? 'named' : query.prepare === false ? 'extended' : undefined;
 }
 
 /**
@@ -278,9 +299,20 @@ function originKey(query: PostgresJsQuery): symbol | null {
   return originSymbol;
 }
 
-/** A synthetic event for what postgres.js sends itself inside `begin` and `savepoint` (BEGIN, COMMIT, ...). */
-function control(site: CallSite, sql: string, at = nowNs()): void {
-  emit(site, { method: 'begin', kind: 'query', sql, statementClass: classifyCached(sql, 'postgres'), bindValues: 0, parameterSets: 1 }, at, at, null, null);
+/**
+ * A synthetic event for what postgres.js sends itself inside `begin` and `savepoint`: its BEGIN goes out as a simple
+ * Query (`unsafe`), the rest (COMMIT, ROLLBACK, SAVEPOINT ...) as templates, named statements unless the `sql` was
+ * made with `prepare: false`.
+ */
+function control(site: CallSite, sql: string, protocol: CallProtocol, at = nowNs()): void {
+  const shape: CallShape = { method: 'begin', kind: 'query', sql, statementClass: classifyCached(sql, 'postgres'), bindValues: 0, parameterSets: 1, protocol };
+  emit(site, shape, at, at, null, null);
+}
+
+/** `prepare` of a `postgres(...)` instance's options: true unless turned off. A transaction's or a reserved `sql` has none of its own. */
+function preparesOf(target: object): boolean | undefined {
+  const options = reflectGet(target, 'options') as { prepare?: unknown } | undefined;
+  return options !== null && typeof options === 'object' ? options.prepare !== false : undefined;
 }
 
 type AnyFunction = (...args: unknown[]) => unknown;
@@ -298,8 +330,11 @@ type AnyFunction = (...args: unknown[]) => unknown;
  * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`; cursors and `forEach` are counted once,
  *   when they start.
  */
-export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink): T {
+export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: boolean): T {
   return wrapOnce(DRIVER, target, sink, () => {
+    // Whether postgres.js's own COMMIT, ROLLBACK and SAVEPOINT go out named: the option of the `sql` this one came from.
+    const named = preparesOf(target) ?? inherited ?? true;
+    const tagged: CallProtocol = named ? 'named' : 'extended';
     const site: Site = { driver: DRIVER, sink, connectionId: () => null, memo: { last: null } };
     const mark: WrapperMark = { driver: DRIVER, sink, target };
     const shared: SharedHandlers = {};
@@ -322,18 +357,18 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
       begin: (original) => (...args) => {
         const fnIndex = args.length - 1;
         const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink));
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, named));
         const options = typeof args[0] === 'string' && fnIndex > 0 ? ` ${args[0].replace(/[^a-z ]/gi, '')}` : '';
         sink.inFlight?.(1);
-        control(site, `BEGIN${options}`);
+        control(site, `BEGIN${options}`, 'simple');
         return (original(...args) as Promise<unknown>).then(
           (value) => {
-            control(site, 'COMMIT');
+            control(site, 'COMMIT', tagged);
             sink.inFlight?.(-1);
             return value;
           },
           (error: unknown) => {
-            control(site, 'ROLLBACK');
+            control(site, 'ROLLBACK', tagged);
             sink.inFlight?.(-1);
             throw error;
           },
@@ -342,14 +377,14 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink)
       savepoint: (original) => (...args) => {
         const fnIndex = args.length - 1;
         const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink));
-        control(site, 'SAVEPOINT');
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, named));
+        control(site, 'SAVEPOINT', tagged);
         return (original(...args) as Promise<unknown>).catch((error: unknown) => {
-          control(site, 'ROLLBACK TO SAVEPOINT');
+          control(site, 'ROLLBACK TO SAVEPOINT', tagged);
           throw error;
         });
       },
-      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink)),
+      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink, named)),
     };
     const replaced = new Map<PropertyKey, AnyFunction>();
     // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
@@ -383,17 +418,19 @@ function isSql(value: unknown): boolean {
 /**
  * postgres.js prepares every tagged query as a named statement once per connection (Parse/Describe/Flush, then
  * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
- * and `unsafe` without them as a simple Query. Its own BEGIN is such a simple Query; its COMMIT, ROLLBACK and
- * SAVEPOINT are tagged, hence prepared, and pg_stat_statements (measured on 15) counts a transaction-control
- * statement re-executed from a named prepared statement only the first time on a connection.
+ * and `unsafe` without them as a simple Query; a `sql` made with `prepare: false` sends its templates unnamed too.
+ * A call whose protocol the wrapper saw (every query that ran and succeeded, and what postgres.js sends itself in
+ * `begin`) gets exact counts; the rest (events rebuilt from a report, a failed query, a cursor) a range, in which a
+ * COMMIT, ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s own, a template.
  */
-const PREPARED_CONTROL = new Set(['commit', 'rollback', 'savepoint']);
+const range = (min: number, max: number): Range => ({ min, max });
 
 const postgresJsModel: DriverModel = (group, ctx) => {
+  const { simple, extended: unnamed, named } = group.byProtocol;
+  if (group.calls > 0 && simple + unnamed + named === group.calls) return postgresJsExactModel(group, ctx, { simple, unnamed, named });
   const calls = group.calls;
   const extended = Math.min(calls, group.callsWithValues);
-  const range = (min: number, max: number): Range => ({ min, max });
-  const preparedControl = PREPARED_CONTROL.has(group.statementClass);
+  const preparedControl = mayBeCountedOnce(group.statementClass);
   const counted = preparedControl ? range(0, ctx.claimPrepare()) : range(calls, calls);
   return {
     wire: {
@@ -405,7 +442,7 @@ const postgresJsModel: DriverModel = (group, ctx) => {
       Sync: range(preparedControl ? calls : extended, calls),
       Query: range(0, preparedControl ? 0 : calls - extended),
     },
-    server: { statements: counted, ...(group.statementClass === 'insert' ? { inserts: counted } : {}), ...(group.statementClass === 'commit' ? { commits: counted } : {}) },
+    server: { statements: counted, ...classCounts(group, counted) },
     wireWords: preparedControl
       ? 'Bind/Execute/Sync of its prepared statement (+ Parse once per connection)'
       : 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
@@ -414,6 +451,25 @@ const postgresJsModel: DriverModel = (group, ctx) => {
       : '1 pg_stat_statements call',
   };
 };
+
+/**
+ * Every call's protocol is known: a Query per simple call, Bind/Execute/Sync per other call, Parse and Describe per
+ * unnamed call and for a named one at most once per connection (postgres.js parses again when the same text comes
+ * with other parameter types, so up to once per call; a Flush after each Parse that waits for its Describe).
+ */
+function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol): Contribution {
+  const exact = (v: number): Range => ({ min: v, max: v });
+  const extended = n.unnamed + n.named;
+  const parses = range(n.unnamed, extended);
+  // Transaction control has no parameters, so its named statement is parsed once per connection.
+  const firstRuns = n.named > 0 && mayBeCountedOnce(group.statementClass) ? range(0, ctx.claimPrepare()) : range(0, n.named);
+  const words = [n.simple > 0 ? 'Query' : '', n.unnamed > 0 ? 'Parse/Describe/Bind/Execute/Sync' : '', n.named > 0 ? 'Bind/Execute/Sync (+ Parse/Describe once per connection)' : ''];
+  return {
+    wire: { Query: exact(n.simple), Parse: parses, Describe: parses, Flush: range(0, parses.max), Bind: exact(extended), Execute: exact(extended), Sync: exact(extended) },
+    ...postgresServerCounts(group, n, firstRuns),
+    wireWords: words.filter(Boolean).join(' + '),
+  };
+}
 
 type PostgresFactory = (options: Record<string, unknown>) => Sql;
 

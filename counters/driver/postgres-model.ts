@@ -1,0 +1,42 @@
+import { classCounts, type CallGroup, type Contribution, type Range } from './module';
+
+/*
+ * What node-postgres and postgres.js share on the server side: what pg_stat_statements counts for a group of calls
+ * whose protocol each call went out with is known.
+ */
+
+/** Calls of a group by how they went out: a simple Query, the unnamed statement, a named (cached) statement. */
+export interface ByProtocol {
+  simple: number;
+  unnamed: number;
+  named: number;
+}
+
+/**
+ * pg_stat_statements (measured on 15, with node-postgres and postgres.js) counts a COMMIT, ROLLBACK or SAVEPOINT
+ * re-executed from a named prepared statement only the first time it runs on its connection; sent as a Query or
+ * through the unnamed statement, every time. Every other statement is counted at every execution.
+ */
+const COUNTED_ONCE_FROM_NAMED = new Set<string>(['commit', 'rollback', 'savepoint']);
+
+/**
+ * The server's counts for a group whose every call's protocol is known. `namedFirstRuns`: how many of its named
+ * calls may be the first run of their statement on their connection (the named statements parsed in the window).
+ */
+export function postgresServerCounts(group: CallGroup, n: ByProtocol, namedFirstRuns: Range): Pick<Contribution, 'server' | 'serverWords'> {
+  if (n.named === 0 || !COUNTED_ONCE_FROM_NAMED.has(group.statementClass)) {
+    const all = { min: group.calls, max: group.calls };
+    return { server: { statements: all, ...classCounts(group, all) }, serverWords: '1 pg_stat_statements call' };
+  }
+  const everyTime = n.simple + n.unnamed;
+  const counted = { min: everyTime + namedFirstRuns.min, max: everyTime + namedFirstRuns.max };
+  return {
+    server: { statements: counted, ...classCounts(group, counted) },
+    serverWords: `${everyTime > 0 ? 'as a Query or unnamed: 1 pg_stat_statements call; ' : ''}from a named statement: counted by pg_stat_statements only at its first execution on the connection`,
+  };
+}
+
+/** The same fact for a group whose protocols are not known (events rebuilt from a report): a statement class that may be counted once. */
+export function mayBeCountedOnce(statementClass: string): boolean {
+  return COUNTED_ONCE_FROM_NAMED.has(statementClass);
+}
