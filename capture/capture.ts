@@ -515,6 +515,27 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     await Promise.allSettled([...this.#retiring]);
   }
 
+  /**
+   * Lets a connection whose client said goodbye with a request still unanswered finish closing before the window's
+   * last wire reading. pg calls back on a failed query's ErrorResponse, before the ReadyForQuery that answers its
+   * Sync, and pg-pool then throws that client away (its `release(err)` ends it): the function has returned, its call
+   * settled, and only the answer to a request its client abandoned is still on its way. Read at once, that request
+   * counted as in flight and the window as `incomplete`, or not, by a race. A request on a connection still open is
+   * still in flight, as before.
+   */
+  async #settleAbandoned(): Promise<void> {
+    const proxy = this.#proxy;
+    if (!proxy) return;
+    const abandoned = (): boolean => {
+      const closing = new Set(proxy.closing());
+      if (closing.size === 0) return false;
+      return proxy.connections().some((c) => closing.has(c.id) && (c.counts.unansweredRequests ?? 0) > 0);
+    };
+    // What the clients wrote before the function returned (a goodbye included) is read in the next poll phase.
+    for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+    for (let waited = 0; abandoned() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+  }
+
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
   async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>, quit: boolean): Promise<void> {
     // A connection closing while the window opens (a pool's idle reaper) was in the start reading: its goodbye is
@@ -659,6 +680,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const { window, wireBefore } = open;
     let probeError = open.probeError;
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
+    if (!gaveUpWhy) await this.#settleAbandoned();
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
     // answer has arrived, so the proxy saw all of the window's traffic.
     const wireAtReturn = this.#proxy?.snapshot();

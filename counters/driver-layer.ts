@@ -622,6 +622,7 @@ function callGroupOf(g: Group): CallGroup {
     parameterSets: g.parameterSets,
     callsWithParameterSets: g.callsWithParameterSets,
     callsWithValues: g.callsWithValues,
+    errors: g.errors,
     byProtocol: { ...g.byProtocol },
   };
 }

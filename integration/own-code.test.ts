@@ -119,6 +119,39 @@ const KEEPALIVE_EXPECTED = {
   postgres: { insertWire: { Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }, ignoredWire: { Query: 1 } },
 } satisfies Partial<Record<BackendName, unknown>>;
 
+/**
+ * Calls that fail, each the way it fails: an INSERT whose row is written and then refused (a duplicate key), a text
+ * the server cannot parse, and a statement whose prepare fails (a missing table), so nothing of it is executed. Run
+ * on a pool of one connection, so a warm-up leaves every window alike.
+ */
+const FAILING = {
+  mysql2: async (pool: mysql.Pool, id: number): Promise<void> => {
+    await pool.execute('INSERT INTO own_items (id, a) VALUES (?, ?)', [id, 1]);
+    await expect(pool.execute('INSERT INTO own_items (id, a) VALUES (?, ?)', [id, 2])).rejects.toThrow(/Duplicate entry/);
+    await expect(pool.query('SELEC 1')).rejects.toThrow(/SQL syntax/);
+    await expect(pool.execute('SELECT * FROM own_missing WHERE a = ?', [1])).rejects.toThrow(/doesn't exist/);
+  },
+  pg: async (pool: pg.Pool, id: number): Promise<void> => {
+    await pool.query('INSERT INTO own_items (id, a) VALUES ($1, $2)', [id, 1]);
+    await expect(pool.query('INSERT INTO own_items (id, a) VALUES ($1, $2)', [id, 2])).rejects.toThrow(/duplicate key/);
+    await expect(pool.query('SELEC 1')).rejects.toThrow(/syntax error/);
+    await expect(pool.query('SELECT * FROM own_missing WHERE a = $1', [1])).rejects.toThrow(/does not exist/);
+  },
+};
+
+/**
+ * What those calls leave on each layer: 4 driver calls, 3 of them failed. A failed statement is a statement on
+ * MySQL and MariaDB (Questions) but not in pg_stat_statements; a refused prepare executes nothing; the row the
+ * duplicate wrote before it was refused counts among the server's rows inserted on every backend. pg-pool throws
+ * away a client whose query failed (`release(err)` ends it, its Terminate said while the server's answer to its
+ * Sync is still on the way) and connects a new one for the next query; the mysql2 pool keeps its connection.
+ */
+const FAILING_EXPECTED = {
+  mariadb: { wire: { COM_STMT_EXECUTE: 2, COM_QUERY: 1, COM_STMT_PREPARE: 1 }, connectionsOpened: 0, server: { statements: 3, inserts: 2, rowsInserted: 2 } },
+  mysql: { wire: { COM_STMT_EXECUTE: 2, COM_QUERY: 1, COM_STMT_PREPARE: 1 }, connectionsOpened: 0, server: { statements: 3, inserts: 2, rowsInserted: 2 } },
+  postgres: { wire: { Query: 1, Parse: 3, Describe: 3, Bind: 3, Execute: 3, Sync: 3, Terminate: 3 }, connectionsOpened: 3, server: { statements: 1, inserts: 1, rowsInserted: 2 } },
+} satisfies Partial<Record<BackendName, unknown>>;
+
 /** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
 async function recreate(session: CaptureSession, code: OwnCode): Promise<void> {
   const at = network(session.backend.connection);
@@ -191,6 +224,33 @@ describeEachBackend(
           expect(await check.count()).toBe(n + POOL_SIZE);
         } finally {
           await check.end();
+        }
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('calls that fail (a duplicate key, a syntax error, a refused prepare): every layer as the server saw it, and assert in two windows', async () => {
+      const at = network(session.connection);
+      const isPg = b.backend === 'postgres';
+      const own = isPg
+        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
+        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      try {
+        const pool = session.count(own);
+        const run = (id: number): Promise<void> => (isPg ? FAILING.pg(pool as pg.Pool, id) : FAILING.mysql2(pool as mysql.Pool, id));
+        await run(900_000);
+        const want = FAILING_EXPECTED[b.backend as keyof typeof FAILING_EXPECTED];
+        for (const id of [900_001, 900_002]) {
+          const tally = await session.measure(() => run(id));
+          expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+          expect(tally.layers.driver).toMatchObject({ calls: 4, errors: 3 });
+              expect(tally.layers.wire?.commands).toEqual(want.wire);
+          expect(tally.layers.wire?.setup?.connectionsOpened).toBe(want.connectionsOpened);
+          expect(tally.layers.server?.summary).toMatchObject(want.server);
+          expect(tally.verdict.reconciliation).toContain(
+            `not modelled: 3 call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`,
+          );
         }
       } finally {
         await own.end();

@@ -1,6 +1,6 @@
 import type { Capabilities } from '../containers/types';
 import { windowOfEvents, type DriverWindow } from '../counters/driver-layer';
-import { rangeText, type Range } from '../counters/driver/module';
+import { rangeText, UNBOUNDED, type CallGroup, type Contribution, type Range } from '../counters/driver/module';
 import type { DriverName } from '../counters/driver/names';
 import { DRIVERS } from '../counters/driver/registry';
 import type { DriverLayer } from '../counters/events';
@@ -47,8 +47,6 @@ export interface Reconciliation {
   prediction: Prediction;
 }
 
-const UNBOUNDED = Number.MAX_SAFE_INTEGER;
-
 function addRange(target: Record<string, Range>, key: string, r: Range): void {
   const cur = target[key] ?? { min: 0, max: 0 };
   target[key] = { min: cur.min + r.min, max: Math.min(UNBOUNDED, cur.max + r.max) };
@@ -60,7 +58,8 @@ export function predict(input: ReconcileInput): Prediction {
   const driverOptions = input.driverOptions ?? {};
   const wire: Record<string, Range> = {};
   const server: Record<string, Range> = {};
-  const lines = new Map<string, { calls: number; sets: number; wireWords: string; serverWords: string }>();
+  const lines = new Map<string, { calls: number; sets: number; failed: number; wireWords: string; serverWords: string }>();
+  let failedInserts = 0;
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
   const window = input.window ?? windowOfEvents(input.driver.events);
@@ -79,22 +78,34 @@ export function predict(input: ReconcileInput): Prediction {
       preparesLeft.set(key, left - claimed);
       return claimed;
     };
-    const c = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
+    const all = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
+    // A failed call may have stopped anywhere: each one counts from nothing up to what it would have done. The floor
+    // is the model of the calls that surely succeeded; its prepares are none (a prepare is 0 at least anyway).
+    const c = group.errors === 0 ? all : fromFloor(all, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
     const lineKey = `${group.kind}|${group.statementClass}${ignored ? ', ignored' : ''}|${c.wireWords}`;
-    const line = lines.get(lineKey) ?? { calls: 0, sets: 0, wireWords: c.wireWords, serverWords: c.serverWords };
+    const line = lines.get(lineKey) ?? { calls: 0, sets: 0, failed: 0, wireWords: c.wireWords, serverWords: c.serverWords };
     line.calls += group.calls;
     line.sets += group.parameterSets;
+    line.failed += group.errors;
     lines.set(lineKey, line);
+    if (group.statementClass === 'insert' && group.kind !== 'prepare') failedInserts += group.errors;
   }
   // Rows: what the driver said its INSERT calls inserted.
   const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
   if (window.insertedRows !== null && ignoredRows !== null) {
     const rows = window.insertedRows + ignoredRows;
-    server.rowsInserted = { min: rows, max: rows };
+    server.rowsInserted = { min: rows, max: failedInserts > 0 ? UNBOUNDED : rows };
+    if (failedInserts > 0) {
+      gaps.push(`${failedInserts} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`);
+    }
   }
   else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
+  const failedCalls = [...lines.values()].reduce((n, l) => n + l.failed, 0);
+  if (failedCalls > 0) {
+    gaps.push(`${failedCalls} call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`);
+  }
   if (window.groupsIncomplete) gaps.push(window.groupsIncomplete);
   if (partial) {
     gaps.push(
@@ -104,11 +115,40 @@ export function predict(input: ReconcileInput): Prediction {
   const text = [...lines.entries()].map(([key, g]) => {
     const [kind, cls] = key.split('|');
     const sets = kind === 'batch' ? ` (${g.sets} parameter sets)` : '';
-    return `${g.calls} driver ${kind}${g.calls === 1 ? '' : 's'} [${cls}]${sets} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
+    const failed = g.failed === 0 ? '' : `, ${g.failed === g.calls ? (g.calls === 1 ? 'failed' : 'all failed') : `${g.failed} failed`}`;
+    return `${g.calls} driver ${kind}${g.calls === 1 ? '' : 's'} [${cls}]${sets}${failed} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
   });
   const batchGroups = all.map((x) => x.g).filter((g) => g.kind === 'batch');
   const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
   return { wire, server, lines: text, gaps, partial, batches };
+}
+
+/**
+ * The calls of a group that surely succeeded, as a group: each field that counts calls loses the failed ones, as
+ * many as it can have had; parameter sets are at least one per call that carried some.
+ */
+function succeeded(group: CallGroup): CallGroup {
+  const less = (n: number): number => Math.max(0, n - group.errors);
+  const { simple, extended, named } = group.byProtocol;
+  return {
+    ...group,
+    calls: less(group.calls),
+    parameterSets: less(group.callsWithParameterSets),
+    callsWithParameterSets: less(group.callsWithParameterSets),
+    callsWithValues: less(group.callsWithValues),
+    errors: 0,
+    byProtocol: { simple: less(simple), extended: less(extended), named: less(named) },
+  };
+}
+
+/** Every range from the floor's min (0 where the floor has none) up to the whole group's max. */
+function fromFloor(all: Contribution, floor: Contribution): Contribution {
+  const widen = <K extends string>(ranges: Partial<Record<K, Range>>, mins: Partial<Record<K, Range>>): Partial<Record<K, Range>> => {
+    const out: Partial<Record<K, Range>> = {};
+    for (const [k, r] of Object.entries(ranges) as [K, Range][]) out[k] = { min: Math.min(r.min, mins[k]?.min ?? 0), max: r.max };
+    return out;
+  };
+  return { ...all, wire: widen(all.wire, floor.wire) as Record<string, Range>, server: widen(all.server, floor.server) };
 }
 
 function ignoredCalls(input: ReconcileInput): string {

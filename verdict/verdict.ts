@@ -102,7 +102,9 @@ export function beyondWindow(server: ServerLayer, wire: WireCounts | null): Beyo
   if ('statements.calls' in g && wire?.protocol === 'postgres') {
     push('pg_stat_statements calls (statements)', g['statements.calls'], (wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0));
   }
-  if ('tables.n_tup_ins' in g && wire && wire.rowsAffected !== undefined) {
+  // A statement that failed may have changed rows first (a duplicate key fails after its row is written, and
+  // n_tup_ins counts it), which no answer reports: with an ErrorResponse in the window, rows bound nothing.
+  if ('tables.n_tup_ins' in g && wire && wire.rowsAffected !== undefined && !(wire.serverMessages?.ErrorResponse ?? 0)) {
     const changed = (g['tables.n_tup_ins'] ?? 0) + (g['tables.n_tup_upd'] ?? 0) + (g['tables.n_tup_del'] ?? 0);
     push('n_tup_ins + n_tup_upd + n_tup_del (rows changed)', changed, wire.rowsAffected);
   }

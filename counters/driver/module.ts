@@ -55,8 +55,12 @@ export function classCounts(group: CallGroup, calls: Range): Partial<Record<keyo
 
 /** `3` or `0-1`, for reconciliation lines and discrepancies. */
 export function rangeText(r: Range): string {
+  if (r.max >= UNBOUNDED) return `${r.min} or more`;
   return r.min === r.max ? `${r.min}` : `${r.min}-${r.max}`;
 }
+
+/** A range's max where nothing bounds it from above (rows a failed INSERT wrote before it failed). */
+export const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
 /**
  * Calls of one kind with one SQL text on one connection: the unit a driver model reasons about. A driver caches
@@ -73,6 +77,8 @@ export interface CallGroup {
   callsWithParameterSets: number;
   /** Calls that bound at least one value. */
   callsWithValues: number;
+  /** Calls that failed: anywhere from before anything was sent to after the server ran them. */
+  errors: number;
   /** Calls by the protocol the wrapper saw them go out with ({@link CallShape.protocol}); the rest are untagged. */
   byProtocol: Record<CallProtocol, number>;
 }

@@ -270,6 +270,37 @@ describe('WireProxy with real sockets', () => {
     expect(proxy.closing()).toEqual([]);
   });
 
+  it('a client that hangs up with its answer half delivered: the server side is read on, and the closing hook settles the connection', async () => {
+    // pg-pool throws away a client whose query failed as soon as the error arrives, before the answer that ends the
+    // request. The proxy then holds the rest of that answer for a client that is gone: waiting for it to drain, it
+    // stopped reading the server, and the settle the closing hook asks for got no answer.
+    let held: net.Socket | null = null;
+    fake = await mysqlFake((socket, code) => {
+      if (code !== 0x03 || held) return false;
+      held = socket;
+      return true;
+    });
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    let settled: boolean | undefined;
+    proxy.onClosing(async (_connection, settle) => {
+      settled = await settle();
+    });
+    const c = await handshaken();
+    c.socket.write(command(0x03, 'SELECT 1'));
+    await until(() => held !== null, 'query to arrive');
+    // An OK whose info string is larger than the loopback buffers, to a client that reads none of it.
+    c.socket.pause();
+    const info = Buffer.alloc(8 * 1024 * 1024, 0x78);
+    (held as net.Socket | null)?.write(mysqlPacket(1, Buffer.concat([Buffer.from([0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]), info])));
+    await until(() => (proxy?.connections()[0]?.counts.bytesServerToClient ?? 0) > 0, 'the answer to start crossing');
+    c.socket.write(command(0x01));
+    await until(() => proxy?.closing().length === 1, 'the goodbye');
+    c.socket.destroy();
+    await until(() => settled !== undefined, 'the closing hook to settle the connection');
+    expect(settled).toBe(true);
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'proxy to see the close');
+  });
+
   it('close() ends open connections on both sides and leaks nothing', async () => {
     fake = await mysqlFake();
     proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });

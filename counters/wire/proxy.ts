@@ -289,7 +289,9 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
       session.tally.fail(`internal counter error: ${errorText(error)}`);
       out = chunk;
     }
-    if (out && !client.destroyed && !client.write(out)) upstream.pause();
+    // A client that hung up (its side ended ours: no half-open sockets) gets nothing more, and must not pause the
+    // server side: no 'drain' ever comes, and a settle request on it would wait for its answer until the hook's timeout.
+    if (out && !client.destroyed && !client.writableEnded && !client.write(out)) upstream.pause();
   };
 
   /**
@@ -388,6 +390,8 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
   client.on('close', () => {
     clientClosed = true;
     firstClose ??= 'client closed';
+    // Backpressure from a client that is gone: nothing will drain it.
+    upstream.resume();
     void runClosingHook().then(() => {
       if (!upstream.destroyed) upstream.end(() => upstream.destroy());
       finish();
