@@ -257,6 +257,23 @@ describeEachBackend(
       }
     });
 
+    it('a window in which only a client the session never counted ran, beside a pool it did count: the driver layer has no calls and is not compared, assert', async () => {
+      const counted = code.pool(network(session.connection));
+      const uncounted = code.pool(network(session.connection));
+      try {
+        await code.insert(session.count(counted.pool), -31);
+        await code.insert(uncounted.pool, -32);
+        const tally = await session.measure(() => code.insert(uncounted.pool, -33));
+        expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+        expect(tally.layers.driver?.calls).toBe(0);
+        expect(tally.verdict.reconciliation).toEqual([expect.stringMatching(/^no counted driver call in this window: its \d+ wire command\(s\) came from clients not passed to session.count\(\)/)]);
+        expect(tally.layers.server?.summary).toMatchObject({ statements: 1, inserts: 1, rowsInserted: 1 });
+      } finally {
+        await uncounted.end();
+        await counted.end();
+      }
+    });
+
     it('a keep-alive SELECT 1 on the ignore list: in no driver total, its share taken out of the wire and server counts, still assert', async () => {
       const own = code.pool(network(session.connection));
       const keep = KEEPALIVE_EXPECTED[b.backend as keyof typeof KEEPALIVE_EXPECTED];

@@ -150,8 +150,11 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
  */
 export function decideVerdict(input: VerdictInput): Verdict {
   const { backend, server } = input;
+  // A session that counted a driver object before, and a window in which only clients it never counted ran (an ORM
+  // that opens its own connections): the driver layer saw none of the window's work, so it explains none of it.
+  const uncounted = input.driver !== null && input.driver.calls === 0 && input.driver.ignoredCalls === 0 && (input.wire?.commandsTotal ?? 0) > 0;
   const rec =
-    input.driver && input.driverName
+    input.driver && input.driverName && !uncounted
       ? reconcile({
           driverName: input.driverName,
           driverOptions: input.driverOptions,
@@ -161,7 +164,14 @@ export function decideVerdict(input: VerdictInput): Verdict {
           wire: input.wire,
           server: server?.summary ?? null,
         })
-      : { reconciliation: [], discrepancies: [] };
+      : {
+          reconciliation: uncounted
+            ? [
+                `no counted driver call in this window: its ${input.wire?.commandsTotal} wire command(s) came from clients not passed to session.count() (an ORM that opens its own connections), so the driver layer is not compared with the wire and the server`,
+              ]
+            : [],
+          discrepancies: [],
+        };
   const verdict = (kind: Verdict['kind'], reason: string): Verdict => ({
     kind,
     reason: truncateStatement(reason, REASON_CHARS),
