@@ -231,6 +231,23 @@ describe('reconcile', () => {
     expect(wrong.discrepancies).toHaveLength(1);
   });
 
+  it('a failed call counts from nothing up to a whole call: a refused prepare executes nothing, a refused row may still be written', () => {
+    const ok = event({ method: 'execute', kind: 'execute' });
+    const failed = event({ method: 'execute', kind: 'execute', rowsAffected: null, error: "Duplicate entry '1' for key 'PRIMARY'" });
+    const input = { driverName: 'mysql2' as const, capabilities: caps(true), driver: driverLayer([ok, failed]), wire: null, server: null };
+    const p = predict(input);
+    expect(p.wire.COM_STMT_EXECUTE).toEqual({ min: 1, max: 2 });
+    expect(p.server.executes).toEqual({ min: 1, max: 2 });
+    expect(p.server.rowsInserted).toEqual({ min: 1, max: Number.MAX_SAFE_INTEGER });
+    expect(p.lines[0]).toMatch(/^2 driver executes \[insert\], 1 failed -> /);
+    // The server wrote the refused row too (InnoDB counts it): not a discrepancy.
+    const r = reconcile({ ...input, wire: wire({ COM_STMT_EXECUTE: 2 }), server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 2 }) });
+    expect(r.discrepancies).toEqual([]);
+    expect(r.reconciliation).toContain('not modelled: 1 INSERT call(s) failed: a statement\'s rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least 1');
+    // Fewer rows than the calls that succeeded reported still is one.
+    expect(reconcile({ ...input, wire: null, server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 0 }) }).discrepancies).toHaveLength(1);
+  });
+
   describe('pg calls tagged with their protocol', () => {
     const shape = (sql: string, protocol: CallShape['protocol'], bindValues = 0): CallShape => ({
       method: 'query', kind: 'query', sql, statementClass: sql.startsWith('INSERT') ? 'insert' : 'select', bindValues, parameterSets: 1, ...(protocol ? { protocol } : {}),
