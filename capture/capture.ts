@@ -13,7 +13,7 @@ import { markOf } from '../counters/driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
 import type { WireCounts, WireSnapshot } from '../counters/wire/types';
-import { ignoredShare } from '../verdict/reconcile';
+import { ignoredShare, predict } from '../verdict/reconcile';
 import { beyondWindow, decideVerdict, type OtherConnections } from '../verdict/verdict';
 import { connectionUrl } from './connection';
 import type { SessionConnection } from './connection';
@@ -214,6 +214,8 @@ const SILENT_CLOSE_MS = 1_000;
 const CLOSE_GRACE_MS = 2_000;
 /** How long a window's edge waits for connections that said goodbye (COM_QUIT, Terminate) to finish closing. */
 const GOODBYE_GRACE_MS = 2_000;
+/** How long a window waits for the answers to requests whose calls are over (`#settleAnswers`). */
+const ANSWER_GRACE_MS = 2_000;
 
 function messageOf(err: unknown): string {
   const message = (err as { message?: unknown } | null)?.message;
@@ -516,24 +518,25 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets a connection whose client said goodbye with a request still unanswered finish closing before the window's
-   * last wire reading. pg calls back on a failed query's ErrorResponse, before the ReadyForQuery that answers its
-   * Sync, and pg-pool then throws that client away (its `release(err)` ends it): the function has returned, its call
-   * settled, and only the answer to a request its client abandoned is still on its way. Read at once, that request
-   * counted as in flight and the window as `incomplete`, or not, by a race. A request on a connection still open is
-   * still in flight, as before.
+   * Lets the answers to requests whose calls are over arrive before the window's last wire reading. A driver may
+   * settle a call before the protocol exchange ends: pg calls back on a failed query's ErrorResponse, before the
+   * ReadyForQuery that answers its Sync (and pg-pool then throws that client away: its goodbye follows at once),
+   * and postgres.js's `describe()` resolves on the description, before the answer to its Sync. Read at once, such a
+   * request counted as in flight and the window as `incomplete`, or not, by a race. So the window waits for it when
+   * its client said goodbye, or when every counted driver call has settled (`driverIdle`). While a counted call is
+   * still running (a query the function did not await), nothing is waited for: that stays `incomplete`.
    */
-  async #settleAbandoned(): Promise<void> {
+  async #settleAnswers(driverIdle: boolean): Promise<void> {
     const proxy = this.#proxy;
     if (!proxy) return;
-    const abandoned = (): boolean => {
+    const waiting = (): boolean => {
       const closing = new Set(proxy.closing());
-      if (closing.size === 0) return false;
-      return proxy.connections().some((c) => closing.has(c.id) && (c.counts.unansweredRequests ?? 0) > 0);
+      if (closing.size === 0 && !driverIdle) return false;
+      return proxy.connections().some((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0 && (driverIdle || closing.has(c.id)));
     };
     // What the clients wrote before the function returned (a goodbye included) is read in the next poll phase.
     for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-    for (let waited = 0; abandoned() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    for (let waited = 0; waiting() && waited < ANSWER_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
   }
 
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
@@ -680,7 +683,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const { window, wireBefore } = open;
     let probeError = open.probeError;
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
-    if (!gaveUpWhy) await this.#settleAbandoned();
+    if (!gaveUpWhy) await this.#settleAnswers(driverCallsInFlight === 0 && this.#counted.size > 0);
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
     // answer has arrived, so the proxy saw all of the window's traffic.
     const wireAtReturn = this.#proxy?.snapshot();
@@ -740,6 +743,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
         : null;
     const ignored = share ? takeOutIgnored(share, wire, server) : null;
+    // The statements the counted calls explain (the verdict weighs them the same way): a Query may carry several.
+    const explained =
+      driver && modelDriver && driver.calls > 0
+        ? predict({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null }).server.statements?.max
+        : undefined;
     return {
       backend: this.backend.description,
       driver: this.driver,
@@ -748,7 +756,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? null
         : 'no driver object was counted in this session: the driver layer is empty because nothing told sqltally about the calls (count your client with session.count(); wire and server layers still count it when it connects to session.connection)',
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
-      beyondWindow: server ? beyondWindow(server, wire) : [],
+      beyondWindow: server ? beyondWindow(server, wire, explained) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
       ignored: ignored?.share ?? null,
       workloadError,

@@ -553,7 +553,7 @@ function newGroup(shape: CallShape, connectionId: number | null, distinct: Disti
     parameterSets: 0,
     callsWithParameterSets: 0,
     callsWithValues: 0,
-    byProtocol: { simple: 0, extended: 0, named: 0 },
+    byProtocol: { simple: 0, extended: 0, named: 0, cursor: 0, describe: 0 },
     bindValues: 0,
     maxBindValues: 0,
     rowsAffected: 0,

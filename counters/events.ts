@@ -60,13 +60,15 @@ export interface CallShape {
   parameterSets: number;
   /**
    * How the call goes out, where the driver decides per call and the kind does not say: node-postgres sends a
-   * simple Query, the unnamed extended statement (Parse every time) or a named one (parsed once per connection).
-   * Absent when the wrapper cannot tell (a Submittable); the model then gives a range.
+   * simple Query, the unnamed extended statement (Parse every time) or a named one (parsed once per connection); a
+   * cursor reads its rows through a portal in batches, one Execute each (postgres.js `cursor()`); a describe asks
+   * for a statement's description and executes nothing (postgres.js `describe()`). Absent when the wrapper cannot
+   * tell (a Submittable); the model then gives a range.
    */
   protocol?: CallProtocol;
 }
 
-export type CallProtocol = 'simple' | 'extended' | 'named';
+export type CallProtocol = 'simple' | 'extended' | 'named' | 'cursor' | 'describe';
 
 /**
  * Where wrappers send calls. Counters subscribe; the wrapper never counts anything itself. One call per settled

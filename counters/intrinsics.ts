@@ -22,6 +22,7 @@ export const OBJECT_PROTOTYPE = Object.prototype;
 export const hasOwn = Object.hasOwn;
 export const objectIs = Object.is;
 export const ownDescriptor = Object.getOwnPropertyDescriptor;
+export const defineProperty = Object.defineProperty;
 export const reflectGet = Reflect.get;
 export const reflectSet = Reflect.set;
 export const reflectApply = Reflect.apply;

@@ -1,4 +1,4 @@
-import { classifyStatement, SqlLexer } from './tokenizer';
+import { classifyStatement, countStatements, SqlLexer } from './tokenizer';
 import type { SqlDialect } from './tokenizer';
 import type { StatementClass } from './events';
 
@@ -238,5 +238,21 @@ describe('SqlLexer', () => {
       'param:?',
       'punct:)',
     ]);
+  });
+});
+
+describe('countStatements', () => {
+  it.each([
+    ['SELECT 1', 'postgres', 1],
+    ['SELECT 1;', 'postgres', 1],
+    ['SELECT 1; SELECT 2', 'postgres', 2],
+    ["SELECT ';'; SELECT 2;", 'postgres', 2],
+    ['-- a; b\nSELECT 1', 'postgres', 1],
+    ['/* ; */ SELECT 1 ; ; SELECT 2', 'postgres', 2],
+    ['DO $$ BEGIN PERFORM 1; END $$; SELECT 2', 'postgres', 2],
+    ['; ;', 'postgres', 1],
+    ["INSERT INTO t VALUES ('a;b'); # ;\nSELECT 1", 'mysql', 2],
+  ] as [string, SqlDialect, number][])('%j (%s): %i', (sql, dialect, n) => {
+    expect(countStatements(sql, dialect)).toBe(n);
   });
 });

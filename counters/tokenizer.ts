@@ -652,6 +652,25 @@ function classifyWith(lexer: SqlLexer): StatementClass {
   return 'other';
 }
 
+/**
+ * Statements in a text sent as one simple Query: those separated by `;` outside strings, comments and quoted bodies,
+ * empty ones not counted (a trailing `;`). At least 1, as the server counts an empty Query too.
+ */
+export function countStatements(sql: string, dialect: SqlDialect): number {
+  if (sql.indexOf(';') === -1) return 1;
+  const lexer = new SqlLexer(sql, dialect);
+  let statements = 0;
+  let pending = false;
+  for (let token = lexer.next(); token; token = lexer.next()) {
+    if (token.type === 'punct' && token.value === ';') {
+      if (pending) statements++;
+      pending = false;
+    } else pending = true;
+  }
+  if (pending) statements++;
+  return mathMax(1, statements);
+}
+
 /** Number of `?` placeholders outside strings and comments (MySQL-style positional parameters). */
 export function countPlaceholders(sql: string, dialect: SqlDialect = 'mysql'): number {
   const lexer = new SqlLexer(sql, dialect);

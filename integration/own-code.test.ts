@@ -503,6 +503,54 @@ describeEachBackend(
         }
       });
 
+      // Calls whose messages differ from a plain query's, each run on 100 rows: a cursor executes once per batch (30,
+      // 30, 30, 10), describe() executes nothing and resolves before the answer to its Sync, and a simple Query can
+      // carry several statements, each one counted by pg_stat_statements.
+      const POSTGRES_JS_FORMS: Record<string, { run: (sql: postgres.Sql) => Promise<unknown>; wire: Record<string, number>; statements: number }> = {
+        'a cursor read to its end with for await': {
+          run: async (sql) => {
+            for await (const rows of sql`SELECT a FROM own_items WHERE a > ${-1}`.cursor(30)) expect(rows.length).toBeGreaterThan(0);
+          },
+          wire: { Bind: 1, Execute: 4, Flush: 4, Sync: 1 },
+          statements: 1,
+        },
+        'describe()': { run: (sql) => sql`SELECT a FROM own_items WHERE a = ${1}`.describe(), wire: { Parse: 1, Describe: 1, Flush: 1, Sync: 1 }, statements: 0 },
+        'a simple Query of two statements through unsafe()': { run: (sql) => sql.unsafe('SELECT count(*) FROM own_items; SELECT max(a) FROM own_items'), wire: { Query: 1 }, statements: 2 },
+      };
+      it.each(Object.entries(POSTGRES_JS_FORMS))('postgres.js, %s: exact on the wire and the server, assert', async (_form, expected) => {
+        const at = network(session.connection);
+        const raw = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, onnotice: () => undefined });
+        try {
+          const sql = session.count(raw);
+          await sql`INSERT INTO own_items (a) SELECT g FROM generate_series(1, 100) g`;
+          await expected.run(sql);
+          const tally = await session.measure(() => expected.run(sql));
+          expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+          expect(tally.layers.driver?.calls).toBe(1);
+          expect(tally.layers.wire?.commands).toEqual(expected.wire);
+          expect(tally.layers.server?.summary.statements).toBe(expected.statements);
+        } finally {
+          await raw.end();
+        }
+      });
+
+      it('pg, a simple Query of three statements, one an INSERT: each statement counted, rows compared as at least what the driver reported, assert', async () => {
+        const at = network(session.connection);
+        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        try {
+          await pool.query('SELECT 1');
+          const tally = await session.measure(() => pool.query('SELECT 1; INSERT INTO own_items (a) VALUES (7); SELECT 2'));
+          expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+          expect(tally.layers.wire?.commands).toEqual({ Query: 1 });
+          expect(tally.layers.server?.summary).toMatchObject({ statements: 3, rowsInserted: 1 });
+          expect(tally.verdict.reconciliation).toContain(
+            "not modelled: 1 call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least 0",
+          );
+        } finally {
+          await pool.end();
+        }
+      });
+
       it('pg, COMMIT as a named statement: pg_stat_statements counts it at its first run on the connection only, and every window asserts', async () => {
         const at = network(session.connection);
         const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));

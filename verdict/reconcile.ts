@@ -3,6 +3,7 @@ import { windowOfEvents, type DriverWindow } from '../counters/driver-layer';
 import { rangeText, UNBOUNDED, type CallGroup, type Contribution, type Range } from '../counters/driver/module';
 import type { DriverName } from '../counters/driver/names';
 import { DRIVERS } from '../counters/driver/registry';
+import { countStatements } from '../counters/tokenizer';
 import type { DriverLayer } from '../counters/events';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
@@ -60,6 +61,9 @@ export function predict(input: ReconcileInput): Prediction {
   const server: Record<string, Range> = {};
   const lines = new Map<string, { calls: number; sets: number; failed: number; wireWords: string; serverWords: string }>();
   let failedInserts = 0;
+  // Calls whose one text holds several statements: the rows of their INSERTs are in no INSERT call's result.
+  let severalStatements = 0;
+  const dialect = DRIVERS[input.driverName].dialect;
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
   const window = input.window ?? windowOfEvents(input.driver.events);
@@ -91,14 +95,18 @@ export function predict(input: ReconcileInput): Prediction {
     line.failed += group.errors;
     lines.set(lineKey, line);
     if (group.statementClass === 'insert' && group.kind !== 'prepare') failedInserts += group.errors;
+    if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) severalStatements += group.calls;
   }
   // Rows: what the driver said its INSERT calls inserted.
   const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
   if (window.insertedRows !== null && ignoredRows !== null) {
     const rows = window.insertedRows + ignoredRows;
-    server.rowsInserted = { min: rows, max: failedInserts > 0 ? UNBOUNDED : rows };
+    server.rowsInserted = { min: rows, max: failedInserts > 0 || severalStatements > 0 ? UNBOUNDED : rows };
     if (failedInserts > 0) {
       gaps.push(`${failedInserts} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`);
+    }
+    if (severalStatements > 0) {
+      gaps.push(`${severalStatements} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`);
     }
   }
   else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
@@ -129,7 +137,7 @@ export function predict(input: ReconcileInput): Prediction {
  */
 function succeeded(group: CallGroup): CallGroup {
   const less = (n: number): number => Math.max(0, n - group.errors);
-  const { simple, extended, named } = group.byProtocol;
+  const { simple, extended, named, cursor, describe } = group.byProtocol;
   return {
     ...group,
     calls: less(group.calls),
@@ -137,7 +145,7 @@ function succeeded(group: CallGroup): CallGroup {
     callsWithParameterSets: less(group.callsWithParameterSets),
     callsWithValues: less(group.callsWithValues),
     errors: 0,
-    byProtocol: { simple: less(simple), extended: less(extended), named: less(named) },
+    byProtocol: { simple: less(simple), extended: less(extended), named: less(named), cursor: less(cursor), describe: less(describe) },
   };
 }
 

@@ -79,7 +79,11 @@ function counterList(counters: Record<string, number>): string {
  * window's connections reported on the wire, and the sessions opened against those the proxy saw open; SQLite a
  * `data_version` that moved (another connection committed to the file). Only the counters that differ are listed.
  */
-export function beyondWindow(server: ServerLayer, wire: WireCounts | null): BeyondWindow[] {
+/**
+ * `explainedStatements`: the most statements the window's counted driver calls can have run, from the driver model
+ * (a simple Query may carry several); the wire's Execute and Query messages bound them otherwise.
+ */
+export function beyondWindow(server: ServerLayer, wire: WireCounts | null, explainedStatements?: number): BeyondWindow[] {
   const out: BeyondWindow[] = [];
   // Only the server doing MORE counts: less (statistics not settled, a prepared COMMIT pg_stat_statements skips) is
   // a reconciliation matter, not work done elsewhere.
@@ -100,7 +104,7 @@ export function beyondWindow(server: ServerLayer, wire: WireCounts | null): Beyo
   // PostgreSQL writes a statement's pg_stat_statements entry when it ends, with no flush delay: executions the
   // window's connections did not send are someone else's, even before their row counts are flushed.
   if ('statements.calls' in g && wire?.protocol === 'postgres') {
-    push('pg_stat_statements calls (statements)', g['statements.calls'], (wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0));
+    push('pg_stat_statements calls (statements)', g['statements.calls'], Math.max((wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0), explainedStatements ?? 0));
   }
   // A statement that failed may have changed rows first (a duplicate key fails after its row is written, and
   // n_tup_ins counts it), which no answer reports: with an ErrorResponse in the window, rows bound nothing.
@@ -117,7 +121,7 @@ export function beyondWindow(server: ServerLayer, wire: WireCounts | null): Beyo
 }
 
 /** Why the server-wide counters cannot be attributed to the window alone, in words. Empty when they can. */
-export function globalDisturbances(backend: BackendDescription, server: ServerLayer, wire: WireCounts | null = null): string[] {
+export function globalDisturbances(backend: BackendDescription, server: ServerLayer, wire: WireCounts | null = null, explainedStatements?: number): string[] {
   const reasons: string[] = [];
   const residue = Object.fromEntries(
     Object.entries(server.control).filter(([k, v]) => v !== 0 && !k.startsWith('perConnection.')),
@@ -138,7 +142,7 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
   if (!backend.capabilities.privateServer) {
     reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen`);
   }
-  for (const b of beyondWindow(server, wire)) {
+  for (const b of beyondWindow(server, wire, explainedStatements)) {
     reasons.push(`the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`);
   }
   return reasons;
@@ -205,7 +209,8 @@ export function decideVerdict(input: VerdictInput): Verdict {
       ? ` (background threads set aside: ${list(server.backgroundSessions.map((s) => `${s.name} #${s.id}`))})`
       : '';
   const degraded = server.degraded ?? [];
-  const disturbances = globalDisturbances(backend, server, input.wire);
+  const explained = 'prediction' in rec ? rec.prediction.server.statements?.max : undefined;
+  const disturbances = globalDisturbances(backend, server, input.wire, explained);
   const otherConnections: OtherConnections = input.otherConnections ?? (backend.capabilities.privateServer ? 'mine' : 'foreign');
 
   const attribution = server.attribution;
@@ -225,7 +230,7 @@ export function decideVerdict(input: VerdictInput): Verdict {
   }
   // Layers that disagree in a way the driver model cannot explain are not an assert, whatever the attribution.
   const disagree = rec.discrepancies.length > 0 ? `the layers disagree where the driver model cannot explain it: ${rec.discrepancies.join('; ')}` : null;
-  const beyond = beyondWindow(server, input.wire);
+  const beyond = beyondWindow(server, input.wire, explained);
   const bypass = (what: string): Verdict => {
     const via = input.via ? ` (the window saw ${input.via})` : '';
     return verdict(

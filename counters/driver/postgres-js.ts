@@ -5,9 +5,9 @@ import { classifyCached } from '../statement-cache';
 import type { CallSite, ShapeMemo, WrapperMark } from './counted';
 import { callEnd, callStart, emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
-import { classCounts, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
+import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
 import { mayBeCountedOnce, postgresServerCounts, type ByProtocol } from './postgres-model';
-import { ErrorClass, hasOwn, isArray, ownSymbols, reflectApply, reflectGet } from '../intrinsics';
+import { defineProperty, ErrorClass, hasOwn, isArray, ownSymbols, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
 
@@ -107,23 +107,32 @@ function countingHandler(site: Site, method: string, original: QueryHandler, ask
  */
 function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined): void {
   const start = callStart(site);
-  const resolve = query.resolve;
-  const reject = query.reject;
+  let resolve = query.resolve;
+  let reject = query.reject;
   let running = true;
-  query.resolve = (value: unknown) => {
+  const onResolve = (value: unknown): unknown => {
     if (running) {
       running = false;
       settle(query, site, method, asked, start, rowsOf(value), null);
     }
     return resolve(value);
   };
-  query.reject = (error: unknown) => {
+  const onReject = (error: unknown): unknown => {
     if (running) {
       running = false;
       settle(query, site, method, asked, start, null, error ?? new ErrorClass('query rejected'));
     }
     return reject(error);
   };
+  if (query.cursorFn === undefined) {
+    query.resolve = onResolve;
+    query.reject = onReject;
+    return;
+  }
+  // A cursor read with `for await` gives its query a new resolve and reject at every batch: each is taken as the one
+  // to hand on, and the query stays counted until the last batch settles it.
+  defineProperty(query, 'resolve', { configurable: true, enumerable: true, get: () => onResolve, set: (f: PostgresJsQuery['resolve']) => void (resolve = f) });
+  defineProperty(query, 'reject', { configurable: true, enumerable: true, get: () => onReject, set: (f: PostgresJsQuery['reject']) => void (reject = f) });
 }
 
 function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, start: number, rows: number | null, error: unknown): void {
@@ -138,13 +147,14 @@ function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked
 /**
  * How a query that ran went out, as postgres.js decided when it built it for its connection: a simple Query (`unsafe`
  * without parameters, `.simple()`, a stream), a named statement parsed once per connection (a template, unless the
- * `sql` was made with `prepare: false`) or the unnamed one, parsed every time. Left open where the messages do not
- * follow from that (`.describe()` executes nothing, a cursor executes once per batch) and for a failed query, which
- * may have stopped anywhere: the model gives a range for those.
+ * `sql` was made with `prepare: false`) or the unnamed one, parsed every time; a cursor, which executes once per
+ * batch of rows; or `.describe()`, which parses and executes nothing. Left open for a failed query, which may have
+ * stopped anywhere: the model gives a range for it.
  */
 function protocolOf(query: PostgresJsQuery): CallProtocol | undefined {
   if (query.options?.simple === true) return 'simple';
-  if (query.onlyDescribe === true || query.cursorFn !== undefined) return undefined;
+  if (query.cursorFn !== undefined) return 'cursor';
+  if (query.onlyDescribe === true) return 'describe';
   return query.prepare === true ? 'named' : query.prepare === false ? 'extended' : undefined;
 }
 
@@ -426,8 +436,10 @@ function isSql(value: unknown): boolean {
 const range = (min: number, max: number): Range => ({ min, max });
 
 const postgresJsModel: DriverModel = (group, ctx) => {
-  const { simple, extended: unnamed, named } = group.byProtocol;
-  if (group.calls > 0 && simple + unnamed + named === group.calls) return postgresJsExactModel(group, ctx, { simple, unnamed, named });
+  const { simple, extended: unnamed, named, cursor, describe } = group.byProtocol;
+  if (group.calls > 0 && simple + unnamed + named + cursor + describe === group.calls) {
+    return postgresJsExactModel(group, ctx, { simple, unnamed, named, cursor, describe });
+  }
   const calls = group.calls;
   const extended = Math.min(calls, group.callsWithValues);
   const preparedControl = mayBeCountedOnce(group.statementClass);
@@ -455,18 +467,35 @@ const postgresJsModel: DriverModel = (group, ctx) => {
 /**
  * Every call's protocol is known: a Query per simple call, Bind/Execute/Sync per other call, Parse and Describe per
  * unnamed call and for a named one at most once per connection (postgres.js parses again when the same text comes
- * with other parameter types, so up to once per call; a Flush after each Parse that waits for its Describe).
+ * with other parameter types, so up to once per call; a Flush after each Parse that waits for its Describe). A
+ * cursor is a Bind, an Execute and a Flush per batch of rows (how many batches, the rows decide), and a Sync. A
+ * describe is a Parse, a Describe, a Flush and a Sync, and nothing runs on the server.
  */
-function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol): Contribution {
+function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol & { cursor: number; describe: number }): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });
-  const extended = n.unnamed + n.named;
-  const parses = range(n.unnamed, extended);
+  const extended = n.unnamed + n.named + n.cursor;
+  const parses = range(n.unnamed + n.describe, extended + n.describe);
   // Transaction control has no parameters, so its named statement is parsed once per connection.
   const firstRuns = n.named > 0 && mayBeCountedOnce(group.statementClass) ? range(0, ctx.claimPrepare()) : range(0, n.named);
-  const words = [n.simple > 0 ? 'Query' : '', n.unnamed > 0 ? 'Parse/Describe/Bind/Execute/Sync' : '', n.named > 0 ? 'Bind/Execute/Sync (+ Parse/Describe once per connection)' : ''];
+  const words = [
+    n.simple > 0 ? 'Query' : '',
+    n.unnamed > 0 ? 'Parse/Describe/Bind/Execute/Sync' : '',
+    n.named > 0 ? 'Bind/Execute/Sync (+ Parse/Describe once per connection)' : '',
+    n.cursor > 0 ? 'a cursor: Bind, Execute/Flush per batch of rows, Sync (+ Parse/Describe)' : '',
+    n.describe > 0 ? 'Parse/Describe/Flush/Sync, nothing executed' : '',
+  ];
+  const executes = n.cursor > 0 ? range(extended, UNBOUNDED) : exact(extended);
   return {
-    wire: { Query: exact(n.simple), Parse: parses, Describe: parses, Flush: range(0, parses.max), Bind: exact(extended), Execute: exact(extended), Sync: exact(extended) },
-    ...postgresServerCounts(group, n, firstRuns),
+    wire: {
+      Query: exact(n.simple),
+      Parse: parses,
+      Describe: parses,
+      Flush: range(0, n.cursor > 0 ? UNBOUNDED : parses.max),
+      Bind: exact(extended),
+      Execute: executes,
+      Sync: exact(extended + n.describe),
+    },
+    ...postgresServerCounts(group, { simple: n.simple, unnamed: n.unnamed + n.cursor, named: n.named }, firstRuns, n.describe),
     wireWords: words.filter(Boolean).join(' + '),
   };
 }

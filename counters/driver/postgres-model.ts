@@ -1,3 +1,4 @@
+import { countStatements } from '../tokenizer';
 import { classCounts, type CallGroup, type Contribution, type Range } from './module';
 
 /*
@@ -21,14 +22,19 @@ const COUNTED_ONCE_FROM_NAMED = new Set<string>(['commit', 'rollback', 'savepoin
 
 /**
  * The server's counts for a group whose every call's protocol is known. `namedFirstRuns`: how many of its named
- * calls may be the first run of their statement on their connection (the named statements parsed in the window).
+ * calls may be the first run of their statement on their connection (the named statements parsed in the window);
+ * `notRun`: calls that run nothing (a postgres.js `describe()`).
  */
-export function postgresServerCounts(group: CallGroup, n: ByProtocol, namedFirstRuns: Range): Pick<Contribution, 'server' | 'serverWords'> {
+export function postgresServerCounts(group: CallGroup, n: ByProtocol, namedFirstRuns: Range, notRun = 0): Pick<Contribution, 'server' | 'serverWords'> {
+  // A simple Query may carry several statements (`SELECT 1; SELECT 2`), each one counted; the other protocols one.
+  const perQuery = n.simple > 0 ? countStatements(group.sql, 'postgres') : 1;
   if (n.named === 0 || !COUNTED_ONCE_FROM_NAMED.has(group.statementClass)) {
-    const all = { min: group.calls, max: group.calls };
-    return { server: { statements: all, ...classCounts(group, all) }, serverWords: '1 pg_stat_statements call' };
+    const run = group.calls - notRun + n.simple * (perQuery - 1);
+    const all = { min: run, max: run };
+    const words = notRun === group.calls ? 'nothing run on the server' : perQuery > 1 ? `a pg_stat_statements call for each of the ${perQuery} statements of a Query` : '1 pg_stat_statements call';
+    return { server: { statements: all, ...classCounts(group, all) }, serverWords: words };
   }
-  const everyTime = n.simple + n.unnamed;
+  const everyTime = n.simple * perQuery + n.unnamed;
   const counted = { min: everyTime + namedFirstRuns.min, max: everyTime + namedFirstRuns.max };
   return {
     server: { statements: counted, ...classCounts(group, counted) },
