@@ -257,6 +257,24 @@ describeEachBackend(
       }
     });
 
+    if (b.backend !== 'postgres') {
+      it('mysql2 with multipleStatements, one COM_QUERY of three statements, one an INSERT: the server counts each, assert', async () => {
+        const at = network(session.connection);
+        const own = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1, multipleStatements: true });
+        try {
+          const pool = session.count(own);
+          await pool.query('SELECT 1');
+          const tally = await session.measure(() => pool.query('SELECT 1; INSERT INTO own_items (a) VALUES (7); SELECT 2'));
+          expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+          expect(tally.layers.wire?.commands).toEqual({ COM_QUERY: 1 });
+          expect(tally.layers.server?.summary).toMatchObject({ statements: 3, rowsInserted: 1 });
+          expect(tally.verdict.reconciliation[0]).toBe('1 driver query [select] -> 1 COM_QUERY -> 3 statements');
+        } finally {
+          await own.end();
+        }
+      });
+    }
+
     it('a window in which only a client the session never counted ran, beside a pool it did count: the driver layer has no calls and is not compared, assert', async () => {
       const counted = code.pool(network(session.connection));
       const uncounted = code.pool(network(session.connection));

@@ -1,3 +1,4 @@
+import { countStatements } from '../tokenizer';
 import { classCounts, rangeText, type CallGroup, type Contribution, type DriverModel, type Range } from './module';
 
 /*
@@ -28,13 +29,18 @@ export const mysqlProtocolModel: DriverModel = (group, ctx): Contribution => {
   const prepare: Range = group.kind !== 'query' ? upTo(ctx.claimPrepare()) : one(0);
   const n = one(group.calls);
   switch (group.kind) {
-    case 'query':
+    case 'query': {
+      // A COM_QUERY may carry several statements (`multipleStatements`): the server counts each.
+      const each = group.sql.indexOf(';') === -1 ? 1 : countStatements(group.sql, 'mysql');
+      const statements = one(group.calls * each);
       return {
         wire: { COM_QUERY: n },
-        server: { statements: n, prepares: one(0), executes: one(0), ...classCounts(group, n) },
+        // The text's class is its first statement's: the others' classes are not known, so no class is predicted.
+        server: { statements, prepares: one(0), executes: one(0), ...(each === 1 ? classCounts(group, statements) : {}) },
         wireWords: '1 COM_QUERY',
-        serverWords: '1 statement',
+        serverWords: each === 1 ? '1 statement' : `${each} statements`,
       };
+    }
     case 'prepare':
       return {
         wire: { COM_STMT_PREPARE: prepare },
