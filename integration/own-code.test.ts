@@ -4,6 +4,8 @@ import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import postgres from 'postgres';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { CaptureSession } from '../capture/capture';
 import type { Captured } from '../capture/capture';
 import { SqltallyError } from '../containers/errors';
@@ -549,6 +551,42 @@ describeEachBackend(
           expect(tally.layers.server?.summary.statements).toBe(expected.statements);
         } finally {
           await raw.end();
+        }
+      });
+
+      it('pg Submittables: a pg-cursor read in batches of 30 (an Execute each) and a pg-copy-streams COPY FROM (rows no INSERT reports): assert', async () => {
+        // Neither package ships types: the parts used here.
+        const Cursor = require('pg-cursor') as new (text: string, values: unknown[]) => pg.Submittable & { read(rows: number): Promise<unknown[]>; close(): Promise<void> };
+        const { from: copyFrom } = require('pg-copy-streams') as { from: (text: string) => pg.Submittable & NodeJS.WritableStream };
+        const at = network(session.connection);
+        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        try {
+          await pool.query('INSERT INTO own_items (a) SELECT g FROM generate_series(1, 100) g');
+          const client = await pool.connect();
+          try {
+            const cursor = await session.measure(async () => {
+              const c = client.query(new Cursor('SELECT a FROM own_items WHERE a > $1', [0]));
+              while ((await c.read(30)).length > 0);
+              await c.close();
+            });
+            expect(reasonOf(cursor)).toEqual({ kind: 'assert', reason: expect.any(String) });
+            expect(cursor.layers.wire?.commands).toMatchObject({ Parse: 1, Bind: 1, Execute: 4, Sync: 1 });
+            expect(cursor.layers.server?.summary.statements).toBe(1);
+            const copy = await session.measure(async () => {
+              const stream = client.query(copyFrom('COPY own_items (a) FROM STDIN'));
+              await pipeline(Readable.from(['1\n2\n3\n']), stream);
+            });
+            expect(reasonOf(copy)).toEqual({ kind: 'assert', reason: expect.any(String) });
+            expect(copy.layers.wire?.commands).toEqual({ Query: 1, CopyData: 1, CopyDone: 1 });
+            expect(copy.layers.server?.summary).toMatchObject({ statements: 1, rowsInserted: 3 });
+            expect(copy.verdict.reconciliation).toContain(
+              'not modelled: 1 call(s) of statements that are not INSERTs may write rows (COPY ... FROM, CALL, DO, CREATE TABLE ... AS): rows are compared as at least 0',
+            );
+          } finally {
+            client.release();
+          }
+        } finally {
+          await pool.end();
         }
       });
 

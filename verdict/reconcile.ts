@@ -63,6 +63,8 @@ export function predict(input: ReconcileInput): Prediction {
   let failedInserts = 0;
   // Calls whose one text holds several statements: the rows of their INSERTs are in no INSERT call's result.
   let severalStatements = 0;
+  // Calls of statements that may write rows without being INSERTs: COPY ... FROM, CALL, DO, CREATE TABLE ... AS.
+  let otherWriters = 0;
   const dialect = DRIVERS[input.driverName].dialect;
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
@@ -96,14 +98,18 @@ export function predict(input: ReconcileInput): Prediction {
     lines.set(lineKey, line);
     if (group.statementClass === 'insert' && group.kind !== 'prepare') failedInserts += group.errors;
     if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) severalStatements += group.calls;
+    if (group.kind !== 'prepare' && (group.statementClass === 'other' || group.statementClass === 'ddl')) otherWriters += group.calls;
   }
   // Rows: what the driver said its INSERT calls inserted.
   const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
   if (window.insertedRows !== null && ignoredRows !== null) {
     const rows = window.insertedRows + ignoredRows;
-    server.rowsInserted = { min: rows, max: failedInserts > 0 || severalStatements > 0 ? UNBOUNDED : rows };
+    server.rowsInserted = { min: rows, max: failedInserts > 0 || severalStatements > 0 || otherWriters > 0 ? UNBOUNDED : rows };
     if (failedInserts > 0) {
       gaps.push(`${failedInserts} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`);
+    }
+    if (otherWriters > 0) {
+      gaps.push(`${otherWriters} call(s) of statements that are not INSERTs may write rows (COPY ... FROM, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`);
     }
     if (severalStatements > 0) {
       gaps.push(`${severalStatements} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`);

@@ -2,7 +2,7 @@ import { SqltallyError } from '../../containers/errors';
 import type { CallProtocol, StatementSink } from '../events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
 import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, sourceOf, toCount, track, trackCallback, wrapOnce } from './counted';
-import { classCounts, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
+import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
 import { postgresServerCounts, type ByProtocol } from './postgres-model';
 import { loadDriverPackage, networkTarget } from './load';
 import { ErrorClass, hasOwn, isArray } from '../intrinsics';
@@ -226,7 +226,9 @@ function isPgObject(value: unknown): boolean {
  * node-postgres: values given => extended protocol (Parse/Bind/Describe/Execute/Sync), one round trip; none =>
  * simple Query (an empty values array included), unless the config names the statement, limits rows or asks for
  * `queryMode: 'extended'`. Calls the wrapper tagged with their protocol get exact counts; untagged ones (a
- * Submittable, events rebuilt from a report) a range: 0 or 1 Parse per call, Query or the extended messages.
+ * Submittable, events rebuilt from a report) a range: 0 or 1 Parse per call, Query or the extended messages, and
+ * any number of Executes, since a Submittable that reads through a portal (pg-cursor, pg-query-stream) executes
+ * once per batch of rows.
  */
 const pgModel: DriverModel = (group, ctx) => {
   const calls = group.kind === 'prepare' ? 0 : group.calls;
@@ -240,7 +242,7 @@ const pgModel: DriverModel = (group, ctx) => {
     wire: {
       Parse: range(0, calls),
       Bind: range(extended, calls),
-      Execute: range(extended, calls),
+      Execute: range(extended, UNBOUNDED),
       Sync: range(extended, calls),
       Describe: range(0, calls),
       Query: range(0, simple),
