@@ -154,6 +154,17 @@ const FAILING_EXPECTED = {
   postgres: { wire: { Query: 1, Parse: 3, Describe: 3, Bind: 3, Execute: 3, Sync: 3, Terminate: 3 }, connectionsOpened: 3, server: { statements: 1, inserts: 1, rowsInserted: 2 } },
 } satisfies Partial<Record<BackendName, unknown>>;
 
+/**
+ * One upsert of a row already there and a new one. MySQL and MariaDB report an updated row as 2 affected rows and
+ * count a write attempt for each row (Handler_write), the duplicate's included; PostgreSQL reports both rows as
+ * affected and counts the new one in n_tup_ins (the other in n_tup_upd).
+ */
+const UPSERT_EXPECTED = {
+  mariadb: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON DUPLICATE KEY UPDATE a = a + 1', rows: { driverRows: 3, serverRows: 2 } },
+  mysql: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON DUPLICATE KEY UPDATE a = a + 1', rows: { driverRows: 3, serverRows: 2 } },
+  postgres: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON CONFLICT (id) DO UPDATE SET a = own_items.a + 1', rows: { driverRows: 2, serverRows: 1 } },
+} satisfies Partial<Record<BackendName, unknown>>;
+
 /** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
 async function recreate(session: CaptureSession, code: OwnCode): Promise<void> {
   const at = network(session.backend.connection);
@@ -254,6 +265,24 @@ describeEachBackend(
             `not modelled: 3 call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`,
           );
         }
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('upserts (one row new, one already there): the driver counts updated rows, the server rows inserted; the rows are not compared, assert', async () => {
+      const want = UPSERT_EXPECTED[b.backend as keyof typeof UPSERT_EXPECTED];
+      const at = network(session.connection);
+      const own = b.backend === 'postgres'
+        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
+        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      try {
+        const pool = session.count(own) as { query(sql: string): Promise<unknown> };
+        await pool.query('INSERT INTO own_items (id, a) VALUES (1, 0)');
+        const tally = await session.measure(() => pool.query(want.sql));
+        expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
+        expect({ driverRows: tally.layers.driver?.rowsAffected, serverRows: tally.layers.server?.summary.rowsInserted }).toEqual(want.rows);
+        expect(tally.verdict.reconciliation.some((l) => l.startsWith('not modelled: 1 upsert call(s)'))).toBe(true);
       } finally {
         await own.end();
       }

@@ -65,6 +65,8 @@ export function predict(input: ReconcileInput): Prediction {
   let severalStatements = 0;
   // Calls of statements that may write rows without being INSERTs: COPY ... FROM, CALL, DO, CREATE TABLE ... AS.
   let otherWriters = 0;
+  // Calls of upserts: their affected rows are not rows inserted (see UPSERT).
+  let upserts = 0;
   const dialect = DRIVERS[input.driverName].dialect;
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
@@ -99,12 +101,16 @@ export function predict(input: ReconcileInput): Prediction {
     if (group.statementClass === 'insert' && group.kind !== 'prepare') failedInserts += group.errors;
     if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) severalStatements += group.calls;
     if (group.kind !== 'prepare' && (group.statementClass === 'other' || group.statementClass === 'ddl')) otherWriters += group.calls;
+    if (group.kind !== 'prepare' && group.statementClass === 'insert' && UPSERT.test(group.sql)) upserts += group.calls;
   }
   // Rows: what the driver said its INSERT calls inserted.
   const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
   if (window.insertedRows !== null && ignoredRows !== null) {
     const rows = window.insertedRows + ignoredRows;
-    server.rowsInserted = { min: rows, max: failedInserts > 0 || severalStatements > 0 || otherWriters > 0 ? UNBOUNDED : rows };
+    server.rowsInserted = { min: upserts > 0 ? 0 : rows, max: failedInserts > 0 || severalStatements > 0 || otherWriters > 0 || upserts > 0 ? UNBOUNDED : rows };
+    if (upserts > 0) {
+      gaps.push(`${upserts} upsert call(s) (ON CONFLICT, ON DUPLICATE KEY UPDATE, INSERT IGNORE, REPLACE): the driver's affected rows count updated rows (twice on MySQL and MariaDB) and skip ignored ones, and the server counts an ignored row's attempt, so the rows inserted are not predicted`);
+    }
     if (failedInserts > 0) {
       gaps.push(`${failedInserts} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`);
     }
@@ -136,6 +142,13 @@ export function predict(input: ReconcileInput): Prediction {
   const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
   return { wire, server, lines: text, gaps, partial, batches };
 }
+
+/**
+ * An INSERT that may update or skip rows instead: PostgreSQL's and SQLite's ON CONFLICT, MySQL's ON DUPLICATE KEY
+ * UPDATE, INSERT IGNORE and REPLACE, SQLite's INSERT OR IGNORE / OR REPLACE. Looked for in the whole text, strings
+ * included: a false match only widens the rows compared, never narrows them.
+ */
+const UPSERT = /\bon\s+(?:conflict|duplicate\s+key\s+update)\b|^[\s(]*(?:replace|insert\s+(?:or\s+\w+\s+)?ignore|insert\s+or\s+replace)\b/i;
 
 /**
  * The calls of a group that surely succeeded, as a group: each field that counts calls loses the failed ones, as
