@@ -165,6 +165,17 @@ const UPSERT_EXPECTED = {
   postgres: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON CONFLICT (id) DO UPDATE SET a = own_items.a + 1', rows: { driverRows: 2, serverRows: 1 } },
 } satisfies Partial<Record<BackendName, unknown>>;
 
+/**
+ * A stored procedure that inserts two rows. The server counts its inner INSERTs (MySQL and MariaDB: Com_insert
+ * server-wide, not in the calling thread's statements) or their rows (PostgreSQL: n_tup_ins), and no answer on the
+ * wire reports them.
+ */
+const PROCEDURE = {
+  mariadb: { create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
+  mysql: { create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
+  postgres: { create: 'CREATE PROCEDURE own_add(x int) LANGUAGE sql AS $$ INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1) $$', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
+} satisfies Partial<Record<BackendName, unknown>>;
+
 /** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
 async function recreate(session: CaptureSession, code: OwnCode): Promise<void> {
   const at = network(session.backend.connection);
@@ -265,6 +276,26 @@ describeEachBackend(
             `not modelled: 3 call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`,
           );
         }
+      } finally {
+        await own.end();
+      }
+    });
+
+    it('a stored procedure that inserts, run with CALL: report, and the reason names server-side code beside a client around the proxy', async () => {
+      const want = PROCEDURE[b.backend as keyof typeof PROCEDURE];
+      const at = network(session.connection);
+      const own = b.backend === 'postgres'
+        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
+        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      try {
+        const pool = session.count(own) as { query(sql: string): Promise<unknown> };
+        await pool.query(want.create);
+        await pool.query(want.call);
+        const tally = await session.measure(() => pool.query(want.call));
+        expect(tally.verdict.kind).toBe('report');
+        expect(tally.verdict.reason).toContain(`where the window's connections account for 0 (+2)`);
+        expect(tally.verdict.reason).toContain('No other client session was there: server-side code the window\'s statements ran does work no answer reports (a trigger, a stored procedure or function; the window ran 1 CALL or DO statement(s))');
+        await pool.query(want.drop);
       } finally {
         await own.end();
       }

@@ -148,6 +148,12 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
   return reasons;
 }
 
+/** Driver calls of the window that run stored code: `CALL` (MySQL, MariaDB, PostgreSQL) and PostgreSQL's `DO`. */
+function storedProgramCalls(input: VerdictInput): number {
+  const groups = input.driverWindow?.groups ?? [];
+  return groups.reduce((n, g) => n + (g.kind !== 'prepare' && /^[\s(]*(?:call|do)\b/i.test(g.sql) ? g.calls : 0), 0);
+}
+
 /**
  * assert: attributable (isolated server, or exact per-connection attribution). report: shown with the reason.
  * incomplete: the workload threw, a layer could not be read to the end, a probe failed, statistics did not settle.
@@ -233,10 +239,18 @@ export function decideVerdict(input: VerdictInput): Verdict {
   const beyond = beyondWindow(server, input.wire, explained);
   const bypass = (what: string): Verdict => {
     const via = input.via ? ` (the window saw ${input.via})` : '';
-    return verdict(
-      'report',
-      `the server did work the window's connections do not account for: ${what}${via}. On a server sqltally started for this session every client is your own code, so some of it reached the server around the proxy: connect it to session.connection, or count it with session.count()${background}`,
-    );
+    // With no other session, no connection opened beside the window's and a still control window, the counters alone
+    // say the server did more: server-side code the window's own statements ran does that as well as a client
+    // around the proxy, and the counters cannot tell which.
+    const otherClientSeen =
+      server.foreignSessions.length > 0 ||
+      beyond.some((b) => b.counter.includes('connections opened')) ||
+      Object.entries(server.control).some(([k, v]) => v !== 0 && !k.startsWith('perConnection.'));
+    const stored = storedProgramCalls(input);
+    const why = otherClientSeen
+      ? 'On a server sqltally started for this session every client is your own code, so some of it reached the server around the proxy: connect it to session.connection, or count it with session.count()'
+      : `No other client session was there: server-side code the window's statements ran does work no answer reports (a trigger, a stored procedure or function${stored > 0 ? `; the window ran ${stored} CALL or DO statement(s)` : ''}), or some of your code reached the server around the proxy: connect it to session.connection, or count it with session.count()`;
+    return verdict('report', `the server did work the window's connections do not account for: ${what}${via}. ${why}${background}`);
   };
 
   if (attribution?.exact && server.perConnection) {
