@@ -26,6 +26,13 @@ function network(c: CaptureSession['connection'] | StartedBackend['connection'])
   return { kind: 'network', host: c.host, port: c.port, user: c.user, password: c.password, database: c.database };
 }
 
+/** A pool of one connection to `at`: pg's on PostgreSQL, mysql2's (promise API) on MySQL and MariaDB. */
+function onePool(backend: BackendName, at: NetworkConnection): pg.Pool | mysql.Pool {
+  return backend === 'postgres'
+    ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
+    : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+}
+
 /** One backend's own-code scenario: a pool the user creates, its inserts, a direct client and a slow statement. */
 interface OwnCode {
   /** The user's pool of POOL_SIZE connections to `at`, and how to end it. */
@@ -257,9 +264,7 @@ describeEachBackend(
     it('calls that fail (a duplicate key, a syntax error, a refused prepare): every layer as the server saw it, and assert in two windows', async () => {
       const at = network(session.connection);
       const isPg = b.backend === 'postgres';
-      const own = isPg
-        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
-        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      const own = onePool(b.backend, at);
       try {
         const pool = session.count(own);
         const run = (id: number): Promise<void> => (isPg ? FAILING.pg(pool as pg.Pool, id) : FAILING.mysql2(pool as mysql.Pool, id));
@@ -284,9 +289,7 @@ describeEachBackend(
     it('a stored procedure that inserts, run with CALL: report, and the reason names server-side code beside a client around the proxy', async () => {
       const want = PROCEDURE[b.backend as keyof typeof PROCEDURE];
       const at = network(session.connection);
-      const own = b.backend === 'postgres'
-        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
-        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      const own = onePool(b.backend, at);
       try {
         const pool = session.count(own) as { query(sql: string): Promise<unknown> };
         await pool.query(want.create);
@@ -304,9 +307,7 @@ describeEachBackend(
     it('upserts (one row new, one already there): the driver counts updated rows, the server rows inserted; the rows are not compared, assert', async () => {
       const want = UPSERT_EXPECTED[b.backend as keyof typeof UPSERT_EXPECTED];
       const at = network(session.connection);
-      const own = b.backend === 'postgres'
-        ? new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 })
-        : mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1 });
+      const own = onePool(b.backend, at);
       try {
         const pool = session.count(own) as { query(sql: string): Promise<unknown> };
         await pool.query('INSERT INTO own_items (id, a) VALUES (1, 0)');
