@@ -524,7 +524,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * and postgres.js's `describe()` resolves on the description, before the answer to its Sync. Read at once, such a
    * request counted as in flight and the window as `incomplete`, or not, by a race. So the window waits for it when
    * its client said goodbye, or when every counted driver call has settled (`driverIdle`). While a counted call is
-   * still running (a query the function did not await), nothing is waited for: that stays `incomplete`.
+   * still running (a query the function did not await), only a connection that said goodbye is waited for, and the
+   * window stays `incomplete`.
    */
   async #settleAnswers(driverIdle: boolean): Promise<void> {
     const proxy = this.#proxy;
