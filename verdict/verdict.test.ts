@@ -59,6 +59,16 @@ describe('decideVerdict', () => {
     const v = decideVerdict({ backend: backend({ privateServer: false }, 'external'), driver: null, wire: null, server: serverLayer() });
     expect(v.kind).toBe('report');
     expect(v.reason).toContain('not private to sqltally (provider external)');
+    expect(v.reason).not.toContain('per-connection');
+  });
+
+  it('on a shared server without per-connection counts, says why a window there cannot assert and what can', () => {
+    const off = decideVerdict({ backend: backend({ privateServer: false, perThreadStatements: false }, 'external'), driver: null, wire: null, server: serverLayer() });
+    expect(off.kind).toBe('report');
+    expect(off.reason).toContain('per-connection attribution, which can assert on a shared server, needs performance_schema on');
+    const pgBackend = { ...backend({ privateServer: false, perThreadStatements: false, wireProtocol: 'postgres' }, 'external'), name: 'postgres' as const, flavour: 'postgres' as const };
+    const none = decideVerdict({ backend: pgBackend, driver: null, wire: null, server: serverLayer() });
+    expect(none.reason).toContain('postgres keeps no per-connection statement counts');
   });
 
   describe('a second client writing beside the window, with exact per-connection attribution', () => {

@@ -1,3 +1,4 @@
+import { CAPABILITIES } from '../containers/capabilities';
 import type { BackendDescription } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import type { DriverWindow } from '../counters/driver-layer';
@@ -140,12 +141,23 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
   }
   if (!server.canSeeOtherSessions) reasons.push('the account cannot see other sessions, so isolation cannot be verified');
   if (!backend.capabilities.privateServer) {
-    reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen`);
+    reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen${noAttributionWhy(backend)}`);
   }
   for (const b of beyondWindow(server, wire, explainedStatements)) {
     reasons.push(`the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`);
   }
   return reasons;
+}
+
+/**
+ * Why a window on a shared server has no per-connection attribution, which is what lets it assert there: the
+ * server keeps no per-connection statement counts (PostgreSQL), or its performance_schema is off or unreadable.
+ */
+function noAttributionWhy(backend: BackendDescription): string {
+  if (backend.capabilities.perThreadStatements) return '';
+  return CAPABILITIES[backend.flavour].perThreadStatements
+    ? '; per-connection attribution, which can assert on a shared server, needs performance_schema on (performance_schema=ON in the server options) and readable by this account, and it is not here'
+    : `; ${backend.name} keeps no per-connection statement counts, so a window on a shared server cannot be told apart from other clients' work: a private server (local binaries or Testcontainers) can assert`;
 }
 
 /** Driver calls of the window that run stored code: `CALL` (MySQL, MariaDB, PostgreSQL) and PostgreSQL's `DO`. */
