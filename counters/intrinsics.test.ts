@@ -16,7 +16,7 @@ const PER_CALL: Record<string, readonly string[]> = {
   'counters/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'viewHooks', 'readsCore', 'callbackCalls', 'callbackCall', 'callbackStatementExecute', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
   'counters/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch', 'commonHooks', 'wrapStatement', 'valuesOf', 'sqlOf'],
   'counters/driver/pg.ts': ['pgRowsAffected', 'queryShape', 'countedQuery', 'pgProtocol', 'callbackInConfig', 'throughCallback', 'restack'],
-  'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countWhenRun', 'countingHandler', 'startRun', 'settle', 'rowsOf', 'isQuery', 'keepOrigin', 'originKey', 'templateOrigin', 'templateOf'],
+  'counters/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countWhenRun', 'countingHandler', 'startRun', 'settle', 'protocolOf', 'rowsOf', 'isQuery', 'keepOrigin', 'originKey', 'templateOrigin', 'templateOf'],
   'counters/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'needsCaller', 'askAnswered', 'steadyCounter', 'count', 'open'],
   'counters/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'counters/wire/mysql-protocol.ts': ['parse', 'fromClient', 'fromServer', '#clientFrame', '#command', '#serverFrame', '#reply', '#firstPacket', '#row', '#columnUntilEof', '#intermediateEof', '#endOfResult', '#nextStep', '#finish', '#checkClientSeq', '#checkServerSeq'],
