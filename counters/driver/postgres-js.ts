@@ -337,8 +337,8 @@ type AnyFunction = (...args: unknown[]) => unknown;
  * - `sql.begin(fn)` -> BEGIN and COMMIT (or ROLLBACK when it rejects) as `query` events with method `begin` and no
  *   duration (postgres.js sends them itself), with `fn` handed a counted transaction `sql`; `savepoint(fn)` adds
  *   SAVEPOINT and, when it rejects, ROLLBACK TO SAVEPOINT.
- * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`; cursors and `forEach` are counted once,
- *   when they start.
+ * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`. A cursor and a `forEach` are one call
+ *   each, in flight from their start until their last batch of rows.
  */
 export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: boolean): T {
   return wrapOnce(DRIVER, target, sink, () => {
@@ -430,8 +430,8 @@ function isSql(value: unknown): boolean {
  * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
  * and `unsafe` without them as a simple Query; a `sql` made with `prepare: false` sends its templates unnamed too.
  * A call whose protocol the wrapper saw (every query that ran and succeeded, and what postgres.js sends itself in
- * `begin`) gets exact counts; the rest (events rebuilt from a report, a failed query, a cursor) a range, in which a
- * COMMIT, ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s own, a template.
+ * `begin`) gets exact counts; the rest (events rebuilt from a report, a failed query) a range, in which a COMMIT,
+ * ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s own, a template.
  */
 const range = (min: number, max: number): Range => ({ min, max });
 
