@@ -79,8 +79,6 @@ function counterList(counters: Record<string, number>): string {
  * window connections' per-connection summary; PostgreSQL the rows all user tables changed against the rows the
  * window's connections reported on the wire, and the sessions opened against those the proxy saw open; SQLite a
  * `data_version` that moved (another connection committed to the file). Only the counters that differ are listed.
- */
-/**
  * `explainedStatements`: the most statements the window's counted driver calls can have run, from the driver model
  * (a simple Query may carry several); the wire's Execute and Query messages bound them otherwise.
  */
