@@ -540,6 +540,17 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     for (let waited = 0; waiting() && waited < ANSWER_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
   }
 
+  /**
+   * When every call still in flight is one the code let go of and the driver finishes by itself (a postgres.js
+   * cursor left with `break`: StatementSink.letGo), waits for them to settle, so they count in the window they
+   * started in. A call in flight that the code could have awaited is not waited for: the window is `incomplete`.
+   */
+  async #settleLetGo(): Promise<void> {
+    const recorder = this.#recorder;
+    const onlyLetGo = (): boolean => recorder.callsInFlightInWindow > 0 && recorder.callsInFlightInWindow === recorder.callsLetGoInWindow;
+    for (let waited = 0; onlyLetGo() && waited < ANSWER_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+  }
+
   /** A connection closing inside a window: settle it, then have the probe read its counters while the server has them. */
   async #retire(serverConnectionId: number | null, settle: () => Promise<boolean>, quit: boolean): Promise<void> {
     // A connection closing while the window opens (a pool's idle reaper) was in the start reading: its goodbye is
@@ -683,6 +694,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const gaveUpWhy = thrown === NOTHING ? null : gaveUp(thrown);
     const { window, wireBefore } = open;
     let probeError = open.probeError;
+    if (!gaveUpWhy) await this.#settleLetGo();
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
     if (!gaveUpWhy) await this.#settleAnswers(driverCallsInFlight === 0 && this.#counted.size > 0);
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last

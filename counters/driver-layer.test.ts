@@ -332,3 +332,23 @@ describe('DriverRecorder steady counters', () => {
     expect([layer.calls, layer.rowsAffected, layer.bindValues, drivers]).toEqual([66, 66, 66, ['better-sqlite3']]);
   });
 });
+
+describe('DriverRecorder calls in flight', () => {
+  it('counts the calls the code let go of apart from the others, in the window only, and starts each window at 0', () => {
+    const recorder = new DriverRecorder();
+    recorder.letGo(1);
+    expect(recorder.callsLetGoInWindow).toBe(0);
+    recorder.begin();
+    recorder.inFlight(1);
+    recorder.inFlight(1);
+    recorder.letGo(1);
+    expect([recorder.callsInFlightInWindow, recorder.callsLetGoInWindow]).toEqual([2, 1]);
+    recorder.inFlight(-1);
+    recorder.letGo(-1);
+    expect([recorder.callsInFlightInWindow, recorder.callsLetGoInWindow]).toEqual([1, 0]);
+    recorder.letGo(1);
+    recorder.end();
+    recorder.begin();
+    expect(recorder.callsLetGoInWindow).toBe(0);
+  });
+});

@@ -723,6 +723,7 @@ export class DriverRecorder implements StatementSink {
   #epoch = 0;
   #inFlight = 0;
   #inFlightInWindow = 0;
+  #letGoInWindow = 0;
   /** Drivers that recorded calls in the current window. */
   readonly #drivers = new Set<DriverName>();
   /** The driver of the last call recorded: the set is only touched when it changes. */
@@ -779,6 +780,15 @@ export class DriverRecorder implements StatementSink {
     return this.#inFlightInWindow;
   }
 
+  letGo(delta: 1 | -1): void {
+    if (this.#window !== null) this.#letGoInWindow = mathMax(0, this.#letGoInWindow + delta);
+  }
+
+  /** Of the calls in flight in the window, those the user's code let go of and the driver finishes by itself (StatementSink.letGo). */
+  get callsLetGoInWindow(): number {
+    return this.#letGoInWindow;
+  }
+
   get timed(): boolean {
     return this.#window !== null && this.#window.keepsEvents;
   }
@@ -802,6 +812,7 @@ export class DriverRecorder implements StatementSink {
     this.#drivers.clear();
     this.#lastDriver = null;
     this.#inFlightInWindow = 0;
+    this.#letGoInWindow = 0;
     this.#epoch++;
     // A window replaced unread: its counters must stop counting into it.
     this.#window?.close();

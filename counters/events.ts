@@ -123,6 +123,13 @@ export interface StatementSink {
    */
   inFlight?(delta: 1 | -1): void;
   /**
+   * Told +1 when the user's code has let go of a call still in flight that the driver then finishes by itself, and
+   * -1 once that call has settled (after its `inFlight(-1)`): a postgres.js cursor left with `break`, whose portal
+   * postgres.js closes after the loop has ended, with nothing the code could await. A window waits for such calls
+   * instead of taking them for a query started without `await`.
+   */
+  letGo?(delta: 1 | -1): void;
+  /**
    * False when the sink will not keep the next call's times (its event list is full, or no window is open): the
    * wrapper may then skip reading the clock and pass 0. A clock reading is the largest cost of a counted call.
    */

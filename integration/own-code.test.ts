@@ -595,6 +595,14 @@ describeEachBackend(
           wire: { Bind: 1, Execute: 4, Flush: 4, Sync: 1 },
           statements: 1,
         },
+        // postgres.js closes the portal after the loop has ended: the window waits for it, as the code cannot.
+        'a cursor left with break after its first batch': {
+          run: async (sql) => {
+            for await (const rows of sql`SELECT a FROM own_items WHERE a > ${-1}`.cursor(30)) if (rows.length > 0) break;
+          },
+          wire: { Bind: 1, Execute: 1, Flush: 1, Close: 1, Sync: 1 },
+          statements: 1,
+        },
         'describe()': { run: (sql) => sql`SELECT a FROM own_items WHERE a = ${1}`.describe(), wire: { Parse: 1, Describe: 1, Flush: 1, Sync: 1 }, statements: 0 },
         'a simple Query of two statements through unsafe()': { run: (sql) => sql.unsafe('SELECT count(*) FROM own_items; SELECT max(a) FROM own_items'), wire: { Query: 1 }, statements: 2 },
       };

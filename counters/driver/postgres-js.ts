@@ -59,6 +59,8 @@ function rowsOf(result: unknown): number | null {
 interface Site extends CallSite {
   /** The wrapper's last shape: a loop of one query settles into it without a new shape or a classification. */
   readonly memo: ShapeMemo;
+  /** postgres.js's `CLOSE` (`sql.CLOSE`): what a cursor's loop answers a batch with when it stops early. */
+  readonly close: unknown;
 }
 
 /**
@@ -110,10 +112,13 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
   let resolve = query.resolve;
   let reject = query.reject;
   let running = true;
+  // A cursor left early (below): the call settles after the code let go of it.
+  let letGo = false;
   const onResolve = (value: unknown): unknown => {
     if (running) {
       running = false;
       settle(query, site, method, asked, start, rowsOf(value), null);
+      if (letGo) site.sink.letGo?.(-1);
     }
     return resolve(value);
   };
@@ -121,6 +126,7 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
     if (running) {
       running = false;
       settle(query, site, method, asked, start, null, error ?? new ErrorClass('query rejected'));
+      if (letGo) site.sink.letGo?.(-1);
     }
     return reject(error);
   };
@@ -133,6 +139,28 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
   // to hand on, and the query stays counted until the last batch settles it.
   defineProperty(query, 'resolve', { configurable: true, enumerable: true, get: () => onResolve, set: (f: PostgresJsQuery['resolve']) => void (resolve = f) });
   defineProperty(query, 'reject', { configurable: true, enumerable: true, get: () => onReject, set: (f: PostgresJsQuery['reject']) => void (reject = f) });
+  // Each batch goes to the loop through `cursorFn`, and the loop answers with postgres.js's CLOSE when it stops early
+  // (`break`). postgres.js then closes the portal by itself, after the loop has ended, with nothing the code could
+  // await: from then on the call is one the code let go of (StatementSink.letGo), until it settles.
+  let cursorFn = query.cursorFn as (value: unknown) => unknown;
+  const answered = (answer: unknown): void => {
+    if (answer !== site.close || site.close === undefined || !running || letGo) return;
+    letGo = true;
+    site.sink.letGo?.(1);
+  };
+  const onBatch = (value: unknown): unknown => {
+    const answer = cursorFn(value);
+    if (isPromiseLike(answer)) answer.then(answered, noop);
+    else answered(answer);
+    return answer;
+  };
+  defineProperty(query, 'cursorFn', { configurable: true, enumerable: true, get: () => onBatch, set: (f: typeof cursorFn) => void (cursorFn = f) });
+}
+
+const noop = (): undefined => undefined;
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
 }
 
 function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, start: number, rows: number | null, error: unknown): void {
@@ -327,6 +355,12 @@ function preparesOf(target: object): boolean | undefined {
 
 type AnyFunction = (...args: unknown[]) => unknown;
 
+/** What a transaction's or reserved `sql` takes from the `sql` it came from. */
+interface Inherited {
+  named: boolean;
+  close: unknown;
+}
+
 /**
  * Counts every query run through a postgres.js `sql` instance (`postgres(...)`), a transaction's `sql` inside
  * `sql.begin`, or a reserved connection from `sql.reserve()`, into `sink`. Same function and behaviour out.
@@ -340,12 +374,15 @@ type AnyFunction = (...args: unknown[]) => unknown;
  * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`. A cursor and a `forEach` are one call
  *   each, in flight from their start until their last batch of rows.
  */
-export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: boolean): T {
+export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: Inherited): T {
   return wrapOnce(DRIVER, target, sink, () => {
-    // Whether postgres.js's own COMMIT, ROLLBACK and SAVEPOINT go out named: the option of the `sql` this one came from.
-    const named = preparesOf(target) ?? inherited ?? true;
+    // A transaction's or a reserved `sql` has neither of these of its own: they come from the `sql` it came from.
+    // Whether postgres.js's own COMMIT, ROLLBACK and SAVEPOINT go out named:
+    const named = preparesOf(target) ?? inherited?.named ?? true;
+    const close: unknown = reflectGet(target, 'CLOSE') ?? inherited?.close;
+    const passed: Inherited = { named, close };
     const tagged: CallProtocol = named ? 'named' : 'extended';
-    const site: Site = { driver: DRIVER, sink, connectionId: () => null, memo: { last: null } };
+    const site: Site = { driver: DRIVER, sink, connectionId: () => null, memo: { last: null }, close };
     const mark: WrapperMark = { driver: DRIVER, sink, target };
     const shared: SharedHandlers = {};
     const counted = (result: unknown, method: string, builder: AnyFunction): unknown => {
@@ -367,7 +404,7 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink,
       begin: (original) => (...args) => {
         const fnIndex = args.length - 1;
         const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, named));
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
         const options = typeof args[0] === 'string' && fnIndex > 0 ? ` ${args[0].replace(/[^a-z ]/gi, '')}` : '';
         sink.inFlight?.(1);
         control(site, `BEGIN${options}`, 'simple');
@@ -387,14 +424,14 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink,
       savepoint: (original) => (...args) => {
         const fnIndex = args.length - 1;
         const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, named));
+        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
         control(site, 'SAVEPOINT', tagged);
         return (original(...args) as Promise<unknown>).catch((error: unknown) => {
           control(site, 'ROLLBACK TO SAVEPOINT', tagged);
           throw error;
         });
       },
-      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink, named)),
+      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink, passed)),
     };
     const replaced = new Map<PropertyKey, AnyFunction>();
     // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
