@@ -60,13 +60,8 @@ export function predict(input: ReconcileInput): Prediction {
   const wire: Record<string, Range> = {};
   const server: Record<string, Range> = {};
   const lines = new Map<string, { calls: number; sets: number; failed: number; wireWords: string; serverWords: string }>();
-  let failedInserts = 0;
-  // Calls whose one text holds several statements: the rows of their INSERTs are in no INSERT call's result.
-  let severalStatements = 0;
-  // Calls of statements that may write rows without being INSERTs: COPY ... FROM, CALL, DO, CREATE TABLE ... AS.
-  let otherWriters = 0;
-  // Calls of upserts: their affected rows are not rows inserted (see UPSERT).
-  let upserts = 0;
+  // Calls that keep the server's rows inserted from being predicted exactly, by reason (LOOSE_ROWS).
+  const loose: Record<LooseRows, number> = { upsert: 0, failedInsert: 0, otherWriter: 0, severalStatements: 0 };
   const dialect = DRIVERS[input.driverName].dialect;
   const gaps: string[] = [];
   const partial = !input.window && input.driver.eventsOmitted > 0;
@@ -86,10 +81,10 @@ export function predict(input: ReconcileInput): Prediction {
       preparesLeft.set(key, left - claimed);
       return claimed;
     };
-    const all = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
+    const whole = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     // A failed call may have stopped anywhere: each one counts from nothing up to what it would have done. The floor
     // is the model of the calls that surely succeeded; its prepares are none (a prepare is 0 at least anyway).
-    const c = group.errors === 0 ? all : fromFloor(all, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
+    const c = group.errors === 0 ? whole : fromFloor(whole, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
     const lineKey = `${group.kind}|${group.statementClass}${ignored ? ', ignored' : ''}|${c.wireWords}`;
@@ -98,28 +93,20 @@ export function predict(input: ReconcileInput): Prediction {
     line.sets += group.parameterSets;
     line.failed += group.errors;
     lines.set(lineKey, line);
-    if (group.statementClass === 'insert' && group.kind !== 'prepare') failedInserts += group.errors;
-    if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) severalStatements += group.calls;
-    if (group.kind !== 'prepare' && (group.statementClass === 'other' || group.statementClass === 'ddl')) otherWriters += group.calls;
-    if (group.kind !== 'prepare' && group.statementClass === 'insert' && UPSERT.test(group.sql)) upserts += group.calls;
+    if (group.kind !== 'prepare') {
+      if (group.statementClass === 'insert') loose.failedInsert += group.errors;
+      if (group.statementClass === 'insert' && UPSERT.test(group.sql)) loose.upsert += group.calls;
+      if (group.statementClass === 'other' || group.statementClass === 'ddl') loose.otherWriter += group.calls;
+      if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) loose.severalStatements += group.calls;
+    }
   }
   // Rows: what the driver said its INSERT calls inserted.
   const ignoredRows = window.ignored ? window.ignored.insertedRows : 0;
   if (window.insertedRows !== null && ignoredRows !== null) {
     const rows = window.insertedRows + ignoredRows;
-    server.rowsInserted = { min: upserts > 0 ? 0 : rows, max: failedInserts > 0 || severalStatements > 0 || otherWriters > 0 || upserts > 0 ? UNBOUNDED : rows };
-    if (upserts > 0) {
-      gaps.push(`${upserts} upsert call(s) (ON CONFLICT, ON DUPLICATE KEY UPDATE, INSERT IGNORE, REPLACE): the driver's affected rows count updated rows (twice on MySQL and MariaDB) and skip ignored ones, and the server counts an ignored row's attempt, so the rows inserted are not predicted`);
-    }
-    if (failedInserts > 0) {
-      gaps.push(`${failedInserts} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`);
-    }
-    if (otherWriters > 0) {
-      gaps.push(`${otherWriters} call(s) of statements that are not INSERTs may write rows (COPY ... FROM, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`);
-    }
-    if (severalStatements > 0) {
-      gaps.push(`${severalStatements} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`);
-    }
+    const reasons = (Object.keys(LOOSE_ROWS) as LooseRows[]).filter((r) => loose[r] > 0);
+    server.rowsInserted = { min: reasons.some((r) => LOOSE_ROWS[r].noFloor) ? 0 : rows, max: reasons.length > 0 ? UNBOUNDED : rows };
+    for (const r of reasons) gaps.push(LOOSE_ROWS[r].words(loose[r], rows));
   }
   else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
   const failedCalls = [...lines.values()].reduce((n, l) => n + l.failed, 0);
@@ -142,6 +129,28 @@ export function predict(input: ReconcileInput): Prediction {
   const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
   return { wire, server, lines: text, gaps, partial, batches };
 }
+
+/**
+ * Why the server's rows inserted can be more than the driver's INSERT calls reported: the rows are then compared as at
+ * least those, or, for an upsert, not at all (`noFloor`: its affected rows are not rows inserted either).
+ */
+type LooseRows = 'upsert' | 'failedInsert' | 'otherWriter' | 'severalStatements';
+const LOOSE_ROWS: Record<LooseRows, { noFloor?: true; words: (calls: number, rows: number) => string }> = {
+  upsert: {
+    noFloor: true,
+    words: (n) =>
+      `${n} upsert call(s) (ON CONFLICT, ON DUPLICATE KEY UPDATE, INSERT IGNORE, REPLACE): the driver's affected rows count updated rows (twice on MySQL and MariaDB) and skip ignored ones, and the server counts an ignored row's attempt, so the rows inserted are not predicted`,
+  },
+  failedInsert: {
+    words: (n, rows) => `${n} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`,
+  },
+  otherWriter: {
+    words: (n, rows) => `${n} call(s) of statements that are not INSERTs may write rows (COPY ... FROM, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`,
+  },
+  severalStatements: {
+    words: (n, rows) => `${n} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`,
+  },
+};
 
 /**
  * An INSERT that may update or skip rows instead: PostgreSQL's and SQLite's ON CONFLICT, MySQL's ON DUPLICATE KEY
