@@ -13,8 +13,8 @@ import { markOf } from '../counters/driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
 import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
 import type { WireCounts, WireSnapshot } from '../counters/wire/types';
-import { ignoredShare, predict } from '../verdict/reconcile';
-import { beyondWindow, decideVerdict, type OtherConnections } from '../verdict/verdict';
+import { ignoredShare } from '../verdict/reconcile';
+import { beyondWindow, judgeWindow, type OtherConnections } from '../verdict/verdict';
 import { connectionUrl } from './connection';
 import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
@@ -736,7 +736,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       // A pool closing an idle connection on its own schedule says goodbye after the function returned: not work.
       lateCommands: late ? late.commandsTotal - (late.commands.COM_QUIT ?? 0) - (late.commands.Terminate ?? 0) : 0,
     };
-    const verdict = decideVerdict({
+    const { verdict, explainedStatements } = judgeWindow({
       backend: this.backend.description,
       ...(modelDriver ? { driverName: modelDriver } : {}),
       driverOptions: this.#options.driverOptions ?? {},
@@ -756,11 +756,6 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
         : null;
     const ignored = share ? takeOutIgnored(share, wire, server) : null;
-    // The statements the counted calls explain (the verdict weighs them the same way): a Query may carry several.
-    const explained =
-      driver && modelDriver && driver.calls > 0
-        ? predict({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null }).server.statements?.max
-        : undefined;
     return {
       backend: this.backend.description,
       driver: this.driver,
@@ -769,7 +764,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? null
         : 'no driver object was counted in this session: the driver layer is empty because nothing told sqltally about the calls (count your client with session.count(); wire and server layers still count it when it connects to session.connection)',
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
-      beyondWindow: server ? beyondWindow(server, wire, explained) : [],
+      beyondWindow: server ? beyondWindow(server, wire, explainedStatements) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
       ignored: ignored?.share ?? null,
       workloadError,

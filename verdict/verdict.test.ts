@@ -1,5 +1,5 @@
 import { backend, driverLayer, event, serverLayer } from './layers.fixture';
-import { beyondWindow, decideVerdict } from './verdict';
+import { beyondWindow, decideVerdict, judgeWindow } from './verdict';
 
 describe('decideVerdict', () => {
   it('asserts on an isolated private server with a zero control window', () => {
@@ -178,5 +178,15 @@ describe('decideVerdict', () => {
     });
     expect(v.reconciliation[0]).toBe('1 driver query [insert] -> 1 COM_QUERY -> 1 statement');
     expect(v.discrepancies).toEqual([]);
+  });
+});
+
+describe('judgeWindow', () => {
+  it('hands back the statements the counted calls explain, from the prediction the verdict compared with: a Query of three statements is three', () => {
+    const multi = event({ sql: 'SELECT 1; INSERT INTO t VALUES (1); SELECT 2', statementClass: 'select', bindValues: 0, rowsAffected: null });
+    const judged = judgeWindow({ backend: backend(), driverName: 'mysql2', driver: driverLayer([multi]), wire: null, server: serverLayer() });
+    expect(judged.explainedStatements).toBe(3);
+    expect(judged.verdict).toEqual(decideVerdict({ backend: backend(), driverName: 'mysql2', driver: driverLayer([multi]), wire: null, server: serverLayer() }));
+    expect(judgeWindow({ backend: backend(), driver: null, wire: null, server: serverLayer() }).explainedStatements).toBeUndefined();
   });
 });

@@ -6,7 +6,7 @@ import type { DriverLayer } from '../counters/events';
 import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 import { truncateStatement } from '../containers/errors';
-import { reconcile, type DriverOptions } from './reconcile';
+import { reconcile, type DriverOptions, type Reconciliation } from './reconcile';
 import type { Verdict } from './types';
 
 /**
@@ -169,6 +169,15 @@ function storedProgramCalls(input: VerdictInput): number {
  * incomplete: the workload threw, a layer could not be read to the end, a probe failed, statistics did not settle.
  */
 export function decideVerdict(input: VerdictInput): Verdict {
+  return judgeWindow(input).verdict;
+}
+
+/**
+ * The verdict, and the most statements the window's counted calls explain (from the same prediction the verdict
+ * compared the layers with), which `beyondWindow` weighs: a caller that lists what the server did beyond the window
+ * then weighs it as the verdict did, without predicting again.
+ */
+export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedStatements: number | undefined } {
   const { backend, server } = input;
   // A session that counted a driver object before, and a window in which only clients it never counted ran (an ORM
   // that opens its own connections): the driver layer saw none of the window's work, so it explains none of it.
@@ -192,6 +201,12 @@ export function decideVerdict(input: VerdictInput): Verdict {
             : [],
           discrepancies: [],
         };
+  const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : undefined;
+  return { verdict: decide(input, rec, explainedStatements), explainedStatements };
+}
+
+function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' | 'discrepancies'>, explained: number | undefined): Verdict {
+  const { backend, server } = input;
   const verdict = (kind: Verdict['kind'], reason: string): Verdict => ({
     kind,
     reason: truncateStatement(reason, REASON_CHARS),
@@ -225,7 +240,6 @@ export function decideVerdict(input: VerdictInput): Verdict {
       ? ` (background threads set aside: ${list(server.backgroundSessions.map((s) => `${s.name} #${s.id}`))})`
       : '';
   const degraded = server.degraded ?? [];
-  const explained = 'prediction' in rec ? rec.prediction.server.statements?.max : undefined;
   const disturbances = globalDisturbances(backend, server, input.wire, explained);
   const otherConnections: OtherConnections = input.otherConnections ?? (backend.capabilities.privateServer ? 'mine' : 'foreign');
 
