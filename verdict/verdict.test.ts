@@ -186,7 +186,7 @@ describe('judgeWindow', () => {
     const multi = event({ sql: 'SELECT 1; INSERT INTO t VALUES (1); SELECT 2', statementClass: 'select', bindValues: 0, rowsAffected: null });
     const judged = judgeWindow({ backend: backend(), driverName: 'mysql2', driver: driverLayer([multi]), wire: null, server: serverLayer() });
     expect(judged.explainedStatements).toBe(3);
-    expect(judged.verdict).toEqual(decideVerdict({ backend: backend(), driverName: 'mysql2', driver: driverLayer([multi]), wire: null, server: serverLayer() }));
+    expect(judged.verdict.reconciliation[0]).toBe('1 driver query [select] -> 1 COM_QUERY -> 3 statements');
     expect(judgeWindow({ backend: backend(), driver: null, wire: null, server: serverLayer() }).explainedStatements).toBeUndefined();
   });
 });
