@@ -11,6 +11,8 @@ import { MYSQL_NUMBER_OPTIONS } from './mysql2';
 import { isArray, objectKeys, toText } from '../intrinsics';
 
 const DRIVER = 'mariadb';
+/** The connector gives up on a connect after 1 s by default: too short for a loaded CI machine. */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * The subset of the mariadb connector's promise `Connection` (also what `pool.getConnection()` returns) that is
@@ -226,6 +228,7 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
       user: net.user,
       password: net.password,
       database: net.database,
+      connectTimeout: CONNECT_TIMEOUT_MS,
       ...MYSQL_NUMBER_OPTIONS,
       ...opts.driverOptions,
     };
