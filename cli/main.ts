@@ -12,6 +12,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   backends: async () => (await import('./backends')).command,
   gate: async () => (await import('./gate')).command,
   merge: async () => (await import('./merge')).command,
+  report: async () => (await import('./report')).command,
   run: async () => (await import('./run')).command,
 };
 

@@ -211,7 +211,7 @@ export const command: Command = {
     if (write) {
       try {
         await writeReport(out, report, { force: v.force });
-        progress(`wrote ${join(out, 'report.json')}, events.json, report.md, bench.json`);
+        progress(`wrote ${join(out, 'report.json')}, events.json, report.md, report.html, reconciliation.md, bench.json and the count charts`);
       } catch (err) {
         // The directory is left as it was (writeReport renders everything first and renames into place); the report
         // still reaches a person on stdout rather than being lost with the minutes it took.

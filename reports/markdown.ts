@@ -1,4 +1,6 @@
 import type { Cell, Environment, Report } from './schema';
+import { headline, type HeadlineBackend } from './headline';
+import { chartFileName } from './svg';
 import { CELL_COLUMNS, cellColumns, shortVersion, sortedCells } from './table';
 import { describePercentile, formatMs, percentileIsMax } from './timings';
 
@@ -143,6 +145,42 @@ function charts(cells: readonly Cell[]): string[] {
   return out;
 }
 
+/** The file the per-cell reconciliation goes to, linked from report.md. */
+export const RECONCILIATION_FILE = 'reconciliation.md';
+
+const show = (n: number | null): string => (n === null ? '-' : String(n));
+
+/** Per backend: the strategies at one row count, cheapest first, the finding, and the picture of counts. */
+function headlineSection(backends: readonly HeadlineBackend[]): string[] {
+  const out: string[] = ['## Headline', ''];
+  if (backends.length === 0) return [...out, '_No cells were measured._', ''];
+  out.push('Per backend, every strategy at one row count (the largest all of them ran), cheapest first. Counts are exact per layer; `-` = the layer does not exist there or was not read.', '');
+  for (const h of backends) {
+    out.push(`### ${md(h.backend)} (${md(h.serverVersion)}), ${h.rows} rows`, '', `**${md(h.finding)}**`, '');
+    out.push(
+      table(
+        ['strategy', 'driver', 'driver calls', 'wire round trips', 'server statements', 'rows', 'p50 ms', 'rows/s', 'verdict'],
+        h.strategies.map((r) => [
+          r.strategy,
+          r.driver,
+          show(r.driverCalls),
+          show(r.roundTrips),
+          show(r.serverStatements),
+          String(r.rows),
+          r.p50Ns === null ? '-' : formatMs(r.p50Ns),
+          show(r.rowsPerSecond),
+          r.verdict,
+        ]),
+        [false, false, true, true, true, true, true, true, false],
+      ),
+      '',
+      `![driver calls and server statements (log scale) beside p50 time, ${md(h.backend)}](${chartFileName(h)})`,
+      '',
+    );
+  }
+  return out;
+}
+
 function notes(cells: readonly Cell[]): string[] {
   const out: string[] = [];
   for (const c of cells) {
@@ -161,7 +199,16 @@ function notes(cells: readonly Cell[]): string[] {
   return out;
 }
 
-/** report.md: fit for `$GITHUB_STEP_SUMMARY`. Failures first, then the cells, charts, timings, environment. */
+/** reconciliation.md: how each cell's layers line up, and why a verdict is what it is. */
+export function renderReconciliation(report: Report): string {
+  const cells = sortedCells(report.cells);
+  return ['# sqltally reconciliation', '', `${cells.length} cell(s) · ${report.startedAt}`, '', ...(cells.length > 0 ? notes(cells) : ['_No cells were measured._', ''])].join('\n');
+}
+
+/**
+ * report.md: fit for `$GITHUB_STEP_SUMMARY`. Failures first, then the headline per backend (with its count chart),
+ * the cells, time charts, timings, environment; each cell's reconciliation is in reconciliation.md.
+ */
 export function renderMarkdown(report: Report): string {
   const cells = sortedCells(report.cells);
   const status = report.status === 'ok' ? 'ok' : '**FAILED**';
@@ -171,6 +218,7 @@ export function renderMarkdown(report: Report): string {
     `Status: ${status} · ${cells.length} cell(s) · ${report.backends.length} backend(s) · ${report.startedAt} -> ${report.finishedAt}`,
     '',
     ...failures(report),
+    ...headlineSection(headline(report)),
     '## Cells',
     '',
   ];
@@ -197,7 +245,7 @@ export function renderMarkdown(report: Report): string {
     'Nearest-rank percentiles over raw samples (kept in report.json). With fewer than 20 samples p95 is the maximum, with fewer than 100 p99 is: marked `(= max)`. Event-loop max is the longest the loop was held beyond its 1 ms timer while the measured runs executed.',
     '',
   );
-  if (cells.length > 0) out.push('## Reconciliation', '', ...notes(cells));
+  if (cells.length > 0) out.push('## Reconciliation', '', `Each cell's reconciliation (how its layers line up, and why its verdict is what it is) is in [${RECONCILIATION_FILE}](${RECONCILIATION_FILE}); report.html shows it on click.`, '');
   out.push('## Backends', '');
   out.push(
     report.backends.length === 0

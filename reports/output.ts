@@ -3,7 +3,10 @@ import type { SqltallyError } from '../containers/errors';
 import { writeOutputDir } from './atomic';
 import type { RenderedFile, WriteOutputOptions } from './atomic';
 import { toBenchJson } from './bench-json';
-import { renderMarkdown } from './markdown';
+import { headline } from './headline';
+import { HTML_FILE, renderHtml } from './html';
+import { RECONCILIATION_FILE, renderMarkdown, renderReconciliation } from './markdown';
+import { chartFileName, countsChart } from './svg';
 import { EVENTS_FILE, EventsFileSchema, ReportSchema, SCHEMA_VERSION, parseValue, splitEvents, toJson, toLinesJson } from './schema';
 import type { Failure, Report } from './schema';
 
@@ -31,10 +34,25 @@ export function markFailed(report: ReportInput, err: unknown): ReportInput {
 }
 
 /**
- * Renders report.json, events.json, report.md and bench.json in memory. The driver events of passing cells go to
- * events.json (see `splitEvents`), which is always written, empty when nothing moved, so that `--force` never leaves
- * an older run's events beside a new report. Any URL password is stripped from every file as a last line of
- * defence; report.json comes last so a reader that waits for it sees the others already in place.
+ * The files a person reads, rendered from a valid report: one count chart per backend (SVG), reconciliation.md,
+ * report.html (the report embedded, its driver events left to events.json) and report.md.
+ */
+export function renderViews(report: Report): RenderedFile[] {
+  const shown = parseValue(ReportSchema, splitEvents(report).report, 'report');
+  return [
+    ...headline(report).map((h) => ({ name: chartFileName(h), content: redactSecrets(countsChart(h)) })),
+    { name: RECONCILIATION_FILE, content: redactSecrets(renderReconciliation(report)) },
+    { name: HTML_FILE, content: redactSecrets(renderHtml(shown)) },
+    { name: 'report.md', content: redactSecrets(renderMarkdown(report)) },
+  ];
+}
+
+/**
+ * Renders every file of a report directory in memory: the views (see renderViews), bench.json, events.json and
+ * report.json. The driver events of passing cells go to events.json (see `splitEvents`), which is always written,
+ * empty when nothing moved, so that `--force` never leaves an older run's events beside a new report. Any URL
+ * password is stripped from every file as a last line of defence; report.json comes last so a reader that waits
+ * for it sees the others already in place.
  */
 export function renderOutput(report: Report): RenderedFile[] {
   const valid = parseValue(ReportSchema, report, 'report');
@@ -45,7 +63,7 @@ export function renderOutput(report: Report): RenderedFile[] {
     'events',
   );
   return [
-    { name: 'report.md', content: redactSecrets(renderMarkdown(valid)) },
+    ...renderViews(valid),
     { name: 'bench.json', content: redactSecrets(toJson(toBenchJson(valid))) },
     { name: EVENTS_FILE, content: redactSecrets(toLinesJson(events, ['cells'])) },
     { name: 'report.json', content: redactSecrets(toLinesJson(parseValue(ReportSchema, split.report, 'report'), ['cells'])) },

@@ -1,6 +1,6 @@
 import { BenchJsonSchema, benchSeriesName, toBenchJson } from './bench-json';
 import { ASSERT, batchCell, fixtureReport, sqliteCell, timings } from './report.fixture';
-import { renderMarkdown } from './markdown';
+import { renderMarkdown, renderReconciliation } from './markdown';
 import { markFailed, renderOutput } from './output';
 import { buildReport } from './output';
 import { makeCell } from './schema';
@@ -63,7 +63,19 @@ describe('report.md', () => {
 
   it('escapes table-breaking characters', () => {
     const odd = sqliteCell(100, { verdict: { ...ASSERT, reason: 'a | b' } });
-    expect(renderMarkdown(fixtureReport([odd]))).toContain('a \\| b');
+    expect(renderReconciliation(fixtureReport([odd]))).toContain('a \\| b');
+  });
+
+  it('opens with the headline and its count chart, and links the reconciliation instead of inlining it', () => {
+    const text = renderMarkdown(curveReport());
+    const headlineAt = text.indexOf('## Headline');
+    expect(headlineAt).toBeGreaterThan(0);
+    expect(headlineAt).toBeLessThan(text.indexOf('## Cells'));
+    expect(text).toContain('### mariadb@10.11 (10.11.14), 5000 rows');
+    expect(text).toContain('](counts-mariadb-10.11-10.11.14.svg)');
+    expect(text).toContain('[reconciliation.md](reconciliation.md)');
+    expect(text).not.toContain('<details>');
+    expect(renderReconciliation(curveReport())).toContain('<details>');
   });
 });
 
@@ -101,11 +113,11 @@ describe('bench.json', () => {
 });
 
 describe('renderOutput', () => {
-  it('renders four files with report.json last and no password anywhere', () => {
+  it('renders every file with report.json last and no password anywhere', () => {
     const leaky = buildReport(markFailed(fixtureReport([sqliteCell(100)]), new Error('cannot reach mysql://root:hunter2@127.0.0.1:3307/db')));
     const files = renderOutput(leaky);
-    expect(files.map((f) => f.name)).toEqual(['report.md', 'bench.json', 'events.json', 'report.json']);
+    expect(files.map((f) => f.name)).toEqual(['counts-sqlite-3.50-3.50.4.svg', 'reconciliation.md', 'report.html', 'report.md', 'bench.json', 'events.json', 'report.json']);
     for (const f of files) expect(f.content).not.toContain('hunter2');
-    expect(files[3]!.content).toContain('mysql://root:***@127.0.0.1:3307/db');
+    expect(files.at(-1)!.content).toContain('mysql://root:***@127.0.0.1:3307/db');
   });
 });
