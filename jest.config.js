@@ -32,7 +32,7 @@ const config = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform: esbuild,
-      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest}/**/*.test.ts'],
+      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest,docs}/**/*.test.ts'],
     },
     {
       // Small apps a user would write, under the matchers the README shows; SQLite only, so always runnable.
