@@ -26,6 +26,10 @@ const BENCHES = {
     file: 'wire-overhead.ts',
     what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL, beside the direct / direct noise floor; proxy CPU per MB and per command',
   },
+  'wire-cost': {
+    file: 'wire-cost.ts',
+    what: 'wire proxy per round trip: pgbench -S (1, 4 clients), TPC-B, 5000 single-row INSERTs (pg, mysql2), mysqlslap SELECT 1, one 5000-row INSERT; proxied / direct beside direct / direct',
+  },
   'wire-cpu': { file: 'wire-cpu.ts', what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)' },
   settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
   'settle-race': {
