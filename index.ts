@@ -4,7 +4,7 @@
  * the report is written and gated (reports/, run/).
  */
 export { capture, CaptureSession } from './capture/capture';
-export type { CaptureOptions, Captured, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection } from './capture/capture';
+export type { CaptureOptions, Captured, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection, TimeOptions, UninstrumentedTimes } from './capture/capture';
 export type { Tally, Layers, WorkloadError, IgnoredShare, CountedDriver } from './capture/tally';
 export { windowPerTest } from './jest/window';
 export type { TestHooks, TestWindows, WindowPerTestOptions } from './jest/window';

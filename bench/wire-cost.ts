@@ -1,7 +1,7 @@
 /**
  * The wire proxy's cost per round trip, with this machine's noise floor beside every figure.
  *
- *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|worker|pipe|socat] [--only name,name] [--json]
+ *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|worker|pipe|socat] [--only 'name|name'] [--json]
  *   npm run bench -- wire-cost
  *
  * One private PostgreSQL and one MariaDB are started from local binaries (as the tests do). Each workload is run
@@ -417,7 +417,7 @@ async function main(): Promise<number> {
     console.error('socat is not installed');
     return 2;
   }
-  const only = values.only?.split(',').map((s) => s.trim().toLowerCase());
+  const only = values.only?.split('|').map((s) => s.trim().toLowerCase());
   const chosen = workloads(seconds).filter((w) => !only || only.some((o) => w.name.toLowerCase().includes(o)));
   const backends: Partial<Record<Protocol, StartedBackend>> = {};
   const rows: Row[] = [];

@@ -168,6 +168,29 @@ export interface MeasureOptions {
   ignore?: IgnoreEntry[];
 }
 
+/** How {@link CaptureSession.time} runs `fn` with counting off. */
+export interface TimeOptions<D extends DriverName = DriverName> {
+  /** Timed runs (default 5). */
+  repeats?: number;
+  /** Untimed runs before them, each on its own connection, not kept (default 0). */
+  warmups?: number;
+  /**
+   * `fresh` (default): each run on a new direct connection. `hot`: each run on a direct connection that has just run
+   * `fn` once untimed, so the driver's and the server's statement caches are warm, as a counted `hot` window's are.
+   */
+  connection?: 'fresh' | 'hot';
+  /** Runs untimed on the run's connection just before `fn` (emptying a table); not counted, not timed. */
+  before?: (handle: DriverHandle<D>) => Promise<void>;
+  /** Each run's timer stops at this many ms: the run throws a SqltallyError (the SQL it started is left to end). */
+  timeoutMs?: number;
+}
+
+/** Wall times of `fn` run with counting off: integer ns, raw samples in run order. */
+export interface UninstrumentedTimes {
+  warmupNs: number[];
+  samplesNs: number[];
+}
+
 /** A window's result: the tally, and what the user's function returned when it did not throw. */
 export type Captured<T> = Tally & { result: T | undefined };
 
@@ -622,6 +645,70 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
     const tally = await this.#close(open, thrown, opts);
     return { ...tally, result };
+  }
+
+  /**
+   * Times `fn` with the instrument off: each run gets a connection of the session's driver straight to the server
+   * (no wire proxy, no counting wrapper, no server readings), opened before the timer starts and closed after it, so
+   * the samples are the code's own time. A counted window's duration also holds what counting adds per call and per
+   * round trip; compare the two for that cost. Runs nothing while a window is open: a connection around the proxy
+   * would be counted against it.
+   */
+  async time<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: TimeOptions<D> = {}): Promise<UninstrumentedTimes> {
+    this.#assertOpen('workload');
+    const id = this.backend.description.id;
+    if (this.#measuring) {
+      throw new SqltallyError('time() cannot run while a window is open on this session', {
+        backend: id,
+        phase: 'workload',
+        hint: 'await the measure() (or end() the begin()) first: its server readings would see the uninstrumented connection',
+      });
+    }
+    const repeats = opts.repeats ?? 5;
+    const warmups = opts.warmups ?? 0;
+    for (const [name, n] of [['repeats', repeats], ['warmups', warmups]] as const) {
+      if (!Number.isInteger(n) || n < 0) throw new SqltallyError(`time(): ${name} must be a whole number, got ${String(n)}`, { backend: id, phase: 'config' });
+    }
+    const out: UninstrumentedTimes = { warmupNs: [], samplesNs: [] };
+    this.#measuring = true;
+    try {
+      for (let i = 0; i < warmups + repeats; i++) {
+        const ns = await this.#timeOnce(fn, opts);
+        (i < warmups ? out.warmupNs : out.samplesNs).push(ns);
+      }
+    } finally {
+      this.#measuring = false;
+    }
+    return out;
+  }
+
+  async #timeOnce<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: TimeOptions<D>): Promise<number> {
+    const opened = await openRawConnection(this.driver, this.backend.connection, {
+      driverOptions: this.#options.driverOptions,
+      backend: this.backend.description.id,
+      ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),
+    });
+    let gaveUp = false;
+    try {
+      if (opts.connection === 'hot') {
+        await opts.before?.(opened.handle);
+        await fn(opened.handle);
+      }
+      await opts.before?.(opened.handle);
+      const started = process.hrtime.bigint();
+      try {
+        await raceGivingUp(Promise.resolve().then(() => fn(opened.handle)), opts.timeoutMs, undefined);
+      } catch (err) {
+        if (err === null || typeof err !== 'object' || !(GAVE_UP in err)) throw err;
+        gaveUp = true;
+        throw new SqltallyError(`an uninstrumented run did not finish within ${opts.timeoutMs} ms`, { backend: this.backend.description.id, phase: 'workload' });
+      }
+      return Number(process.hrtime.bigint() - started);
+    } finally {
+      // A run given up on may still hold the connection busy: its close is not waited for.
+      if (gaveUp) void opened.close().catch(() => undefined);
+      else await opened.close();
+    }
   }
 
   /**

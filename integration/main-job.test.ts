@@ -1,5 +1,5 @@
 // @waits 39: the main job on every backend, and a second run gated against the baseline approved from the first.
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { main } from '../cli/main';
@@ -133,6 +133,22 @@ describe('sqltally run (the main job)', () => {
       expect(c.timings?.samplesNs).toHaveLength(5);
       expect(c.timings?.warmupNs).toHaveLength(1);
     }
+  });
+
+  it('times every cell a second way, with counting off, alternated with the counted repeats', () => {
+    for (const c of report.cells) {
+      const u = c.uninstrumented;
+      expect({ key: c.key, error: u?.error, samples: u?.timings?.samplesNs.length }).toEqual({ key: c.key, error: undefined, samples: 5 });
+      // The instrument's cost per round trip exists exactly where there is a wire layer with round trips.
+      expect({ key: c.key, perRoundTrip: typeof u?.instrumentCost?.perRoundTripNs }).toEqual({
+        key: c.key,
+        perRoundTrip: (c.layers.wire?.roundTrips ?? 0) > 0 ? 'number' : 'object',
+      });
+    }
+    const md = readFileSync(join(dir, 'report.md'), 'utf8');
+    expect(md).toContain("p50 is the strategy's own time: runs with counting off");
+    const bench = JSON.parse(readFileSync(join(dir, 'bench.json'), 'utf8')) as { name: string }[];
+    for (const c of report.cells) expect(bench.map((e) => e.name)).toContainEqual(expect.stringMatching(new RegExp(`${c.strategy.replace(/\./g, '\\.')} ${c.rows} rows${c.hot ? ' hot' : ''} p50 uninstrumented$`)));
   });
 
   for (const name of BACKEND_NAMES) {

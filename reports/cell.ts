@@ -1,6 +1,6 @@
 import type { Tally } from '../capture/tally';
 import { makeCell } from './schema';
-import type { Cell, Environment, Timings } from './schema';
+import type { Cell, Environment, Timings, Uninstrumented } from './schema';
 
 /** What a cell adds to a capture window's tally: where it sits in the matrix and how long it took. */
 export interface CellPlacement {
@@ -13,6 +13,8 @@ export interface CellPlacement {
   /** Rows a fresh connection found afterwards; null when not verified. */
   verifiedRows: number | null;
   timings: Timings | null;
+  /** The same insert timed with counting off, when the run took such timings. */
+  uninstrumented?: Uninstrumented;
   /** Why the run gave up on the window (cell timeout, interrupt), naming the statement in flight; null otherwise. */
   gaveUp?: { message: string; statement: string | null } | null;
 }
@@ -45,6 +47,7 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     verifiedRows: placement.verifiedRows,
     verdict: tally.verdict,
     timings: placement.timings,
+    ...(placement.uninstrumented ? { uninstrumented: placement.uninstrumented } : {}),
     ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),
     ...(!e && placement.gaveUp
       ? { error: { message: placement.gaveUp.message, phase: 'workload', ...(placement.gaveUp.statement ? { statement: placement.gaveUp.statement } : {}) } }

@@ -10,7 +10,12 @@ export interface HeadlineRow {
   roundTrips: number | null;
   serverStatements: number | null;
   rows: number;
+  /** The strategy's own p50: uninstrumented when the run took such timings, else the counted windows' (see `timing`). */
   p50Ns: number | null;
+  /** Which runs `p50Ns` comes from: `uninstrumented` (counting off) or `counted` (the instrument in it). */
+  timing: 'uninstrumented' | 'counted' | null;
+  /** The counted windows' p50 minus the uninstrumented one, per wire round trip; null when either is missing. */
+  addedPerRoundTripNs: number | null;
   /** Rows per second at the p50 time. */
   rowsPerSecond: number | null;
   verdict: Cell['verdict']['kind'];
@@ -45,7 +50,8 @@ export function headlineRows(cells: readonly Cell[]): number | null {
 function rowOf(c: Cell): HeadlineRow {
   const calls = c.layers.driver?.calls ?? null;
   const statements = c.layers.server?.summary.statements ?? null;
-  const p50 = c.timings?.summary.p50Ns ?? null;
+  const own = c.uninstrumented?.timings?.summary.p50Ns ?? null;
+  const p50 = own ?? c.timings?.summary.p50Ns ?? null;
   return {
     key: c.key,
     strategy: c.strategy,
@@ -55,6 +61,8 @@ function rowOf(c: Cell): HeadlineRow {
     serverStatements: statements,
     rows: c.rows,
     p50Ns: p50,
+    timing: own !== null ? 'uninstrumented' : p50 !== null ? 'counted' : null,
+    addedPerRoundTripNs: c.uninstrumented?.instrumentCost?.perRoundTripNs ?? null,
     rowsPerSecond: p50 !== null && p50 > 0 ? Math.round((c.rows * 1e9) / p50) : null,
     verdict: c.verdict.kind,
     amplification: calls !== null && calls > 0 && statements !== null ? statements / calls : null,

@@ -85,6 +85,7 @@ function timingsTable(cells: readonly Cell[]): string {
       const t = c.timings!.summary;
       const tail = (p: 95 | 99, v: number) => `${formatMs(v)}${percentileIsMax(p, t.n) ? ' (= max)' : ''}`;
       const loop = c.timings!.eventLoop;
+      const u = c.uninstrumented;
       return [
         c.backend,
         c.strategy,
@@ -96,13 +97,16 @@ function timingsTable(cells: readonly Cell[]): string {
         tail(99, t.p99Ns),
         formatMs(t.maxNs),
         loop?.maxNs === null || loop === null ? '-' : formatMs(loop.maxNs),
+        u?.timings ? formatMs(u.timings.summary.p50Ns) : u?.error ? md(u.error) : '-',
+        u?.instrumentCost?.perCallNs != null ? (u.instrumentCost.perCallNs / 1000).toFixed(1) : '-',
+        u?.instrumentCost?.perRoundTripNs != null ? (u.instrumentCost.perRoundTripNs / 1000).toFixed(1) : '-',
       ];
     });
   if (rows.length === 0) return '_No timings were measured._';
   return table(
-    ['backend', 'strategy', 'rows', 'n', 'min ms', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'event-loop max ms'],
+    ['backend', 'strategy', 'rows', 'n', 'min ms', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'event-loop max ms', 'uninstrumented p50 ms', 'instrument us/call', 'instrument us/round trip'],
     rows,
-    [false, false, true, true, true, true, true, true, true, true],
+    [false, false, true, true, true, true, true, true, true, true, true, true, true],
   );
 }
 
@@ -154,12 +158,17 @@ const show = (n: number | null): string => (n === null ? '-' : String(n));
 function headlineSection(backends: readonly HeadlineBackend[]): string[] {
   const out: string[] = ['## Headline', ''];
   if (backends.length === 0) return [...out, '_No cells were measured._', ''];
-  out.push('Per backend, every strategy at one row count (the largest all of them ran), cheapest first. Counts are exact per layer; `-` = the layer does not exist there or was not read.', '');
+  out.push(
+    'Per backend, every strategy at one row count (the largest all of them ran), cheapest first. Counts are exact per layer; `-` = the layer does not exist there or was not read.',
+    '',
+    'p50 is the strategy\'s own time: runs with counting off (the raw driver on a direct connection), alternated with the counted ones. A p50 marked `*` comes from the counted windows (no uninstrumented timing), which include what the instrument adds; the last column is that cost per wire round trip.',
+    '',
+  );
   for (const h of backends) {
     out.push(`### ${md(h.backend)} (${md(h.serverVersion)}), ${h.rows} rows`, '', `**${md(h.finding)}**`, '');
     out.push(
       table(
-        ['strategy', 'driver', 'driver calls', 'wire round trips', 'server statements', 'rows', 'p50 ms', 'rows/s', 'verdict'],
+        ['strategy', 'driver', 'driver calls', 'wire round trips', 'server statements', 'rows', 'p50 ms', 'rows/s', 'verdict', 'instrument us/round trip'],
         h.strategies.map((r) => [
           r.strategy,
           r.driver,
@@ -167,11 +176,12 @@ function headlineSection(backends: readonly HeadlineBackend[]): string[] {
           show(r.roundTrips),
           show(r.serverStatements),
           String(r.rows),
-          r.p50Ns === null ? '-' : formatMs(r.p50Ns),
+          r.p50Ns === null ? '-' : `${formatMs(r.p50Ns)}${r.timing === 'counted' ? ' *' : ''}`,
           show(r.rowsPerSecond),
           r.verdict,
+          r.addedPerRoundTripNs === null ? '-' : (r.addedPerRoundTripNs / 1000).toFixed(1),
         ]),
-        [false, false, true, true, true, true, true, true, false],
+        [false, false, true, true, true, true, true, true, false, true],
       ),
       '',
       `![driver calls and server statements (log scale) beside p50 time, ${md(h.backend)}](${chartFileName(h)})`,
@@ -239,10 +249,10 @@ export function renderMarkdown(report: Report): string {
     );
   }
   const chart = charts(cells);
-  if (chart.length > 0) out.push('## p50 time by rows', '', ...chart);
+  if (chart.length > 0) out.push('## p50 time by rows (counted windows)', '', ...chart);
   out.push('## Timings', '', timingsTable(cells), '');
   out.push(
-    'Nearest-rank percentiles over raw samples (kept in report.json). With fewer than 20 samples p95 is the maximum, with fewer than 100 p99 is: marked `(= max)`. Event-loop max is the longest the loop was held beyond its 1 ms timer while the measured runs executed.',
+    'Counted windows: min to max are the windows sqltally counted, so the instrument (wire proxy, counting wrapper) is in them. Uninstrumented p50: the same insert with counting off (the raw driver on a direct connection, no proxy), alternated with the counted repeats; the instrument columns are the counted p50 minus it, per driver call and per wire round trip (medians of separate runs: noise can make them negative). Nearest-rank percentiles over raw samples (kept in report.json). With fewer than 20 samples p95 is the maximum, with fewer than 100 p99 is: marked `(= max)`. Event-loop max is the longest the loop was held beyond its 1 ms timer while the measured runs executed.',
     '',
   );
   if (cells.length > 0) out.push('## Reconciliation', '', `Each cell's reconciliation (how its layers line up, and why its verdict is what it is) is in [${RECONCILIATION_FILE}](${RECONCILIATION_FILE}); report.html shows it on click.`, '');

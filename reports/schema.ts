@@ -99,6 +99,31 @@ export const TimingsSchema = z
   });
 export type Timings = z.infer<typeof TimingsSchema>;
 
+/**
+ * What the instrument adds: the counted windows' p50 minus the uninstrumented runs' p50, over the counted window's
+ * driver calls and wire round trips. Medians of separate runs on a shared machine: it can come out negative.
+ */
+export const InstrumentCostSchema = z.object({
+  p50DifferenceNs: z.number().int(),
+  /** Null when the window made no driver call. */
+  perCallNs: z.number().int().nullable(),
+  /** Null when there was no wire layer (SQLite, wire off) or no round trip. */
+  perRoundTripNs: z.number().int().nullable(),
+});
+export type InstrumentCost = z.infer<typeof InstrumentCostSchema>;
+
+/**
+ * The same insert timed with counting off: the strategy on a direct connection of the raw driver (no wire proxy,
+ * no driver wrapper, no server readings), its repeats alternated with the counted ones in the same run. `error` is
+ * set, and `timings` null, when those runs failed; the counted cell stands either way.
+ */
+export const UninstrumentedSchema = z.object({
+  timings: TimingsSchema.nullable(),
+  instrumentCost: InstrumentCostSchema.nullable(),
+  error: z.string().optional(),
+});
+export type Uninstrumented = z.infer<typeof UninstrumentedSchema>;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Cells
 
@@ -152,7 +177,10 @@ export const CellSchema = CellIdentitySchema.extend({
   /** Rows found by a fresh connection after the window; null when not verified (the workload failed). */
   verifiedRows: count().nullable(),
   verdict: VerdictSchema,
+  /** Wall time of the counted windows: the instrument (wire proxy, counting wrapper) is in it. */
   timings: TimingsSchema.nullable(),
+  /** Wall time with counting off (see {@link UninstrumentedSchema}); absent in reports written before it existed. */
+  uninstrumented: UninstrumentedSchema.optional(),
   /** The workload's own error, when it threw: shown instead of a count mismatch. */
   error: CellErrorSchema.optional(),
   /**

@@ -1,5 +1,5 @@
 import type { EventLoopDelay } from '../capture/event-loop';
-import type { Timings, TimingSummary } from './schema';
+import type { InstrumentCost, Timings, TimingSummary } from './schema';
 
 /** Fewer measured runs than this give percentiles that mean nothing; the schema refuses them too. */
 export const MIN_MEASURED_REPEATS = 5;
@@ -65,4 +65,17 @@ export function describePercentile(summary: TimingSummary, p: Percentile): strin
 /** Builds a Timings value from samples measured elsewhere (e.g. by the capture API). */
 export function timingsFromSamples(warmupNs: readonly number[], samplesNs: readonly number[], eventLoop: EventLoopDelay | null = null): Timings {
   return { warmupNs: [...warmupNs], samplesNs: [...samplesNs], summary: summariseSamples(samplesNs), eventLoop };
+}
+
+/**
+ * What the instrument added to a counted window: the difference of the p50s (counted minus uninstrumented), per
+ * driver call and per wire round trip of the counted window (null where there is no such count).
+ */
+export function instrumentCost(counted: TimingSummary, uninstrumented: TimingSummary, calls: number | null, roundTrips: number | null): InstrumentCost {
+  const diff = counted.p50Ns - uninstrumented.p50Ns;
+  return {
+    p50DifferenceNs: diff,
+    perCallNs: calls !== null && calls > 0 ? Math.round(diff / calls) : null,
+    perRoundTripNs: roundTrips !== null && roundTrips > 0 ? Math.round(diff / roundTrips) : null,
+  };
 }

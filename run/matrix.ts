@@ -5,14 +5,14 @@ import { listBackends, parseBackendId, resolveBackend } from '../containers/regi
 import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBackend, type Unavailable } from '../containers/types';
 import type { DriverName } from '../counters/driver/names';
 import { EventLoopDelayRecorder } from '../capture/event-loop';
-import { timingsFromSamples } from '../reports/timings';
+import { instrumentCost, MIN_MEASURED_REPEATS, timingsFromSamples } from '../reports/timings';
 import { checkDistinctServers, checkPlan, type RunPlan, type ValidPlan } from './plan';
 import { truncateStatement } from '../containers/errors';
 import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../reports/environment';
 import { installedReleases, releaseVersion } from '../counters/driver/releases';
 import { cellFromTally } from '../reports/cell';
-import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend } from '../reports/schema';
+import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend, type Timings, type Uninstrumented } from '../reports/schema';
 import { failureOf, type ReportInput } from '../reports/output';
 import type { Report } from '../reports/schema';
 import { makeRows } from '../workload/rows';
@@ -91,6 +91,9 @@ function countsKey(cell: Cell): string {
 
 interface CellRun {
   tallies: Captured<void>[];
+  /** The same insert timed with counting off, alternated with the measured repeats; or why those runs failed. */
+  uninstrumentedNs: number[];
+  uninstrumentedError: string | null;
   /** Set when a window gave up (cell timeout, interrupt): why, and the statement the strategy had in flight. */
   gaveUp: { message: string; statement: string | null } | null;
   warmupNs: number[];
@@ -136,7 +139,7 @@ async function runCell<D extends DriverName>(
     await runSql(session.driver, handle, `DELETE FROM ${table.quoted}`);
   };
   const firstStatement = truncateStatement(input.steps[0]?.sql ?? `INSERT INTO ${table.quoted}`);
-  const result: CellRun = { tallies: [], gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null };
+  const result: CellRun = { tallies: [], uninstrumentedNs: [], uninstrumentedError: null, gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null };
   const loop = new EventLoopDelayRecorder();
   const measure = async (extra: Parameters<CaptureSession<D>['measure']>[1]): Promise<Captured<void> | null> => {
     const tally = await step(
@@ -154,6 +157,24 @@ async function runCell<D extends DriverName>(
   };
   const reset = (how: (handle: DriverHandle<D>) => Promise<void>, opts?: { hot: boolean }) =>
     step(session.prepare(how, opts), 'setup', how === empty ? `DELETE FROM ${table.quoted}` : dropTableSql(table), `resetting ${table.name} before the window`);
+  // The strategy's own time: the same insert on a direct connection of the raw driver, nothing counted. A failure
+  // here costs the cell its uninstrumented timing, never its counts.
+  const timeUninstrumented = async (): Promise<void> => {
+    if (result.uninstrumentedError !== null) return;
+    try {
+      const times = await step(
+        session.time((h) => strategy.run(h, input), { repeats: 1, connection: hot ? 'hot' : 'fresh', before: hot ? empty : recreate, timeoutMs }),
+        'workload',
+        firstStatement,
+        `the uninstrumented ${strategy.name} run at ${rows} rows`,
+      );
+      const found = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
+      if (found !== rows) throw new Error(`a fresh connection found ${found} rows after it, the plan inserts ${rows}`);
+      result.uninstrumentedNs.push(...times.samplesNs);
+    } catch (err) {
+      result.uninstrumentedError = `the uninstrumented run failed: ${messageOf(err)}`;
+    }
+  };
   if (hot) {
     // The hot point reuses the connection that just ran the same insert: prepared statements are cached.
     await reset(recreate);
@@ -162,6 +183,9 @@ async function runCell<D extends DriverName>(
   for (let i = 0; i < plan.warmups + plan.repeats; i++) {
     if (signal?.aborted) throw signal.reason;
     const measured = i >= plan.warmups;
+    // Counted and uninstrumented runs take turns going first, so drift falls on both alike.
+    const uninstrumentedFirst = measured && (i - plan.warmups) % 2 === 1;
+    if (uninstrumentedFirst) await timeUninstrumented();
     await reset(hot ? empty : recreate, { hot });
     const tally = await measure(measured ? { around: <R>(work: () => Promise<R>) => loop.around(work) } : {});
     if (!tally) return result;
@@ -174,6 +198,7 @@ async function runCell<D extends DriverName>(
     result.verifiedRows = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
     if (measured) result.tallies.push(tally);
     else result.warmupNs.push(tally.durationNs);
+    if (measured && !uninstrumentedFirst) await timeUninstrumented();
   }
   result.eventLoop = loop.result();
   return result;
@@ -241,7 +266,17 @@ function cellFrom(
     verdict = { ...verdict, kind: 'report', reason: `the cell differs from its strategy's plan: ${[...new Set(differences)].slice(0, 10).join('; ')}; ${verdict.reason}` };
   }
   const timings = timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop);
-  return cellFromTally({ ...first, verdict }, { ...place, timings });
+  return cellFromTally({ ...first, verdict }, { ...place, timings, uninstrumented: uninstrumentedOf(run, first, timings) });
+}
+
+/** The uninstrumented timings beside the counted ones, with what counting added per call and per round trip. */
+function uninstrumentedOf(run: CellRun, first: Captured<void>, counted: Timings): Uninstrumented {
+  if (run.uninstrumentedError !== null || run.uninstrumentedNs.length < MIN_MEASURED_REPEATS) {
+    return { timings: null, instrumentCost: null, error: run.uninstrumentedError ?? `only ${run.uninstrumentedNs.length} uninstrumented run(s)` };
+  }
+  const timings = timingsFromSamples([], run.uninstrumentedNs);
+  const cost = instrumentCost(counted.summary, timings.summary, first.layers.driver?.calls ?? null, first.layers.wire?.roundTrips ?? null);
+  return { timings, instrumentCost: cost };
 }
 
 /**
