@@ -1,4 +1,4 @@
-import { ConnectionTally, WireParseError } from './tally';
+import { ConnectionTally, WireParseError, endsWith } from './tally';
 import type { WireSession } from './tally';
 import { BufferClass, mathMin } from '../intrinsics';
 
@@ -810,7 +810,18 @@ export class MysqlSession implements WireSession {
       this.#phase === 'command' && !this.#compressed && this.#greetingHold === null && this.unanswered() === 0 && !this.#client.midFrame && !this.#server.midFrame
     );
   }
+
+  clientPassesThrough(chunk: Buffer): boolean {
+    return this.#phase === 'command' && !this.#client.midFrame && !endsWith(chunk, MYSQL_QUIT);
+  }
+
+  serverPassesThrough(): boolean {
+    return this.#greetingHold === null;
+  }
 }
+
+/** COM_QUIT as a whole packet (length 1, sequence 0): a chunk ending in these bytes may be the goodbye. */
+const MYSQL_QUIT = Buffer.from([1, 0, 0, 0, 0x01]);
 
 /**
  * Clears CLIENT_SSL in a held server greeting (the first packet of `bytes`) so the client does not start TLS and

@@ -1,4 +1,4 @@
-import { ConnectionTally, WireParseError } from './tally';
+import { ConnectionTally, WireParseError, endsWith } from './tally';
 import type { WireSession } from './tally';
 import { BufferClass, mathMin, toNumber } from '../intrinsics';
 
@@ -567,4 +567,15 @@ export class PgSession implements WireSession {
   injectable(): boolean {
     return this.#phase === 'command' && this.#awaitingReady === 0 && !this.#extendedOpen && !this.#client.midFrame && !this.#server.midFrame;
   }
+
+  clientPassesThrough(chunk: Buffer): boolean {
+    return this.#phase === 'command' && this.#hold === null && !this.#client.midFrame && !endsWith(chunk, PG_TERMINATE);
+  }
+
+  serverPassesThrough(): boolean {
+    return true;
+  }
 }
+
+/** Terminate ('X', length 4): a chunk ending in these bytes may be the goodbye. */
+const PG_TERMINATE = Buffer.from([0x58, 0, 0, 0, 4]);

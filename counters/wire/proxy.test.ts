@@ -301,6 +301,68 @@ describe('WireProxy with real sockets', () => {
     await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'proxy to see the close');
   });
 
+  it('forwards commands before counting them, but holds a goodbye at the end of a chunk until the closing hook ran', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let hookRan = 0;
+    proxy.onClosing(async () => {
+      hookRan += 1;
+      await held;
+    });
+    const c = await handshaken();
+    const setup = fake.received().length;
+    c.socket.write(command(0x03, 'SELECT 1'));
+    await until(() => c.data().length >= greeting(1234).length + 2 * ok(1).length, 'the answer');
+    // One chunk: a query, then the goodbye. The query may reach the server; the goodbye must wait for the hook.
+    c.socket.write(Buffer.concat([command(0x03, 'SELECT 2'), command(0x01)]));
+    await until(() => hookRan === 1, 'the closing hook');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(fake.received().subarray(setup).includes(command(0x01))).toBe(false);
+    release();
+    await until(() => fake?.received().subarray(setup).includes(command(0x01)) === true, 'the goodbye after the hook');
+    expect(fake.received().subarray(setup).equals(Buffer.concat([command(0x03, 'SELECT 1'), command(0x03, 'SELECT 2'), command(0x01)]))).toBe(true);
+    await until(() => c.data().length >= greeting(1234).length + 3 * ok(1).length, 'the second answer');
+    c.socket.end();
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
+    expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
+  });
+
+  it('PostgreSQL: a Terminate is held until the closing hook ran; queries before it pass first', async () => {
+    const received: Buffer[] = [];
+    fake = await fakeServer(
+      (socket, data) => {
+        received.push(data);
+        const all = Buffer.concat(received);
+        // Answer the startup once, then one ReadyForQuery per Query.
+        if (all.length === data.length) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(4321, 1), pg.ready()]));
+        else for (let k = 0; k < data.length; k += 1) if (data[k] === 0x51) socket.write(Buffer.concat([pg.commandComplete('SELECT 1'), pg.ready()]));
+      },
+    );
+    proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: fake.port } });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let hookRan = 0;
+    proxy.onClosing(async () => {
+      hookRan += 1;
+      await held;
+    });
+    const c = await connectClient(proxy.port);
+    c.socket.write(pg.startup());
+    await until(() => c.data().length > 0, 'startup answer');
+    const terminate = pg.terminate();
+    c.socket.write(Buffer.concat([pg.query('SELECT 1'), terminate]));
+    await until(() => hookRan === 1, 'the closing hook');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(Buffer.concat(received).includes(terminate)).toBe(false);
+    release();
+    await until(() => Buffer.concat(received).includes(terminate), 'the Terminate after the hook');
+    c.socket.end();
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
+    expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { Query: 1, Terminate: 1 }, incomplete: false });
+  });
+
   it('close() ends open connections on both sides and leaks nothing', async () => {
     fake = await mysqlFake();
     proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });

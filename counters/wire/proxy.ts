@@ -281,7 +281,22 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
   const toServer = (out: Buffer | null): void => {
     if (out && !upstream.destroyed && !upstream.write(out)) client.pause();
   };
+  // A client that hung up (its side ended ours: no half-open sockets) gets nothing more, and must not pause the
+  // server side: no 'drain' ever comes, and a settle request on it would wait for its answer until the hook's timeout.
+  const sendToClient = (out: Buffer): void => {
+    if (!client.destroyed && !client.writableEnded && !client.write(out)) upstream.pause();
+  };
   const toClient = (chunk: Buffer): void => {
+    if (session.serverPassesThrough()) {
+      // The usual case: the bytes go on first and are counted after, so counting never delays them.
+      sendToClient(chunk);
+      try {
+        session.fromServer(chunk);
+      } catch (error) {
+        session.tally.fail(`internal counter error: ${errorText(error)}`);
+      }
+      return;
+    }
     let out: Buffer | null;
     try {
       out = session.fromServer(chunk);
@@ -289,9 +304,7 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
       session.tally.fail(`internal counter error: ${errorText(error)}`);
       out = chunk;
     }
-    // A client that hung up (its side ended ours: no half-open sockets) gets nothing more, and must not pause the
-    // server side: no 'drain' ever comes, and a settle request on it would wait for its answer until the hook's timeout.
-    if (out && !client.destroyed && !client.writableEnded && !client.write(out)) upstream.pause();
+    if (out) sendToClient(out);
   };
 
   /**
@@ -322,6 +335,16 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
   const fromClient = (chunk: Buffer): void => {
     if (settling || holdingGoodbye) {
       heldFromClient.push(chunk);
+      return;
+    }
+    if (session.clientPassesThrough(chunk)) {
+      // Forwarded before it is counted; a chunk that may end in a goodbye takes the path below, where it is held.
+      toServer(chunk);
+      try {
+        session.fromClient(chunk, reply);
+      } catch (error) {
+        session.tally.fail(`internal counter error: ${errorText(error)}`);
+      }
       return;
     }
     let out: Buffer | null;

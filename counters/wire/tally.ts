@@ -40,6 +40,21 @@ export interface WireSession {
    * session is between requests in both directions (see each protocol's rules).
    */
   injectable(): boolean;
+  /**
+   * Whether the proxy may forward this client chunk before parsing it: the session would forward it unchanged, it
+   * starts at a message boundary, and it cannot end in a goodbye (which the closing hook must see before the server).
+   */
+  clientPassesThrough(chunk: Buffer): boolean;
+  /** Whether the proxy may forward any server chunk before parsing it: nothing held back or rewritten (the greeting). */
+  serverPassesThrough(): boolean;
+}
+
+/** Whether `chunk` ends with the bytes of `tail`. */
+export function endsWith(chunk: Buffer, tail: Buffer): boolean {
+  const at = chunk.length - tail.length;
+  if (at < 0) return false;
+  for (let k = 0; k < tail.length; k += 1) if (chunk[at + k] !== tail[k]) return false;
+  return true;
 }
 
 /**
