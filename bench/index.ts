@@ -30,6 +30,10 @@ const BENCHES = {
     file: 'wire-cost.ts',
     what: 'wire proxy per round trip: pgbench -S (1, 4 clients), TPC-B, 5000 single-row INSERTs (pg, mysql2), mysqlslap SELECT 1, one 5000-row INSERT; proxied / direct beside direct / direct',
   },
+  'wire-profile': {
+    file: 'wire-profile.ts',
+    what: 'the wire proxy alone in a child under pgbench -S: node --cpu-prof self time, strace -c -f system calls per round trip',
+  },
   'wire-cpu': { file: 'wire-cpu.ts', what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)' },
   settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
   'settle-race': {
