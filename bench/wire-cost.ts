@@ -1,7 +1,7 @@
 /**
  * The wire proxy's cost per round trip, with this machine's noise floor beside every figure.
  *
- *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|worker|pipe|socat] [--only 'name|name'] [--json]
+ *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|stream|worker|pipe|socat] [--only 'name|name'] [--json]
  *   npm run bench -- wire-cost
  *
  * One private PostgreSQL and one MariaDB are started from local binaries (as the tests do). Each workload is run
@@ -16,13 +16,14 @@
  * proxied/direct of the figure named: for throughputs 1 is free and lower is worse, for times higher is worse.
  *
  * `--relay` picks what sits in the middle: `proxy` (default; sqltally's wire proxy in this process, as a test runs
- * it), `worker` (the same proxy in a worker thread of this process), `pipe` (a bare Node `pipe()` relay: Node's
+ * it), `stream` (the same proxy reached through `openStream()`, no loopback hop; in-process drivers only), `worker` (the same proxy in a worker thread of this process), `pipe` (a bare Node `pipe()` relay: Node's
  * own floor), `socat` (a relay in C in another process: the extra loopback hop's floor).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Duplex } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
@@ -32,15 +33,18 @@ import { startWireProxy } from '../counters/wire/proxy';
 import type { WireCounts } from '../counters/wire/types';
 
 type Protocol = 'mysql' | 'postgres';
-type RelayKind = 'proxy' | 'worker' | 'pipe' | 'socat';
+type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat';
 interface Endpoint {
   host: string;
   port: number;
+  /** In-process drivers connect through this stream instead (`--relay stream`). */
+  stream?: () => Duplex;
 }
 
 /** What sits between the client and the server for the P side of each round. */
 interface Relay {
   port: number;
+  stream?: () => Duplex;
   /** Wire counts since the relay started, when the relay counts (sqltally's proxy). */
   counts(): Promise<WireCounts | null>;
   close(): Promise<void>;
@@ -60,10 +64,15 @@ startWireProxy({ protocol: workerData.protocol, target: workerData.target }).the
 `;
 
 async function startRelay(kind: RelayKind, protocol: Protocol, target: Endpoint): Promise<Relay> {
-  if (kind === 'proxy') {
+  if (kind === 'proxy' || kind === 'stream') {
     const proxy = await startWireProxy({ protocol, target });
     const first = proxy.snapshot();
-    return { port: proxy.port, counts: async () => proxy.diff(first, proxy.snapshot()), close: () => proxy.close() };
+    return {
+      port: proxy.port,
+      ...(kind === 'stream' ? { stream: () => proxy.openStream() } : {}),
+      counts: async () => proxy.diff(first, proxy.snapshot()),
+      close: () => proxy.close(),
+    };
   }
   if (kind === 'worker') {
     const worker = new Worker(WORKER_SOURCE, {
@@ -157,6 +166,8 @@ interface Workload {
   name: string;
   protocol: Protocol;
   unit: 'tps' | 'queries/s' | 'ms';
+  /** A driver in this process (it can take `--relay stream`), not a client program. */
+  inProcess?: boolean;
   /** Set-up done once per endpoint (a connection opened, not timed). */
   open(server: NetworkConnection, at: Endpoint): Promise<{ run(): Promise<number>; end(): Promise<void> }>;
 }
@@ -239,8 +250,9 @@ function pgInserts(name: string, oneStatement: boolean): Workload {
     name,
     protocol: 'postgres',
     unit: 'ms',
+    inProcess: true,
     async open(server, at) {
-      const client = new Client({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database });
+      const client = new Client({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database, ...(at.stream ? { stream: at.stream } : {}) });
       await client.connect();
       const table = `wire_cost_${process.pid}`;
       await client.query(`CREATE TABLE IF NOT EXISTS ${table} (id int NOT NULL, label text NOT NULL)`);
@@ -270,8 +282,9 @@ function mysqlInserts(name: string, oneStatement: boolean): Workload {
     name,
     protocol: 'mysql',
     unit: 'ms',
+    inProcess: true,
     async open(server, at) {
-      const conn = await mysql.createConnection({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database });
+      const conn = await mysql.createConnection({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database, ...(at.stream ? { stream: at.stream } : {}) });
       const table = `wire_cost_${process.pid}`;
       await conn.query(`CREATE TABLE IF NOT EXISTS ${table} (id INT NOT NULL, label VARCHAR(40) NOT NULL)`);
       const rows = LABELS.map((l, i) => [i, l]);
@@ -339,7 +352,7 @@ async function measure(w: Workload, server: NetworkConnection, relay: Relay, rel
   const direct = { host: server.host, port: server.port };
   const a = await w.open(server, direct);
   const b = await w.open(server, direct);
-  const p = await w.open(server, { host: '127.0.0.1', port: relay.port });
+  const p = await w.open(server, { host: '127.0.0.1', port: relay.port, ...(relay.stream ? { stream: relay.stream } : {}) });
   try {
     // Warm-up, not kept.
     for (const side of [a, p, b]) await side.run();
@@ -409,8 +422,8 @@ async function main(): Promise<number> {
   const pairs = Number(values.pairs);
   const seconds = Number(values.seconds);
   const relays = (values.relay ?? 'proxy').split(',') as RelayKind[];
-  if (!relays.every((r) => ['proxy', 'worker', 'pipe', 'socat'].includes(r))) {
-    console.error('--relay must be proxy, worker, pipe or socat (comma-separated for several)');
+  if (!relays.every((r) => ['proxy', 'stream', 'worker', 'pipe', 'socat'].includes(r))) {
+    console.error('--relay must be proxy, stream, worker, pipe or socat (comma-separated for several)');
     return 2;
   }
   if (relays.includes('socat') && spawnSync('socat', ['-V']).status !== 0) {
@@ -434,6 +447,10 @@ async function main(): Promise<number> {
     }
     for (const relayKind of relays) {
       for (const w of chosen) {
+        if (relayKind === 'stream' && !w.inProcess) {
+          console.log(`${w.name} [stream]: skipped, a client program cannot take an in-process stream`);
+          continue;
+        }
         const b = backends[w.protocol] as StartedBackend;
         const server = b.connection as NetworkConnection;
         const relay = await startRelay(relayKind, w.protocol, { host: server.host, port: server.port });

@@ -363,6 +363,37 @@ describe('WireProxy with real sockets', () => {
     expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { Query: 1, Terminate: 1 }, incomplete: false });
   });
 
+  it('openStream(): an in-process stream relayed and counted like an accepted socket, closed both ways', async () => {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const stream = proxy.openStream();
+    const got: Buffer[] = [];
+    stream.on('data', (d: Buffer) => got.push(d));
+    const data = () => Buffer.concat(got);
+    await until(() => data().length >= greeting(1234).length, 'greeting');
+    stream.write(handshakeResponse(CLIENT_CAPS));
+    await until(() => data().length >= greeting(1234).length + ok(2).length, 'handshake OK');
+    const before = proxy.snapshot();
+    stream.write(command(0x03, 'SELECT 1'));
+    stream.write(command(0x03, 'SELECT 2'));
+    await until(() => data().length >= greeting(1234).length + ok(2).length + 2 * ok(1).length, 'two answers');
+    expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { COM_QUERY: 2 }, roundTrips: 2, connections: 1, incomplete: false });
+    expect(proxy.connections()[0]?.serverConnectionId).toBe(1234);
+    // The driver's goodbye and close reach the server side, as a socket's would.
+    const closed = new Promise<void>((resolve) => stream.on('close', () => resolve()));
+    stream.end(command(0x01));
+    await closed;
+    await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
+    expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
+    // A stream opened and then cut by close() is destroyed on the driver's side too.
+    const second = proxy.openStream();
+    second.on('error', () => undefined);
+    const secondClosed = new Promise<void>((resolve) => second.on('close', () => resolve()));
+    await proxy.close();
+    await secondClosed;
+    expect(second.destroyed).toBe(true);
+  });
+
   it('close() ends open connections on both sides and leaks nothing', async () => {
     fake = await mysqlFake();
     proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
+import { Duplex } from 'node:stream';
 import { SqltallyError } from '../../containers/errors';
 import { noteDeparture } from '../departures';
 import { MysqlSession } from './mysql-protocol';
@@ -79,6 +80,13 @@ export interface WireProxy extends AsyncDisposable {
    * as soon as each is between requests, and resolves when all answered or `timeoutMs` (default 5000) ran out.
    */
   settle(options?: { ids?: readonly number[]; timeoutMs?: number }): Promise<SettleResult>;
+  /**
+   * A connection through the proxy without the loopback hop to it: the driver's end of an in-process stream whose
+   * other end the proxy relays and counts like an accepted socket. For drivers in this process that take a stream
+   * (pg `stream: () => proxy.openStream()`, mysql2 `stream`): every round trip then crosses one TCP connection, not
+   * two. `connect()` on it is accepted and ignored (pg calls it).
+   */
+  openStream(): Duplex;
   /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
   onClosing(hook: ClosingHook | null): void;
   /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
@@ -206,10 +214,13 @@ const CLOSING_HOOK_TIMEOUT_MS = 10_000;
 const SETTLE_POLL_MS = 1;
 const DEFAULT_SETTLE_TIMEOUT_MS = 5_000;
 
+/** What the proxy relays from: an accepted socket, or the proxy's end of an in-process stream pair. */
+type ClientSide = net.Socket | Duplex;
+
 interface ProxiedConnection {
   id: number;
   session: WireSession;
-  client: net.Socket;
+  client: ClientSide;
   upstream: net.Socket;
   openedAtNs: number;
   closedAtNs: number | null;
@@ -236,11 +247,11 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * one would crash the test process); whichever side closes first, the other is ended after its pending writes (the
  * server side only once the closing hook has run).
  */
-function relay(id: number, client: net.Socket, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
+function relay(id: number, client: ClientSide, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
   const session = SESSIONS[options.protocol](options.tls ?? 'refuse');
   const settleRequest: SettleRequest = SETTLE[options.protocol];
   const upstream = net.connect({ host: options.target.host, port: options.target.port });
-  client.setNoDelay(true);
+  if (client instanceof net.Socket) client.setNoDelay(true);
   upstream.setNoDelay(true);
   let firstClose: string | null = null;
   let clientClosed = false;
@@ -432,6 +443,77 @@ function relay(id: number, client: net.Socket, options: WireProxyOptions, closin
   return connection;
 }
 
+/**
+ * One end of an in-process byte stream pair: what one end writes, the other reads, in the same turn. Destroying or
+ * ending one end ends the other, as a socket's close does.
+ */
+class StreamEnd extends Duplex {
+  other: StreamEnd | null = null;
+  #pendingWrite: (() => void) | null = null;
+
+  constructor() {
+    super({ allowHalfOpen: false });
+  }
+
+  override _read(): void {
+    const other = this.other;
+    if (!other) return;
+    const resume = other.#pendingWrite;
+    if (resume) {
+      other.#pendingWrite = null;
+      resume();
+    }
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    const other = this.other;
+    if (!other || other.destroyed) return callback(new Error('the other end of the stream is closed'));
+    if (other.push(chunk)) callback();
+    else this.#pendingWrite = callback;
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.other?.push(null);
+    callback();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    const other = this.other;
+    const pending = this.#pendingWrite;
+    this.#pendingWrite = null;
+    pending?.();
+    if (other && !other.destroyed) {
+      other.push(null);
+      other.destroy();
+    }
+    callback(error);
+  }
+}
+
+/** The driver's end: also answers the socket methods drivers call on a stream they were given. */
+class DriverStreamEnd extends StreamEnd {
+  /** Already connected: the proxy opens the server connection itself. pg waits for 'connect'. */
+  connect(): this {
+    process.nextTick(() => this.emit('connect'));
+    return this;
+  }
+  setNoDelay(): this {
+    return this;
+  }
+  setKeepAlive(): this {
+    return this;
+  }
+  setTimeout(): this {
+    return this;
+  }
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
+  }
+}
+
 /** Starts a proxy on 127.0.0.1 (random free port) in front of `options.target`. */
 export async function startWireProxy(options: WireProxyOptions): Promise<WireProxy> {
   const proxyId = randomUUID();
@@ -504,10 +586,24 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     return result;
   };
 
+  const openStream = (): Duplex => {
+    const driverEnd = new DriverStreamEnd();
+    const proxyEnd = new StreamEnd();
+    driverEnd.other = proxyEnd;
+    proxyEnd.other = driverEnd;
+    if (closing) {
+      driverEnd.destroy();
+      return driverEnd;
+    }
+    all.push(relay(nextId++, proxyEnd, options, () => (closing ? null : hook)));
+    return driverEnd;
+  };
+
   return {
     protocol: options.protocol,
     host: '127.0.0.1',
     port: address.port,
+    openStream,
     connections,
     closing: () => all.filter((c) => c.closedAtNs === null && c.isClosing()).map((c) => c.id),
     snapshot: () => ({ proxyId, protocol: options.protocol, takenAtNs: nowNs(), connections: connections() }),
