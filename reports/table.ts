@@ -107,7 +107,7 @@ export function renderWindows(windows: readonly Window[]): string {
     ),
   ];
   for (const w of windows) {
-    lines.push(`${w.verdict.kind.toUpperCase()} ${w.name}: ${w.error ? `${w.error.message}; ` : ''}${w.verdict.reason}`);
+    lines.push(`${w.verdict.kind.toUpperCase()} ${w.name}: ${w.error ? w.error.message : w.verdict.reason}`);
     if (w.lateCommits) lines.push(`  after the give-up: ${w.lateCommits.summary}`);
   }
   return lines.join('\n');
