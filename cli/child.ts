@@ -60,7 +60,7 @@ export interface RunningChild {
 }
 
 /** Processes whose process group is `pgid`, read from /proc; zombies are not running. */
-function groupMembers(pgid: number): number[] {
+export function groupMembers(pgid: number): number[] {
   let entries: string[];
   try {
     entries = readdirSync('/proc');

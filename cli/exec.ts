@@ -132,6 +132,7 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     const runCommand = async (): Promise<void> => {
       child = await startChild(resolved.file, opts.argv[0]!, opts.argv.slice(1), { env, stdio: io.stdio, ...(io.cwd ? { cwd: io.cwd } : {}) });
       io.onChild?.(child.pid);
+      io.progress(`running ${opts.argv[0]} as process group ${child.pid}`);
       if (stoppedBy) stopping = child.stop(opts.killGraceMs);
       else if (io.signal?.aborted) onInterrupt();
       if (opts.timeoutMs !== undefined) timer = setTimeout(() => stop('timeout'), opts.timeoutMs);
