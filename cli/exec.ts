@@ -75,17 +75,21 @@ function exitWords(exit: ChildExit): string {
  */
 async function recountLateCommits(entry: Window, backend: StartedBackend, table: ExecOptions['table']): Promise<Window> {
   const late = entry.lateCommits;
-  if (!late || !table || late.rowsAtGiveUp === null) return entry;
+  if (!late || !table) return entry;
   let now: number;
   try {
     now = await countRows(backend, table);
-  } catch {
-    return entry;
+  } catch (err) {
+    return { ...entry, lateCommits: { ...late, summary: `${late.summary}; counting ${table.name} once the command's processes were gone failed: ${err instanceof Error ? err.message : String(err)}` } };
   }
   if (now === late.rowsAfterwards) return entry;
+  const where = `counted through a fresh connection once the command's processes were gone (${now} in the table)`;
+  if (late.rowsAtGiveUp === null) {
+    // The count at the give-up failed (SQLite busy under the writer, a server slow to answer): the rows are known, not when they committed.
+    return { ...entry, lateCommits: { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` } };
+  }
   const committed = now - late.rowsAtGiveUp;
-  const summary = `${late.summary}; ${committed} row(s) committed to ${table.name} after the give-up in all, counted again through a fresh connection once the command's processes were gone (${now} in the table)`;
-  return { ...entry, lateCommits: { ...late, rowsAfterwards: now, rowsCommittedAfterGivingUp: committed, summary } };
+  return { ...entry, lateCommits: { ...late, rowsAfterwards: now, rowsCommittedAfterGivingUp: committed, summary: `${late.summary}; ${committed} row(s) committed to ${table.name} after the give-up in all, ${where}` } };
 }
 
 /** Runs one command under a window (or under its own named windows) on `backend`, and reports. */
