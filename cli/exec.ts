@@ -1,6 +1,7 @@
 import type { StdioOptions } from 'node:child_process';
 import { countRows } from '../capture/late-commits';
 import { SqltallyError, redactSecrets } from '../containers/errors';
+import { deferSignalCleanup } from '../containers/live';
 import type { StartedBackend } from '../containers/types';
 import type { CommandRun, Failure, Report, Window } from '../reports/schema';
 import { exitCodeOf, resolveCommand, startChild } from './child';
@@ -215,6 +216,8 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
 function interruptible(progress: (line: string) => void): { signal: AbortSignal; onChild: (pgid: number | null) => void; release: () => void } {
   const interrupt = new AbortController();
   let group: number | null = null;
+  // The servers must outlive the first signal: the rows committed anyway are counted on them.
+  const undefer = deferSignalCleanup();
   const on = (signal: NodeJS.Signals): void => {
     if (interrupt.signal.aborted) {
       if (group !== null) {
@@ -236,6 +239,7 @@ function interruptible(progress: (line: string) => void): { signal: AbortSignal;
   const release = (): void => {
     process.off('SIGINT', onSigint);
     process.off('SIGTERM', onSigterm);
+    undefer();
   };
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);

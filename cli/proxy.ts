@@ -1,6 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { deferSignalCleanup } from '../containers/live';
 import type { StartedBackend } from '../containers/types';
 import type { CommandRun } from '../reports/schema';
 import { connectionEnv, exportLines } from './child-env';
@@ -115,6 +116,8 @@ export const command: Command = {
     }
     const progress = (line: string): void => void process.stderr.write(`sqltally: ${line}\n`);
     const stop = new AbortController();
+    // Ctrl-C is how the proxy ends: its server must stay up until the open windows are read and the report written.
+    const undefer = deferSignalCleanup();
     const on = (signal: NodeJS.Signals): void => {
       if (stop.signal.aborted) {
         release();
@@ -129,6 +132,7 @@ export const command: Command = {
     const release = (): void => {
       process.off('SIGINT', onSigint);
       process.off('SIGTERM', onSigterm);
+      undefer();
     };
     process.on('SIGINT', onSigint);
     process.on('SIGTERM', onSigterm);
