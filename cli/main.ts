@@ -10,8 +10,10 @@ export type Command = {
 // Loaded lazily so `sqltally backends` does not pay for loading every driver.
 const COMMANDS: Record<string, () => Promise<Command>> = {
   backends: async () => (await import('./backends')).command,
+  exec: async () => (await import('./exec')).command,
   gate: async () => (await import('./gate')).command,
   merge: async () => (await import('./merge')).command,
+  proxy: async () => (await import('./proxy')).command,
   report: async () => (await import('./report')).command,
   run: async () => (await import('./run')).command,
 };

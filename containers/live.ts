@@ -173,7 +173,26 @@ export function stopAllSync(): void {
   }
 }
 
+/** How many commands handle Ctrl-C themselves just now (see {@link deferSignalCleanup}). */
+let deferred = 0;
+
+/**
+ * For a command that answers the first Ctrl-C (SIGTERM, SIGHUP) itself and still needs its servers to finish (count
+ * rows through a fresh connection, write a report): until the returned release is called, a signal leaves every
+ * resource running; stopping at exit is unchanged.
+ */
+export function deferSignalCleanup(): () => void {
+  deferred += 1;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    deferred -= 1;
+  };
+}
+
 function onSignal(signal: NodeJS.Signals): void {
+  if (deferred > 0) return;
   stopAllSync();
   removeSignalHooks();
   // With our listener gone, re-raising gives the default behaviour (exit with 128+n) unless someone else listens.

@@ -7,20 +7,25 @@ import {
   counterAbsentMeansZero,
   cellLineage,
   countsOf,
+  countsOfWindow,
   parseValue,
+  windowLineage,
 } from './schema';
 import type {
   Baseline,
   BaselineCell,
+  BaselineWindow,
   Cell,
   CellComparison,
   CounterDiff,
   CounterMap,
+  Counts,
   Environment,
   GateResult,
   LayerName,
   Matrix,
   Report,
+  Window,
 } from './schema';
 
 /**
@@ -59,6 +64,21 @@ export function baselineFromReport(report: Report, now: Date = new Date()): Base
         verdict: c.verdict.kind,
         counts: countsOf(c),
       })),
+      ...(report.windows
+        ? {
+            windows: report.windows.map((w) => ({
+              key: w.key,
+              backend: w.backend,
+              backendName: w.backendName,
+              serverVersion: w.serverVersion,
+              flavour: w.flavour,
+              name: w.name,
+              environment: w.environment,
+              verdict: w.verdict.kind,
+              counts: countsOfWindow(w),
+            })),
+          }
+        : {}),
     },
     'baseline',
   );
@@ -71,6 +91,10 @@ export function approvalBlockers(report: Report): string[] {
   for (const c of report.cells) {
     if (c.error) out.push(`cell ${c.key} failed: ${c.error.message}`);
     else if (c.verdict.kind === 'incomplete') out.push(`cell ${c.key} is incomplete: ${c.verdict.reason}`);
+  }
+  for (const w of report.windows ?? []) {
+    if (w.error) out.push(`window ${w.key} failed: ${w.error.message}`);
+    else if (w.verdict.kind === 'incomplete') out.push(`window ${w.key} is incomplete: ${w.verdict.reason}`);
   }
   return out;
 }
@@ -156,36 +180,54 @@ export function signed(n: number): string {
   return n > 0 ? `+${n}` : String(n);
 }
 
+/** What the gate compares of a cell or a window. */
+interface Compared {
+  key: string;
+  error?: Cell['error'];
+  verdict: Cell['verdict'];
+  counts: Counts;
+}
+
 function compareCell(b: BaselineCell, cell: Cell, baseline: Baseline, report: Report): CellComparison {
   const envOf = (envs: readonly Environment[], id: string) => envs.find((e) => e.id === id) ?? (envs.length === 1 ? envs[0] : undefined);
+  const changes = environmentChanges(b, cell, envOf(baseline.environments, b.environment), envOf(report.environments, cell.environment));
+  return compareEntry(b, { key: cell.key, ...(cell.error ? { error: cell.error } : {}), verdict: cell.verdict, counts: countsOf(cell) }, changes);
+}
+
+function compareWindow(b: BaselineWindow, w: Window): CellComparison {
+  const changes = change(`server ${w.backend}`, b.serverVersion, w.serverVersion);
+  return compareEntry(b, { key: w.key, ...(w.error ? { error: w.error } : {}), verdict: w.verdict, counts: countsOfWindow(w) }, changes);
+}
+
+function compareEntry(b: { key: string; counts: Counts }, entry: Compared, changes: string[]): CellComparison {
   const result: CellComparison = {
     key: b.key,
-    reportKey: cell.key === b.key ? null : cell.key,
+    reportKey: entry.key === b.key ? null : entry.key,
     status: 'same',
     diffs: [],
-    environmentChanges: environmentChanges(b, cell, envOf(baseline.environments, b.environment), envOf(report.environments, cell.environment)),
+    environmentChanges: changes,
     notes: [],
     failures: [],
   };
   if (result.reportKey) result.notes.push('paired across a version change: approve with --update to record the new versions in the baseline');
-  if (cell.error) {
+  if (entry.error) {
     result.status = 'errored';
-    result.failures.push(`the workload failed in phase ${cell.error.phase}: ${cell.error.message}`);
+    result.failures.push(`the workload failed in phase ${entry.error.phase}: ${entry.error.message}`);
     return result;
   }
-  if (cell.verdict.kind === 'incomplete') {
+  if (entry.verdict.kind === 'incomplete') {
     result.status = 'incomplete';
-    result.failures.push(`verdict incomplete: ${cell.verdict.reason}`);
+    result.failures.push(`verdict incomplete: ${entry.verdict.reason}`);
     return result;
   }
-  const gated = GATED_LAYERS[cell.verdict.kind];
-  const actual = countsOf(cell);
+  const gated = GATED_LAYERS[entry.verdict.kind];
+  const actual = entry.counts;
   for (const layer of LAYER_NAMES) {
     const layerDiffs = compareLayer(layer, b.counts[layer], actual[layer], gated.includes(layer));
     result.diffs.push(...layerDiffs);
     if (b.counts[layer] === null && actual[layer] !== null) result.notes.push(`the ${layer} layer is measured now and was not in the baseline`);
     if (layerDiffs.length > 0 && !gated.includes(layer)) {
-      result.notes.push(`${layer} counters are shown, not gated, because the verdict is ${cell.verdict.kind}: ${cell.verdict.reason}`);
+      result.notes.push(`${layer} counters are shown, not gated, because the verdict is ${entry.verdict.kind}: ${entry.verdict.reason}`);
     }
   }
   if (result.diffs.length > 0) result.status = 'changed';
@@ -198,6 +240,42 @@ function compareCell(b: BaselineCell, cell: Cell, baseline: Baseline, report: Re
   }
   if (result.diffs.some(isDecrease)) result.notes.push('counts went down: approve them with --update so they cannot creep back up');
   return result;
+}
+
+/** Windows paired by key, then across a server upgrade by lineage; the rest missing or new, as cells are. */
+function compareWindows(report: Report, baseline: Baseline): { comparisons: CellComparison[]; incomplete: number; errored: number } {
+  const reported = report.windows ?? [];
+  const unmatched = new Map(reported.map((w) => [w.key, w]));
+  const comparisons: CellComparison[] = [];
+  const lost: BaselineWindow[] = [];
+  for (const b of baseline.windows ?? []) {
+    const exact = unmatched.get(b.key);
+    if (exact) {
+      comparisons.push(compareWindow(b, exact));
+      unmatched.delete(b.key);
+    } else lost.push(b);
+  }
+  for (const b of lost) {
+    const candidates = [...unmatched.values()].filter((w) => windowLineage(w) === windowLineage(b));
+    if (candidates.length === 1 && lost.filter((o) => windowLineage(o) === windowLineage(b)).length === 1) {
+      comparisons.push(compareWindow(b, candidates[0]!));
+      unmatched.delete(candidates[0]!.key);
+      continue;
+    }
+    const why = report.status === 'failed' ? 'the run failed before it was measured' : 'the report has no window of that name';
+    comparisons.push({ key: b.key, reportKey: null, status: 'missing', diffs: [], environmentChanges: [], notes: [], failures: [`baseline window missing from the report: ${why}`] });
+  }
+  for (const w of unmatched.values()) {
+    const entry: CellComparison = { key: w.key, reportKey: null, status: 'new', diffs: [], environmentChanges: [], notes: ['new window, not in the baseline: approve it with --update'], failures: [] };
+    if (w.error) entry.failures.push(`the workload failed in phase ${w.error.phase}: ${w.error.message}`);
+    else if (w.verdict.kind === 'incomplete') entry.failures.push(`verdict incomplete: ${w.verdict.reason}`);
+    comparisons.push(entry);
+  }
+  return {
+    comparisons,
+    incomplete: reported.filter((w) => !w.error && w.verdict.kind === 'incomplete').length,
+    errored: reported.filter((w) => w.error).length,
+  };
 }
 
 /**
@@ -242,6 +320,8 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
     cells.push({ key: b.key, reportKey: null, status: 'missing', diffs: [], environmentChanges: [], notes: [], failures: [`baseline cell missing from the report: ${why}`] });
   }
   for (const [b, c] of pairs) cells.push(compareCell(b, c, baseline, report));
+  const windows = compareWindows(report, baseline);
+  cells.push(...windows.comparisons);
   for (const c of unmatched.values()) {
     const entry: CellComparison = {
       key: c.key,
@@ -265,8 +345,8 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
     decreased: cells.filter((c) => c.diffs.some(isDecrease)).length,
     missing: cells.filter((c) => c.status === 'missing').length,
     new: cells.filter((c) => c.status === 'new').length,
-    incomplete: report.cells.filter((c) => !c.error && c.verdict.kind === 'incomplete').length,
-    errored: report.cells.filter((c) => c.error).length,
+    incomplete: report.cells.filter((c) => !c.error && c.verdict.kind === 'incomplete').length + windows.incomplete,
+    errored: report.cells.filter((c) => c.error).length + windows.errored,
   };
   const pass = failures.length === 0 && cells.every((c) => c.failures.length === 0);
   return GateResultSchema.parse({

@@ -1,7 +1,7 @@
 import type { Cell, Environment, Report } from './schema';
 import { headline, type HeadlineBackend } from './headline';
 import { chartFileName } from './svg';
-import { CELL_COLUMNS, cellColumns, shortVersion, sortedCells } from './table';
+import { CELL_COLUMNS, WINDOW_COLUMNS, cellColumns, shortVersion, sortedCells, windowColumns } from './table';
 import { describePercentile, formatMs, percentileIsMax } from './timings';
 
 // Mermaid's xychart draws no legend, so lines get fixed colours and the legend is written beside the chart.
@@ -75,6 +75,39 @@ function failures(report: Report): string[] {
   }
   for (const s of report.skipped) out.push(`- Skipped **${md(s.backend)}** (${md(s.environment)}): ${md(s.reason)}`);
   if (report.skipped.length > 0) out.push('');
+  return out;
+}
+
+/** The command and the windows of a report of `sqltally exec` or `proxy`; nothing for a report of `sqltally run`. */
+function windowsSection(report: Report): string[] {
+  const windows = report.windows ?? [];
+  const run = report.command;
+  if (windows.length === 0 && !run) return [];
+  const out: string[] = ['## Windows', ''];
+  if (run) {
+    const how = run.mode === 'proxy' ? 'no command (sqltally proxy)' : `\`${md(run.argv.join(' '))}\``;
+    const ended = run.signal ? `ended by ${run.signal}` : run.exitCode === null ? 'did not run' : `exited ${run.exitCode}`;
+    out.push(`Command: ${how} · ${run.mode === 'proxy' ? '' : `${ended} · `}${run.stoppedBy ? `stopped by sqltally (${run.stoppedBy}) · ` : ''}sqltally exit ${run.sqltallyExitCode}: ${md(run.exitReason)}`, '');
+  }
+  if (windows.length === 0) return [...out, '_No window was measured._', ''];
+  out.push(
+    table(
+      WINDOW_COLUMNS.map((c) => c.title),
+      windows.map((w) => {
+        const cols = windowColumns(w);
+        return WINDOW_COLUMNS.map((c) => cols[c.key]);
+      }),
+      WINDOW_COLUMNS.map((c) => c.numeric),
+    ),
+    '',
+  );
+  for (const w of windows) {
+    out.push(`- **${md(w.name)}** ${w.verdict.kind}: ${md(w.verdict.reason.slice(0, REASON_CHARS))}`);
+    if (w.error) out.push(`  - failed (${md(w.error.phase)}): ${md(w.error.message)}`);
+    if (w.lateCommits) out.push(`  - after the give-up: ${md(w.lateCommits.summary)}`);
+    for (const d of w.verdict.discrepancies) out.push(`  - ${md(d)}`);
+  }
+  out.push('');
   return out;
 }
 
@@ -228,11 +261,13 @@ export function renderMarkdown(report: Report): string {
     `Status: ${status} · ${cells.length} cell(s) · ${report.backends.length} backend(s) · ${report.startedAt} -> ${report.finishedAt}`,
     '',
     ...failures(report),
+    ...windowsSection(report),
     ...headlineSection(headline(report)),
     '## Cells',
     '',
   ];
-  if (cells.length === 0) out.push('_No cells were measured._', '');
+  if (cells.length === 0 && (report.windows?.length ?? 0) > 0) out.push('_None: this report holds windows of `sqltally exec` or `proxy`._', '');
+  else if (cells.length === 0) out.push('_No cells were measured._', '');
   else {
     out.push(
       table(

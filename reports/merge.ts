@@ -42,6 +42,9 @@ export function mergeReports(sources: readonly MergeSource[]): Report {
   const failures: { label: string; failure: Failure }[] = [];
 
   for (const { label, report } of sources) {
+    if (report.windows !== undefined || report.command !== undefined) {
+      throw mergeError(`${label} is a report of sqltally exec or proxy (windows, not cells): merge combines reports of sqltally run`, 'gate each exec report on its own');
+    }
     const renamed = new Map<string, string>();
     for (const env of report.environments) {
       let id = env.id;

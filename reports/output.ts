@@ -66,7 +66,7 @@ export function renderOutput(report: Report): RenderedFile[] {
     ...renderViews(valid),
     { name: 'bench.json', content: redactSecrets(toJson(toBenchJson(valid))) },
     { name: EVENTS_FILE, content: redactSecrets(toLinesJson(events, ['cells'])) },
-    { name: 'report.json', content: redactSecrets(toLinesJson(parseValue(ReportSchema, split.report, 'report'), ['cells'])) },
+    { name: 'report.json', content: redactSecrets(toLinesJson(parseValue(ReportSchema, split.report, 'report'), ['cells', 'windows'])) },
   ];
 }
 

@@ -6,7 +6,7 @@ import { DriverNameSchema } from '../counters/driver/names';
 import { StatementEventSchema } from '../counters/events';
 import { SqltallyError } from '../containers/errors';
 import { EventLoopDelaySchema } from '../capture/event-loop';
-import { absentMeansZero, LayersSchema } from '../capture/tally';
+import { absentMeansZero, BeyondWindowSchema, LayersSchema } from '../capture/tally';
 import { LateCommitsSchema } from '../capture/late-commits';
 import { DRIVERS } from '../counters/driver/registry';
 import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
@@ -22,6 +22,8 @@ export const SchemaVersionSchema = z.literal(SCHEMA_VERSION);
 const int = () => z.number().int();
 const count = () => z.number().int().nonnegative();
 const isoTime = () => z.iso.datetime({ offset: true });
+/** A window's name is a key in reports and baselines, and a path segment of the control endpoint. */
+export const WINDOW_NAME_MAX_CHARS = 200;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Environment
@@ -211,6 +213,81 @@ export function makeCell(input: CellInput): Cell {
   return parseValue(CellSchema, { ...input, key: cellKey(input) }, 'cell');
 }
 
+
+// ---------------------------------------------------------------------------------------------------------------
+// Windows: what `sqltally exec` and `sqltally proxy` measure around a command or a named window of its own
+
+/** What identifies a window; the key is derived from these and nothing else. */
+export const WindowIdentitySchema = z.object({
+  /** Backend id as in `backends[].id`. */
+  backend: z.string().min(1),
+  backendName: BackendNameSchema,
+  serverVersion: z.string().min(1),
+  flavour: FlavourSchema,
+  /** The command's window (`--name`, default the command's file name) or a name given to the control endpoint. */
+  name: z.string().min(1).max(WINDOW_NAME_MAX_CHARS),
+});
+export type WindowIdentity = z.infer<typeof WindowIdentitySchema>;
+
+/** `postgres@15|15.20|window|insert-100`. */
+export function windowKey(w: WindowIdentity): string {
+  return [w.backend, w.serverVersion, 'window', w.name].join('|');
+}
+
+/** The same window across a server upgrade (see {@link cellLineage}). */
+export function windowLineage(w: WindowIdentity): string {
+  return [w.backendName, 'window', w.name].join('|');
+}
+
+/**
+ * One window measured around code sqltally did not write (any language, any client): the layers, the verdict and,
+ * for a window that ended badly, why. There is no strategy, row count or timing series, so it is not a cell.
+ */
+export const WindowSchema = WindowIdentitySchema.extend({
+  key: z.string(),
+  environment: z.string().min(1),
+  /** `command`: around the whole command of `sqltally exec`; `control`: begun and ended through the control endpoint. */
+  source: z.enum(['command', 'control']),
+  layers: CellLayersSchema,
+  verdict: VerdictSchema,
+  /** How much the server did beyond the window's own connections (see the tally's `beyondWindow`). */
+  beyondWindow: z.array(BeyondWindowSchema),
+  /** The command failed (exited non-zero, could not start) or the window was not ended by its owner. */
+  error: CellErrorSchema.optional(),
+  /** Set when the window was given up (timeout, Ctrl-C): rows committed anyway, read through a fresh connection. */
+  lateCommits: LateCommitsSchema.optional(),
+  /** Wall time of the window, integer ns. */
+  durationNs: count(),
+}).superRefine((w, ctx) => {
+  const expected = windowKey(w);
+  if (w.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${w.key}" but the window's fields make "${expected}"` });
+});
+export type Window = z.infer<typeof WindowSchema>;
+
+/** Builds a window with its key and validates it. */
+export function makeWindow(input: Omit<Window, 'key'>): Window {
+  return parseValue(WindowSchema, { ...input, key: windowKey(input) }, 'window');
+}
+
+/** The command `sqltally exec` ran (or none, for `sqltally proxy`), and how it ended. */
+export const CommandRunSchema = z.object({
+  /** `exec`: a command with one window around it; `named`: a command opening its own windows; `proxy`: no command. */
+  mode: z.enum(['exec', 'named', 'proxy']),
+  /** The command and its arguments, URL passwords masked. */
+  argv: z.array(z.string()),
+  /** Its exit code, or null when it was ended by a signal or never ran. */
+  exitCode: int().nullable(),
+  signal: z.string().nullable(),
+  /** Why sqltally stopped it: its window timed out, or sqltally itself was interrupted. */
+  stoppedBy: z.enum(['timeout', 'SIGINT', 'SIGTERM']).nullable(),
+  /** Processes the command left running in its group when it exited, stopped inside its window. */
+  strayProcessesStopped: z.number().int().positive().optional(),
+  /** The exit code sqltally itself ended with, and which rule chose it. */
+  sqltallyExitCode: int(),
+  exitReason: z.string(),
+});
+export type CommandRun = z.infer<typeof CommandRunSchema>;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Report
 
@@ -223,7 +300,12 @@ export const MatrixSchema = z.object({
   /** Row counts that also get a hot repeat. */
   hotRows: z.array(z.number().int().positive()),
   warmups: count(),
-  repeats: z.number().int().min(MIN_MEASURED_REPEATS),
+  /** Measured repeats per cell; 0 in a report of `sqltally exec` or `proxy`, which runs no strategy. */
+  repeats: count(),
+}).superRefine((m, ctx) => {
+  if (m.strategies.length > 0 && m.repeats < MIN_MEASURED_REPEATS) {
+    ctx.addIssue({ code: 'custom', path: ['repeats'], message: `is ${m.repeats}; a matrix of strategies measures at least ${MIN_MEASURED_REPEATS}` });
+  }
 });
 export type Matrix = z.infer<typeof MatrixSchema>;
 
@@ -251,6 +333,10 @@ export const ReportSchema = z
     backends: z.array(BackendDescriptionSchema),
     skipped: z.array(SkippedBackendSchema),
     cells: z.array(CellSchema),
+    /** Windows measured by `sqltally exec` or `proxy`, one per name; absent from reports of `sqltally run`. */
+    windows: z.array(WindowSchema).optional(),
+    /** The command `sqltally exec` ran, when the report is one of exec or proxy. */
+    command: CommandRunSchema.optional(),
     startedAt: isoTime(),
     finishedAt: isoTime(),
     /**
@@ -278,6 +364,12 @@ export const ReportSchema = z
       keys.add(c.key);
       if (!envIds.has(c.environment)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'environment'], message: `"${c.environment}" is not in environments` });
       if (!backendIds.has(c.backend)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'backend'], message: `"${c.backend}" is not in backends` });
+    });
+    (r.windows ?? []).forEach((w, i) => {
+      if (keys.has(w.key)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'key'], message: `duplicate window key "${w.key}"` });
+      keys.add(w.key);
+      if (!envIds.has(w.environment)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'environment'], message: `"${w.environment}" is not in environments` });
+      if (!backendIds.has(w.backend)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'backend'], message: `"${w.backend}" is not in backends` });
     });
   });
 export type Report = z.infer<typeof ReportSchema>;
@@ -377,6 +469,17 @@ export const BaselineCellSchema = CellIdentitySchema.extend({
 });
 export type BaselineCell = z.infer<typeof BaselineCellSchema>;
 
+export const BaselineWindowSchema = WindowIdentitySchema.extend({
+  key: z.string(),
+  environment: z.string(),
+  verdict: VerdictKindSchema,
+  counts: CountsSchema,
+}).superRefine((w, ctx) => {
+  const expected = windowKey(w);
+  if (w.key !== expected) ctx.addIssue({ code: 'custom', path: ['key'], message: `is "${w.key}" but the window's fields make "${expected}"` });
+});
+export type BaselineWindow = z.infer<typeof BaselineWindowSchema>;
+
 export const BaselineSchema = z
   .object({
     schemaVersion: SchemaVersionSchema,
@@ -385,12 +488,18 @@ export const BaselineSchema = z
     matrix: MatrixSchema,
     environments: z.array(EnvironmentSchema).min(1),
     cells: z.array(BaselineCellSchema),
+    /** Approved windows of `sqltally exec` / `proxy`, one per name; absent from baselines of `sqltally run`. */
+    windows: z.array(BaselineWindowSchema).optional(),
   })
   .superRefine((b, ctx) => {
     const keys = new Set<string>();
     b.cells.forEach((c, i) => {
       if (keys.has(c.key)) ctx.addIssue({ code: 'custom', path: ['cells', i, 'key'], message: `duplicate cell key "${c.key}"` });
       keys.add(c.key);
+    });
+    (b.windows ?? []).forEach((w, i) => {
+      if (keys.has(w.key)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'key'], message: `duplicate window key "${w.key}"` });
+      keys.add(w.key);
     });
   });
 export type Baseline = z.infer<typeof BaselineSchema>;
@@ -408,7 +517,19 @@ export function counterAbsentMeansZero(counter: string): boolean {
  * are timings.
  */
 export function countsOf(cell: Cell): Counts {
-  const { driver, wire, server } = cell.layers;
+  return countsOfLayers(cell.layers, DRIVERS[cell.driver].stableWireBytes);
+}
+
+/**
+ * A window's counts, as for a cell. Its clients are not sqltally's drivers, so their bytes are left out like those
+ * of a driver whose statement names vary.
+ */
+export function countsOfWindow(window: Window): Counts {
+  return countsOfLayers(window.layers, false);
+}
+
+function countsOfLayers(layers: CellLayers, stableWireBytes: boolean): Counts {
+  const { driver, wire, server } = layers;
   return {
     driver: driver
       ? {
@@ -427,7 +548,7 @@ export function countsOf(cell: Cell): Counts {
           ...prefixed('commands', wire.commands),
           commandsTotal: wire.commandsTotal,
           roundTrips: wire.roundTrips,
-          ...(DRIVERS[cell.driver].stableWireBytes ? { bytesClientToServer: wire.bytesClientToServer } : {}),
+          ...(stableWireBytes ? { bytesClientToServer: wire.bytesClientToServer } : {}),
           connections: wire.connections,
         }
       : null,

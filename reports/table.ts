@@ -1,4 +1,4 @@
-import type { Cell, Report } from './schema';
+import type { Cell, Report, Window } from './schema';
 import { formatMs } from './timings';
 
 /** The columns a person reads at a glance, shared by the terminal table and report.md. */
@@ -59,6 +59,58 @@ export function sortedCells(cells: readonly Cell[]): Cell[] {
       a.rows - b.rows ||
       Number(a.hot) - Number(b.hot),
   );
+}
+
+/** The columns of a window (`sqltally exec`, `proxy`): no driver, strategy or timing series. */
+export const WINDOW_COLUMNS = [
+  { key: 'backend', title: 'backend', numeric: false },
+  { key: 'server', title: 'server', numeric: false },
+  { key: 'name', title: 'window', numeric: false },
+  { key: 'wireCommands', title: 'wire cmds', numeric: true },
+  { key: 'roundTrips', title: 'round trips', numeric: true },
+  { key: 'wireRows', title: 'wire rows', numeric: true },
+  { key: 'serverStatements', title: 'server stmts', numeric: true },
+  { key: 'serverRows', title: 'server rows', numeric: true },
+  { key: 'verdict', title: 'verdict', numeric: false },
+  { key: 'ms', title: 'ms', numeric: true },
+] as const;
+export type WindowColumn = (typeof WINDOW_COLUMNS)[number]['key'];
+
+/** One window as display strings. */
+export function windowColumns(w: Window): Record<WindowColumn, string> {
+  const { wire, server } = w.layers;
+  return {
+    backend: w.backend,
+    server: shortVersion(w.serverVersion),
+    name: w.name,
+    wireCommands: show(wire?.commandsTotal),
+    roundTrips: show(wire?.roundTrips),
+    wireRows: show(wire?.rowsAffected),
+    serverStatements: show(server?.summary.statements),
+    serverRows: show(server?.summary.rowsInserted),
+    verdict: w.error ? `${w.verdict.kind} (error)` : w.verdict.kind,
+    ms: formatMs(w.durationNs),
+  };
+}
+
+/** The windows of a report as an aligned table, then each one's verdict reason. */
+export function renderWindows(windows: readonly Window[]): string {
+  if (windows.length === 0) return '(no windows)';
+  const lines = [
+    alignColumns(
+      WINDOW_COLUMNS.map((c) => c.title),
+      windows.map((w) => {
+        const cols = windowColumns(w);
+        return WINDOW_COLUMNS.map((c) => cols[c.key]);
+      }),
+      WINDOW_COLUMNS.map((c) => c.numeric),
+    ),
+  ];
+  for (const w of windows) {
+    lines.push(`${w.verdict.kind.toUpperCase()} ${w.name}: ${w.error ? w.error.message : w.verdict.reason}`);
+    if (w.lateCommits) lines.push(`  after the give-up: ${w.lateCommits.summary}`);
+  }
+  return lines.join('\n');
 }
 
 /** Aligns rows of strings into columns; numbers right-aligned. */
