@@ -6,8 +6,9 @@ import { readReportFile } from '../../reports/schema';
 import { runMatrix } from '../../run/matrix';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
-import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, type FaultTarget } from './fixture';
+import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
+import { STRIKES_SERVER, itForProvider, serverControl, type ProviderTable, type ServerControl } from './providers';
 
 // The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
 // gave up (a server frozen past the cell timeout is in freeze.cases.ts). Each run starts a private
@@ -18,6 +19,9 @@ jest.setTimeout(START_TIMEOUT_MS * 2);
 
 const LATE_TIMEOUT_MS = 1000;
 
+/** Nothing is done to the server here: the run's own timeout and cancel, on whatever server it was given. */
+const GIVES_UP: ProviderTable = { local: 'runs', testcontainers: 'runs', external: 'runs', embedded: 'runs' };
+
 describeEachBackend((b) => {
   const target: FaultTarget = FAULT_TARGETS[b.backend];
   if ('noServer' in target) {
@@ -26,9 +30,15 @@ describeEachBackend((b) => {
   }
   const { strategy, perRowStrategy } = target;
 
-  it('SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
+  // Local: SIGKILL of every process of the server; Testcontainers: `docker kill -s KILL` (see providers.ts).
+  itForProvider(b, STRIKES_SERVER, 'SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
     const env = faultEnv('kill');
-    const o = await runWithFault(b.id, strategy, env, (s) => signalServer(s.pid, 'SIGKILL'));
+    let control: ServerControl | undefined;
+    const o = await runWithFault(b.id, strategy, env, async (s) => {
+      control = serverControl(s);
+      await control.kill();
+    });
+    expect(await control?.gone()).toBe(true);
     expect(o.seenRows).toBeGreaterThan(FIRST_ROWS);
     expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
     expect(o.report.failure?.message).toContain(`${strategy} at ${FAULT_ROWS} rows failed`);
@@ -45,7 +55,7 @@ describeEachBackend((b) => {
     }
   });
 
-  it('a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
+  itForProvider(b, GIVES_UP, 'a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
     // One transaction of one-row inserts: at the give-up nothing is committed; the cancel (KILL QUERY,
     // pg_cancel_backend) fails the statement in flight and the strategy rolls back, or COMMIT got there first.
     const env = faultEnv('late');
