@@ -25,13 +25,24 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const FORCED = process.env['SQLTALLY_PROVIDER'] || 'none';
 
 /** A TCP listener of the test's own: one that speaks nothing, or one that answers any line like Redis does. */
-async function listen(behaviour: 'silent' | 'redisLike'): Promise<net.Server> {
+async function listen(behaviour: 'silent' | 'redisLike'): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
     s.on('error', () => undefined);
     if (behaviour === 'redisLike') s.on('data', () => s.write("-ERR unknown command 'QUIT'\r\n"));
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return server;
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    // close() alone waits for every connection to end, and a silent listener's peers may wait for it forever.
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
 }
 
 // A URL that is set always wins, whatever provider the run forces (SQLTALLY_PROVIDER is this run's own): the error
@@ -42,20 +53,19 @@ describe(`a URL at a port that is not a database, under SQLTALLY_PROVIDER=${FORC
     ['postgres', 'postgres', 'PostgreSQL', 'silent', 'accepted the connection but sent no answer in'],
     ['mariadb', 'mysql', 'MySQL/MariaDB', 'redisLike', 'answered, but not as a MySQL/MariaDB server (it sent "-ERR'],
     ['postgres', 'postgres', 'PostgreSQL', 'redisLike', 'answered, but not as a PostgreSQL server (it sent "-ERR'],
-  ] as const)('%s: a %s://... URL at a %s listener is a SqltallyError naming backend, phase connect, what answered and the redacted URL', async (backend, scheme, protocol, behaviour, says) => {
+  ] as const)('%s: a %s://... URL at a listener that is not a %s server (%s) is a SqltallyError naming backend, phase connect, what answered and the redacted URL', async (backend, scheme, _protocol, behaviour, says) => {
     const server = await listen(behaviour);
     try {
-      const port = (server.address() as net.AddressInfo).port;
+      const { port } = server;
       const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
       const err = await startBackend(backend, { ...process.env, [variable]: `${scheme}://u:hunter2@127.0.0.1:${port}/d` }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(SqltallyError);
       const message = (err as SqltallyError).message;
       expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:${port} ${says}`);
-      expect(message).toContain(`not a ${protocol} server`);
       expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:${port}/d`);
       expect(message).not.toContain('hunter2');
     } finally {
-      await new Promise<void>((r) => server.close(() => r()));
+      await server.close();
     }
   });
 

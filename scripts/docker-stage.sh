@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
-# Opt-in CI stage (.ci/run runs it when SQLTALLY_DOCKER=1): proves the Testcontainers provider on a real
-# engine. No registry is reachable here, so the images are built locally from the same root filesystems the
-# chroot provider uses (sqltally/mysql:9, sqltally/mariadb:11) and from the embedded-postgres binaries
-# (sqltally/postgres:17), with entrypoints that honour the official images' variables (docker/*.sh). Then the
-# integration suite runs with SQLTALLY_PROVIDER=testcontainers against them, Ryuk off, every port published on
-# loopback only. In users' CI the official images are used instead.
+# The Testcontainers stage of .ci/run: proves the Testcontainers provider on a real engine. No registry is reachable
+# here, so the images are built locally from the same root filesystems the chroot provider uses (sqltally/mysql:9,
+# sqltally/mariadb:11) and from the embedded-postgres binaries (sqltally/postgres:17), with entrypoints that honour
+# the official images' variables (docker/*.sh). Then integration files run with SQLTALLY_PROVIDER=testcontainers
+# against them, Ryuk off, every port published on loopback only. In users' CI the official images are used instead.
 #
-# usage: scripts/docker-stage.sh            build images, run the integration suite through Testcontainers
-#        scripts/docker-stage.sh --images   only build the images (leaves no daemon running)
+# usage: scripts/docker-stage.sh [--subset]  build images, run the files that prove the provider (SUBSET below)
+#        scripts/docker-stage.sh --full      build images, run the whole integration suite through Testcontainers
+#        scripts/docker-stage.sh --images    only build the images (leaves no daemon running)
+# Images are kept in the engine's data root between runs and rebuilt only when their inputs change (a label on
+# each image carries the hash of its Dockerfile, entrypoint and base), so a second run builds nothing.
 # Environment: SQLTALLY_DOCKER_ROOT (engine state, default /var/lib/sqltally-docker), SQLTALLY_DOCKER_LOG
 #              (daemon log, default /tmp/sqltally-dockerd.log), SQLTALLY_JEST_ARGS (extra jest arguments),
 #              SQLTALLY_DOCKERD (daemon binary, default dockerd; a failing one shows the "will not start" path).
-# Exit codes: 0 passed, 1 integration suite failed, 4 docker.io cannot be installed, 5 the daemon does not start,
-#             6 no image could be built.
+# Exit codes: 0 passed, 1 integration tests failed, 2 usage, 4 docker.io cannot be installed, 5 the daemon does not
+#             start, 6 no image could be built.
 # The daemon is started by hand on a private socket and stopped again on exit, whatever happens.
 set -euo pipefail
+
+# What every CI run proves through the engine: starting and identifying each backend, the probes, the capture API,
+# the user's own code, the main job, the oracle, the faults that strike a server (docker kill, docker pause) and the
+# URL rules under a forced provider. The rest of the suite runs on local binaries in `npm test`.
+SUBSET=(
+  integration/backends.test.ts
+  integration/probes.test.ts
+  integration/capture.test.ts
+  integration/own-code.test.ts
+  integration/main-job.test.ts
+  integration/oracle.test.ts
+  integration/bad-input.test.ts
+  integration/faults/server.test.ts
+  integration/faults/capture.test.ts
+  integration/faults/freeze.postgres.test.ts
+)
 
 # Globals, not locals: the EXIT trap runs after main() has returned and still needs them.
 sock=/run/sqltally-docker.sock
@@ -24,7 +42,8 @@ build=''
 
 main() {
   local root; root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
-  local mode="${1:-run}"
+  local mode="${1:---subset}"
+  case "$mode" in --subset|--full|--images) ;; *) echo "usage: $0 [--subset|--full|--images]" >&2; exit 2 ;; esac
   local exec_root=/run/sqltally-docker
   local pidfile=/run/sqltally-docker.pid
   local data_root="${SQLTALLY_DOCKER_ROOT:-/var/lib/sqltally-docker}"
@@ -103,6 +122,17 @@ main() {
     echo "$tag"
   }
 
+  # Builds tag from the context in dir unless the image already carries the hash of that context (and its base).
+  build_image() { # tag dir base
+    local tag="$1" dir="$2" base="$3" key have
+    # Every file's path and size, and the content of the small ones (Dockerfile, entrypoints): cp does not keep times.
+    key="$( { echo "$base"; cd "$dir" && find . -type f -printf '%P %s\n' | sort && find . -type f -size -1M -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)"
+    have="$(dk image inspect -f '{{index .Config.Labels "org.sqltally.inputs"}}' "$tag" 2>/dev/null || true)"
+    if [ "$have" = "$key" ]; then say "$tag up to date (inputs $key)" >&2; return 0; fi
+    say "building $tag (inputs $key)" >&2
+    dk build -q --label "org.sqltally.inputs=$key" -t "$tag" "$dir" >/dev/null
+  }
+
   local built=() failed=() base
   if base="$(import_rootfs mysql)"; then
     mkdir -p "$build/mysql"
@@ -115,7 +145,7 @@ EXPOSE 3306
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["mysqld"]
 EOF
-    dk build -q -t sqltally/mysql:9 "$build/mysql" >/dev/null && built+=(sqltally/mysql:9) || failed+=("mysql (docker build failed)")
+    build_image sqltally/mysql:9 "$build/mysql" "$base" && built+=(sqltally/mysql:9) || failed+=("mysql (docker build failed)")
   else
     failed+=("mysql (no MySQL root filesystem: scripts/provision-rootfs.sh mysql failed)")
   fi
@@ -130,7 +160,7 @@ EXPOSE 3306
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["mariadbd"]
 EOF
-    dk build -q -t sqltally/mariadb:11 "$build/mariadb" >/dev/null && built+=(sqltally/mariadb:11) || failed+=("mariadb (docker build failed)")
+    build_image sqltally/mariadb:11 "$build/mariadb" "$base" && built+=(sqltally/mariadb:11) || failed+=("mariadb (docker build failed)")
   else
     failed+=("mariadb (no MariaDB 11 root filesystem: scripts/provision-rootfs.sh mariadb11 failed)")
   fi
@@ -153,7 +183,7 @@ STOPSIGNAL SIGINT
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["postgres"]
 EOF
-    dk build -q -t sqltally/postgres:17 "$build/postgres" >/dev/null && built+=(sqltally/postgres:17) || failed+=("postgres (docker build failed)")
+    build_image sqltally/postgres:17 "$build/postgres" "$base" && built+=(sqltally/postgres:17) || failed+=("postgres (docker build failed)")
   else
     failed+=("postgres (no node_modules/pg17 or no sid base image)")
   fi
@@ -168,19 +198,26 @@ EOF
   for b in "${built[@]}"; do b="${b#sqltally/}"; backends+=("${b%%:*}"); done
   # SQLite has no container form; it runs embedded as always, so tests that compare against it still can.
   local list; list="sqlite,$(IFS=,; echo "${backends[*]}")"
-  say "running the integration suite through Testcontainers for: $list"
-  local rc=0
-  # These files test the local provider's own lifecycle (port race, leaks of spawned servers); this stage has no
-  # local server by design, and their describe.each over an empty list fails the file instead of skipping it.
-  local LOCAL_PROVIDER_TESTS=('integration/leaks\.test\.ts' 'integration/backends\.test\.ts')
+  local files=() what
+  if [ "$mode" = --full ]; then
+    what="the whole integration suite"
+  else
+    files=("${SUBSET[@]}")
+    what="the files that prove the provider (${#files[@]}; --full runs them all)"
+  fi
+  say "running $what through Testcontainers for: $list"
+  local rc=0 tests_started; tests_started=$(date +%s)
+  # These files test the local provider's own lifecycle (leaks of spawned servers after their Node process is
+  # signalled); this stage has no local server by design.
+  local LOCAL_PROVIDER_TESTS=('integration/leaks\.test\.ts')
   say "not run here (local-provider lifecycle tests): ${LOCAL_PROVIDER_TESTS[*]}"
   (
     cd "$root"
     # --testTimeout: Jest reads the timeout from the global config only, so the integration project's own
     # testTimeout is not applied; containers on two busy cores need more than the default 5 s.
-    # shellcheck disable=SC2086 # extra jest arguments are a word list
     # Local installs are hidden (empty bindirs, no root filesystem cache), so the suite's variant list is exactly
     # the images: a chroot MariaDB 11.8 would otherwise become "mariadb@11.8" and ask the engine for mariadb:11.8.
+    # shellcheck disable=SC2086 # extra jest arguments are a word list
     env DOCKER_HOST="unix://$sock" \
       SQLTALLY_ROOTFS_CACHE=/nonexistent/sqltally-docker-stage \
       SQLTALLY_MARIADB_BINDIR=/nonexistent/sqltally-docker-stage \
@@ -194,10 +231,10 @@ EOF
       SQLTALLY_POSTGRES_IMAGE=sqltally/postgres:17 \
       SQLTALLY_BACKENDS="$list" \
       SQLTALLY_REQUIRE="$list" \
-      npx jest --selectProjects integration --runInBand --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-} \
-        --testPathIgnorePatterns "${LOCAL_PROVIDER_TESTS[@]}"
+      npx jest --selectProjects integration --maxWorkers="${SQLTALLY_DOCKER_WORKERS:-2}" --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-} \
+        --testPathIgnorePatterns "${LOCAL_PROVIDER_TESTS[@]}" -- "${files[@]}"
   ) || rc=$?
-  say "integration suite through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") after $(elapsed)"
+  say "integration tests through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") in $(( $(date +%s) - tests_started ))s; the stage took $(elapsed)"
   [ "$rc" = 0 ] || return 1
 }
 
