@@ -101,7 +101,7 @@ main() {
       say "dockerd did not come up with $driver:"; tail -n 5 "$log" | sed 's/^/    /'
       stop_daemon
     done
-    [ -n "$ok" ] || unavailable 5 "dockerd does not start here with overlay2 or vfs (log: $log); the testcontainers provider stays skipped"
+    [ -n "$ok" ] || unavailable 5 "dockerd does not start here with overlay2 or vfs (log: $log): the Testcontainers provider cannot be proved on this machine"
     say "dockerd ready after $(elapsed): $(dk version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')"
   fi
 
