@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { processAlive } from '../../containers/live';
 import type { ProviderKind, StartedBackend } from '../../containers/types';
 import { allThreadsStopped, signalServer, thawQuietly } from './fixture';
@@ -71,6 +72,15 @@ async function container(s: StartedBackend) {
   return { id: id.slice(0, 12), handle: client.container.getById(id) };
 }
 
+/** Whether this machine's process `pid` runs in the container: its cgroup path names the container's id. */
+function inContainer(pid: number, containerId: string): boolean {
+  try {
+    return containerId.length > 0 && fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(containerId);
+  } catch {
+    return false;
+  }
+}
+
 /** The container's state, or null once the engine no longer has it. */
 async function containerState(s: StartedBackend): Promise<{ Running: boolean; Paused: boolean } | null> {
   const c = await container(s);
@@ -82,7 +92,10 @@ async function containerState(s: StartedBackend): Promise<{ Running: boolean; Pa
   }
 }
 
-/** `docker kill -s KILL`, `docker pause` / `unpause`: the engine's own faults, so a remote engine works too. */
+/**
+ * `docker kill -s KILL` through the engine; a freeze by the container's host pids (from `docker inspect`) when the
+ * engine runs here, else `docker pause` / `unpause`, so a remote engine works too.
+ */
 function engineControl(s: StartedBackend): ServerControl {
   return {
     kill: async () => {
@@ -92,7 +105,14 @@ function engineControl(s: StartedBackend): ServerControl {
     },
     freeze: async () => {
       const c = await container(s);
-      // The cgroup freezer: the engine answers once every task of the container is frozen.
+      // An engine on this machine: the container's own processes, by their host pids, stop at once. `docker pause`
+      // (the cgroup freezer) took long enough on two busy cores for the run to give up before the freeze held.
+      const hostPid = (await c.handle.inspect()).State.Pid;
+      if (hostPid > 0 && inContainer(hostPid, s.containerId ?? '')) {
+        const frozen = signalServer(hostPid, 'SIGSTOP');
+        return { stopped: await allThreadsStopped(frozen), what: `container ${c.id}, host pids ${frozen.join(', ')}`, thaw: () => thawQuietly(frozen) };
+      }
+      // A remote engine: its processes are not ours to signal, so the engine freezes them.
       await c.handle.pause();
       const state = await containerState(s);
       return {
