@@ -133,7 +133,7 @@ export function startedBackend(
   description: BackendDescription,
   connection: ConnectionInfo,
   stop: () => Promise<void>,
-  resources: { pid?: number; dataDir?: string; logFile?: string } = {},
+  resources: { pid?: number; containerId?: string; dataDir?: string; logFile?: string } = {},
 ): StartedBackend {
   let stopping: Promise<void> | undefined;
   const once = (): Promise<void> => (stopping ??= stop());
@@ -141,6 +141,7 @@ export function startedBackend(
     description,
     connection,
     ...(resources.pid !== undefined ? { pid: resources.pid } : {}),
+    ...(resources.containerId !== undefined ? { containerId: resources.containerId } : {}),
     ...(resources.dataDir !== undefined ? { dataDir: resources.dataDir } : {}),
     ...(resources.logFile !== undefined ? { logFile: resources.logFile } : {}),
     stop: once,

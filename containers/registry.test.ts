@@ -150,6 +150,34 @@ describe('resolveBackend: forcing a provider', () => {
     expect(forced).toMatchObject({ available: false, reason: 'SQLTALLY_SQLITE_PROVIDER=external, but sqlite can only use embedded' });
   });
 
+  // A URL that is set is never passed over: forcing a provider for every backend does not silence it.
+  it.each(['testcontainers', 'local'])('lets a set URL win over SQLTALLY_PROVIDER=%s', async (provider) => {
+    const r = await resolveBackend('mariadb', env({ SQLTALLY_PROVIDER: provider, SQLTALLY_MARIADB_URL: 'mariadb://u:pw@db.example:3306/x' }));
+    expect(r).toMatchObject({ available: true, provider: 'external', origin: 'mariadb://u:***@db.example:3306/x' });
+  });
+
+  it('fails a set but malformed URL under SQLTALLY_PROVIDER=local rather than starting the local server', async () => {
+    const r = await resolveBackend('mariadb', env({ SQLTALLY_PROVIDER: 'local', SQLTALLY_MARIADB_URL: 'http://x' }));
+    expect(r).toMatchObject({ available: false, misconfigured: { variable: 'SQLTALLY_MARIADB_URL' } });
+  });
+
+  it.each(['testcontainers', 'local'])('refuses SQLTALLY_MARIADB_PROVIDER=%s beside SQLTALLY_MARIADB_URL as a usage error naming both, the password masked', async (provider) => {
+    const err = await resolveBackend('mariadb', env({ SQLTALLY_MARIADB_PROVIDER: provider, SQLTALLY_MARIADB_URL: 'mariadb://u:hunter2@db.example:3306/x?password=hunter2' })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqltallyError);
+    expect((err as SqltallyError).phase).toBe('config');
+    const message = (err as SqltallyError).message;
+    expect(message).toContain(`SQLTALLY_MARIADB_PROVIDER=${provider} and SQLTALLY_MARIADB_URL=mariadb://u:***@db.example:3306/x?password=*** are both set for mariadb`);
+    expect(message).not.toContain('hunter2');
+  });
+
+  it('takes SQLTALLY_MARIADB_PROVIDER=external beside the URL as agreeing, and a variant URL only for its variant', async () => {
+    const agreed = await resolveBackend('mariadb', env({ SQLTALLY_MARIADB_PROVIDER: 'external', SQLTALLY_MARIADB_URL: 'mariadb://u@db.example/x' }));
+    expect(agreed).toMatchObject({ available: true, provider: 'external' });
+    const other = { SQLTALLY_MARIADB_PROVIDER: 'local', SQLTALLY_MARIADB_11_URL: 'mariadb://u@db.example/x' };
+    await expect(resolveBackend('mariadb', env(other))).resolves.toMatchObject({ available: true, provider: 'local' });
+    await expect(resolveBackend('mariadb@11', env(other))).rejects.toThrow('SQLTALLY_MARIADB_PROVIDER=local and SQLTALLY_MARIADB_11_URL=');
+  });
+
   it('rejects a provider name that does not exist', async () => {
     await expect(resolveBackend('mariadb', env({ SQLTALLY_PROVIDER: 'docker' }))).rejects.toThrow('SQLTALLY_PROVIDER="docker" is not a provider');
   });

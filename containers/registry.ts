@@ -181,9 +181,27 @@ function unavailable(module: BackendModule, id: BackendId, tried: Unavailable['t
 }
 
 /**
+ * The providers to try, in order. A URL set for this id always wins: over the order, and over a global
+ * `SQLTALLY_PROVIDER` (the URL names this backend, the global variable every backend). A per-backend provider other
+ * than `external` beside the URL is two contradictory orders for one backend: a usage error naming both, never a
+ * silent choice of one.
+ */
+function providerOrder(module: BackendModule, id: BackendId, forced: ReturnType<typeof forcedProvider>, env: NodeJS.ProcessEnv): readonly ProviderKind[] {
+  const urlVariable = envKey(id, 'URL');
+  const url = module.providers.includes('external') ? env[urlVariable] : undefined;
+  if (!url) return forced ? [forced.provider] : module.providers;
+  if (!forced || forced.provider === 'external' || forced.variable === 'SQLTALLY_PROVIDER') return ['external'];
+  throw new SqltallyError(`${forced.variable}=${forced.provider} and ${urlVariable}=${redactUrl(url)} are both set for ${id.id}: one asks for ${forced.provider}, the other for the server at the URL`, {
+    backend: id.id,
+    phase: 'config',
+    hint: `unset ${forced.variable} to use the URL, or unset ${urlVariable} to use ${forced.provider}`,
+  });
+}
+
+/**
  * Decides how a backend id would be obtained here, without starting anything: the first provider that can
  * serve it (external URL, Testcontainers, local binaries), or why none can. Throws only for bad config
- * (unknown backend name, a provider name that does not exist).
+ * (unknown backend name, a provider name that does not exist, a forced provider contradicting a set URL).
  */
 export async function resolveBackend(id: string, env: NodeJS.ProcessEnv = process.env): Promise<Resolution> {
   const parsed = parseBackendId(id);
@@ -192,7 +210,7 @@ export async function resolveBackend(id: string, env: NodeJS.ProcessEnv = proces
   if (forced && !module.providers.includes(forced.provider)) {
     return unavailable(module, parsed, [], `${forced.variable}=${forced.provider}, but ${module.name} can only use ${module.providers.join(', ')}`);
   }
-  const order = forced ? [forced.provider] : module.providers;
+  const order = providerOrder(module, parsed, forced, env);
   const tried: Unavailable['tried'] = [];
   for (const provider of order) {
     const attempt = await ATTEMPTS[provider](module, parsed, env);

@@ -28,6 +28,7 @@ export function containerPlanFor(module: BackendModule, variant: string | undefi
 }
 
 interface StartedContainer {
+  getId(): string;
   getHost(): string;
   getMappedPort(port: number): number;
   stop(): Promise<unknown>;
@@ -119,7 +120,7 @@ export async function startContainer(module: BackendModule, plan: ContainerPlan,
     await module.prepare?.(connection);
     if (!module.identify) throw new Error(`${module.name} cannot identify itself`);
     const identity = await module.identify(connection);
-    return startedBackend(describeBackend(module, identity, 'testcontainers', plan.image, readyNs, true), connection, stop);
+    return startedBackend(describeBackend(module, identity, 'testcontainers', plan.image, readyNs, true), connection, stop, { containerId: container.getId() });
   } catch (cause) {
     await stop().catch(() => undefined);
     throw new SqltallyError(`container ${plan.image} never answered a query`, { ...context, phase: 'start', cause, statement: 'SELECT 1' });

@@ -78,6 +78,8 @@ export interface StartedBackend extends AsyncDisposable {
   readonly connection: ConnectionInfo;
   /** The server process sqltally spawned (local provider only), so a test can prove it is gone after stop. */
   readonly pid?: number;
+  /** The engine's id of the container sqltally started (Testcontainers provider only), for the same purpose. */
+  readonly containerId?: string;
   /** The private directory sqltally created (local and embedded), removed by stop. */
   readonly dataDir?: string;
   /**

@@ -316,9 +316,11 @@ describe('bad input', () => {
     expect(err.message).not.toContain('sekrit');
   });
 
-  it('says what to install when the binaries are missing', async () => {
+  it('says what to install when the binaries are missing (no provider forced, whatever this run forces)', async () => {
     const env = {
       ...process.env,
+      SQLTALLY_PROVIDER: undefined,
+      SQLTALLY_POSTGRES_PROVIDER: undefined,
       DOCKER_HOST: 'unix:///nonexistent/docker.sock',
       SQLTALLY_POSTGRES_BINDIR: '/nonexistent/bin',
     };

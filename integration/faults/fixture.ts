@@ -37,7 +37,13 @@ export function faultEnv(tag: string): NodeJS.ProcessEnv {
  * `rows`-row window inserts (the insert is under way on the server, a chunk of it committed), then runs `fault`
  * at once, before the poll's own connection closes. Returns how many rows were seen when it struck.
  */
-export async function strikeMidInsert(backend: () => StartedBackend | undefined, above: number, rows: number, fault: (b: StartedBackend) => void, deadlineMs = 150_000): Promise<number> {
+export async function strikeMidInsert(
+  backend: () => StartedBackend | undefined,
+  above: number,
+  rows: number,
+  fault: (b: StartedBackend) => void | Promise<void>,
+  deadlineMs = 150_000,
+): Promise<number> {
   const deadline = Date.now() + deadlineMs;
   while (Date.now() < deadline) {
     const b = backend();
@@ -51,16 +57,19 @@ export async function strikeMidInsert(backend: () => StartedBackend | undefined,
         for (let i = 0; client && struck === null && i < 500; i++) {
           const [row] = await client.query<{ n: unknown }>(`SELECT count(*) AS n FROM ${table.quoted}`);
           const n = Number(row?.n);
-          if (n > above && n < rows) {
-            fault(b);
-            struck = n;
-          } else await sleep(10);
+          if (n > above && n < rows) struck = n;
+          else await sleep(10);
         }
       } catch {
         // The table is between a DROP and a CREATE, or the server went: poll again.
       }
-      // Not awaited: a frozen server never answers the goodbye; the socket closes when the run stops the server.
-      void client?.close().catch(() => undefined);
+      try {
+        // Outside the poll's catch: a fault that cannot strike fails the test at once, not at the deadline.
+        if (struck !== null) await fault(b);
+      } finally {
+        // Not awaited: a frozen server never answers the goodbye; the socket closes when the run stops the server.
+        void client?.close().catch(() => undefined);
+      }
       if (struck !== null) return struck;
     }
     await sleep(20);

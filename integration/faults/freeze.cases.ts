@@ -1,8 +1,8 @@
 import type { BackendName } from '../../containers/types';
-import { processAlive } from '../../containers/live';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
-import { FAULT_ROWS, FAULT_TARGETS, faultEnv, signalServer, thawQuietly, type FaultTarget } from './fixture';
+import { FAULT_ROWS, FAULT_TARGETS, faultEnv, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
+import { STRIKES_SERVER, itForProvider, serverControl, type FrozenServer, type ServerControl } from './providers';
 
 // The main job under a server stopped with SIGSTOP past the cell timeout. Each case waits out the timeout and the
 // bounded reads after it (22-26 s a backend here, nearly all of it waiting), so each backend has a file of its own
@@ -23,16 +23,19 @@ export function freezeCases(backend: BackendName): void {
     }
     const { strategy } = target;
 
-    it(`SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
+    // Local: SIGSTOP of every process of the server; Testcontainers: `docker pause` (see providers.ts).
+    itForProvider(b, STRIKES_SERVER, `SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
       const env = faultEnv('stop');
-      let frozen: number[] = [];
+      let control: ServerControl | undefined;
+      let frozen: FrozenServer | undefined;
       try {
         const o = await runWithFault(
           b.id,
           strategy,
           env,
-          (s) => {
-            frozen = signalServer(s.pid, 'SIGSTOP');
+          async (s) => {
+            control = serverControl(s);
+            frozen = await control.freeze();
           },
           CELL_TIMEOUT_MS,
         );
@@ -47,10 +50,10 @@ export function freezeCases(backend: BackendName): void {
         expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
         expect(o.report.failure?.phase).toBe('workload');
       } finally {
-        await thawQuietly(frozen);
+        await frozen?.thaw();
       }
       // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
-      expect(frozen.filter((p) => processAlive(p))).toEqual([]);
+      expect({ frozen: frozen?.what, gone: await control?.gone() }).toEqual({ frozen: expect.any(String), gone: true });
     });
   }, (b) => b.backend === backend);
 }

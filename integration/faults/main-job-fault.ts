@@ -15,7 +15,7 @@ export interface Observed {
   seenRows: number;
 }
 
-export async function runWithFault(id: string, strategy: string, env: NodeJS.ProcessEnv, fault: (b: StartedBackend) => void, cellTimeoutMs?: number): Promise<Observed> {
+export async function runWithFault(id: string, strategy: string, env: NodeJS.ProcessEnv, fault: (b: StartedBackend) => void | Promise<void>, cellTimeoutMs?: number): Promise<Observed> {
   let backend: StartedBackend | undefined;
   const progress: string[] = [];
   let firstCellDone = false;
@@ -30,7 +30,11 @@ export async function runWithFault(id: string, strategy: string, env: NodeJS.Pro
       started: (b) => (backend = b),
     },
   );
-  const seenRows = await strikeMidInsert(() => (firstCellDone ? backend : undefined), FIRST_ROWS, FAULT_ROWS, fault);
+  const seenRows = await strikeMidInsert(() => (firstCellDone ? backend : undefined), FIRST_ROWS, FAULT_ROWS, fault).catch(async (err: unknown) => {
+    // The run goes on without the fault: let it end (its server stopped) before the test fails.
+    await running.catch(() => undefined);
+    throw err;
+  });
   const report = await running;
   return { report, progress, backend, seenRows };
 }

@@ -7,8 +7,9 @@ import { runMatrix } from '../../run/matrix';
 import { findLeaks } from '../global-teardown';
 import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
-import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, type FaultTarget } from './fixture';
+import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
+import { STRIKES_SERVER, itForProvider, serverControl, type ProviderTable, type ServerControl } from './providers';
 
 // The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
 // gave up (a server frozen past the cell timeout is in freeze.cases.ts). Each run starts a private
@@ -19,6 +20,9 @@ jest.setTimeout(START_TIMEOUT_MS * 2);
 
 const LATE_TIMEOUT_MS = 1000;
 
+/** Nothing is done to the server here: the run's own timeout and cancel, on whatever server it was given. */
+const GIVES_UP: ProviderTable = { local: 'runs', testcontainers: 'runs', external: 'runs', embedded: 'runs' };
+
 describeEachBackend((b) => {
   const target: FaultTarget = FAULT_TARGETS[b.backend];
   if ('noServer' in target) {
@@ -27,9 +31,15 @@ describeEachBackend((b) => {
   }
   const { strategy, perRowStrategy } = target;
 
-  it('SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
+  // Local: SIGKILL of every process of the server; Testcontainers: `docker kill -s KILL` (see providers.ts).
+  itForProvider(b, STRIKES_SERVER, 'SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
     const env = faultEnv('kill');
-    const o = await runWithFault(b.id, strategy, env, (s) => signalServer(s.pid, 'SIGKILL'));
+    let control: ServerControl | undefined;
+    const o = await runWithFault(b.id, strategy, env, async (s) => {
+      control = serverControl(s);
+      await control.kill();
+    });
+    expect(await control?.gone()).toBe(true);
     expect(o.seenRows).toBeGreaterThan(FIRST_ROWS);
     expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
     expect(o.report.failure?.message).toContain(`${strategy} at ${FAULT_ROWS} rows failed`);
@@ -46,7 +56,7 @@ describeEachBackend((b) => {
     }
   });
 
-  it('a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
+  itForProvider(b, GIVES_UP, 'a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
     // One transaction of one-row inserts: at the give-up nothing is committed; the cancel (KILL QUERY,
     // pg_cancel_backend) fails the statement in flight and the strategy rolls back, or COMMIT got there first.
     const env = faultEnv('late');
@@ -58,7 +68,8 @@ describeEachBackend((b) => {
     );
     expect(report.status).toBe('failed');
     const [cell] = report.cells;
-    expect(cell?.verdict.kind).toBe('incomplete');
+    // With the run's failure beside it: a cell that never began says why (a reset that outlasted the timeout).
+    expect({ verdict: cell?.verdict.kind, failure: report.failure?.message }).toEqual({ verdict: 'incomplete', failure: expect.any(String) });
     expect(cell?.error?.message).toContain(`${perRowStrategy} at ${FAULT_ROWS} rows gave up after ${LATE_TIMEOUT_MS} ms (--cell-timeout-ms)`);
     const late = cell?.lateCommits;
     if (process.env['FAULT_DEBUG']) console.log(JSON.stringify({ error: cell?.error, late }, null, 1));
