@@ -8,6 +8,7 @@ import type { WireCounts } from '../counters/wire/types';
 import { truncateStatement } from '../containers/errors';
 import { reconcile, type DriverOptions, type Reconciliation } from './reconcile';
 import type { Verdict } from './types';
+import { reconcileWire } from './wire-model';
 
 /**
  * Who else may use the server. `mine`: every connection on it is the user's own code (a server sqltally started
@@ -199,9 +200,15 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
                 `no counted driver call in this window: its ${input.wire?.commandsTotal} wire command(s) came from clients not passed to session.count() (an ORM that opens its own connections), so the driver layer is not compared with the wire and the server`,
               ]
             : [],
-          discrepancies: [],
+          discrepancies: [] as string[],
         };
-  const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : undefined;
+  // No counted driver explains the window: the wire's own answers are the model the server is compared with.
+  const wireModel = !('prediction' in rec) && input.wire && (input.driver === null || uncounted) ? reconcileWire(input.wire, server) : null;
+  if (wireModel) {
+    rec.reconciliation.push(...wireModel.reconciliation);
+    rec.discrepancies.push(...wireModel.discrepancies);
+  }
+  const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : wireModel?.explainedStatements;
   return { verdict: decide(input, rec, explainedStatements), explainedStatements };
 }
 

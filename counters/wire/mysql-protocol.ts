@@ -424,7 +424,7 @@ export class MysqlSession implements WireSession {
     (_length, seq) => this.#checkClientSeq(seq),
     (first) => (this.#phase === 'command' && (first === Command.Query || first === Command.StmtPrepare) ? MYSQL_TEXT_KEPT : HEAD_BYTES),
   );
-  readonly #statements = new MysqlStatementTracker(this.tally.statements);
+  readonly #statements = new MysqlStatementTracker(this.tally.statements, (rows) => this.tally.rowsAffected(rows));
   readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq));
   #phase: Phase = 'greeting';
   /** Last sequence id of the handshake, which counts up across both directions. */

@@ -57,7 +57,7 @@ describe('MySQL statements on the wire', () => {
       client(command(0x03, 'INSERT INTO t (a) VALUES (1), (2), (3) RETURNING id')),
       server(columnCount(1, 1), columnDefinition(2, 'id'), eof(3), textRow(4, '1'), textRow(5, '2'), textRow(6, '3'), eof(7)),
     ]);
-    expect(counts.rowsAffected).toBe(0);
+    expect(counts.rowsAffected).toBe(3);
     expect(counts.statements).toMatchObject({ completed: 1, completedByClass: { insert: 1 }, rowsInserted: 3 });
   });
 

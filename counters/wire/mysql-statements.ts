@@ -46,12 +46,15 @@ function statementsOf(text: string): Statement[] {
  */
 export class MysqlStatementTracker {
   readonly #tally: StatementTally;
+  readonly #returnedRows: (rows: number) => void;
   readonly #prepared = new Map<number, Statement>();
   /** The statement of the last COM_STMT_PREPARE sent: an execute of id 0xFFFFFFFF (pipelined by the connector) runs it. */
   #lastPrepared: Statement | null = null;
 
-  constructor(tally: StatementTally) {
+  /** `returnedRows` hears of rows an INSERT reported as a result set instead of an OK packet's count. */
+  constructor(tally: StatementTally, returnedRows: (rows: number) => void) {
     this.#tally = tally;
+    this.#returnedRows = returnedRows;
   }
 
   #text(payload: MysqlPayload): string | null {
@@ -108,6 +111,7 @@ export class MysqlStatementTracker {
       case 'insert':
         // A result set answering an INSERT is its RETURNING rows (MariaDB): no OK packet follows with a count.
         if (statement.text !== null && UPSERT.test(statement.text)) return this.#tally.rows('unsplit', 0);
+        if (resultSet) this.#returnedRows(rows);
         return this.#tally.rows('inserted', rows);
       case 'update':
         return resultSet ? undefined : this.#tally.rows('updated', rows);

@@ -47,6 +47,7 @@ const TAG_CLASS: Readonly<Record<string, StatementClass>> = {
 };
 
 const MAX_TRACKED_NAMES = 10_000;
+const ON_CONFLICT = /\bon\s+conflict\b/i;
 
 /** A NUL-terminated string at `at` within the body's head, and where the next field starts; null when cut short. */
 function cstring(body: PgBody, at: number): { value: string; next: number } | null {
@@ -174,13 +175,14 @@ export class PgStatementTracker {
       named.ran = true;
     }
     this.#tally.completed(statementClass, statement?.text ?? null);
-    this.#rows(word, tag);
+    this.#rows(word, tag, statement?.text ?? null);
   }
 
-  #rows(word: string, tag: string): void {
+  #rows(word: string, tag: string, text: string | null): void {
     const copyIn = this.#copyIn;
     this.#copyIn = false;
-    const kind = word === 'INSERT' ? 'inserted' : word === 'UPDATE' ? 'updated' : word === 'DELETE' ? 'deleted' : word === 'COPY' && copyIn ? 'inserted' : word === 'MERGE' ? 'unsplit' : null;
+    // An INSERT ... ON CONFLICT's tag counts the rows it updated beside those it inserted.
+    const kind = word === 'INSERT' ? (text !== null && ON_CONFLICT.test(text) ? 'unsplit' : 'inserted') : word === 'UPDATE' ? 'updated' : word === 'DELETE' ? 'deleted' : word === 'COPY' && copyIn ? 'inserted' : word === 'MERGE' ? 'unsplit' : null;
     if (!kind) return;
     const rows = Number(tag.slice(tag.lastIndexOf(' ') + 1));
     this.#tally.rows(kind, Number.isSafeInteger(rows) ? rows : 0);

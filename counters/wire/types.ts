@@ -82,7 +82,8 @@ export const WireCountsSchema = z.object({
    */
   serverMessages: z.record(z.string(), z.number().int().nonnegative()).optional(),
   /**
-   * Rows the server reported changed: MySQL OK packets' affected rows; PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY
+   * Rows the server reported changed: MySQL OK packets' affected rows and the rows of an `INSERT ... RETURNING`
+   * result set (MariaDB answers it with no OK packet); PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY
    * tags. Absent when some answer carried its counts elsewhere (MariaDB 11.5+ bulk unit results), never a guess.
    */
   rowsAffected: z.number().int().nonnegative().optional(),
