@@ -99,3 +99,27 @@ describe('the wire as a model of its own', () => {
     expect(r.reconciliation[0]).toMatch(/no statement-by-statement counts/);
   });
 });
+
+describe('reasons when no Node driver was counted', () => {
+  it('work in flight names the connection and its statement, not await', () => {
+    const v = decideVerdict({
+      backend: postgres(),
+      driver: null,
+      wire: wire('postgres', { Query: 1 }, {}),
+      server: serverLayer(),
+      unfinished: { driverCalls: 0, wireRequests: 1, lateCommands: 0 },
+      inFlight: ['connection #4242: SELECT pg_sleep(5)'],
+    });
+    expect(v.kind).toBe('incomplete');
+    expect(v.reason).toContain('wait for the client process to exit, or for its last statement\'s result');
+    expect(v.reason).toContain('connection #4242: SELECT pg_sleep(5)');
+    expect(v.reason).not.toMatch(/await|session\.count/);
+  });
+
+  it('work around the proxy points at the host and port any client is given, not session.count()', () => {
+    const v = decideVerdict({ backend: backend(), driver: null, wire: wire('mysql', {}, {}), server: serverLayer({ connectionsOpened: 1, summary: { statements: 0, inserts: 0, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 0 } }) });
+    expect(v.kind).toBe('report');
+    expect(v.reason).toContain("point every client at the proxy's host and port");
+    expect(v.reason).not.toMatch(/session\.count\(\)|await/);
+  });
+});

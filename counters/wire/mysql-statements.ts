@@ -68,6 +68,7 @@ export class MysqlStatementTracker {
   /** COM_QUERY: its statements, or one of unknown class when the text was not kept whole. */
   query(payload: MysqlPayload): CommandStatements {
     const text = this.#text(payload);
+    this.#tally.lastSent = text ?? payload.bytes.toString('utf8', payload.headStart + 1, payload.headStart + payload.headLength);
     return fresh(text === null ? [{ text: null, statementClass: 'other' }] : statementsOf(text));
   }
 
@@ -89,6 +90,7 @@ export class MysqlStatementTracker {
   execute(payload: MysqlPayload, rowsElsewhere = false): CommandStatements {
     const id = payload.headLength >= 5 ? payload.bytes.readUInt32LE(payload.headStart + 1) : -1;
     const statement = (id === LAST_PREPARED ? this.#lastPrepared : this.#prepared.get(id)) ?? { text: null, statementClass: 'other' as const };
+    this.#tally.lastSent = statement.text;
     return { ...fresh([statement]), rowsElsewhere };
   }
 

@@ -85,6 +85,7 @@ export class PgStatementTracker {
     const whole = body.length - 4 === body.headLength;
     if (!whole) this.#tally.textUnread();
     const text = whole ? body.bytes.toString('utf8', body.headStart, body.headStart + body.headLength - 1) : null;
+    this.#tally.lastSent = text ?? body.bytes.toString('utf8', body.headStart, body.headStart + body.headLength);
     this.#pending.push({ kind: 'query', statements: text === null ? null : statementsOf(text), next: 0 });
     this.#statements.delete('');
     this.#portals.delete('');
@@ -111,7 +112,9 @@ export class PgStatementTracker {
   execute(body: PgBody): void {
     const portal = cstring(body, body.headStart);
     const name = (portal ? this.#portals.get(portal.value) : undefined) ?? '';
-    this.#pending.push({ kind: 'execute', statement: this.#statements.get(name), named: name !== '' });
+    const statement = this.#statements.get(name);
+    this.#tally.lastSent = statement?.text ?? null;
+    this.#pending.push({ kind: 'execute', statement, named: name !== '' });
   }
 
   close(body: PgBody): void {

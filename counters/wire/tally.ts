@@ -76,6 +76,7 @@ class NameCounts {
 /** Connect-time statement texts kept per connection, each cut to this many characters. */
 const CONNECT_TEXTS_KEPT = 8;
 const CONNECT_TEXT_CHARS = 80;
+const LAST_TEXT_CHARS = 120;
 
 /** Whether a statement is session set-up a client runs when it connects: SET, SHOW, a SELECT of no table (`SELECT VERSION()`). */
 function isSessionSetup(statementClass: StatementClass, text: string | null): boolean {
@@ -92,6 +93,8 @@ export class StatementTally {
   readonly #s: WireStatements = emptyStatements();
   /** Until the connection's first statement that is not session set-up, its statements are connect-time ones. */
   #connecting = true;
+  /** The text of the last statement the client sent, for naming a request still in flight. */
+  lastSent: string | null = null;
 
   /** A statement the server finished; `text` is its text when the wire carried it whole. */
   completed(statementClass: StatementClass, text: string | null): void {
@@ -279,6 +282,7 @@ export class ConnectionTally {
       serverMessages: this.#serverMessages.toRecord(),
       ...(this.#rowsAffectedKnown ? { rowsAffected: this.#rowsAffected } : {}),
       unansweredRequests: unanswered,
+      ...(this.statements.lastSent !== null ? { lastRequestText: this.statements.lastSent.slice(0, LAST_TEXT_CHARS * 4).replace(/\s+/g, ' ').trim().slice(0, LAST_TEXT_CHARS) } : {}),
       setup: { connectionsOpened: 1, ...this.#setup },
       statements: this.statements.toRecord(),
     };

@@ -96,6 +96,8 @@ export const WireCountsSchema = z.object({
   clientMidMessage: z.boolean().optional(),
   /** Handshake traffic, outside the command counts above. */
   setup: WireSetupSchema.optional(),
+  /** One connection's counts only: the text of the last statement its client sent (cut short), to name a request in flight. */
+  lastRequestText: z.string().optional(),
   /** Statement by statement, as the server's answers tell it. */
   statements: WireStatementsSchema.optional(),
 });
