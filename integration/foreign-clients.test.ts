@@ -200,16 +200,17 @@ describeEachBackend(
       await table('cli_items');
       const c = network(session.connection);
       const file = `${Array.from({ length: 200 }, (_, i) => `INSERT INTO cli_items (a) VALUES (${i});`).join('\n')}\n`;
-      const tally = await session.measure(() => run('mariadb', mariadbArgs(c), { MYSQL_PWD: c.password ?? '' }, file));
+      // --init-command is what an ORM's connection set-up looks like on the wire: a statement right after the handshake.
+      const tally = await session.measure(() => run('mariadb', ['--init-command=SET NAMES utf8mb4', ...mariadbArgs(c)], { MYSQL_PWD: c.password ?? '' }, file));
       expect((tally.result as Ran).code).toBe(0);
       expect(await mysqlScalar(backend(), 'SELECT count(*) FROM cli_items')).toBe(200);
       expect(figures(tally)).toMatchObject({
         verdict: 'assert',
         discrepancies: [],
-        statements: { completedByClass: { insert: 200 }, rowsInserted: 200, connectStatements: 1 },
-        server: { inserts: 200, rowsInserted: 200 },
+        statements: { completed: 201, completedByClass: { insert: 200, set: 1 }, rowsInserted: 200, connectStatements: 1 },
+        server: { statements: 201, inserts: 200, rowsInserted: 200 },
       });
-      expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/@@version_comment/)]);
+      expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/^#\d+ SET NAMES utf8mb4$/)]);
       expect(tally.verdict.reconciliation.join('\n')).toMatch(/connection set-up: 1 statement/);
     }, 120_000);
 
@@ -244,7 +245,10 @@ describeEachBackend(
       expect(out.code).toBe(0);
       const rows = await mysqlScalar(backend(), 'SELECT count(*) FROM slap.t1');
       await mysqlScalar(backend(), 'DROP SCHEMA slap');
-      expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: rows, failed: 0 }, server: { rowsInserted: rows } });
+      const s = tally.layers.wire?.statements;
+      expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: rows, failed: 0 }, server: { rowsInserted: rows, inserts: s?.completedByClass.insert } });
+      // Questions: every COM_QUERY statement, and the COM_INIT_DB that picks the schema.
+      expect(tally.layers.server?.summary.statements).toBe((s?.completed ?? 0) + (tally.layers.wire?.commands.COM_INIT_DB ?? 0));
     }, 180_000);
   },
   (b) => b.backend === 'mariadb',
