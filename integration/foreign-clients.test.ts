@@ -37,6 +37,15 @@ function installed(program: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${program}`]).status === 0;
 }
 
+/** Debian's python3, with its python3-psycopg2 / python3-mysqldb: a python3 earlier on PATH (pyenv) lacks them. */
+const DEBIAN_PYTHON = '/usr/bin/python3';
+function pythonHas(module: string): boolean {
+  return spawnSync(DEBIAN_PYTHON, ['-c', `import ${module}`]).status === 0;
+}
+
+/** A Python client's script: connects from the environment, inserts ROWS rows with executemany, commits, prints rowcount. */
+const PY_ROWS = 500;
+
 function network(c: { kind: string }): NetworkConnection {
   if (c.kind !== 'network') throw new Error('not a network connection');
   return c as NetworkConnection;
@@ -155,6 +164,33 @@ describeEachBackend(
       });
     }, 120_000);
 
+    const psycopg2 = pythonHas('psycopg2') ? it : it.skip;
+    psycopg2(`Python with psycopg2: executemany of ${PY_ROWS} rows in its own transaction, one Query each, assert`, async () => {
+      await run('psql', ['-c', 'DROP TABLE IF EXISTS py_items; CREATE TABLE py_items (a int)'], pgEnv(network(backend().connection)));
+      const script = [
+        'import psycopg2',
+        'conn = psycopg2.connect("")',
+        'cur = conn.cursor()',
+        `cur.executemany("INSERT INTO py_items (a) VALUES (%s)", [(i,) for i in range(${PY_ROWS})])`,
+        'print(cur.rowcount)',
+        'conn.commit()',
+        'conn.close()',
+      ].join('\n');
+      const tally = await session.measure(() => run(DEBIAN_PYTHON, ['-c', script], pgEnv(network(session.connection))));
+      const out = tally.result as Ran;
+      expect(out.stderr).toBe('');
+      expect(out.stdout.trim()).toBe(String(PY_ROWS));
+      expect(await pgScalar(backend(), 'SELECT count(*) AS n FROM py_items')).toBe(PY_ROWS);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        // psycopg2 opens the transaction itself (autocommit off): BEGIN, one Query per row, COMMIT.
+        wire: { Query: PY_ROWS + 2 },
+        statements: { completed: PY_ROWS + 2, completedByClass: { begin: 1, insert: PY_ROWS, commit: 1 }, rowsInserted: PY_ROWS },
+        server: { statements: PY_ROWS + 2, inserts: PY_ROWS, commits: 1, rowsInserted: PY_ROWS },
+      });
+    }, 120_000);
+
     const answerWait = it;
     answerWait('a request still unanswered when the function returns, from a client that is not counted, is waited for: the window is whole', async () => {
       const c = network(session.connection);
@@ -231,6 +267,35 @@ describeEachBackend(
         statements: { completedByClass: { insert: 1 }, rowsInserted: 500 },
         server: { inserts: 1, rowsInserted: 500 },
       });
+    }, 120_000);
+
+    const mysqldb = pythonHas('MySQLdb') ? it : it.skip;
+    mysqldb(`Python with MySQLdb: executemany of ${PY_ROWS} rows is rewritten into one multi-row INSERT, assert`, async () => {
+      await table('py_items');
+      const c = network(session.connection);
+      const script = [
+        'import os, MySQLdb',
+        "conn = MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ.get('MYSQL_PWD', ''), db=os.environ['MYSQL_DATABASE'])",
+        'cur = conn.cursor()',
+        `cur.executemany("INSERT INTO py_items (a) VALUES (%s)", [(i,) for i in range(${PY_ROWS})])`,
+        'print(cur.rowcount)',
+        'conn.commit()',
+        'conn.close()',
+      ].join('\n');
+      const env = { MYSQL_HOST: c.host, MYSQL_TCP_PORT: String(c.port), MYSQL_USER: c.user, MYSQL_PWD: c.password ?? '', MYSQL_DATABASE: c.database ?? '' };
+      const tally = await session.measure(() => run(DEBIAN_PYTHON, ['-c', script], env));
+      const out = tally.result as Ran;
+      expect(out.stderr).toBe('');
+      expect(out.stdout.trim()).toBe(String(PY_ROWS));
+      expect(await mysqlScalar(backend(), 'SELECT count(*) FROM py_items')).toBe(PY_ROWS);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        statements: { completedByClass: { insert: 1, commit: 1 }, rowsInserted: PY_ROWS },
+        server: { inserts: 1, commits: 1, rowsInserted: PY_ROWS },
+      });
+      // MySQLdb turns autocommit off as it connects: connection set-up, listed apart.
+      expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/^#\d+ SET autocommit=0$/)]);
     }, 120_000);
 
     slap('mysqlslap with a write load: statements and rows on the wire and the server agree, the rows match a fresh count, assert', async () => {
