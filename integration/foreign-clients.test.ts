@@ -1,4 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
 import { CaptureSession } from '../capture/capture';
@@ -45,6 +48,50 @@ function pythonHas(module: string): boolean {
 
 /** A Python client's script: connects from the environment, inserts ROWS rows with executemany, commits, prints rowcount. */
 const PY_ROWS = 500;
+
+/** A JDBC program run as a single source file: one PreparedStatement, addBatch per row, one executeBatch, commit. */
+const JDBC_ROWS = 5000;
+const JDBC_SOURCE = `
+import java.sql.*;
+public class Batch {
+  public static void main(String[] args) throws Exception {
+    try (Connection conn = DriverManager.getConnection(System.getenv("JDBC_URL"), System.getenv("DB_USER"), System.getenv("DB_PASSWORD"))) {
+      conn.setAutoCommit(false);
+      try (PreparedStatement ps = conn.prepareStatement("INSERT INTO jdbc_items (a) VALUES (?)")) {
+        for (int i = 0; i < ${JDBC_ROWS}; i++) { ps.setInt(1, i); ps.addBatch(); }
+        int[] counts = ps.executeBatch();
+        long rows = 0, noInfo = 0;
+        for (int c : counts) { if (c >= 0) rows += c; else noInfo++; }
+        System.out.println(counts.length + " " + rows + " " + noInfo);
+      }
+      conn.commit();
+    }
+  }
+}
+`;
+const JARS = { postgres: '/usr/share/java/postgresql.jar', mariadb: '/usr/share/java/mariadb-java-client.jar' } as const;
+
+function jdbcAvailable(backend: keyof typeof JARS): boolean {
+  return installed('java') && fs.existsSync(JARS[backend]);
+}
+
+/** Runs the batch program against `url`; prints "batch entries, rows reported, entries with no count". */
+async function runJdbc(backend: keyof typeof JARS, url: string, c: NetworkConnection): Promise<Ran> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-jdbc-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'Batch.java'), JDBC_SOURCE);
+    return await run('java', ['-cp', JARS[backend], path.join(dir, 'Batch.java')], { JDBC_URL: url, DB_USER: c.user, DB_PASSWORD: c.password ?? '' });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One line of the JDBC table: what a setting sent and what the server executed, measured. */
+function jdbcLine(label: string, t: Tally, out: Ran): string {
+  const w = t.layers.wire;
+  const commands = Object.entries(w?.commands ?? {}).map(([k, v]) => `${k} ${v}`).join(', ');
+  return `${label}: client "${out.stdout.trim()}"; wire ${commands}; round trips ${w?.roundTrips}; statements ${JSON.stringify(w?.statements?.completedByClass)}; server ${JSON.stringify(t.layers.server?.summary)}; verdict ${t.verdict.kind}`;
+}
 
 function network(c: { kind: string }): NetworkConnection {
   if (c.kind !== 'network') throw new Error('not a network connection');
@@ -191,6 +238,21 @@ describeEachBackend(
       });
     }, 120_000);
 
+    const jdbc = jdbcAvailable('postgres') ? it : it.skip;
+    for (const rewrite of [false, true]) {
+      jdbc(`JDBC (PgJDBC) addBatch x ${JDBC_ROWS}, reWriteBatchedInserts=${rewrite}: every layer agrees, assert`, async () => {
+        await run('psql', ['-c', 'DROP TABLE IF EXISTS jdbc_items; CREATE TABLE jdbc_items (a int)'], pgEnv(network(backend().connection)));
+        const c = network(session.connection);
+        const url = `jdbc:postgresql://${c.host}:${c.port}/${c.database}?sslmode=disable&reWriteBatchedInserts=${rewrite}`;
+        const tally = await session.measure(() => runJdbc('postgres', url, c));
+        const out = tally.result as Ran;
+        expect(out.code).toBe(0);
+        expect(await pgScalar(backend(), 'SELECT count(*) AS n FROM jdbc_items')).toBe(JDBC_ROWS);
+        process.stdout.write(`${jdbcLine(`PgJDBC reWriteBatchedInserts=${rewrite}`, tally, out)}\n`);
+        expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: JDBC_ROWS }, server: { rowsInserted: JDBC_ROWS } });
+      }, 180_000);
+    }
+
     const answerWait = it;
     answerWait('a request still unanswered when the function returns, from a client that is not counted, is waited for: the window is whole', async () => {
       const c = network(session.connection);
@@ -297,6 +359,21 @@ describeEachBackend(
       // MySQLdb turns autocommit off as it connects: connection set-up, listed apart.
       expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/^#\d+ SET autocommit=0$/)]);
     }, 120_000);
+
+    const jdbc = jdbcAvailable('mariadb') ? it : it.skip;
+    for (const options of ['useBulkStmts=false&rewriteBatchedStatements=false', 'useBulkStmts=true', 'useBulkStmts=false&rewriteBatchedStatements=true']) {
+      jdbc(`JDBC (MariaDB Connector/J) addBatch x ${JDBC_ROWS}, ${options}: every layer agrees, assert`, async () => {
+        await table('jdbc_items');
+        const c = network(session.connection);
+        const url = `jdbc:mariadb://${c.host}:${c.port}/${c.database}?${options}`;
+        const tally = await session.measure(() => runJdbc('mariadb', url, c));
+        const out = tally.result as Ran;
+        expect(out.code).toBe(0);
+        expect(await mysqlScalar(backend(), 'SELECT count(*) FROM jdbc_items')).toBe(JDBC_ROWS);
+        process.stdout.write(`${jdbcLine(`Connector/J ${options}`, tally, out)}\n`);
+        expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], server: { rowsInserted: JDBC_ROWS } });
+      }, 180_000);
+    }
 
     slap('mysqlslap with a write load: statements and rows on the wire and the server agree, the rows match a fresh count, assert', async () => {
       const c = network(session.connection);
