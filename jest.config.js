@@ -1,7 +1,6 @@
 // @ts-check
-// Plain JavaScript, so Jest loads it with Node's own require: a jest.config.ts is loaded through ts-node, which
-// type-checks it and took 2.9-3.1 s of every Jest start (`npx jest --listTests`), against 0.9-1.5 s for this file;
-// the workers start only after it. `npm run typecheck` still checks it (// @ts-check, allowJs in tsconfig.json).
+// Plain JavaScript, so Jest loads it with Node's own require: a jest.config.ts goes through ts-node, which
+// type-checks it before any worker starts. `npm run typecheck` still checks it (// @ts-check, allowJs).
 // Two projects so `--selectProjects unit` runs in seconds without servers, while the default run does both.
 // TypeScript is stripped by esbuild (jest/esbuild-transform.js says why); `npm run typecheck` checks the types.
 /** @type {import('jest').Config['transform']} */
@@ -19,11 +18,9 @@ const tsJest = {
 const config = {
   // A root option (Jest ignores it inside a project): real servers on two shared cores can take tens of seconds.
   testTimeout: 180_000,
-  // Root options too. Integration files mostly wait on their servers (a whole run keeps about 1.6 of 2 cores busy),
-  // so five workers where Jest's default (cores - 1) would run everything in one process: with the waiting files
-  // first (integration/sequencer.js), 145 s with three, 122 s with four and 119-122 s with five on a 2-core machine.
-  // Each worker keeps its own pooled servers (integration/pool.ts), so more workers also means more servers;
-  // `--maxWorkers` on the command line overrides.
+  // Root options too. Integration files mostly wait on their servers, so more workers than cores keep both busy
+  // (Jest's default, cores - 1, would run everything in one process). Each worker keeps its own pooled servers
+  // (integration/pool.ts); `--maxWorkers` on the command line overrides.
   maxWorkers: 5,
   // Files that declare long waits (`@waits <seconds>` in their head) first when Jest has no timings of its own.
   testSequencer: '<rootDir>/integration/sequencer.js',
@@ -32,7 +29,7 @@ const config = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform: esbuild,
-      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest}/**/*.test.ts'],
+      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest,docs}/**/*.test.ts'],
     },
     {
       // Small apps a user would write, under the matchers the README shows; SQLite only, so always runnable.

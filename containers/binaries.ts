@@ -35,7 +35,7 @@ export function searchDirs(env: NodeJS.ProcessEnv, backend: string): { dirs: str
 /**
  * Outputs already read in this process, by binary, arguments and the binary's file identity: resolving a backend asks
  * every candidate install for its version (`postgres --version`, `pg_config --pkglibdir`), and each start resolves
- * again; one `npm test` ran `postgres --version` 134 times (process accounting), 25 ms of CPU each. A binary
+ * again: a test run would ask the same binary the same question a hundred times. A binary
  * replaced, resized or touched since is asked again.
  */
 const OUTPUTS = new Map<string, { identity: string; output: Promise<string | undefined> }>();

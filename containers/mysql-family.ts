@@ -14,13 +14,8 @@ const ROW_COUNTERS = ['Innodb_rows_inserted', 'Handler_write'] as const;
 
 /**
  * The memory options of every private MySQL-family server sqltally starts (local binaries, root filesystems,
- * containers), by flavour: what counting never reads is kept small.
- *
- * Why: on the project's VMs a page a process touches for the first time costs about 10 us (512 MB touched in 4 KB
- * pages takes 1.3 s of CPU), so what a server fills at start is most of what a start costs. With their defaults a
- * private MySQL 9.7 was 530 MB resident once ready and MariaDB 10.11 194 MB; with these, 296 and 121 MB, and a start
- * takes 1.22-1.30 s of CPU instead of 1.83-1.94 s, and 0.39-0.42 s instead of 0.59-0.69 s
- * (`npx tsx bench/server-start.ts --backends mariadb,mysql`, run on both builds).
+ * containers), by flavour: what counting never reads is kept small, because what a server fills at start is most
+ * of what a start costs (figures: bench/HISTORY.md, `npx tsx bench/server-start.ts`).
  *
  * What shrinks is never read by a probe: the statement digest and `*_history_long` tables, MySQL's error summaries,
  * the per-account, -user and -host summaries past 32 of each (a thread that ends adds its statement and status

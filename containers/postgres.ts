@@ -119,16 +119,14 @@ interface PostgresBinaries {
   initdb: string;
 }
 
-// 1 MB WAL segments instead of 16: every start copies the template, and its first segment was 16 of its 39 MB, at
-// some 10 us per page written on the hosts this runs on (README, the eighth stop). The servers write a few MB of WAL.
+// 1 MB WAL segments instead of 16: every start copies the template, whose first segment was most of it, and the
+// servers write only a few MB of WAL.
 const INITDB_OPTIONS = ['-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--wal-segsize=1'];
 
 /**
  * What the template holds beyond initdb's cluster, made in single-user mode (no port, no socket): sqltally's database
- * and the statement-statistics extension in it, so a local start creates neither. Each start made them afresh
- * (CREATE DATABASE copies template1 through the WAL): the children's CPU per start was 920-1130 ms with that and
- * 730-770 ms without (`npx tsx bench/server-start.ts --pairs 5 --backends postgres`, both builds run alternately).
- * Servers sqltally did not initialise (containers, URLs) still get them from `preparePostgres`.
+ * and the statement-statistics extension in it, so a local start creates neither (CREATE DATABASE copies template1
+ * through the WAL, a fifth of a start's CPU). Servers sqltally did not initialise (containers, URLs) still get them from `preparePostgres`.
  */
 const TEMPLATE_STATEMENTS: readonly { database: string; sql: string }[] = [
   { database: 'postgres', sql: `CREATE DATABASE ${DATABASE}` },

@@ -8,10 +8,9 @@ import { trackLive } from './live';
 import { runTool, tempBase } from './local-process';
 
 /**
- * Initialised data directories, made once per server binary and copied for every private start. A start from a copy
- * took a third of the CPU of one that initialised first (bench/server-start.ts: MariaDB 180 against 550 ms,
- * PostgreSQL 410 against 1170 ms; MySQL's `--initialize-insecure` takes 5 to 30 s). Each start still gets its own
- * copy, so counters, tables and accounts start from nothing every time.
+ * Initialised data directories, made once per server binary and copied for every private start: a copy
+ * costs a third of initialising (`npx tsx bench/server-start.ts`). Each start still gets its own copy, so counters,
+ * tables and accounts start from nothing every time.
  */
 
 const DEFAULT_CACHE = '/var/cache/sqltally/templates';

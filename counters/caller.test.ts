@@ -23,7 +23,7 @@ beforeAll(() => {
       // n frames of the package between the caller and fn, as an ORM's query builder puts 20 to 30 there.
       'exports.through = (n, fn) => (n === 0 ? fn() : exports.through(n - 1, fn));\n',
   );
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+   
   fakePackage = require(join(pkg, 'index.js'));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -6,9 +6,8 @@ import { classifyStatement, type SqlDialect } from './tokenizer';
 const MAX_TEXTS = 4096;
 /**
  * Characters of SQL text (keys) and fingerprints (values) one cache holds before it starts over. The texts are the
- * cache's keys, so it holds them alive: 3000 distinct multi-row INSERTs of 5000-8000 rows (a bulk load whose batch
- * size changes from batch to batch) kept 390 MB of heap through the fingerprint cache alone, 4 MB with this budget
- * (a throwaway script, heap after a forced collection). 16 Mi characters is 16-32 MB, and still some 160 such texts.
+ * cache's keys, so it holds them alive: a bulk load whose batch size changes from batch to batch would otherwise keep
+ * every large INSERT text it ever saw. 16 Mi characters is 16-32 MB.
  */
 export const MAX_CACHED_CHARS = 16 * 1024 * 1024;
 

@@ -2,7 +2,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { CaptureSession, type Captured } from '../capture/capture';
@@ -207,7 +206,7 @@ async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
 // ---------------------------------------------------------------------------------------------------------------
 
 /** `2026-12-01 10:00:29.651 UTC [5905] LOG:  message`; a line without the prefix continues the message before it. */
-const PG_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[(\d+)\] ([A-Z]+):  (.*)$/;
+const PG_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[(\d+)\] ([A-Z]+): {2}(.*)$/;
 
 async function postgresLog(b: StartedBackend): Promise<ServerLog> {
   const at = network(b);

@@ -115,7 +115,7 @@ describe('server pool lending rules', () => {
   });
 
   it('a reset that does not bring the server back to how it started fails the handover', async () => {
-    const { pool, handover, answer } = standIn();
+    const { pool, handover } = standIn();
     await pool.borrow('postgres', file('a.test.ts'), handover);
     let reads = 0;
     const session = await handover.open({} as StartedBackend);

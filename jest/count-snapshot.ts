@@ -47,6 +47,16 @@ function shapeLine(s: ShapeStat): string {
  * Refused (no snapshot): a value that is not a tally, a window whose code threw, an incomplete layer, shapes that
  * do not parse.
  */
+/**
+ * The drivers a tally's counts came through: those counted into the session, not the session's own default, so a
+ * window of an ORM that brought its own driver (Sequelize on the mariadb connector) is not labelled with another.
+ */
+export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>): string {
+  const names = [...new Set((tally.drivers ?? []).map((d) => d.name))];
+  if (names.length > 0) return names.join(', ');
+  return tally.layers.driver ? tally.driver : 'no counted driver';
+}
+
 export function countSnapshotOf(tally: Tally): CountSnapshot {
   if (tally.workloadError) {
     return { ok: false, reason: `the captured code threw (phase ${tally.workloadError.phase}: ${tally.workloadError.message}), so its counts are not a baseline` };
@@ -56,7 +66,7 @@ export function countSnapshotOf(tally: Tally): CountSnapshot {
   if (server?.incomplete) return { ok: false, reason: `the server layer is incomplete: ${server.incompleteReasons.join('; ')}` };
   if (tally.verdict.kind === 'incomplete') return { ok: false, reason: `the verdict is incomplete: ${tally.verdict.reason}` };
 
-  const lines = [COUNT_SNAPSHOT_FORMAT, `backend: ${tally.backend.name} via ${tally.driver}`, `verdict: ${tally.verdict.kind}`];
+  const lines = [COUNT_SNAPSHOT_FORMAT, `backend: ${tally.backend.name} via ${countedVia(tally)}`, `verdict: ${tally.verdict.kind}`];
   if (!driver) {
     lines.push('driver: not captured');
   } else {

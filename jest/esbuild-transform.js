@@ -7,11 +7,8 @@ const { transformSync } = require('esbuild');
 const { version: ESBUILD_VERSION } = require('esbuild/package.json');
 
 /**
- * TypeScript for Jest, stripped by esbuild rather than compiled by ts-jest. Types are checked once, by `npm run
- * typecheck` (tsc on the whole project), and tsconfig.json's `isolatedModules` already made ts-jest transpile
- * each file on its own; what it cost was loading the TypeScript compiler in every worker and transpiling with it:
- * 4.9 s of CPU for the project's 242 files in one process, against 0.16 s here (`/tmp` harness, same files), and
- * each of the five workers of a cold run paid its share of that again.
+ * TypeScript for Jest, stripped by esbuild rather than compiled by ts-jest: types are checked once, by `npm run
+ * typecheck`, and loading the TypeScript compiler in every worker was most of a cold run's transform time.
  *
  * The output keeps what the tests rely on: CommonJS with `esModuleInterop`'s default imports, tsconfig.json's
  * target (class fields defined, as tsc does for ES2022), `import()` as a `require()`, and a source map handed to
@@ -53,16 +50,10 @@ function transformTs(source, filename, sourcemap) {
 }
 
 /**
- * esbuild's CommonJS exports are getters twice over: `__export` defines a getter per name on the module's own
- * object, and `__toCommonJS` copies that object onto a new one with a getter per name that reads the first through
- * a computed key (`from[key]`), which V8 does not inline: every `import_x.name` of every call went through it. On the
- * project's per-value paths (the row generator's `mathImul`, the counters' intrinsics) it was the largest sqltally
- * frame in a sampled CPU profile of a whole run (10.5 s of samples, in the test workers and in the CLI children of
- * register-ts.js), where tsc's output, which is what users run, has a plain property load. Generating 600000 rows
- * under Jest went from 1814 to 1341 ms of CPU; in whole runs the change was within a slow host's run-to-run noise.
- * The module's own object is handed over instead, with the same `__esModule` mark:
- * its getters read the live bindings, as before, and are each a closure V8 can inline. Same line count, so the
- * source map is unchanged.
+ * esbuild's `__toCommonJS` wraps the module's exports in getters that read through a computed key, which V8 does
+ * not inline, so every `import_x.name` on a per-value path paid for it (tsc's output, which users run, does not).
+ * The module's own object is handed over instead, with the same `__esModule` mark: its getters read the live
+ * bindings and V8 inlines them. Same line count, so the source map is unchanged.
  */
 const TO_COMMONJS = 'var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);';
 const DIRECT_EXPORTS = 'var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });';

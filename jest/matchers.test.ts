@@ -1,5 +1,5 @@
 import { checkCounts } from './expectations';
-import { countSnapshotOf } from './count-snapshot';
+import { countSnapshotOf, countedVia } from './count-snapshot';
 import { createSqltallyMatchers, sqltallyMatchers } from './matchers';
 import { asTally, nPlusOneTally, shapeOf, tallyFixture, withShapes } from './tally.fixture';
 import type { ShapedTally } from './tally.fixture';
@@ -235,6 +235,13 @@ describe('toHaveNoRepeatedShapes', () => {
 });
 
 describe('count snapshot text', () => {
+  it('names the drivers counted, not the session default: an ORM on its own connector, or none at all', () => {
+    const base = tallyFixture();
+    expect(countedVia({ ...base, drivers: [{ name: 'mariadb', version: '3.5.4' }] })).toBe('mariadb');
+    expect(countedVia({ ...base, drivers: [], layers: { ...base.layers, driver: null } })).toBe('no counted driver');
+    expect(countedVia({ ...base, drivers: [] })).toBe('mysql2');
+  });
+
   it('has the format line, one line per counter, and the shapes without callers', () => {
     const snapshot = countSnapshotOf(asTally(nPlusOneTally(3)));
     expect(snapshot.ok).toBe(true);

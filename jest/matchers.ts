@@ -1,6 +1,6 @@
 import type { Tally } from '../capture/tally';
 import type { VerdictKind } from '../verdict/types';
-import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, storedSnapshotFormat } from './count-snapshot';
+import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, countedVia, storedSnapshotFormat } from './count-snapshot';
 import { checkCounts, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
 import { describeRepeatedShapes, judgeRepeatedShapes, type RepeatedShapesOptions } from './repeated-shapes';
 
@@ -89,7 +89,7 @@ function countsMatcher(name: string, comparison: Comparison) {
       return cannotCheck(this, name, `${blocked.length} of the counts cannot be read\n${describeChecks(checks, comparison)}`, received);
     }
     const pass = checks.every((c) => c.ok);
-    const backend = `${received.backend.id} (${received.backend.serverVersion}) via ${received.driver}`;
+    const backend = `${received.backend.id} (${received.backend.serverVersion}) via ${countedVia(received)}`;
     return {
       pass,
       message: () =>

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 // The sequencer is plain JavaScript that Jest loads with Node's own require (integration/sequencer.js).
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+ 
 const WaitersFirst = require('../integration/sequencer.js') as new (options: unknown) => {
   sort(tests: FakeTest[]): FakeTest[];
   _getCache(test: FakeTest): Record<string, [number, number]>;

@@ -34,6 +34,6 @@ export function installSqltallyVitestMatchers(expect: ExpectStatic, snapshots?: 
 }
 
 declare module 'vitest' {
-  // eslint-disable-next-line @typescript-eslint/no-empty-object-type, @typescript-eslint/no-unused-vars
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type, @typescript-eslint/no-unused-vars, @typescript-eslint/no-explicit-any
   interface Assertion<T = any> extends SqltallyMatchers<void> {}
 }

@@ -309,11 +309,12 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     if (otherConnections === 'foreign' && !blind) {
       return verdict('assert', `${how}; the server as a whole also did other clients' work, set aside: ${disturbances.join('; ')}${background}`);
     }
+    // With no handle counted there is nothing attribution covers, so the reason does not begin by saying it does.
     const blindWhy =
       attribution.requested.length === 0
-        ? 'but no SQLite handle is counted in the session, so nothing reads the file and no writer to it can be seen (count the Database your code writes through with session.count())'
-        : 'but with several SQLite handles a writer beside them cannot be seen';
-    return blind ? verdict('report', `${how}, ${blindWhy}${background}`) : bypass(disturbances.join('; '));
+        ? 'no SQLite handle is counted in the session, so nothing reads the file and no writer to it can be seen (count the Database your code writes through with session.count())'
+        : `${how}, but with several SQLite handles a writer beside them cannot be seen`;
+    return blind ? verdict('report', `${blindWhy}${background}`) : bypass(disturbances.join('; '));
   }
   if (disturbances.length > 0) {
     if (otherConnections === 'mine') return bypass([disagree, ...disturbances].filter(Boolean).join('; '));

@@ -1,6 +1,5 @@
 import { parseBackendId } from '../containers/registry';
 import { SqltallyError } from '../containers/errors';
-import { BACKEND_NAMES } from '../containers/types';
 import type { BackendName } from '../containers/types';
 import { MYSQL_DIALECT } from './dialects/mysql';
 import { POSTGRES_DIALECT } from './dialects/postgres';

@@ -1,5 +1,5 @@
 import { countStatements } from '../tokenizer';
-import { classCounts, rangeText, type CallGroup, type Contribution, type DriverModel, type Range } from './module';
+import { classCounts, rangeText, type Contribution, type DriverModel, type Range } from './module';
 
 /*
  * What mysql2 and the mariadb connector share: the MySQL protocol, so one model of how their calls cross the wire

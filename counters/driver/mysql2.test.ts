@@ -74,7 +74,7 @@ describe('mysql2 promise query and execute, counted on the callback connection u
 it("the installed mysql2's promise methods read as the counted view expects", () => {
   // Not among the package's exports: read from its folder, as mysql2's own promise prepare() loads it.
   const statementFile = path.join(path.dirname(require.resolve('mysql2')), 'lib', 'promise', 'prepared_statement_info.js');
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+   
   const statementInfo = require(statementFile) as { prototype: { execute: unknown } };
   const { PromiseConnection, PromisePool } = mysql as unknown as Record<'PromiseConnection' | 'PromisePool', { prototype: Record<'query' | 'execute', unknown> }>;
   expect([

@@ -96,7 +96,7 @@ type SharedHandlers = Record<string, { readonly original: QueryHandler; readonly
 function countingHandler(site: Site, method: string, original: QueryHandler, asked: Asked | undefined): QueryHandler {
   const counting: QueryHandler = function countingRun(this: unknown, query: PostgresJsQuery): unknown {
     startRun(query, site, method, asked);
-    // eslint-disable-next-line prefer-rest-params
+     
     return reflectApply(original, this, arguments);
   };
   counting.debug = original.debug;

@@ -355,7 +355,10 @@ describe('MySQL TLS and faults', () => {
     expect(unsolicited.incompleteReasons).toEqual(['parse stopped: server packet 0x0 with no command pending']);
 
     const session = passthrough();
-    for (const t of handshake(CLIENT_CAPS)) (t.from === 'client' ? session.fromClient(t.bytes, () => undefined) : session.fromServer(t.bytes));
+    for (const t of handshake(CLIENT_CAPS)) {
+      if (t.from === 'client') session.fromClient(t.bytes, () => undefined);
+      else session.fromServer(t.bytes);
+    }
     session.fromClient(command(0x03, 'SELECT 1'), () => undefined);
     session.fromServer(columnCount(1, 1).subarray(0, 3));
     session.end('server closed');

@@ -113,7 +113,10 @@ describe('PostgreSQL sessions', () => {
     expect(run.counts.bytesClientToServer).toBe(0);
     expect(run.counts.bytesServerToClient).toBe(0);
     const session = passthrough();
-    for (const t of startup) (t.from === 'client' ? session.fromClient(t.bytes, () => undefined) : session.fromServer(t.bytes));
+    for (const t of startup) {
+      if (t.from === 'client') session.fromClient(t.bytes, () => undefined);
+      else session.fromServer(t.bytes);
+    }
     expect(session.serverConnectionId).toBe(31337);
   });
 
@@ -259,7 +262,10 @@ describe('PostgreSQL faults', () => {
 
   it('marks a connection cut mid-message or with a Sync unanswered', () => {
     const session = passthrough();
-    for (const t of startup) (t.from === 'client' ? session.fromClient(t.bytes, () => undefined) : session.fromServer(t.bytes));
+    for (const t of startup) {
+      if (t.from === 'client') session.fromClient(t.bytes, () => undefined);
+      else session.fromServer(t.bytes);
+    }
     session.fromClient(Buffer.concat([pg.query('SELECT pg_sleep(10)'), pgMessage('Q').subarray(0, 3)]), () => undefined);
     session.end('client closed');
     expect(session.tally.toCounts(0).incompleteReasons).toEqual([

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { readReportFile } from '../../reports/schema';
 import { findLeaks } from '../global-teardown';
+import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { tsChild } from '../ts-child';
 import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
@@ -51,7 +52,7 @@ describeEachBackend((b) => {
       expect(report.failure?.backend).toContain(b.backend);
       expect(report.cells.find((c) => c.rows === FIRST_ROWS)).toMatchObject({ verdict: { kind: 'assert' }, verifiedRows: FIRST_ROWS });
       for (const c of report.cells.filter((x) => x.rows === FAULT_ROWS)) expect(c.verdict.kind).not.toBe('assert');
-      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'events.json', 'report.json', 'report.md']);
+      expect(fs.readdirSync(out).sort()).toEqual(reportFiles(report));
       expect(findLeaks(env)).toEqual([]);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -5,6 +5,7 @@ import { writeReport } from '../../reports/output';
 import { readReportFile } from '../../reports/schema';
 import { runMatrix } from '../../run/matrix';
 import { findLeaks } from '../global-teardown';
+import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, signalServer, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
@@ -39,7 +40,7 @@ describeEachBackend((b) => {
       const out = path.join(dir, 'out');
       await writeReport(out, o.report);
       expect(readReportFile(path.join(out, 'report.json')).status).toBe('failed');
-      expect(fs.readdirSync(out).sort()).toEqual(['bench.json', 'events.json', 'report.json', 'report.md']);
+      expect(fs.readdirSync(out).sort()).toEqual(reportFiles(o.report));
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

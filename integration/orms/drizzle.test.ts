@@ -29,7 +29,7 @@ const sqliteSchema = {
   children: sqliteTable('children', { id: integer('id').primaryKey(), parentId: integer('parent_id').notNull(), name: text('name').notNull() }),
 };
 
-// README recipe: drizzle on PostgreSQL
+// docs recipe: drizzle on PostgreSQL
 async function drizzleOnPostgres(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -39,7 +39,7 @@ async function drizzleOnPostgres(session: CaptureSession) {
   return { db, end: () => pool.end() };
 }
 
-// README recipe: drizzle on MariaDB and MySQL
+// docs recipe: drizzle on MariaDB and MySQL
 async function drizzleOnMysql(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -49,7 +49,7 @@ async function drizzleOnMysql(session: CaptureSession) {
   return { db, end: () => pool.end() };
 }
 
-// README recipe: drizzle on SQLite (better-sqlite3)
+// docs recipe: drizzle on SQLite (better-sqlite3)
 async function drizzleOnSqlite(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');

@@ -15,7 +15,7 @@ import type { OrmCase, OrmUnderTest } from './suite';
  * the same option (`KnexPool`, exported by knex), whose `create` hands it a better-sqlite3 Database you counted.
  */
 
-// README recipe: knex on PostgreSQL
+// docs recipe: knex on PostgreSQL
 async function knexOnPostgres(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -31,7 +31,7 @@ async function knexOnPostgres(session: CaptureSession) {
   return { db, end };
 }
 
-// README recipe: knex on MariaDB and MySQL
+// docs recipe: knex on MariaDB and MySQL
 async function knexOnMysql(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -45,7 +45,7 @@ async function knexOnMysql(session: CaptureSession) {
   return { db, end };
 }
 
-// README recipe: knex on SQLite (better-sqlite3)
+// docs recipe: knex on SQLite (better-sqlite3)
 async function knexOnSqlite(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');

@@ -16,7 +16,7 @@ interface Tables {
   children: { id: Generated<number>; parent_id: number; name: string };
 }
 
-// README recipe: kysely on PostgreSQL
+// docs recipe: kysely on PostgreSQL
 async function kyselyOnPostgres(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -26,7 +26,7 @@ async function kyselyOnPostgres(session: CaptureSession) {
   return db; // db.destroy() ends the pool
 }
 
-// README recipe: kysely on MariaDB and MySQL
+// docs recipe: kysely on MariaDB and MySQL
 async function kyselyOnMysql(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -36,7 +36,7 @@ async function kyselyOnMysql(session: CaptureSession) {
   return db;
 }
 
-// README recipe: kysely on SQLite (better-sqlite3)
+// docs recipe: kysely on SQLite (better-sqlite3)
 async function kyselyOnSqlite(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');

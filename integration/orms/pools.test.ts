@@ -11,7 +11,7 @@ import type { OrmCase, OrmUnderTest } from './suite';
 
 /** Plain pools, no ORM: the pool object itself is counted, and each driver's own bulk path is used. */
 
-// README recipe: a pg Pool
+// docs recipe: a pg Pool
 async function pgPool(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -20,7 +20,7 @@ async function pgPool(session: CaptureSession) {
   return pool; // pool.end() before session.close()
 }
 
-// README recipe: a mysql2 pool
+// docs recipe: a mysql2 pool
 async function mysql2Pool(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -29,7 +29,7 @@ async function mysql2Pool(session: CaptureSession) {
   return pool;
 }
 
-// README recipe: a mariadb connector pool
+// docs recipe: a mariadb connector pool
 async function mariadbPool(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -40,7 +40,7 @@ async function mariadbPool(session: CaptureSession) {
   return pool;
 }
 
-// README recipe: a better-sqlite3 Database
+// docs recipe: a better-sqlite3 Database
 function sqliteDatabase(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');

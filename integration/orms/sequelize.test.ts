@@ -13,7 +13,7 @@ import type { OrmCase, OrmUnderTest } from './suite';
  */
 const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver package (dialectModule); it takes no pool or client to count';
 
-// README recipe: Sequelize on PostgreSQL, MariaDB and MySQL
+// docs recipe: Sequelize on PostgreSQL, MariaDB and MySQL
 async function sequelizeOn(session: CaptureSession, dialect: 'postgres' | 'mariadb' | 'mysql') {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');

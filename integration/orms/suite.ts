@@ -11,7 +11,7 @@ import type { ChildRow } from './fixture';
 
 installSqltallyMatchers();
 
-/** An ORM (or a plain pool) built on a session the way its recipe in the README says, warmed, ready for windows. */
+/** An ORM (or a plain pool) built on a session the way its recipe in docs/counting-your-code.md says, warmed, ready for windows. */
 export interface OrmUnderTest {
   /** The ORM's own bulk API, over every row given. */
   bulkInsert(rows: ChildRow[]): Promise<void>;

@@ -33,7 +33,7 @@ const ChildEntity = new EntitySchema<Child>({
   columns: { id: { type: Number, primary: true, generated: true }, parentId: { type: Number, name: 'parent_id' }, name: { type: String } },
 });
 
-// README recipe: TypeORM on PostgreSQL
+// docs recipe: TypeORM on PostgreSQL
 async function typeormOnPostgres(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -52,7 +52,7 @@ async function typeormOnPostgres(session: CaptureSession) {
   return dataSource; // dataSource.destroy() ends its pool
 }
 
-// README recipe: TypeORM on MariaDB and MySQL
+// docs recipe: TypeORM on MariaDB and MySQL
 async function typeormOnMysql(session: CaptureSession, type: 'mariadb' | 'mysql') {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
@@ -61,7 +61,7 @@ async function typeormOnMysql(session: CaptureSession, type: 'mariadb' | 'mysql'
   return dataSource;
 }
 
-// README recipe: TypeORM on SQLite (better-sqlite3)
+// docs recipe: TypeORM on SQLite (better-sqlite3)
 async function typeormOnSqlite(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');
@@ -142,7 +142,7 @@ describeOrm('typeorm', {
     driverLayer: { absent: WHY_NOT_COUNTED },
     open: async (s) => workload(await typeormOnSqlite(s)),
     // No wire, no counted handle: nothing reads the file, so nothing can be asserted, and the rows are unknown.
-    bulk: { verdict: 'report', reason: /no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
-    read: { verdict: 'report', reason: /no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
+    bulk: { verdict: 'report', reason: /^no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
+    read: { verdict: 'report', reason: /^no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
   },
 });
