@@ -546,7 +546,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * ReadyForQuery that answers its Sync (and pg-pool then throws that client away: its goodbye follows at once),
    * and postgres.js's `describe()` resolves on the description, before the answer to its Sync. Read at once, such a
    * request counted as in flight and the window as `incomplete`, or not, by a race. So the window waits for it when
-   * its client said goodbye, or when every counted driver call has settled (`driverIdle`). While a counted call is
+   * its client said goodbye, or when every counted driver call has settled or none was counted (`driverIdle`): the
+   * layers are then read at one moment, the probe's flush and the wire both after the last answer. While a counted call is
    * still running (a query the function did not await), only a connection that said goodbye is waited for, and the
    * window stays `incomplete`.
    */
@@ -783,7 +784,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     let probeError = open.probeError;
     if (!gaveUpWhy) await this.#settleLetGo();
     const driverCallsInFlight = this.#recorder.callsInFlightInWindow;
-    if (!gaveUpWhy) await this.#settleAnswers(driverCallsInFlight === 0 && this.#counted.size > 0);
+    // With no driver counted (a client in another language) nothing else says the work is over: the wire's answers do.
+    if (!gaveUpWhy) await this.#settleAnswers(driverCallsInFlight === 0);
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
     // answer has arrived, so the proxy saw all of the window's traffic.
     const wireAtReturn = this.#proxy?.snapshot();
@@ -837,6 +839,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       unfinished,
       timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
       via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}` : 'the session connection only (no wire proxy)',
+      inFlight: (wireAtReturn?.connections ?? [])
+        .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0)
+        .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),
     });
     const share =
       driver && modelDriver
@@ -950,8 +955,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       throw new SqltallyError(`${yours.length} connection(s) through the session's proxy were still open when it closed, and were cut`, {
         backend: this.backend.description.id,
         phase: 'stop',
-        hint: `end your own pools and clients (pool.end(), sql.end(), knex.destroy(), dataSource.destroy(), sequelize.close()) before closing the session; connections: ${yours
-          .map((c) => `#${c.serverConnectionId ?? '?'}`)
+        hint: `${
+          this.#counted.size > 0
+            ? 'end your own pools and clients (pool.end(), sql.end(), knex.destroy(), dataSource.destroy(), sequelize.close())'
+            : "end your clients (let the client process exit, or close its connection)"
+        } before closing the session; connections: ${yours
+          .map((c) => `#${c.serverConnectionId ?? '?'}${c.counts.lastRequestText ? ` (last statement: ${c.counts.lastRequestText})` : ''}`)
           .join(', ')}`,
       });
     }

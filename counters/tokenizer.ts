@@ -679,3 +679,27 @@ export function countPlaceholders(sql: string, dialect: SqlDialect = 'mysql'): n
   for (let token = lexer.next(); token; token = lexer.next()) if (token.type === 'param' && token.value === '?') count++;
   return count;
 }
+
+/**
+ * The statements of a text sent as one simple Query or COM_QUERY, in order: each one's text and class, split at `;`
+ * outside strings, comments and quoted bodies, empty ones left out (the server runs nothing for them).
+ */
+export function splitStatements(sql: string, dialect: SqlDialect): { text: string; statementClass: StatementClass }[] {
+  const one = (text: string) => ({ text, statementClass: classifyStatement(text, dialect) });
+  if (sql.indexOf(';') === -1) return sql.trim() === '' ? [] : [one(sql)];
+  const lexer = new SqlLexer(sql, dialect);
+  const out: { text: string; statementClass: StatementClass }[] = [];
+  let start = -1;
+  let end = 0;
+  for (let token = lexer.next(); token; token = lexer.next()) {
+    if (token.type === 'punct' && token.value === ';') {
+      if (start >= 0) out.push(one(sql.slice(start, end)));
+      start = -1;
+    } else {
+      if (start < 0) start = token.start;
+      end = token.end;
+    }
+  }
+  if (start >= 0) out.push(one(sql.slice(start, end)));
+  return out;
+}

@@ -8,6 +8,7 @@ import type { WireCounts } from '../counters/wire/types';
 import { truncateStatement } from '../containers/errors';
 import { reconcile, type DriverOptions, type Reconciliation } from './reconcile';
 import type { Verdict } from './types';
+import { reconcileWire } from './wire-model';
 
 /**
  * Who else may use the server. `mine`: every connection on it is the user's own code (a server sqltally started
@@ -48,6 +49,8 @@ export interface VerdictInput {
   timedOut?: string | null;
   /** How the window's code reached the server, for the reason when work went around it. */
   via?: string;
+  /** The window's requests still unanswered, by connection and statement text: `connection #4242: SELECT pg_sleep(5)`. */
+  inFlight?: string[];
 }
 
 /** One counter compared between the whole server and the window's own connections. */
@@ -158,6 +161,11 @@ function noAttributionWhy(backend: BackendDescription): string {
     : `; ${backend.name} keeps no per-connection statement counts, so a window on a shared server cannot be told apart from other clients' work: a private server (local binaries or Testcontainers) can assert`;
 }
 
+/** Whether a Node driver's calls were counted in the window: then advice can speak JavaScript (await, session.count()). */
+function nodeDriverCounted(input: VerdictInput): boolean {
+  return input.driver !== null && (input.driver.calls > 0 || input.driver.ignoredCalls > 0);
+}
+
 /** Driver calls of the window that run stored code: `CALL` (MySQL, MariaDB, PostgreSQL) and PostgreSQL's `DO`. */
 function storedProgramCalls(input: VerdictInput): number {
   const groups = input.driverWindow?.groups ?? [];
@@ -199,9 +207,15 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
                 `no counted driver call in this window: its ${input.wire?.commandsTotal} wire command(s) came from clients not passed to session.count() (an ORM that opens its own connections), so the driver layer is not compared with the wire and the server`,
               ]
             : [],
-          discrepancies: [],
+          discrepancies: [] as string[],
         };
-  const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : undefined;
+  // No counted driver explains the window: the wire's own answers are the model the server is compared with.
+  const wireModel = !('prediction' in rec) && input.wire && (input.driver === null || uncounted) ? reconcileWire(input.wire, server) : null;
+  if (wireModel) {
+    rec.reconciliation.push(...wireModel.reconciliation);
+    rec.discrepancies.push(...wireModel.discrepancies);
+  }
+  const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : wireModel?.explainedStatements;
   return { verdict: decide(input, rec, explainedStatements), explainedStatements };
 }
 
@@ -223,10 +237,12 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
       unfinished.wireRequests > 0 ? `${unfinished.wireRequests} request(s) on the wire were still unanswered` : '',
       unfinished.lateCommands > 0 ? `${unfinished.lateCommands} command(s) reached the wire after it returned` : '',
     ].filter(Boolean);
-    return verdict(
-      'incomplete',
-      `work was still in flight when the measured function returned (${parts.join(', ')}): a query started without await, or a callback after the function's end; its counts are not the window's`,
-    );
+    const where = input.inFlight?.length ? ` (${list(input.inFlight)})` : '';
+    // Advice in the client's own terms: JavaScript's when a Node driver was counted, else what any client has.
+    const why = nodeDriverCounted(input)
+      ? "a query started without await, or a callback after the function's end"
+      : `a client (a process the window started, or a connection it opened) had not received its answer when the window ended: wait for the client process to exit, or for its last statement's result, before the window ends${where}`;
+    return verdict('incomplete', `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}; its counts are not the window's`);
   }
   const incomplete: string[] = [];
   if (input.probeError) incomplete.push(`server probe failed: ${input.probeError}`);
@@ -271,9 +287,12 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
       beyond.some((b) => b.counter.includes('connections opened')) ||
       Object.entries(server.control).some(([k, v]) => v !== 0 && !k.startsWith('perConnection.'));
     const stored = storedProgramCalls(input);
+    const connect = nodeDriverCounted(input)
+      ? 'connect it to session.connection, or count it with session.count()'
+      : "point every client at the proxy's host and port (session.connection; a child process gets them in its environment) rather than the server's own port, and look for a process or connection that kept the server's address";
     const why = otherClientSeen
-      ? 'On a server sqltally started for this session every client is your own code, so some of it reached the server around the proxy: connect it to session.connection, or count it with session.count()'
-      : `No other client session was there: server-side code the window's statements ran does work no answer reports (a trigger, a stored procedure or function${stored > 0 ? `; the window ran ${stored} CALL or DO statement(s)` : ''}), or some of your code reached the server around the proxy: connect it to session.connection, or count it with session.count()`;
+      ? `On a server sqltally started for this session every client is your own code, so some of it reached the server around the proxy: ${connect}`
+      : `No other client session was there: server-side code the window's statements ran does work no answer reports (a trigger, a stored procedure or function${stored > 0 ? `; the window ran ${stored} CALL or DO statement(s)` : ''}), or some of your code reached the server around the proxy: ${connect}`;
     return verdict('report', `the server did work the window's connections do not account for: ${what}${via}. ${why}${background}`);
   };
 

@@ -1,6 +1,7 @@
 import { ConnectionTally, WireParseError, endsWith } from './tally';
 import type { WireSession } from './tally';
 import { BufferClass, mathMin } from '../intrinsics';
+import { MysqlStatementTracker, type CommandStatements } from './mysql-statements';
 
 /** A packet payload of exactly this many bytes continues in the next packet (same logical message). */
 export const MYSQL_MAX_PACKET_PAYLOAD = 0xffffff;
@@ -10,6 +11,8 @@ const HEADER_LENGTH = 4;
  * a handshake response's capability block, an OK/EOF/prepare-OK packet. Rows are never copied whole.
  */
 const HEAD_BYTES = 256;
+/** COM_QUERY and COM_STMT_PREPARE payloads are kept whole up to this size, so their statements can be classified. */
+export const MYSQL_TEXT_KEPT = 1 << 20;
 /** A server greeting is about 100 bytes; refuse mode holds server bytes only while they can still be one. */
 const MAX_GREETING_LENGTH = 1024;
 
@@ -111,8 +114,15 @@ export class MysqlPacketParser {
    * `checkHeader` sees the header of each message's first packet before its payload arrives, so garbage that reads
    * as a 16 MB packet is refused at once instead of being waited for.
    */
-  constructor(checkHeader?: (length: number, seq: number) => void) {
+  readonly #headBytes: ((firstByte: number) => number) | undefined;
+
+  /**
+   * `headBytes`, given a message's first payload byte when it arrived with the header, says how many payload bytes
+   * to keep as its head (default 256).
+   */
+  constructor(checkHeader?: (length: number, seq: number) => void, headBytes?: (firstByte: number) => number) {
     this.#checkHeader = checkHeader;
+    this.#headBytes = headBytes;
   }
 
   /** True when a frame has started and not finished: the stream was cut if it ends here. */
@@ -178,7 +188,8 @@ export class MysqlPacketParser {
       open.wireBytes += HEADER_LENGTH + length;
     } else {
       this.#checkHeader?.(length, seq);
-      const headLength = length < HEAD_BYTES ? length : HEAD_BYTES;
+      const limit = this.#headBytes !== undefined && length > 0 && at < chunk.length ? this.#headBytes(chunk[at] as number) : HEAD_BYTES;
+      const headLength = length < limit ? length : limit;
       let frame: MysqlFrameRecord;
       if (headLength <= chunk.length - at) {
         frame = new MysqlFrameRecord(seq, length, chunkNo, chunk, at, headLength);
@@ -312,6 +323,8 @@ interface PendingCommand {
   steps: Step[];
   /** COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH. */
   cursor: boolean;
+  /** The statements the command runs (COM_QUERY, executes) or prepares, for the statement-by-statement counts. */
+  statements: CommandStatements | null;
 }
 
 /**
@@ -407,7 +420,11 @@ export interface MysqlSessionOptions {
 export class MysqlSession implements WireSession {
   readonly tally = new ConnectionTally('mysql');
   #serverConnectionId: number | null = null;
-  readonly #client = new MysqlPacketParser((_length, seq) => this.#checkClientSeq(seq));
+  readonly #client = new MysqlPacketParser(
+    (_length, seq) => this.#checkClientSeq(seq),
+    (first) => (this.#phase === 'command' && (first === Command.Query || first === Command.StmtPrepare) ? MYSQL_TEXT_KEPT : HEAD_BYTES),
+  );
+  readonly #statements = new MysqlStatementTracker(this.tally.statements, (rows) => this.tally.rowsAffected(rows));
   readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq));
   #phase: Phase = 'greeting';
   /** Last sequence id of the handshake, which counts up across both directions. */
@@ -568,18 +585,26 @@ export class MysqlSession implements WireSession {
     if (code === Command.Quit) this.#quitSent = true;
     // An unknown command gets ERR from a real server; anything else in reply is flagged, never guessed.
     const response = known?.response ?? 'status';
+    if (code === Command.StmtClose) this.#statements.close(frame);
     if (response === 'none') return;
     if (response === 'unparsed') throw new WireParseError(`${name} starts an exchange this counter does not follow`);
     // Cursor flags sit right after the statement id.
     const cursor = code === Command.StmtExecute && frame.headLength > 5 && ((frame.bytes[frame.headStart + 5] as number) & 0x07) !== 0;
     // MariaDB 11.5+ bulk with STMT_BULK_FLAG_SEND_UNIT_RESULTS answers with a result set of per-row counts, not an OK.
-    if (code === Command.StmtBulkExecute && frame.head.length >= 7 && frame.head.readUInt16LE(5) & BULK_SEND_UNIT_RESULTS) {
-      this.tally.rowsAffectedUnknown();
-    }
+    const unitResults = code === Command.StmtBulkExecute && frame.head.length >= 7 && (frame.head.readUInt16LE(5) & BULK_SEND_UNIT_RESULTS) !== 0;
+    if (unitResults) this.tally.rowsAffectedUnknown();
+    const statements =
+      code === Command.Query
+        ? this.#statements.query(frame)
+        : code === Command.StmtPrepare
+          ? this.#statements.prepare(frame)
+          : code === Command.StmtExecute || code === Command.StmtBulkExecute
+            ? this.#statements.execute(frame, unitResults)
+            : null;
     if (cursor && this.#deprecateEof) {
       throw new WireParseError('COM_STMT_EXECUTE with a cursor under DEPRECATE_EOF is not parsed');
     }
-    this.#pending.push({ name, code, response, nextSeq: (frame.lastSeq + 1) & 0xff, steps: [{ kind: 'first' }], cursor });
+    this.#pending.push({ name, code, response, nextSeq: (frame.lastSeq + 1) & 0xff, steps: [{ kind: 'first' }], cursor, statements });
   }
 
   #serverFrame(frame: MysqlFrame): void {
@@ -699,6 +724,7 @@ export class MysqlSession implements WireSession {
       if (command.response === 'prepare') return this.#prepareOk(command, frame);
       const ok = readOk(frame);
       this.tally.rowsAffected(ok.affectedRows);
+      if (command.statements) command.statements.rows = ok.affectedRows;
       return this.#endOfResult(command, 'OK', ok.status);
     }
     if (first === Response.Eof && frame.firstLength < MYSQL_MAX_PACKET_PAYLOAD) {
@@ -712,6 +738,7 @@ export class MysqlSession implements WireSession {
     const flagByte = this.#optionalMetadata || (this.#cacheMetadata && command.code === Command.StmtExecute);
     const { columns, metadataFollows } = readColumnCount(frame, flagByte);
     this.tally.serverMessage('ResultSet');
+    if (command.statements) command.statements.resultSet = true;
     const steps: Step[] = [];
     if (metadataFollows) steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
     if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
@@ -722,6 +749,7 @@ export class MysqlSession implements WireSession {
   #prepareOk(command: PendingCommand, frame: MysqlFrame): void {
     const { columns, params, metadataFollows } = readPrepareOk(frame.head);
     this.tally.serverMessage('PrepareOK');
+    if (command.statements) this.#statements.prepared(command.statements, frame.head.readUInt32LE(1));
     const steps: Step[] = [];
     // MySQL's optional metadata may leave out both definition blocks (and their EOFs).
     const definitions = !this.#optionalMetadata || metadataFollows;
@@ -761,10 +789,12 @@ export class MysqlSession implements WireSession {
       return this.#endOfResult(command, this.#deprecateEof ? 'OK' : 'EOF', status);
     }
     this.tally.serverMessage('Row');
+    if (command.statements) command.statements.rows += 1;
   }
 
   #endOfResult(command: PendingCommand, message: string, status: number): void {
     this.tally.serverMessage(message);
+    if (command.statements && command.response === 'results') this.#statements.resultEnded(command.statements);
     if (status & SERVER_MORE_RESULTS_EXISTS && command.response === 'results') {
       command.steps = [{ kind: 'first' }];
       return;
@@ -779,6 +809,7 @@ export class MysqlSession implements WireSession {
 
   #finish(command: PendingCommand, message: string | null): void {
     if (message) this.tally.serverMessage(message);
+    if (message === 'ERR' && command.statements && command.response === 'results') this.#statements.failed(command.statements);
     this.tally.roundTrip();
     if (this.#pending[this.#pendingHead] !== command) throw new WireParseError('answer matched to the wrong command');
     this.#pendingHead += 1;

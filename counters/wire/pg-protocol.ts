@@ -1,6 +1,7 @@
 import { ConnectionTally, WireParseError, endsWith } from './tally';
 import type { WireSession } from './tally';
 import { BufferClass, mathMin, toNumber } from '../intrinsics';
+import { PgStatementTracker } from './pg-statements';
 
 /** The server refuses messages above 1 GiB; a larger length is a broken stream, not a big message. */
 export const PG_MAX_MESSAGE_LENGTH = 0x40000000;
@@ -8,6 +9,11 @@ export const PG_MAX_MESSAGE_LENGTH = 0x40000000;
 const MAX_STARTUP_LENGTH = 10000;
 /** Body bytes kept per message: startup codes, auth type, backend pid, command tags. */
 const HEAD_BYTES = 64;
+/**
+ * Query and Parse bodies are kept whole up to this size, so their statements can be split and classified; a longer
+ * text keeps its head only, and its statements are counted from the server's answers.
+ */
+export const PG_TEXT_KEPT = 1 << 20;
 
 // Startup request codes (no type byte; a 4-byte length then this code).
 const SSL_REQUEST_CODE = 80877103;
@@ -90,11 +96,19 @@ export class PgMessageParser {
   #chunks = 0;
 
   readonly #checkType: ((type: number) => void) | undefined;
+  readonly #keepWhole: Uint8Array | undefined;
 
-  /** `checkType` sees each typed message's type before its body arrives, so garbage is refused at once. */
-  constructor(first: PgFrameShape, checkType?: (type: number) => void) {
+  /**
+   * `checkType` sees each typed message's type before its body arrives, so garbage is refused at once. Messages of a
+   * type set in `keepWhole` have their whole body as head, up to {@link PG_TEXT_KEPT} bytes.
+   */
+  constructor(first: PgFrameShape, checkType?: (type: number) => void, keepWhole?: readonly number[]) {
     this.next = first;
     this.#checkType = checkType;
+    if (keepWhole) {
+      this.#keepWhole = new Uint8Array(256);
+      for (const type of keepWhole) this.#keepWhole[type] = 1;
+    }
   }
 
   get midFrame(): boolean {
@@ -135,7 +149,8 @@ export class PgMessageParser {
         if (size === 5) this.#checkType?.(type);
         this.#checkLength(type, length, size);
         const body = length - 4;
-        const headLength = body < HEAD_BYTES ? body : HEAD_BYTES;
+        const limit = size === 5 && this.#keepWhole?.[type] === 1 ? PG_TEXT_KEPT : HEAD_BYTES;
+        const headLength = body < limit ? body : limit;
         if (body <= end - i) {
           // The whole message is here: no copy, no state to keep, on to the next one.
           const frame = new PgFrameRecord(type, length, size + body, chunkNo, chunk, i, headLength);
@@ -359,7 +374,8 @@ export interface PgSessionOptions {
 export class PgSession implements WireSession {
   readonly tally = new ConnectionTally('postgres');
   #serverConnectionId: number | null = null;
-  readonly #client = new PgMessageParser('untyped', (type) => this.#checkFrontendType(type));
+  readonly #client = new PgMessageParser('untyped', (type) => this.#checkFrontendType(type), [Frontend.Query, Frontend.Parse]);
+  readonly #statements = new PgStatementTracker(this.tally.statements);
   readonly #server = new PgMessageParser('typed', (type) => this.#checkBackendType(type));
   readonly #refuseTls: boolean;
   #phase: Phase = 'startup';
@@ -499,9 +515,53 @@ export class PgSession implements WireSession {
       throw new WireParseError(`unknown frontend message type ${describeType(frame.type)}`);
     }
     this.tally.command(name, frame.chunk);
+    this.#trackFrontend(frame);
     if (ANSWERED_BY_READY.has(frame.type)) this.#awaitingReady += 1;
     if (frame.type === Frontend.Terminate) this.#terminated = true;
     this.#extendedOpen = EXTENDED.has(frame.type) ? true : frame.type === Frontend.Sync ? false : this.#extendedOpen;
+  }
+
+  /** Which statement each request runs, for the statement-by-statement counts. */
+  #trackFrontend(frame: PgFrame): void {
+    const statements = this.#statements;
+    switch (frame.type) {
+      case Frontend.Query:
+        return statements.query(frame);
+      case Frontend.Parse:
+        return statements.parse(frame);
+      case Frontend.Bind:
+        return statements.bind(frame);
+      case Frontend.Execute:
+        return statements.execute(frame);
+      case Frontend.Close:
+        return statements.close(frame);
+      case Frontend.Sync:
+        return statements.sync();
+      case Frontend.FunctionCall:
+        return statements.functionCall();
+      default:
+        return;
+    }
+  }
+
+  #trackBackend(frame: PgFrame): void {
+    const statements = this.#statements;
+    switch (frame.type) {
+      case Backend.CommandComplete:
+        return statements.commandComplete(frame);
+      case Backend.EmptyQueryResponse:
+        return statements.emptyQuery();
+      case Backend.PortalSuspended:
+        return statements.portalSuspended();
+      case Backend.ErrorResponse:
+        return statements.error();
+      case Backend.CopyInResponse:
+        return statements.copyIn();
+      case Backend.ReadyForQuery:
+        return statements.ready();
+      default:
+        return;
+    }
   }
 
   #serverFrame(frame: PgFrame): void {
@@ -544,6 +604,7 @@ export class PgSession implements WireSession {
     if (!name) throw new WireParseError(`unknown backend message type ${describeType(frame.type)}`);
     this.tally.serverMessage(name);
     if (frame.type === Backend.CommandComplete) this.tally.rowsAffected(readCommandTag(frame));
+    if (frame.type !== Backend.DataRow) this.#trackBackend(frame);
     if (frame.type !== Backend.ReadyForQuery) return;
     if (this.#awaitingReady === 0) throw new WireParseError('ReadyForQuery with no Sync or Query pending');
     this.#awaitingReady -= 1;

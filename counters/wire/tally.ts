@@ -1,5 +1,6 @@
 import { SqltallyError } from '../../containers/errors';
-import type { WireConnection, WireCounts, WireSetup, WireSnapshot } from './types';
+import type { StatementClass } from '../events';
+import type { WireConnection, WireCounts, WireSetup, WireSnapshot, WireStatements } from './types';
 
 export type WireProtocol = WireCounts['protocol'];
 
@@ -87,6 +88,109 @@ class NameCounts {
   }
 }
 
+/** Connect-time statement texts kept per connection, each cut to this many characters. */
+const CONNECT_TEXTS_KEPT = 8;
+const CONNECT_TEXT_CHARS = 80;
+const LAST_TEXT_CHARS = 120;
+
+/** Whether a statement is session set-up a client runs when it connects: SET, SHOW, a SELECT of no table (`SELECT VERSION()`). */
+function isSessionSetup(statementClass: StatementClass, text: string | null): boolean {
+  if (statementClass === 'set' || statementClass === 'show') return true;
+  return statementClass === 'select' && text !== null && !/\bfrom\b/i.test(text);
+}
+
+function bump(record: Record<string, number>, key: string, n = 1): void {
+  record[key] = (record[key] ?? 0) + n;
+}
+
+/** The statement-by-statement part of a connection's counts (see `WireStatements`). */
+export class StatementTally {
+  readonly #s: WireStatements = emptyStatements();
+  /** Until the connection's first statement that is not session set-up, its statements are connect-time ones. */
+  #connecting = true;
+  /** The text of the last statement the client sent, for naming a request still in flight. */
+  lastSent: string | null = null;
+
+  /** A statement the server finished; `text` is its text when the wire carried it whole. */
+  completed(statementClass: StatementClass, text: string | null): void {
+    const s = this.#s;
+    s.completed += 1;
+    bump(s.completedByClass, statementClass);
+    if (!this.#connecting) return;
+    if (isSessionSetup(statementClass, text)) {
+      s.connectStatements += 1;
+      if (s.connectTexts.length < CONNECT_TEXTS_KEPT) s.connectTexts.push((text ?? '').replace(/\s+/g, ' ').trim().slice(0, CONNECT_TEXT_CHARS));
+    } else this.#connecting = false;
+  }
+
+  failed(statementClass: StatementClass): void {
+    this.#s.failed += 1;
+    bump(this.#s.failedByClass, statementClass);
+    this.#connecting = false;
+  }
+
+  namedRepeat(statementClass: StatementClass): void {
+    this.#s.namedRepeats += 1;
+    bump(this.#s.namedRepeatsByClass, statementClass);
+  }
+
+  textUnread(): void {
+    this.#s.textsUnread += 1;
+  }
+
+  suspended(): void {
+    this.#s.suspended += 1;
+  }
+
+  rows(kind: 'inserted' | 'updated' | 'deleted' | 'unsplit', n: number): void {
+    if (kind === 'inserted') this.#s.rowsInserted += n;
+    else if (kind === 'updated') this.#s.rowsUpdated += n;
+    else if (kind === 'deleted') this.#s.rowsDeleted += n;
+    else this.#s.rowsUnsplit += 1;
+  }
+
+  toRecord(): WireStatements {
+    const s = this.#s;
+    return {
+      ...s,
+      completedByClass: { ...s.completedByClass },
+      failedByClass: { ...s.failedByClass },
+      namedRepeatsByClass: { ...s.namedRepeatsByClass },
+      connectTexts: [...s.connectTexts],
+    };
+  }
+}
+
+export function emptyStatements(): WireStatements {
+  return {
+    completed: 0,
+    completedByClass: {},
+    failed: 0,
+    failedByClass: {},
+    namedRepeats: 0,
+    namedRepeatsByClass: {},
+    textsUnread: 0,
+    suspended: 0,
+    rowsInserted: 0,
+    rowsUpdated: 0,
+    rowsDeleted: 0,
+    rowsUnsplit: 0,
+    connectStatements: 0,
+    connectTexts: [],
+  };
+}
+
+const STATEMENT_NUMBERS = ['completed', 'failed', 'namedRepeats', 'textsUnread', 'suspended', 'rowsInserted', 'rowsUpdated', 'rowsDeleted', 'rowsUnsplit', 'connectStatements'] as const;
+const STATEMENT_RECORDS = ['completedByClass', 'failedByClass', 'namedRepeatsByClass'] as const;
+
+/** `into += after - before`; connect texts of `after` beyond those of `before`, each marked with `label`. */
+function addStatements(into: WireStatements, after: WireStatements, before: WireStatements | undefined, label: string): void {
+  for (const k of STATEMENT_NUMBERS) into[k] += after[k] - (before?.[k] ?? 0);
+  for (const k of STATEMENT_RECORDS) addRecord(into[k], after[k], before?.[k]);
+  const fresh = after.connectTexts.slice(before?.connectTexts.length ?? 0);
+  into.connectTexts.push(...fresh.map((t) => (label ? `${label} ${t}` : t)));
+}
+
 /**
  * Mutable per-connection counters a session writes into. Bytes are counted on receipt; a handshake frame's bytes
  * move to the setup bucket when the frame completes, so the command bytes are `total - setup`.
@@ -111,6 +215,7 @@ export class ConnectionTally {
     tlsRefused: 0,
   };
   readonly #incompleteReasons: string[] = [];
+  readonly statements = new StatementTally();
 
   constructor(protocol: WireProtocol) {
     this.protocol = protocol;
@@ -192,7 +297,9 @@ export class ConnectionTally {
       serverMessages: this.#serverMessages.toRecord(),
       ...(this.#rowsAffectedKnown ? { rowsAffected: this.#rowsAffected } : {}),
       unansweredRequests: unanswered,
+      ...(this.statements.lastSent !== null ? { lastRequestText: this.statements.lastSent.slice(0, LAST_TEXT_CHARS * 4).replace(/\s+/g, ' ').trim().slice(0, LAST_TEXT_CHARS) } : {}),
       setup: { connectionsOpened: 1, ...this.#setup },
+      statements: this.statements.toRecord(),
     };
   }
 }
@@ -214,6 +321,7 @@ export function emptyWireCounts(protocol: WireProtocol): WireCounts {
     rowsAffected: 0,
     unansweredRequests: 0,
     setup: emptySetup(),
+    statements: emptyStatements(),
   };
 }
 
@@ -256,6 +364,8 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
   const setup = emptySetup();
   const serverMessages: Record<string, number> = {};
   const previous = new Map(before.connections.map((c) => [c.id, c] as const));
+  const statements = emptyStatements();
+  let statementsKnown = true;
   let rowsKnown = true;
   for (const connection of after.connections) {
     const prev = previous.get(connection.id);
@@ -273,6 +383,8 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     out.clientWrites += a.clientWrites - (b?.clientWrites ?? 0);
     if (a.rowsAffected === undefined) rowsKnown = false;
     else out.rowsAffected = (out.rowsAffected ?? 0) + a.rowsAffected - (b?.rowsAffected ?? 0);
+    if (!a.statements || (b && !b.statements)) statementsKnown = false;
+    else addStatements(statements, a.statements, b?.statements, `#${connection.serverConnectionId ?? `proxy ${connection.id}`}`);
     const setupAfter = a.setup ?? emptySetup();
     const setupBefore = b?.setup ?? { ...emptySetup(), connectionsOpened: 0 };
     if (!prev) setup.connectionsOpened += 1;
@@ -306,6 +418,8 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
   out.setup = setup;
   out.incomplete = out.incompleteReasons.length > 0;
   if (!rowsKnown) delete out.rowsAffected;
+  if (statementsKnown) out.statements = statements;
+  else delete out.statements;
   return out;
 }
 
@@ -316,6 +430,8 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
   const out = emptyWireCounts(first.protocol);
   const setup = emptySetup();
   const serverMessages: Record<string, number> = {};
+  const statements = emptyStatements();
+  let statementsKnown = true;
   let rowsKnown = true;
   for (const p of parts) {
     if (p.protocol !== first.protocol) {
@@ -331,6 +447,8 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
     out.connections += p.connections;
     if (p.rowsAffected === undefined) rowsKnown = false;
     else out.rowsAffected = (out.rowsAffected ?? 0) + p.rowsAffected;
+    if (p.statements) addStatements(statements, p.statements, undefined, '');
+    else statementsKnown = false;
     out.unansweredRequests = (out.unansweredRequests ?? 0) + (p.unansweredRequests ?? 0);
     out.incompleteReasons.push(...p.incompleteReasons);
     const s = p.setup ?? emptySetup();
@@ -345,6 +463,8 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
   out.setup = setup;
   out.incomplete = out.incompleteReasons.length > 0;
   if (!rowsKnown) delete out.rowsAffected;
+  if (statementsKnown) out.statements = statements;
+  else delete out.statements;
   return out;
 }
 

@@ -19,6 +19,44 @@ export const WireSetupSchema = z.object({
 export type WireSetup = z.infer<typeof WireSetupSchema>;
 
 /**
+ * What the server's answers say it ran, statement by statement: what the wire model compares with the server's own
+ * counters when no counted driver explains the window. Classes are the tokenizer's, from the statement's text where
+ * the wire carried it whole, else from the server's CommandComplete tag (PostgreSQL).
+ */
+export const WireStatementsSchema = z.object({
+  /** Statements the server finished: PostgreSQL CommandComplete; MySQL each result of a COM_QUERY or statement execute. */
+  completed: z.number().int().nonnegative(),
+  completedByClass: z.record(z.string(), z.number().int().nonnegative()),
+  /** Statements the server refused or that failed as they ran (ErrorResponse, ERR). */
+  failed: z.number().int().nonnegative(),
+  failedByClass: z.record(z.string(), z.number().int().nonnegative()),
+  /**
+   * PostgreSQL: utility statements (BEGIN, COMMIT, SET, ...) run again from a named prepared statement after their
+   * first run: pg_stat_statements counts such a statement only at its first execution on the connection.
+   */
+  namedRepeats: z.number().int().nonnegative(),
+  namedRepeatsByClass: z.record(z.string(), z.number().int().nonnegative()),
+  /** Requests whose text was not read whole (larger than the proxy keeps): their statements' classes may be unknown. */
+  textsUnread: z.number().int().nonnegative(),
+  /** Executes a portal suspended (a row limit): the statement may end later, or be closed unfinished. */
+  suspended: z.number().int().nonnegative(),
+  /** Rows by what changed them: INSERT tags / insert OK packets and `INSERT ... RETURNING` rows; COPY ... FROM rows count as inserted. */
+  rowsInserted: z.number().int().nonnegative(),
+  rowsUpdated: z.number().int().nonnegative(),
+  rowsDeleted: z.number().int().nonnegative(),
+  /** Statements whose rows cannot be put in one of the three (MERGE, an upsert): rows are then not exact. */
+  rowsUnsplit: z.number().int().nonnegative(),
+  /**
+   * Session set-up a client ran right after connecting (SET, SHOW, a SELECT without FROM such as `SELECT VERSION()`),
+   * before its first other statement: counted in `completed` like any statement, and listed here apart.
+   */
+  connectStatements: z.number().int().nonnegative(),
+  /** Their texts (cut short), per connection: `#3 SET NAMES utf8mb4`. */
+  connectTexts: z.array(z.string()),
+});
+export type WireStatements = z.infer<typeof WireStatementsSchema>;
+
+/**
  * Wire counts for one proxied connection, or summed over several. Command names are the protocol's own
  * (`COM_QUERY`, `COM_STMT_EXECUTE`, `Parse`, `Bind`, `Sync`, ...); unknown MySQL commands are `COM_0xNN`.
  */
@@ -44,7 +82,8 @@ export const WireCountsSchema = z.object({
    */
   serverMessages: z.record(z.string(), z.number().int().nonnegative()).optional(),
   /**
-   * Rows the server reported changed: MySQL OK packets' affected rows; PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY
+   * Rows the server reported changed: MySQL OK packets' affected rows and the rows of an `INSERT ... RETURNING`
+   * result set (MariaDB answers it with no OK packet); PostgreSQL INSERT/UPDATE/DELETE/MERGE/COPY
    * tags. Absent when some answer carried its counts elsewhere (MariaDB 11.5+ bulk unit results), never a guess.
    */
   rowsAffected: z.number().int().nonnegative().optional(),
@@ -57,6 +96,10 @@ export const WireCountsSchema = z.object({
   clientMidMessage: z.boolean().optional(),
   /** Handshake traffic, outside the command counts above. */
   setup: WireSetupSchema.optional(),
+  /** One connection's counts only: the text of the last statement its client sent (cut short), to name a request in flight. */
+  lastRequestText: z.string().optional(),
+  /** Statement by statement, as the server's answers tell it. */
+  statements: WireStatementsSchema.optional(),
 });
 export type WireCounts = z.infer<typeof WireCountsSchema>;
 

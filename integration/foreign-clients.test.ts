@@ -1,0 +1,397 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import mysql from 'mysql2/promise';
+import { Client } from 'pg';
+import { CaptureSession } from '../capture/capture';
+import type { Tally } from '../capture/tally';
+import type { NetworkConnection, StartedBackend } from '../containers/types';
+import { describeEachBackend, withBackend } from './harness';
+
+/**
+ * Clients nobody on this team wrote (Debian's pgbench, psql, mariadb CLI, mysqlslap), spawned inside
+ * `session.measure()` against `session.connection`, with no driver counted: the wire is the model the server is
+ * compared with. Each is checked against a truth of its own: rows through a fresh connection straight to the server,
+ * and the client's own report.
+ */
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(command: string, args: string[], env: NodeJS.ProcessEnv, input?: string): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input ?? '');
+  });
+}
+
+/** Whether a client program is installed: a missing one skips its test visibly, naming the Debian package. */
+function installed(program: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${program}`]).status === 0;
+}
+
+/** Debian's python3, with its python3-psycopg2 / python3-mysqldb: a python3 earlier on PATH (pyenv) lacks them. */
+const DEBIAN_PYTHON = '/usr/bin/python3';
+function pythonHas(module: string): boolean {
+  return spawnSync(DEBIAN_PYTHON, ['-c', `import ${module}`]).status === 0;
+}
+
+/** A Python client's script: connects from the environment, inserts ROWS rows with executemany, commits, prints rowcount. */
+const PY_ROWS = 500;
+
+/** A JDBC program run as a single source file: one PreparedStatement, addBatch per row, one executeBatch, commit. */
+const JDBC_ROWS = 5000;
+const JDBC_SOURCE = `
+import java.sql.*;
+public class Batch {
+  public static void main(String[] args) throws Exception {
+    try (Connection conn = DriverManager.getConnection(System.getenv("JDBC_URL"), System.getenv("DB_USER"), System.getenv("DB_PASSWORD"))) {
+      conn.setAutoCommit(false);
+      try (PreparedStatement ps = conn.prepareStatement("INSERT INTO jdbc_items (a) VALUES (?)")) {
+        for (int i = 0; i < ${JDBC_ROWS}; i++) { ps.setInt(1, i); ps.addBatch(); }
+        int[] counts = ps.executeBatch();
+        long rows = 0, noInfo = 0;
+        for (int c : counts) { if (c >= 0) rows += c; else noInfo++; }
+        System.out.println(counts.length + " " + rows + " " + noInfo);
+      }
+      conn.commit();
+    }
+  }
+}
+`;
+const JARS = { postgres: '/usr/share/java/postgresql.jar', mariadb: '/usr/share/java/mariadb-java-client.jar' } as const;
+
+function jdbcAvailable(backend: keyof typeof JARS): boolean {
+  return installed('java') && fs.existsSync(JARS[backend]);
+}
+
+/** Runs the batch program against `url`; prints "batch entries, rows reported, entries with no count". */
+async function runJdbc(backend: keyof typeof JARS, url: string, c: NetworkConnection): Promise<Ran> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-jdbc-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'Batch.java'), JDBC_SOURCE);
+    return await run('java', ['-cp', JARS[backend], path.join(dir, 'Batch.java')], { JDBC_URL: url, DB_USER: c.user, DB_PASSWORD: c.password ?? '' });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One line of the JDBC table: what a setting sent and what the server executed, measured. */
+function jdbcLine(label: string, t: Tally, out: Ran): string {
+  const w = t.layers.wire;
+  const commands = Object.entries(w?.commands ?? {}).map(([k, v]) => `${k} ${v}`).join(', ');
+  return `${label}: client "${out.stdout.trim()}"; wire ${commands}; round trips ${w?.roundTrips}; statements ${JSON.stringify(w?.statements?.completedByClass)}; server ${JSON.stringify(t.layers.server?.summary)}; verdict ${t.verdict.kind}`;
+}
+
+function network(c: { kind: string }): NetworkConnection {
+  if (c.kind !== 'network') throw new Error('not a network connection');
+  return c as NetworkConnection;
+}
+
+/** libpq's environment for a connection (through the proxy, or straight to the server). */
+function pgEnv(c: NetworkConnection): NodeJS.ProcessEnv {
+  return { PGHOST: c.host, PGPORT: String(c.port), PGUSER: c.user, PGPASSWORD: c.password ?? '', PGDATABASE: c.database };
+}
+
+function mariadbArgs(c: NetworkConnection): string[] {
+  return ['--protocol=TCP', '-h', c.host, '-P', String(c.port), '-u', c.user, c.database ?? ''];
+}
+
+async function pgScalar(b: StartedBackend, sql: string): Promise<number> {
+  const c = network(b.connection);
+  const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+  await client.connect();
+  try {
+    const res = await client.query<{ n: string }>(sql);
+    return Number(res.rows[0]?.n);
+  } finally {
+    await client.end();
+  }
+}
+
+async function mysqlScalar(b: StartedBackend, sql: string): Promise<number> {
+  const c = network(b.connection);
+  const conn = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+  try {
+    const [rows] = await conn.query(sql);
+    return Number(Object.values((rows as Record<string, unknown>[])[0] ?? {})[0]);
+  } finally {
+    await conn.end();
+  }
+}
+
+/** The figures a test asserts on, in one object, so a failure shows them all beside the verdict. */
+function figures(t: Tally): Record<string, unknown> {
+  return {
+    verdict: t.verdict.kind,
+    reason: t.verdict.reason,
+    discrepancies: t.verdict.discrepancies,
+    wire: t.layers.wire?.commands,
+    statements: t.layers.wire?.statements,
+    server: t.layers.server?.summary,
+  };
+}
+
+const PGBENCH_CLIENTS = 2;
+const PGBENCH_TRANSACTIONS = 50;
+/** pgbench's start-up queries on its own first connection: the scale check and the partition query. */
+const PGBENCH_STARTUP_QUERIES = 2;
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    let session: CaptureSession;
+    beforeAll(async () => {
+      session = await CaptureSession.open({ backend: backend(), table: { schema: 'public', name: 'pgbench_history' } });
+      if (!installed('pgbench')) return;
+      const init = await run('pgbench', ['-i', '-s', '1', '-q'], pgEnv(network(backend().connection)));
+      if (init.code !== 0) throw new Error(`pgbench -i failed: ${init.stderr}`);
+    }, 180_000);
+    afterAll(async () => {
+      await session?.close();
+    });
+
+    const pgbench = installed('pgbench') ? it : it.skip;
+    for (const mode of ['simple', 'extended', 'prepared'] as const) {
+      pgbench(`pgbench TPC-B -M ${mode}: 7 statements and 1 history row per transaction, exact on the wire and the server, assert`, async () => {
+        const before = await pgScalar(backend(), 'SELECT count(*) AS n FROM pgbench_history');
+        const args = ['-n', '-c', String(PGBENCH_CLIENTS), '-t', String(PGBENCH_TRANSACTIONS), '-M', mode];
+        const tally = await session.measure(() => run('pgbench', args, pgEnv(network(session.connection))));
+        const out = tally.result as Ran;
+        expect(out.code).toBe(0);
+        // The client's own report, and the rows through a fresh connection: the truths the layers are held to.
+        const n = PGBENCH_CLIENTS * PGBENCH_TRANSACTIONS;
+        expect(out.stdout).toContain(`number of transactions actually processed: ${n}/${n}`);
+        expect((await pgScalar(backend(), 'SELECT count(*) AS n FROM pgbench_history')) - before).toBe(n);
+        const s = tally.layers.wire?.statements;
+        const repeats = mode === 'prepared' ? 2 * PGBENCH_CLIENTS * (PGBENCH_TRANSACTIONS - 1) : 0;
+        expect(figures(tally)).toMatchObject({
+          verdict: 'assert',
+          discrepancies: [],
+          statements: {
+            completed: 7 * n + PGBENCH_STARTUP_QUERIES,
+            completedByClass: { begin: n, update: 3 * n, insert: n, commit: n },
+            failed: 0,
+            namedRepeats: repeats,
+            rowsInserted: n,
+            rowsUpdated: 3 * n,
+          },
+          server: { statements: 7 * n + PGBENCH_STARTUP_QUERIES - repeats, inserts: n, commits: mode === 'prepared' ? PGBENCH_CLIENTS : n, rowsInserted: n },
+        });
+        expect(tally.layers.wire?.commands).toMatchObject(mode === 'simple' ? { Query: 7 * n + PGBENCH_STARTUP_QUERIES } : { Execute: 7 * n });
+        expect(tally.layers.server?.global['statements.begin_calls']).toBe(mode === 'prepared' ? PGBENCH_CLIENTS : n);
+        expect(s?.rowsUpdated).toBe(tally.layers.server?.global['tables.n_tup_upd']);
+      }, 300_000);
+    }
+
+    const psql = installed('psql') ? it : it.skip;
+    psql('psql with two INSERTs on one line (\\;): one Query, two statements on the server, assert', async () => {
+      const direct = pgEnv(network(backend().connection));
+      await run('psql', ['-v', 'ON_ERROR_STOP=1', '-c', 'DROP TABLE IF EXISTS psql_items; CREATE TABLE psql_items (a int)'], direct);
+      const lines = Array.from({ length: 10 }, (_, i) => `INSERT INTO psql_items VALUES (${2 * i})\\; INSERT INTO psql_items VALUES (${2 * i + 1});`).join('\n');
+      const tally = await session.measure(() => run('psql', ['-v', 'ON_ERROR_STOP=1', '-X', '-q'], pgEnv(network(session.connection)), `${lines}\n`));
+      expect((tally.result as Ran).code).toBe(0);
+      expect(await pgScalar(backend(), 'SELECT count(*) AS n FROM psql_items')).toBe(20);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        wire: { Query: 10 },
+        statements: { completed: 20, completedByClass: { insert: 20 }, rowsInserted: 20 },
+        server: { statements: 20, inserts: 20, rowsInserted: 20 },
+      });
+    }, 120_000);
+
+    const psycopg2 = pythonHas('psycopg2') ? it : it.skip;
+    psycopg2(`Python with psycopg2: executemany of ${PY_ROWS} rows in its own transaction, one Query each, assert`, async () => {
+      await run('psql', ['-c', 'DROP TABLE IF EXISTS py_items; CREATE TABLE py_items (a int)'], pgEnv(network(backend().connection)));
+      const script = [
+        'import psycopg2',
+        'conn = psycopg2.connect("")',
+        'cur = conn.cursor()',
+        `cur.executemany("INSERT INTO py_items (a) VALUES (%s)", [(i,) for i in range(${PY_ROWS})])`,
+        'print(cur.rowcount)',
+        'conn.commit()',
+        'conn.close()',
+      ].join('\n');
+      const tally = await session.measure(() => run(DEBIAN_PYTHON, ['-c', script], pgEnv(network(session.connection))));
+      const out = tally.result as Ran;
+      expect(out.stderr).toBe('');
+      expect(out.stdout.trim()).toBe(String(PY_ROWS));
+      expect(await pgScalar(backend(), 'SELECT count(*) AS n FROM py_items')).toBe(PY_ROWS);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        // psycopg2 opens the transaction itself (autocommit off): BEGIN, one Query per row, COMMIT.
+        wire: { Query: PY_ROWS + 2 },
+        statements: { completed: PY_ROWS + 2, completedByClass: { begin: 1, insert: PY_ROWS, commit: 1 }, rowsInserted: PY_ROWS },
+        server: { statements: PY_ROWS + 2, inserts: PY_ROWS, commits: 1, rowsInserted: PY_ROWS },
+      });
+    }, 120_000);
+
+    const jdbc = jdbcAvailable('postgres') ? it : it.skip;
+    for (const rewrite of [false, true]) {
+      jdbc(`JDBC (PgJDBC) addBatch x ${JDBC_ROWS}, reWriteBatchedInserts=${rewrite}: every layer agrees, assert`, async () => {
+        await run('psql', ['-c', 'DROP TABLE IF EXISTS jdbc_items; CREATE TABLE jdbc_items (a int)'], pgEnv(network(backend().connection)));
+        const c = network(session.connection);
+        const url = `jdbc:postgresql://${c.host}:${c.port}/${c.database}?sslmode=disable&reWriteBatchedInserts=${rewrite}`;
+        const tally = await session.measure(() => runJdbc('postgres', url, c));
+        const out = tally.result as Ran;
+        expect(out.code).toBe(0);
+        expect(await pgScalar(backend(), 'SELECT count(*) AS n FROM jdbc_items')).toBe(JDBC_ROWS);
+        process.stdout.write(`${jdbcLine(`PgJDBC reWriteBatchedInserts=${rewrite}`, tally, out)}\n`);
+        expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: JDBC_ROWS }, server: { rowsInserted: JDBC_ROWS } });
+      }, 180_000);
+    }
+
+    const answerWait = it;
+    answerWait('a request still unanswered when the function returns, from a client that is not counted, is waited for: the window is whole', async () => {
+      const c = network(session.connection);
+      const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+      await client.connect();
+      try {
+        let sleeping: Promise<unknown> = Promise.resolve();
+        const tally = await session.measure(async () => {
+          sleeping = client.query('SELECT pg_sleep(0.4)');
+          // Long enough for the proxy to have read the Query, far shorter than the sleep.
+          await new Promise((r) => setTimeout(r, 100));
+        });
+        await sleeping;
+        expect(figures(tally)).toMatchObject({ verdict: 'assert', statements: { completed: 1, completedByClass: { select: 1 } }, server: { statements: 1 } });
+      } finally {
+        await client.end();
+      }
+    }, 120_000);
+  },
+  (b) => b.backend === 'postgres',
+);
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    let session: CaptureSession;
+    beforeAll(async () => {
+      session = await CaptureSession.open({ backend: backend() });
+    }, 180_000);
+    afterAll(async () => {
+      await session?.close();
+    });
+    const mariadbCli = installed('mariadb') ? it : it.skip;
+    const slap = installed('mysqlslap') ? it : it.skip;
+
+    async function table(name: string): Promise<void> {
+      const c = network(backend().connection);
+      const ran = await run('mariadb', mariadbArgs(c), { MYSQL_PWD: c.password ?? '' }, `DROP TABLE IF EXISTS ${name}; CREATE TABLE ${name} (id INT AUTO_INCREMENT PRIMARY KEY, a INT);\n`);
+      if (ran.code !== 0) throw new Error(ran.stderr);
+    }
+
+    mariadbCli('the mariadb CLI piping a file of INSERTs: its connect query set apart, every INSERT and row exact, assert', async () => {
+      await table('cli_items');
+      const c = network(session.connection);
+      const file = `${Array.from({ length: 200 }, (_, i) => `INSERT INTO cli_items (a) VALUES (${i});`).join('\n')}\n`;
+      // --init-command is what an ORM's connection set-up looks like on the wire: a statement right after the handshake.
+      const tally = await session.measure(() => run('mariadb', ['--init-command=SET NAMES utf8mb4', ...mariadbArgs(c)], { MYSQL_PWD: c.password ?? '' }, file));
+      expect((tally.result as Ran).code).toBe(0);
+      expect(await mysqlScalar(backend(), 'SELECT count(*) FROM cli_items')).toBe(200);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        statements: { completed: 201, completedByClass: { insert: 200, set: 1 }, rowsInserted: 200, connectStatements: 1 },
+        server: { statements: 201, inserts: 200, rowsInserted: 200 },
+      });
+      expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/^#\d+ SET NAMES utf8mb4$/)]);
+      expect(tally.verdict.reconciliation.join('\n')).toMatch(/connection set-up: 1 statement/);
+    }, 120_000);
+
+    mariadbCli('INSERT ... RETURNING through the mariadb CLI: the rows come as a result set with no OK packet, and are counted', async () => {
+      await table('returning_items');
+      const c = network(session.connection);
+      const values = Array.from({ length: 500 }, (_, i) => `(${i})`).join(', ');
+      const tally = await session.measure(() => run('mariadb', [...mariadbArgs(c), '-N', '-B'], { MYSQL_PWD: c.password ?? '' }, `INSERT INTO returning_items (a) VALUES ${values} RETURNING id;\n`));
+      const out = tally.result as Ran;
+      expect(out.code).toBe(0);
+      // The client's own output: one returned id per line.
+      expect(out.stdout.trim().split('\n')).toHaveLength(500);
+      expect(await mysqlScalar(backend(), 'SELECT count(*) FROM returning_items')).toBe(500);
+      expect(tally.layers.wire?.rowsAffected).toBe(500);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        statements: { completedByClass: { insert: 1 }, rowsInserted: 500 },
+        server: { inserts: 1, rowsInserted: 500 },
+      });
+    }, 120_000);
+
+    const mysqldb = pythonHas('MySQLdb') ? it : it.skip;
+    mysqldb(`Python with MySQLdb: executemany of ${PY_ROWS} rows is rewritten into one multi-row INSERT, assert`, async () => {
+      await table('py_items');
+      const c = network(session.connection);
+      const script = [
+        'import os, MySQLdb',
+        "conn = MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ.get('MYSQL_PWD', ''), db=os.environ['MYSQL_DATABASE'])",
+        'cur = conn.cursor()',
+        `cur.executemany("INSERT INTO py_items (a) VALUES (%s)", [(i,) for i in range(${PY_ROWS})])`,
+        'print(cur.rowcount)',
+        'conn.commit()',
+        'conn.close()',
+      ].join('\n');
+      const env = { MYSQL_HOST: c.host, MYSQL_TCP_PORT: String(c.port), MYSQL_USER: c.user, MYSQL_PWD: c.password ?? '', MYSQL_DATABASE: c.database ?? '' };
+      const tally = await session.measure(() => run(DEBIAN_PYTHON, ['-c', script], env));
+      const out = tally.result as Ran;
+      expect(out.stderr).toBe('');
+      expect(out.stdout.trim()).toBe(String(PY_ROWS));
+      expect(await mysqlScalar(backend(), 'SELECT count(*) FROM py_items')).toBe(PY_ROWS);
+      expect(figures(tally)).toMatchObject({
+        verdict: 'assert',
+        discrepancies: [],
+        statements: { completedByClass: { insert: 1, commit: 1 }, rowsInserted: PY_ROWS },
+        server: { inserts: 1, commits: 1, rowsInserted: PY_ROWS },
+      });
+      // MySQLdb turns autocommit off as it connects: connection set-up, listed apart.
+      expect(tally.layers.wire?.statements?.connectTexts).toEqual([expect.stringMatching(/^#\d+ SET autocommit=0$/)]);
+    }, 120_000);
+
+    const jdbc = jdbcAvailable('mariadb') ? it : it.skip;
+    for (const options of ['useBulkStmts=false&rewriteBatchedStatements=false', 'useBulkStmts=true', 'useBulkStmts=false&rewriteBatchedStatements=true']) {
+      jdbc(`JDBC (MariaDB Connector/J) addBatch x ${JDBC_ROWS}, ${options}: every layer agrees, assert`, async () => {
+        await table('jdbc_items');
+        const c = network(session.connection);
+        const url = `jdbc:mariadb://${c.host}:${c.port}/${c.database}?${options}`;
+        const tally = await session.measure(() => runJdbc('mariadb', url, c));
+        const out = tally.result as Ran;
+        expect(out.code).toBe(0);
+        expect(await mysqlScalar(backend(), 'SELECT count(*) FROM jdbc_items')).toBe(JDBC_ROWS);
+        process.stdout.write(`${jdbcLine(`Connector/J ${options}`, tally, out)}\n`);
+        expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], server: { rowsInserted: JDBC_ROWS } });
+      }, 180_000);
+    }
+
+    slap('mysqlslap with a write load: statements and rows on the wire and the server agree, the rows match a fresh count, assert', async () => {
+      const c = network(session.connection);
+      const args = [
+        '--protocol=TCP', '-h', c.host, '-P', String(c.port), '-u', c.user,
+        '--auto-generate-sql', '--auto-generate-sql-load-type=write', '--number-of-queries=200', '--concurrency=2', '--iterations=1',
+        '--create-schema=slap', '--no-drop',
+      ];
+      const tally = await session.measure(() => run('mysqlslap', args, { MYSQL_PWD: c.password ?? '' }));
+      const out = tally.result as Ran;
+      expect(out.code).toBe(0);
+      const rows = await mysqlScalar(backend(), 'SELECT count(*) FROM slap.t1');
+      await mysqlScalar(backend(), 'DROP SCHEMA slap');
+      const s = tally.layers.wire?.statements;
+      expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: rows, failed: 0 }, server: { rowsInserted: rows, inserts: s?.completedByClass.insert } });
+      // Questions: every COM_QUERY statement, and the COM_INIT_DB that picks the schema.
+      expect(tally.layers.server?.summary.statements).toBe((s?.completed ?? 0) + (tally.layers.wire?.commands.COM_INIT_DB ?? 0));
+    }, 180_000);
+  },
+  (b) => b.backend === 'mariadb',
+);
