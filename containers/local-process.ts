@@ -7,7 +7,7 @@ import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
 import { descendantsOf, processAlive, processStopped, trackLive } from './live';
-import { createOwnedDir, isRunning, processIdentity, recordServer } from './ownership';
+import { createOwnedDir, isRunning, processIdentity, recordDirOwner, recordServer } from './ownership';
 import type { ProcessIdentity } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
@@ -59,7 +59,10 @@ export function makePrivateDir(backend: string, env: NodeJS.ProcessEnv, owner?: 
     // With its owner record (this process), so a run killed by SIGKILL leaves something the next run can judge.
     created = createOwnedDir(base, `${DATADIR_PREFIX}${runTag(env)}-${backend.replace(/[^a-z0-9]/gi, '')}-`, backend);
     fs.chmodSync(created.dir, 0o700);
-    if (owner) fs.chownSync(created.dir, owner.uid, owner.gid);
+    if (owner) {
+      fs.chownSync(created.dir, owner.uid, owner.gid);
+      recordDirOwner(created.dir, owner.uid);
+    }
     // Root writes through permission bits, so prove writability with a real file rather than trusting mode.
     const probe = path.join(created.dir, '.sqltally-write-check');
     fs.writeFileSync(probe, '');
