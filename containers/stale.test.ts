@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DATADIR_PREFIX, makePrivateDir } from './local-process';
+import { DATADIR_PREFIX, makePrivateDir, SHARED_SERVER_BASE } from './local-process';
 import { bootId, createOwnedDir, isRunning, ownerFileFor, pidNamespace, processIdentity, readOwnerRecord } from './ownership';
 import type { OwnerRecord, ProcessIdentity } from './ownership';
 import { describeSweep, privateDirBases, sweepStalePrivateDirs } from './stale';
@@ -174,7 +174,7 @@ describe('sweepStalePrivateDirs', () => {
   it('looks inside each provisioned root filesystem too', async () => {
     const inside = path.join(cache, 'mysql-0123456789abcdef', 'var', 'tmp');
     fs.mkdirSync(inside, { recursive: true });
-    expect(privateDirBases(env)).toEqual([env['TMPDIR'], inside]);
+    expect(privateDirBases(env)).toEqual([env['TMPDIR'], ...(fs.existsSync(SHARED_SERVER_BASE) ? [SHARED_SERVER_BASE] : []), inside]);
     const dir = leftBehind(inside, await deadIdentity());
     await sweepStalePrivateDirs(env);
     expect(gone(dir)).toBe(true);

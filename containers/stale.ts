@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { DATADIR_PREFIX, tempBase } from './local-process';
+import { DATADIR_PREFIX, SHARED_SERVER_BASE, tempBase } from './local-process';
 import { OWNER_SUFFIX, bootId, isRunning, ownedBySelf, pidNamespace, processGroupAndTty, processIdentity, readOwnerRecord } from './ownership';
 import type { OwnerRecord, ProcessIdentity } from './ownership';
 import { rootfsCacheDir } from './rootfs';
@@ -59,7 +59,8 @@ function readdirQuietly(dir: string): string[] {
  */
 export function privateDirBases(env: NodeJS.ProcessEnv = process.env): string[] {
   const cache = rootfsCacheDir(env);
-  return [tempBase(env), ...readdirQuietly(cache).map((entry) => path.join(cache, entry, 'var', 'tmp'))];
+  const shared = fs.existsSync(SHARED_SERVER_BASE) && SHARED_SERVER_BASE !== tempBase(env) ? [SHARED_SERVER_BASE] : [];
+  return [tempBase(env), ...shared, ...readdirQuietly(cache).map((entry) => path.join(cache, entry, 'var', 'tmp'))];
 }
 
 /** Whether a record's owner counts as alive, so its directory is left alone. */

@@ -1,7 +1,10 @@
 // @waits 3: one private server per backend, tried from a second local account.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { SHARED_SERVER_BASE } from '../containers/local-process';
+import { startBackend } from '../containers/registry';
 import { withSqlClient } from '../containers/sql-client';
 import type { NetworkConnection } from '../containers/types';
 import { describeEachBackend, START_TIMEOUT_MS, withBackend } from './harness';
@@ -87,4 +90,32 @@ describeEachBackend(
     });
   },
   (b) => b.backend !== 'sqlite',
+);
+
+describeEachBackend(
+  (b) => {
+    const why = !isRoot ? 'only root runs PostgreSQL as another OS user' : b.provider !== 'local' ? `provider ${b.provider} makes no data directory here` : undefined;
+    if (why) {
+      it.skip(`starts with a 0700 TMPDIR (skipped: ${why})`, () => undefined);
+      return;
+    }
+    it("starts as root with a 0700 TMPDIR (mktemp -d's), its data directory where the postgres OS user reaches it", async () => {
+      const closed = fs.mkdtempSync(path.join(os.tmpdir(), 'closed-'));
+      try {
+        expect(fs.statSync(closed).mode & 0o777).toBe(0o700);
+        const started = await startBackend(b.id, { ...process.env, TMPDIR: closed });
+        try {
+          expect(path.dirname(started.dataDir!)).toBe(SHARED_SERVER_BASE);
+          const rows = await withSqlClient('postgres', started.connection as NetworkConnection, {}, (s) => s.query<{ one: unknown }>('SELECT 1 AS one'));
+          expect(Number(rows[0]?.one)).toBe(1);
+        } finally {
+          await started.stop();
+        }
+        expect(fs.existsSync(started.dataDir!)).toBe(false);
+      } finally {
+        fs.rmSync(closed, { recursive: true, force: true });
+      }
+    });
+  },
+  (b) => b.backend === 'postgres',
 );
