@@ -144,7 +144,7 @@ function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFi
 const OTHER_CONNECTIONS: readonly OtherConnections[] = ['mine', 'foreign'];
 
 function describeValue(value: unknown): string {
-  if (value === null) return 'null';
+  if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'function') return `a function (${(value as { name?: string }).name || 'anonymous'})`;
   if (typeof value === 'object') return `an object (${(readSafely(value, 'constructor') as { name?: string } | undefined)?.name ?? 'no class'})`;
