@@ -80,6 +80,12 @@ describe('a private directory for a server that runs as another OS user', () => 
       await dir.remove();
     }
   });
+
+  asRoot('(root, postgres user) is not moved when TMPDIR is no directory at all: that fails with its own message', () => {
+    const file = path.join(base, 'file');
+    fs.writeFileSync(file, '');
+    expect(() => makePrivateDir('postgres', { TMPDIR: file }, lookupUser('postgres')!)).toThrow(`cannot create a private data directory under ${file}`);
+  });
 });
 
 describe('runTag', () => {

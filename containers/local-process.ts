@@ -70,7 +70,14 @@ export function reachableBy(dir: string, user: RunAs): boolean {
  */
 export function serverTempBase(env: NodeJS.ProcessEnv, owner: RunAs | undefined, backend: string): string {
   const base = tempBase(env);
-  if (!owner || reachableBy(base, owner)) return base;
+  let isDir = false;
+  try {
+    isDir = fs.statSync(base).isDirectory();
+  } catch {
+    // Missing: creating the private directory under it fails with the message that says so.
+  }
+  // Only a directory closed to the owner moves elsewhere; a TMPDIR that is no directory at all is the user's to fix.
+  if (!owner || !isDir || reachableBy(base, owner)) return base;
   const hint = `the server runs as the OS user '${owner.user}', which cannot pass through ${base}: set TMPDIR to a directory it can reach (chmod o+x on each folder), or let sqltally use ${SHARED_SERVER_BASE}`;
   try {
     fs.mkdirSync(SHARED_SERVER_BASE, { mode: 0o711 });
