@@ -79,7 +79,7 @@ describeEachBackend(
             ];
       for (const attempt of attempts) {
         expect(attempt.status).not.toBe(0);
-        expect(attempt.output).toMatch(/password|denied|Permission denied|Can't connect/i);
+        expect(attempt.output).toMatch(/password|denied|Permission denied|Can't connect|Can't create UNIX socket/i);
       }
     });
 
