@@ -141,6 +141,67 @@ function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFi
   return (shape) => ids.has(shape.id) || patterns.some((p) => p.test(shape.fingerprint));
 }
 
+const OTHER_CONNECTIONS: readonly OtherConnections[] = ['mine', 'foreign'];
+
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'function') return `a function (${(value as { name?: string }).name || 'anonymous'})`;
+  if (typeof value === 'object') return `an object (${(readSafely(value, 'constructor') as { name?: string } | undefined)?.name ?? 'no class'})`;
+  if (typeof value === 'string') return JSON.stringify(value);
+  return `${typeof value} ${String(value)}`;
+}
+
+function configError(message: string, hint: string): SqltallyError {
+  return new SqltallyError(message, { phase: 'config', hint });
+}
+
+/** What `CaptureSession.open` is given, checked before anything starts: a wrong option is named, never a TypeError. */
+function checkCaptureOptions(options: unknown): void {
+  if (options === null || typeof options !== 'object') {
+    throw configError(`CaptureSession.open() was given ${describeValue(options)}, not options`, "pass { backend: 'postgres' } (a backend id) or { backend: startedBackend }");
+  }
+  const o = options as Record<string, unknown>;
+  const backend = o['backend'];
+  const started = backend !== null && typeof backend === 'object' && typeof readSafely(backend, 'description') === 'object' && typeof readSafely(backend, 'connection') === 'object' && typeof readSafely(backend, 'stop') === 'function';
+  if (!(typeof backend === 'string' && backend.length > 0) && !started) {
+    throw configError(
+      `CaptureSession.open(): backend is ${backend === undefined ? 'missing' : describeValue(backend)}`,
+      "name a backend id ('postgres', 'mariadb@10.11', 'sqlite') or pass a started backend (from startBackend())",
+    );
+  }
+  const other = o['otherConnections'];
+  if (other !== undefined && !OTHER_CONNECTIONS.includes(other as OtherConnections)) {
+    throw configError(`CaptureSession.open(): otherConnections is ${describeValue(other)}`, `use one of ${OTHER_CONNECTIONS.map((v) => `'${v}'`).join(', ')}`);
+  }
+  for (const flag of ['wire', 'server'] as const) {
+    if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw configError(`CaptureSession.open(): ${flag} is ${describeValue(o[flag])}`, `${flag}: true or false`);
+  }
+  if (o['ignore'] !== undefined && !Array.isArray(o['ignore'])) {
+    throw configError(`CaptureSession.open(): ignore is ${describeValue(o['ignore'])}`, 'pass an array of RegExps or shape ids');
+  }
+}
+
+/** Node's timers hold at most this many ms; a longer one fires after 1 ms. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** What `measure()` is given, checked before its window opens. */
+function checkMeasure(fn: unknown, opts: unknown, backend: string): void {
+  const fail = (message: string, hint: string) => new SqltallyError(message, { backend, phase: 'config', hint });
+  if (typeof fn !== 'function') throw fail(`measure() was given ${describeValue(fn)}, not a function`, 'pass the code to measure: session.measure(async (db) => { ... })');
+  if (opts === null || typeof opts !== 'object') throw fail(`measure() options are ${describeValue(opts)}`, 'pass an options object, or nothing');
+  const timeout = (opts as MeasureOptions).timeoutMs;
+  if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMEOUT_MS)) {
+    throw fail(`measure(): timeoutMs is ${describeValue(timeout)}`, `a number of milliseconds above 0 and at most ${MAX_TIMEOUT_MS} (Node's timers fire at once beyond that)`);
+  }
+  const connection = (opts as MeasureOptions).connection;
+  if (connection !== undefined && !['none', 'fresh', 'hot'].includes(connection)) {
+    throw fail(`measure(): connection is ${describeValue(connection)}`, "use 'none', 'fresh' or 'hot'");
+  }
+  const onTimeout = (opts as MeasureOptions).onTimeout;
+  if (onTimeout !== undefined && !['cancel', 'wait'].includes(onTimeout)) throw fail(`measure(): onTimeout is ${describeValue(onTimeout)}`, "use 'cancel' or 'wait'");
+}
+
 /** How one window runs. */
 export interface MeasureOptions {
   /**
@@ -240,9 +301,25 @@ const GOODBYE_GRACE_MS = 2_000;
 /** How long a window waits for the answers to requests whose calls are over (`#settleAnswers`). */
 const ANSWER_GRACE_MS = 2_000;
 
+/** A property of a thrown value, or undefined when reading it throws (a getter that throws, a revoked Proxy). */
+function readSafely(value: unknown, key: string): unknown {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return undefined;
+  try {
+    return (value as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
 function messageOf(err: unknown): string {
-  const message = (err as { message?: unknown } | null)?.message;
-  return typeof message === 'string' ? message : String(err);
+  const message = readSafely(err, 'message');
+  if (typeof message === 'string') return message;
+  try {
+    return String(err);
+  } catch {
+    // An object whose message, toString and Symbol.toPrimitive all throw still ends up in the tally.
+    return 'a thrown value that could not be turned into text';
+  }
 }
 
 /**
@@ -261,18 +338,18 @@ function truncateMessage(message: string): string {
  */
 export function workloadErrorOf(err: unknown): WorkloadError {
   const causes: string[] = [];
-  let cause: unknown = (err as { cause?: unknown } | null)?.cause;
+  let cause: unknown = readSafely(err, 'cause');
   const seen = new Set<unknown>([err]);
   while (cause !== undefined && cause !== null && !seen.has(cause) && causes.length < CAUSES_SHOWN) {
     seen.add(cause);
     causes.push(truncateMessage(messageOf(cause)));
-    cause = (cause as { cause?: unknown }).cause;
+    cause = readSafely(cause, 'cause');
   }
   if (err instanceof SqltallyError) {
     return { message: truncateMessage(err.message), phase: err.phase, statement: err.statement ? truncateStatement(err.statement) : null, causes };
   }
-  const e = err as { sql?: unknown; query?: unknown } | null;
-  const sql = typeof e?.sql === 'string' ? e.sql : typeof e?.query === 'string' ? e.query : null;
+  const [sqlText, queryText] = [readSafely(err, 'sql'), readSafely(err, 'query')];
+  const sql = typeof sqlText === 'string' ? sqlText : typeof queryText === 'string' ? queryText : null;
   return { message: truncateMessage(messageOf(err)), phase: 'workload', statement: sql ? truncateStatement(sql) : null, causes };
 }
 
@@ -348,6 +425,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** SQLite handles counted into the session, by the session's number for them: the probe reads each one. */
   readonly #sqliteHandles = new Map<number, import('../counters/driver/better-sqlite3').SqliteHandle>();
   #proxy: WireProxy | null = null;
+  /** The last number given to a counted SQLite handle: never reused, though closed handles are dropped. */
+  #sqliteNumbers = 0;
   #probe: ServerProbe | null = null;
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
@@ -362,6 +441,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Set once the server let a reading after a give-up go unanswered: closing then waits for no polite goodbye. */
   #serverSilent = false;
   #measuring = false;
+  /** While a measured function runs: closing the session under it would take the server window's end reading away. */
+  #running = false;
 
   private constructor(backend: StartedBackend, owns: boolean, driver: D, options: CaptureOptions<D>) {
     this.backend = backend;
@@ -371,6 +452,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   static async open<D extends DriverName = DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
+    checkCaptureOptions(options);
     const owns = typeof options.backend === 'string';
     const backend = typeof options.backend === 'string' ? await startBackend(options.backend) : options.backend;
     const allowed: DriverName[] = driversFor(backend.description.name);
@@ -439,7 +521,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (mark && mark.sink === this.#recorder) return target;
     const module = driverOf(target);
     if (!module) {
-      const got = target === null ? 'null' : typeof target === 'function' ? `a function (${(target as { name?: string }).name || 'anonymous'})` : `an object (${(target as object).constructor?.name ?? 'no class'})`;
+      const got = describeValue(target);
       throw new SqltallyError(`session.count() was given ${got}, which is not a driver object sqltally counts`, {
         backend: this.backend.description.id,
         phase: 'wrap',
@@ -459,7 +541,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // would add its total_changes() to the window twice (a Database counted in beforeAll and again in each test
     // read 12000, 18000, 24000 rows for windows of 6000).
     if (module.name === 'better-sqlite3' && ![...this.#sqliteHandles.values()].includes(target as never)) {
-      this.#sqliteHandles.set(this.#sqliteHandles.size + 1, target as never);
+      this.#sqliteHandles.set(++this.#sqliteNumbers, target as never);
     }
     return wrapped;
   }
@@ -620,6 +702,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
    */
   async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions = {}): Promise<Captured<T>> {
+    checkMeasure(fn, opts, this.backend.description.id);
     const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
     const open = await this.#open(mode, opts);
     let result: T | undefined;
@@ -632,9 +715,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         const work = opts.signal?.aborted
           ? Promise.reject<T>(opts.signal.reason)
           : Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
+        this.#running = true;
         result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
       } catch (err) {
         thrown = err;
+      } finally {
+        this.#running = false;
       }
       open.durationNs = Number(process.hrtime.bigint() - started);
     };
@@ -740,6 +826,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       });
     }
     const ignore = ignoreFilter([...(this.#options.ignore ?? []), ...(opts.ignore ?? [])], this.backend.description.id);
+    // A Database closed since (one counted per test, closed after it) has nothing more to read: reading it would make
+    // every later window incomplete.
+    for (const [id, handle] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
     this.#measuring = true;
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
@@ -925,6 +1014,14 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    */
   async close(): Promise<void> {
     if (this.#closed) return;
+    if (this.#running) {
+      // The window still has to read the server; closing under it read a stopped probe (negative counts).
+      throw new SqltallyError('close() was called inside a measured function: the session stays open until the window ends', {
+        backend: this.backend.description.id,
+        phase: 'workload',
+        hint: 'close the session after measure() returns (await using, or close() in afterAll)',
+      });
+    }
     this.#closed = true;
     const ours = this.#last?.opened.connectionId ?? null;
     // A frozen server never answers a goodbye: after one went silent, each polite close gets a moment, not forever

@@ -56,6 +56,8 @@ export const BackendsReportSchema = z.object({
   ),
   /** Such directories that could not be removed, and why. */
   stuck: z.array(z.object({ dir: z.string(), reason: z.string() })),
+  /** Owner records not acted on (another user's, a link, naming a process that is not a server of ours), and why. */
+  refused: z.array(z.object({ file: z.string(), reason: z.string() })).default([]),
 });
 export type BackendsReport = z.infer<typeof BackendsReportSchema>;
 type BackendEntry = BackendsReport['backends'][number];
@@ -106,7 +108,7 @@ function renderText(report: BackendsReport, checked: boolean): string {
   }
   for (const id of report.missingRequired) lines.push(`required by SQLTALLY_REQUIRE but unavailable: ${id}`);
   for (const b of report.backends) if (b.misconfigured) lines.push(`${b.misconfigured} is set but unusable: fix it or unset it (a run fails on it)`);
-  lines.push(...describeSweep({ removed: report.cleaned, stuck: report.stuck }));
+  lines.push(...describeSweep({ removed: report.cleaned, stuck: report.stuck, refused: report.refused }));
   return lines.join('\n');
 }
 
@@ -152,7 +154,7 @@ export const command: Command = {
       const hit = backends.find((b) => b.id === need) ?? entry(need, await resolveBackend(need, env));
       if (!hit.available) missingRequired.push(need);
     }
-    const report = BackendsReportSchema.parse({ schemaVersion: 1, backends, missingRequired, cleaned: sweep.removed, stuck: sweep.stuck });
+    const report = BackendsReportSchema.parse({ schemaVersion: 1, backends, missingRequired, cleaned: sweep.removed, stuck: sweep.stuck, refused: sweep.refused });
     console.log(parsed.values.json ? JSON.stringify(report, null, 2) : renderText(report, parsed.values.check));
     const failed = backends.some((b) => (b.check && !b.check.ok) || b.misconfigured) || missingRequired.length > 0;
     return failed ? 1 : 0;

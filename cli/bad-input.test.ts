@@ -22,6 +22,7 @@ const SCRATCH_FILES: Record<string, string> = {
   'corrupt-baseline.json': '{"schemaVersion": 1, "kind": "baseline", "cells": [',
   'not-json.json': 'this is not JSON',
   'old-schema/report.json': JSON.stringify({ ...JSON.parse(toJson(REPORT)), schemaVersion: 0 }),
+  'newer-baseline.json': JSON.stringify({ ...JSON.parse(toJson(baselineFromReport(REPORT, new Date('2026-01-02T03:04:05.000Z')))), schemaVersion: 99 }),
   'full/notes.txt': 'a person keeps notes here',
   'a-file': 'a file where a directory would have to be',
 };
@@ -73,6 +74,12 @@ const CASES: Record<string, Case> = {
   'run --bogus': { argv: run('--bogus'), code: 2, says: ['sqltally run: unknown option --bogus', 'sqltally run --help'] },
   'run --force=yes': { argv: run('--force=yes'), code: 2, says: ['--force takes no value, got "yes"'] },
   'run positional': { argv: run('sqlite'), code: 2, says: ['unexpected argument "sqlite"'] },
+  'run --out <dangling symbolic link>': {
+    argv: (s) => ['run', '--out', path.join(s, 'dangling')],
+    code: 2,
+    says: [/--out: .*output path .*dangling is a symbolic link to .*nowhere.*, which does not exist/],
+  },
+  'run --rows 100 --rows --no-write': { argv: run('--rows', '100', '--rows', '--no-write'), code: 2, says: ['--rows got "--no-write", which looks like an option'] },
   'run --out ""': { argv: () => ['run', '--out', ''], code: 2, says: ['--out is empty'] },
   'run --out x --no-write': { argv: run('--no-write'), code: 2, says: ['and --no-write contradict each other'] },
   'run --out <non-empty dir>': { argv: (s) => ['run', '--out', path.join(s, 'full')], code: 2, says: [/--out: .*output directory .*full already exists and is not empty \(notes\.txt\)/] },
@@ -136,6 +143,11 @@ const CASES: Record<string, Case> = {
     code: 2,
     says: [/corrupt-baseline\.json: not valid JSON/, 'nothing was written'],
   },
+  'gate --baseline <schema 99> --update': {
+    argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('newer-baseline.json')(s), '--update'],
+    code: 2,
+    says: [/newer-baseline\.json: written by sqltally schema 99, newer than this one \(2\)/, 'nothing was written'],
+  },
   'gate --baseline <missing> without --update': {
     argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('new-baseline.json')(s)],
     code: 2,
@@ -168,7 +180,8 @@ function tree(dir: string): Record<string, string> {
   const walk = (d: string): void => {
     for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
       const full = path.join(d, entry.name);
-      if (entry.isDirectory()) {
+      if (entry.isSymbolicLink()) out[path.relative(dir, full)] = `-> ${fs.readlinkSync(full)}`;
+      else if (entry.isDirectory()) {
         out[`${path.relative(dir, full)}/`] = 'dir';
         walk(full);
       } else out[path.relative(dir, full)] = createHash('sha256').update(fs.readFileSync(full)).digest('hex');
@@ -190,6 +203,7 @@ describe('bad input to the sqltally CLI', () => {
       fs.writeFileSync(path.join(scratch, name), content);
     }
     // Hermetic: private directories (and the sweep of stale ones) under scratch, no root filesystems, no engine.
+    fs.symlinkSync(path.join(scratch, 'nowhere', 'run'), path.join(scratch, 'dangling'));
     fs.mkdirSync(path.join(scratch, 'tmp'));
     process.env['TMPDIR'] = path.join(scratch, 'tmp');
     process.env['SQLTALLY_ROOTFS_CACHE'] = path.join(scratch, 'no-rootfs');

@@ -15,7 +15,7 @@ Compares the report's counts with the baseline, cell by cell, exactly (timings a
   exit 2  bad input: unreadable, corrupt or older-schema report or baseline, bad options
 
   --update  approve the report: write its counts as the new baseline (atomically) and print what changed.
-            Refused when the run failed or a cell is incomplete. Replaces a baseline of an older schema.
+            Refused when the run failed or a cell is incomplete. Replaces a baseline of an older schema, never a newer one.
   --json    print the comparison as JSON (the GateResult schema) instead of text.`;
 
 /** Exit codes, so scripts can tell "counts changed" from "could not compare". */
@@ -69,7 +69,8 @@ async function run(argv: string[]): Promise<number> {
     if (!(err instanceof UnreadableFileError)) throw err;
     // Only --update may replace what is there, and only a file that is absent or from an older schema: a corrupt
     // baseline (a bad merge, a hand edit) is left for a person to look at.
-    const replaceable = opts.update && (err.problem === 'missing' || err.problem === 'version');
+    // A newer schema's baseline is someone's newer sqltally's: replacing it would downgrade their gate.
+    const replaceable = opts.update && (err.problem === 'missing' || (err.problem === 'version' && err.older));
     if (!replaceable) {
       const hint = err.problem === 'missing' ? `\n  create it with: sqltally gate --report ${opts.report} --baseline ${opts.baseline} --update` : '';
       console.error(`sqltally gate: ${err.message}${hint}\n  nothing was written.`);

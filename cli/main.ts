@@ -23,7 +23,34 @@ function usage(): string {
   return ['usage: sqltally <command> [options]', '', 'commands:', ...lines, '', 'Run `sqltally <command> --help` for its options.'].join('\n');
 }
 
+/**
+ * Watches standard output for a write that failed (`> /dev/full`, a closed pipe): unheard, the stream's 'error' ends the
+ * process with a stack and no word on what was lost. Returns what failed, if anything, once output has settled.
+ */
+function watchStdout(): () => Promise<string | null> {
+  let failed: string | null = null;
+  const onError = (err: NodeJS.ErrnoException): void => {
+    failed ??= err.message;
+  };
+  process.stdout.on('error', onError);
+  return async () => {
+    // A file's write fails at once but the stream reports it on the next tick.
+    await new Promise((resolve) => setImmediate(resolve));
+    process.stdout.off('error', onError);
+    return failed;
+  };
+}
+
 export async function main(argv: string[]): Promise<number> {
+  const stdoutFailure = watchStdout();
+  const code = await runCommand(argv);
+  const failed = await stdoutFailure();
+  if (failed === null) return code;
+  console.error(`sqltally: could not write to standard output (${failed}): what it should have printed is lost`);
+  return code === 0 ? 1 : code;
+}
+
+async function runCommand(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h') {
     console.log(usage());

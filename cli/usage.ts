@@ -22,8 +22,11 @@ function usageLine(err: unknown, argv: readonly string[]): string {
   const e = err as { code?: string; message?: string };
   const message = e.message ?? String(err);
   const option = /'(-[^' ]+)/.exec(message)?.[1];
+  // The occurrence whose next word starts with a dash is the ambiguous one: a flag given twice (`--rows 100 --rows
+  // --no-write`) has an earlier, good value that must not be named instead.
   const valueAfter = (flag: string | undefined): string | undefined => {
-    const i = flag ? argv.indexOf(flag) : -1;
+    const at = argv.flatMap((a, i) => (a === flag ? [i] : []));
+    const i = at.find((j) => argv[j + 1]?.startsWith('-')) ?? at.at(-1) ?? -1;
     return i >= 0 ? argv[i + 1] : undefined;
   };
   switch (e.code) {

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { leadingVersion } from './backend';
 import { SqltallyError } from './errors';
 import { everyThreadStopped, liveResources, processAlive, processStopped } from './live';
-import { DATADIR_PREFIX, freePort, launchServer, lookupUser, makePrivateDir, runTag, runTool } from './local-process';
+import { readOwnerRecord, ownerFileFor } from './ownership';
+import { DATADIR_PREFIX, freePort, launchServer, lookupUser, makePrivateDir, reachableBy, runTag, runTool, SHARED_SERVER_BASE, tempBase } from './local-process';
 
 describe('makePrivateDir', () => {
   let base: string;
@@ -39,6 +40,51 @@ describe('makePrivateDir', () => {
     expect(err).toBeInstanceOf(SqltallyError);
     expect((err as SqltallyError).message).toContain(`[backend mariadb, provider local, phase provision] cannot create a private data directory under ${file}`);
     expect((err as SqltallyError).hint).toBe('set TMPDIR to a writable directory with free space');
+  });
+});
+
+describe('a private directory for a server that runs as another OS user', () => {
+  let base: string;
+  beforeEach(() => {
+    base = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-unit-reach-'));
+  });
+  afterEach(() => fs.rmSync(base, { recursive: true, force: true }));
+  const other = { user: 'someone', uid: 65534, gid: 65534 };
+
+  it('is reachable only through folders whose execute bit applies to that user', () => {
+    // mkdtemp makes 0700, as `mktemp -d` and CI runners' TMPDIRs are.
+    expect(fs.statSync(base).mode & 0o777).toBe(0o700);
+    expect(reachableBy(base, { ...other, uid: fs.statSync(base).uid })).toBe(true);
+    expect(reachableBy(base, other)).toBe(false);
+    fs.chmodSync(base, 0o711);
+    expect(reachableBy(base, other)).toBe(os.tmpdir() === '/tmp' || reachableBy(os.tmpdir(), other));
+  });
+
+  it('a relative TMPDIR is taken from the working directory, made absolute', () => {
+    expect(tempBase({ TMPDIR: 'some/where' })).toBe(path.resolve('some/where'));
+  });
+
+  const asRoot = typeof process.getuid === 'function' && process.getuid() === 0 && lookupUser('postgres') ? it : it.skip;
+  asRoot('(root, postgres user) is made under the shared server base when TMPDIR is 0700, reachable by that user and owned by it', async () => {
+    const postgres = lookupUser('postgres')!;
+    const dir = makePrivateDir('postgres', { TMPDIR: base, SQLTALLY_RUN_ID: 'reach' }, postgres);
+    try {
+      expect(path.dirname(dir.path)).toBe(SHARED_SERVER_BASE);
+      expect(fs.statSync(SHARED_SERVER_BASE)).toMatchObject({ uid: 0 });
+      expect(fs.statSync(SHARED_SERVER_BASE).mode & 0o777).toBe(0o711);
+      expect(reachableBy(dir.path, postgres)).toBe(true);
+      expect(fs.statSync(dir.path)).toMatchObject({ uid: postgres.uid });
+      // The record says so, or the next sweep would refuse a directory that is not root's.
+      expect(readOwnerRecord(ownerFileFor(dir.path))?.dirUid).toBe(postgres.uid);
+    } finally {
+      await dir.remove();
+    }
+  });
+
+  asRoot('(root, postgres user) is not moved when TMPDIR is no directory at all: that fails with its own message', () => {
+    const file = path.join(base, 'file');
+    fs.writeFileSync(file, '');
+    expect(() => makePrivateDir('postgres', { TMPDIR: file }, lookupUser('postgres')!)).toThrow(`cannot create a private data directory under ${file}`);
   });
 });
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { SqltallyError } from './errors';
 import { findExecutable } from './binaries';
 import { descendantsOf, processAlive, processStopped, trackLive } from './live';
-import { createOwnedDir, isRunning, processIdentity, recordServer } from './ownership';
+import { createOwnedDir, isRunning, processIdentity, recordDirOwner, recordServer } from './ownership';
 import type { ProcessIdentity } from './ownership';
 import type { LiveResource } from './live';
 import type { NetworkConnection } from './types';
@@ -37,8 +37,66 @@ export function runTag(env: NodeJS.ProcessEnv = process.env): string {
   return tag.replace(/[^A-Za-z0-9]/g, '').slice(0, 24) || 'cli';
 }
 
+/** The temp directory, absolute: tools run with another working directory (cp in the destination's folder). */
 export function tempBase(env: NodeJS.ProcessEnv = process.env): string {
-  return env['TMPDIR'] || os.tmpdir();
+  return path.resolve(env['TMPDIR'] || os.tmpdir());
+}
+
+/**
+ * Where root puts the directories of servers that run as another OS user when `$TMPDIR` is closed to that user (a
+ * 0700 directory, as `mktemp -d` and several CI runners make it): root's, mode 0711, so each server's user reaches
+ * its own 0700 directory inside and lists nothing.
+ */
+export const SHARED_SERVER_BASE = '/var/tmp/sqltally-servers';
+
+/** Whether `user` may pass through every directory down to `dir` (the execute bit that applies to it). */
+export function reachableBy(dir: string, user: RunAs): boolean {
+  for (let at = path.resolve(dir); ; at = path.dirname(at)) {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(at);
+    } catch {
+      return false;
+    }
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) return false;
+    if (at === path.dirname(at)) return true;
+  }
+}
+
+/**
+ * The base for a directory a server running as `owner` must reach: `$TMPDIR` when it can, else
+ * {@link SHARED_SERVER_BASE}, made (or checked: a directory of ours, writable by nobody else) on the way.
+ */
+export function serverTempBase(env: NodeJS.ProcessEnv, owner: RunAs | undefined, backend: string): string {
+  const base = tempBase(env);
+  let isDir = false;
+  try {
+    isDir = fs.statSync(base).isDirectory();
+  } catch {
+    // Missing: creating the private directory under it fails with the message that says so.
+  }
+  // Only a directory closed to the owner moves elsewhere; a TMPDIR that is no directory at all is the user's to fix.
+  if (!owner || !isDir || reachableBy(base, owner)) return base;
+  const hint = `the server runs as the OS user '${owner.user}', which cannot pass through ${base}: set TMPDIR to a directory it can reach (chmod o+x on each folder), or let sqltally use ${SHARED_SERVER_BASE}`;
+  try {
+    fs.mkdirSync(SHARED_SERVER_BASE, { mode: 0o711 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+      throw new SqltallyError(`cannot create ${SHARED_SERVER_BASE}`, { backend, phase: 'provision', provider: 'local', cause: err, hint });
+    }
+  }
+  const st = fs.lstatSync(SHARED_SERVER_BASE);
+  const me = typeof process.getuid === 'function' ? process.getuid() : -1;
+  if (!st.isDirectory() || st.uid !== me || (st.mode & 0o022) !== 0) {
+    throw new SqltallyError(`${SHARED_SERVER_BASE} is not a directory of this user's that only it can write to`, { backend, phase: 'provision', provider: 'local', hint });
+  }
+  // umask may have taken the execute bits mkdir was given.
+  if ((st.mode & 0o011) !== 0o011) fs.chmodSync(SHARED_SERVER_BASE, (st.mode & 0o777) | 0o011);
+  if (!reachableBy(SHARED_SERVER_BASE, owner)) {
+    throw new SqltallyError(`the OS user '${owner.user}' cannot reach ${SHARED_SERVER_BASE} either`, { backend, phase: 'provision', provider: 'local', hint });
+  }
+  return SHARED_SERVER_BASE;
 }
 
 /** A private directory, tracked as live from the moment it exists so a failure anywhere still removes it. */
@@ -50,16 +108,20 @@ export interface PrivateDir {
 }
 
 /**
- * Creates a fresh mode-0700 directory under `$TMPDIR` (or the OS temp dir), owned by `owner` when given.
+ * Creates a fresh mode-0700 directory under `$TMPDIR` (or the OS temp dir), owned by `owner` when given (under
+ * {@link SHARED_SERVER_BASE} when `owner` cannot reach `$TMPDIR`).
  */
 export function makePrivateDir(backend: string, env: NodeJS.ProcessEnv, owner?: RunAs): PrivateDir {
-  const base = tempBase(env);
+  const base = serverTempBase(env, owner, backend);
   let created: { dir: string; ownerFile: string } | undefined;
   try {
     // With its owner record (this process), so a run killed by SIGKILL leaves something the next run can judge.
     created = createOwnedDir(base, `${DATADIR_PREFIX}${runTag(env)}-${backend.replace(/[^a-z0-9]/gi, '')}-`, backend);
     fs.chmodSync(created.dir, 0o700);
-    if (owner) fs.chownSync(created.dir, owner.uid, owner.gid);
+    if (owner) {
+      fs.chownSync(created.dir, owner.uid, owner.gid);
+      recordDirOwner(created.dir, owner.uid);
+    }
     // Root writes through permission bits, so prove writability with a real file rather than trusting mode.
     const probe = path.join(created.dir, '.sqltally-write-check');
     fs.writeFileSync(probe, '');

@@ -109,6 +109,10 @@ async function startLocal(install: { binary: string; installDb: string }, option
     fs.writeFileSync(
       layout.initFile,
       [
+        // The install makes root@'::1' and root@'<hostname>' without a password: only the password account on
+        // 127.0.0.1 and the socket's root@localhost (in the 0700 private directory) are kept.
+        `DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`,
+        'FLUSH PRIVILEGES;',
         // The install may already have made this account without a password: set ours either way.
         `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
         `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,

@@ -35,6 +35,8 @@ export const OwnerRecordSchema = z.object({
   pidNamespace: z.string(),
   /** Server processes started on the directory, with the signal that stops each cleanly. */
   servers: z.array(ProcessIdentitySchema.extend({ stopSignal: z.string() })),
+  /** The uid the directory was handed to (root runs PostgreSQL as its own OS user); absent: the record's own owner. */
+  dirUid: z.number().int().nonnegative().optional(),
   createdAt: z.string(),
 });
 export type OwnerRecord = z.infer<typeof OwnerRecordSchema>;
@@ -179,6 +181,13 @@ export function recordServer(dir: string, pid: number, stopSignal: string): void
   const identity = processIdentity(pid);
   if (!record || !identity) return;
   writeRecord(file, { ...record, servers: [...record.servers, { ...identity, stopSignal }] }, 'replace');
+}
+
+/** Says in the record of `dir` that the directory now belongs to `uid` (chowned for a server's OS user). */
+export function recordDirOwner(dir: string, uid: number): void {
+  const file = ownerFileFor(dir);
+  const record = readOwnerRecord(file);
+  if (record) writeRecord(file, { ...record, dirUid: uid }, 'replace');
 }
 
 /** Whether the owner of a record is this very process. */

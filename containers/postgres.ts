@@ -1,3 +1,4 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describeBackend, leadingVersion, startedBackend } from './backend';
@@ -120,8 +121,9 @@ interface PostgresBinaries {
 }
 
 // 1 MB WAL segments instead of 16: every start copies the template, whose first segment was most of it, and the
-// servers write only a few MB of WAL.
-const INITDB_OPTIONS = ['-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--wal-segsize=1'];
+// servers write only a few MB of WAL. The socket lives in the 0700 data directory, so only its owner (and root) reach
+// the trusted socket; TCP needs the password each start sets (privatePassword).
+const INITDB_OPTIONS = ['-U', SUPERUSER, '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync', '--wal-segsize=1'];
 
 /**
  * What the template holds beyond initdb's cluster, made in single-user mode (no port, no socket): sqltally's database
@@ -166,6 +168,33 @@ function initdbTemplate(binaries: PostgresBinaries, runAs: RunAs | undefined, op
   };
 }
 
+const SCRAM_ITERATIONS = 4096;
+
+/**
+ * The SCRAM-SHA-256 verifier of a password, as PostgreSQL stores it (RFC 5803 format): the server is handed this,
+ * never the password, so no statement text, log line or statistics view of the server holds the password itself.
+ */
+export function scramVerifier(password: string, salt: Buffer = randomBytes(16), iterations = SCRAM_ITERATIONS): string {
+  const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  const storedKey = createHash('sha256').update(clientKey).digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+/** The socket of a private server, in its data directory: trusted, reachable only by the directory's owner and root. */
+function socketConnection(dataDir: string, port: number): NetworkConnection {
+  return { kind: 'network', host: dataDir, port, user: SUPERUSER, password: '', database: DATABASE };
+}
+
+/** Gives the superuser a password for TCP logins, over the socket; pg_stat_statements does not keep the statement. */
+async function setPrivatePassword(dataDir: string, port: number, password: string): Promise<void> {
+  await withSqlClient('postgres', socketConnection(dataDir, port), clientFor('postgres'), async (c) => {
+    await c.query('SET pg_stat_statements.track_utility = off');
+    await c.query(`ALTER ROLE ${SUPERUSER} PASSWORD '${scramVerifier(password)}'`);
+  });
+}
+
 async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('postgres', options.env, runAs);
   try {
@@ -175,7 +204,9 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
     await dir.remove();
     throw err;
   }
-  const connectionFor = loopbackConnection(SUPERUSER, '', DATABASE);
+  // Random per start: any local user can reach 127.0.0.1, and a superuser login runs programs as the server's OS user.
+  const password = randomBytes(18).toString('base64url');
+  const connectionFor = loopbackConnection(SUPERUSER, password, DATABASE);
   const running = await launchServer({
     id: options.id,
     binary: binaries.postgres,
@@ -185,15 +216,17 @@ async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, 
     ...(runAs ? { runAs } : {}),
     stopSignal: STOP_SIGNAL,
     bindFailure: BIND_FAILURE,
-    ping: (port) => pingPostgres(connectionFor(port), 'postgres'),
+    ping: (port) => pingPostgres(socketConnection(dir.path, port), 'postgres'),
     isFatal: (err) => ['28P01', '28000'].includes(String((err as { code?: unknown } | null)?.code)),
     env: options.env,
     ...(options.pickPort ? { pickPort: options.pickPort } : {}),
   });
   const connection = connectionFor(running.port);
   // The database and the extension come with the template (TEMPLATE_STATEMENTS): nothing to create here.
-  const statement = 'SELECT VERSION()';
+  let statement = `ALTER ROLE ${SUPERUSER} PASSWORD '...'`;
   try {
+    await setPrivatePassword(dir.path, running.port, password);
+    statement = 'SELECT VERSION()';
     const identity = await identifyPostgres(connection);
     return startedBackend(
       describeBackend(POSTGRES, identity, 'local', binaries.postgres, running.readyAt - running.spawnedAt, true),

@@ -99,6 +99,9 @@ describe('resolveBackend: provider order', () => {
     if (r.available) return;
     expect(r.reason).toContain(`no MySQL server binary (mysqld on SQLTALLY_MYSQL_BINDIR=${mysqlIsMariadbDir} is MariaDB)`);
     expect(r.reason).toContain('set SQLTALLY_MYSQL_URL');
+    // The root filesystem's reason already says to run the provisioning script: the hint does not say it again.
+    expect(r.reason.split('provision-rootfs.sh mysql (as root)').length - 1).toBe(1);
+    expect(r.reason).toMatch(/provision-rootfs\.sh mysql \(as root\); or set SQLTALLY_MYSQL_URL$/);
   });
 
   it('takes a mysqld that says MySQL, and resolves its variant id', async () => {

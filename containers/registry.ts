@@ -223,7 +223,12 @@ export async function resolveBackend(id: string, env: NodeJS.ProcessEnv = proces
   const prefix = forced ? `${forced.variable}=${forced.provider}: ` : '';
   // Forced to external, the only fix is the URL; the install hint would point the wrong way.
   const hint = forced?.provider === 'external' ? `set ${envKey(parsed, 'URL')}` : module.unavailableHint;
-  return unavailable(module, parsed, tried, `${prefix}${told.join(' and ')}: ${hint}`);
+  const said = told.join(' and ');
+  // A reason may already give part of the advice (the root filesystem's names its provisioning command): not twice.
+  const alternatives = hint.split(' or ');
+  const fresh = alternatives.filter((a) => !said.includes(a));
+  const advice = fresh.length === alternatives.length ? `: ${hint}` : fresh.length > 0 ? `; or ${fresh.join(' or ')}` : '';
+  return unavailable(module, parsed, tried, `${prefix}${said}${advice}`);
 }
 
 /** Starts a backend by id (`sqlite`, `mariadb@10.11`), or throws a SqltallyError saying why it cannot here. */

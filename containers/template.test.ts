@@ -139,6 +139,27 @@ describe('copyTemplate', () => {
     expect((err as SqltallyError).message).toMatch(/could not copy the template data directory .*nope/);
     expect(err).toMatchObject({ backend: 'mysql', phase: 'provision' });
   });
+
+  it("says cp failed and what cp said (its reason, as No space left on device), not just that the copy failed", async () => {
+    const { dataDir } = await ensureTemplate(recipe(), context());
+    // Nobody, root included, makes a directory in /proc: cp starts and fails with words of its own.
+    const err = await copyTemplate(dataDir, '/proc/sqltally-no-such-dest', 'mariadb').catch((e: unknown) => e);
+    expect((err as SqltallyError).message).toMatch(/could not copy the template data directory .*: cp failed \(1\)/);
+    expect((err as SqltallyError).message).toMatch(/cp: .*sqltally-no-such-dest.*: \S/);
+  });
+
+  it('copies into a relative destination, as a relative TMPDIR gives', async () => {
+    const { dataDir } = await ensureTemplate(recipe(), context());
+    const cwd = process.cwd();
+    process.chdir(work);
+    try {
+      fs.mkdirSync('rel');
+      await copyTemplate(dataDir, path.join('rel', 'dest'), 'mariadb');
+    } finally {
+      process.chdir(cwd);
+    }
+    expect(fs.readFileSync(path.join(work, 'rel', 'dest', 'mysql', 'user.MAD'), 'utf8')).toBe('accounts');
+  });
 });
 
 describe('templateCacheDir', () => {
@@ -192,6 +213,8 @@ describe('a build that runs as another user (PostgreSQL refuses root)', () => {
     async () => {
       const locked = path.join(work, 'locked');
       fs.mkdirSync(locked, { mode: 0o700 });
+      // A TMPDIR that user can pass through (a 0700 one sends the build to SHARED_SERVER_BASE, local-process.test.ts).
+      fs.chmodSync(work, 0o711);
       const seen: { owner?: number; dir?: string } = {};
       const r = recipe(['server 1.0']);
       const built = await ensureTemplate(

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { SqltallyError } from './errors';
 import { trackLive } from './live';
-import { runTool, tempBase } from './local-process';
+import { runTool, serverTempBase } from './local-process';
 
 /**
  * Initialised data directories, made once per server binary and copied for every private start: a copy
@@ -68,7 +68,7 @@ export function templateCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   } catch {
     // Not root and no /var/cache of ours: a per-user cache under the temp directory.
     // Dot-named: the leak checks look for `sqltally-*` directories in the temp directory, and this one is meant to stay.
-    return path.join(env['TMPDIR'] || os.tmpdir(), `.sqltally-templates-${typeof process.getuid === 'function' ? process.getuid() : 'user'}`);
+    return path.join(path.resolve(env['TMPDIR'] || os.tmpdir()), `.sqltally-templates-${typeof process.getuid === 'function' ? process.getuid() : 'user'}`);
   }
 }
 
@@ -287,7 +287,8 @@ async function buildTemplate(
     const started = Date.now();
     if (recipe.chown) {
       // Dot-named: the leak checks look for `sqltally-*` directories, and this one is removed below in any case.
-      const dir = fs.mkdtempSync(path.join(tempBase(context.env), `.sqltally-template-${recipe.name}-`));
+      const owner = { user: `uid ${recipe.chown.uid}`, ...recipe.chown };
+      const dir = fs.mkdtempSync(path.join(serverTempBase(context.env, owner, context.backend), `.sqltally-template-${recipe.name}-`));
       scratch = { dir, untrack: trackLive({ label: `${context.backend} template build ${dir}`, dir }) };
       fs.chownSync(dir, recipe.chown.uid, recipe.chown.gid);
       await recipe.build(dir);
@@ -342,8 +343,19 @@ export async function copyTemplate(template: string, dest: string, backend: stri
   try {
     // cp -a keeps owners where Node's fs.cp does not, and copies sparse files (InnoDB's redo log) as sparse. Run as a
     // tracked tool, so a signal mid-copy stops cp before the half-copied directory is removed (else cp refills it).
-    await runTool(backend, CP, ['-a', '--', `${template}/.`, dest], { cwd: path.dirname(dest), env });
+    const to = path.resolve(dest);
+    await runTool(backend, CP, ['-a', '--', `${path.resolve(template)}/.`, to], { cwd: path.dirname(to), env });
   } catch (cause) {
-    throw new SqltallyError(`could not copy the template data directory ${template} to ${dest}`, { backend, phase: 'provision', provider: 'local', cause });
+    // runTool's error says `cp failed (1)` and carries cp's own words (`No space left on device`) as its hint: both
+    // belong in this message, which would otherwise keep neither (a SqltallyError cause is not repeated).
+    const tool = cause instanceof SqltallyError ? cause : undefined;
+    const said = tool ? `: ${tool.message.split('\n')[0]?.replace(/^\[[^\]]*\]\s*/, '')}` : '';
+    throw new SqltallyError(`could not copy the template data directory ${template} to ${dest}${said}`, {
+      backend,
+      phase: 'provision',
+      provider: 'local',
+      cause,
+      ...(tool?.hint ? { hint: tool.hint } : {}),
+    });
   }
 }

@@ -236,10 +236,11 @@ describeEachBackend((b) => {
     it('refuses a wrong password at the external provider, with a message that names backend, provider and fix', async () => {
       const c = backend().connection as NetworkConnection;
       if (b.backend === 'postgres') {
-        // Private PostgreSQL trusts loopback, so a wrong password gets in; a missing database is the refusal here.
-        const url = `postgres://${c.user}:wrong-secret@127.0.0.1:${c.port}/no_such_db`;
+        // A private PostgreSQL asks for the password on 127.0.0.1 (scram-sha-256), like any other server.
+        const url = `postgres://${c.user}:wrong-secret@127.0.0.1:${c.port}/${c.database}`;
         const err = await rejection(startBackend('postgres', { ...process.env, SQLTALLY_POSTGRES_URL: url }));
-        expect(err.message).toContain('[backend postgres, provider external, phase connect] database "no_such_db" does not exist');
+        expect(err.message).toContain(`[backend postgres, provider external, phase connect] access denied for user "${c.user}"`);
+        expect(err.message).toContain('what to do: check the user and password in SQLTALLY_POSTGRES_URL');
         expect(err.message).not.toContain('wrong-secret');
         return;
       }

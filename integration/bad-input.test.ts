@@ -146,6 +146,21 @@ describe('two ids for one server', () => {
   });
 });
 
+describe('standard output that cannot be written (> /dev/full)', () => {
+  it('run --json --no-write: a clear message on stderr, exit 1, no stack', async () => {
+    const full = fs.openSync('/dev/full', 'w');
+    const code = `require('./cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '10', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
+    const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env: process.env, stdio: ['ignore', full, 'pipe'] });
+    fs.closeSync(full);
+    let err = '';
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+    const exit = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
+    expect(err).toContain('sqltally: could not write to standard output (ENOSPC: no space left on device, write): what it should have printed is lost');
+    expect(err).not.toMatch(/\n\s+at |Unhandled 'error' event/);
+    expect(exit).toBe(1);
+  });
+});
+
 describe('sqltally run ends with a summary line', () => {
   it('counting cells by verdict', async () => {
     const { code, said } = await cli(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '20', '--hot-rows', '', '--no-write', '--json']);

@@ -67,7 +67,7 @@ export function findLeaks(env: NodeJS.ProcessEnv = process.env, derived = false)
 /** Kills leaked process groups and removes leaked directories, so one failed run does not poison the next. */
 export function sweepLeaks(leaks: Leak[]): void {
   for (const leak of leaks) {
-    if (leak.pid === undefined) continue;
+    if (leak.pid === undefined || leak.pid <= 1) continue;
     for (const target of [-leak.pid, leak.pid]) {
       try {
         process.kill(target, 'SIGKILL');

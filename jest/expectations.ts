@@ -1,6 +1,7 @@
 import { absentMeansZero, type Tally } from '../capture/tally';
 import type { CallKind, StatementClass } from '../counters/events';
 import { truncateStatement } from '../containers/errors';
+import { z } from 'zod';
 
 /**
  * Counts to check, per layer. Every field is optional: only what is named is checked. Server fields are the
@@ -36,6 +37,53 @@ export interface CountSpec {
     global?: Record<string, number>;
     perConnection?: Record<string, number>;
   };
+}
+
+const COUNT = z.number().int().nonnegative().optional();
+const COUNTS_BY_NAME = z.record(z.string(), z.number().int().nonnegative()).optional();
+
+/**
+ * What a CountSpec may name, strictly: a misspelled key (`callz`) or a count that is no count (NaN, -1, 1.5) would
+ * otherwise be a mismatch, which `.not` turns into a passing test.
+ */
+export const CountSpecSchema = z
+  .object({
+    driver: z
+      .object({
+        calls: COUNT,
+        parameterSets: COUNT,
+        bindValues: COUNT,
+        maxBindValuesPerCall: COUNT,
+        rowsAffected: COUNT,
+        errors: COUNT,
+        byKind: COUNTS_BY_NAME,
+        byClass: COUNTS_BY_NAME,
+      })
+      .strict()
+      .optional(),
+    wire: z.object({ commandsTotal: COUNT, roundTrips: COUNT, clientWrites: COUNT, connections: COUNT, commands: COUNTS_BY_NAME }).strict().optional(),
+    server: z
+      .object({
+        statements: COUNT,
+        inserts: COUNT,
+        prepares: COUNT,
+        executes: COUNT,
+        bulkExecutes: COUNT,
+        commits: COUNT,
+        rowsInserted: COUNT,
+        global: COUNTS_BY_NAME,
+        perConnection: COUNTS_BY_NAME,
+      })
+      .strict()
+      .optional(),
+  })
+  .strict() satisfies z.ZodType<CountSpec>;
+
+/** Why `spec` is not a CountSpec, one line per problem; null when it is one. */
+export function countSpecProblems(spec: unknown): string | null {
+  const parsed = CountSpecSchema.safeParse(spec);
+  if (parsed.success) return null;
+  return parsed.error.issues.map((i) => `${i.path.map(String).join('.') || '(the spec)'}: ${i.message}`).join('; ');
 }
 
 export type Comparison = 'exact' | 'atMost';

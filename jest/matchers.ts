@@ -1,7 +1,7 @@
 import type { Tally } from '../capture/tally';
 import type { VerdictKind } from '../verdict/types';
 import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, countedVia, storedSnapshotFormat } from './count-snapshot';
-import { checkCounts, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
+import { checkCounts, countSpecProblems, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
 import { describeRepeatedShapes, judgeRepeatedShapes, type RepeatedShapesOptions } from './repeated-shapes';
 
 /**
@@ -82,6 +82,8 @@ function countsMatcher(name: string, comparison: Comparison) {
     if (!isTally(received)) return notATally(this, name, received);
     const failed = workloadFailure(this, name, received);
     if (failed) return failed;
+    const problems = countSpecProblems(spec ?? {});
+    if (problems) return cannotCheck(this, name, `the spec is not a count spec: ${problems}`);
     const checks = checkCounts(received, spec ?? {}, comparison);
     if (checks.length === 0) return cannotCheck(this, name, 'the spec names no count to check');
     const blocked = checks.filter((c) => c.blocked !== null);

@@ -113,7 +113,14 @@ async function inspect(dir: string): Promise<'missing' | 'empty' | 'non-empty'> 
   try {
     stat = await fs.stat(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      // A dangling symbolic link: stat says missing, but nothing can be made in its place.
+      const target = await fs.readlink(dir).catch(() => null);
+      if (target !== null) {
+        throw reportError(`output path ${dir} is a symbolic link to ${target}, which does not exist`, dir, undefined, 'choose another --out, or create the directory the link points to');
+      }
+      return 'missing';
+    }
     throw reportError(`cannot use output directory ${dir}: ${errnoText(err)}`, dir, err);
   }
   if (!stat.isDirectory()) throw reportError(`output path ${dir} exists and is not a directory`, dir, undefined, 'choose another --out');

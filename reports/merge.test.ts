@@ -110,7 +110,7 @@ describe('sqltally merge (CLI)', () => {
     const out = join(dir, 'merged');
     expect(await mergeCommand.run(['--out', out, a, b])).toBe(2);
     expect(existsSync(out)).toBe(false);
-    expect((console.error as jest.Mock).mock.calls.join('\n')).toContain('written by sqltally schema 3; this is 2');
+    expect((console.error as jest.Mock).mock.calls.join('\n')).toContain('written by sqltally schema 3, newer than this one (2)');
   });
 
   it('exits 2 on missing arguments', async () => {

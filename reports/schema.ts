@@ -604,6 +604,8 @@ export function parseValue<S extends z.ZodType>(schema: S, value: unknown, label
 /** Why a file is not readable as a given kind; `older` lets `gate --update` replace an outdated baseline. */
 export class UnreadableFileError extends SqltallyError {
   readonly problem: 'missing' | 'json' | 'version' | 'kind' | 'invalid';
+  /** With `version`: whether the file is of an older schema than this sqltally's (the only kind `--update` replaces). */
+  older = false;
   constructor(message: string, problem: UnreadableFileError['problem'], file: string, hint?: string, cause?: unknown) {
     super(message, { phase: 'report', statement: file, hint, cause });
     this.name = 'UnreadableFileError';
@@ -620,11 +622,16 @@ function checkHeader(raw: unknown, kind: FileKind, label: string): void {
     throw new UnreadableFileError(`${label}: not a sqltally ${kind} (no schemaVersion)`, 'kind', label);
   }
   if (header.schemaVersion !== SCHEMA_VERSION) {
-    throw new UnreadableFileError(
-      `${label}: written by sqltally schema ${JSON.stringify(header.schemaVersion)}; this is ${SCHEMA_VERSION}: ${REGENERATE[kind]}`,
+    const older = typeof header.schemaVersion === 'number' && header.schemaVersion < SCHEMA_VERSION;
+    const err = new UnreadableFileError(
+      older || typeof header.schemaVersion !== 'number'
+        ? `${label}: written by sqltally schema ${JSON.stringify(header.schemaVersion)}; this is ${SCHEMA_VERSION}: ${REGENERATE[kind]}`
+        : `${label}: written by sqltally schema ${header.schemaVersion}, newer than this one (${SCHEMA_VERSION}): read it with a newer sqltally`,
       'version',
       label,
     );
+    err.older = older;
+    throw err;
   }
   if (header.kind !== kind) {
     throw new UnreadableFileError(`${label}: is a sqltally ${JSON.stringify(header.kind)}, not a ${kind}`, 'kind', label);

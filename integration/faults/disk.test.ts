@@ -184,6 +184,11 @@ if (typeof mounted === 'string') {
           expect(report.failure).toMatchObject({ backend: expect.stringContaining(b.backend), phase: expect.stringMatching(/^(provision|start|connect|setup)$/) });
           expect(report.cells).toEqual([]);
           expect(said).toContain('run FAILED');
+          // When the copy is what ran out of space, cp's own words reach the report and the terminal.
+          if (/could not copy the template data directory/.test(report.failure?.message ?? '')) {
+            expect(report.failure?.message).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
+            expect(said).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
+          }
           expect(leftOn(mounted.dir)).toEqual([]);
           expect(findLeaks({ ...process.env, ...env })).toEqual([]);
         } finally {
