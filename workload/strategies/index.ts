@@ -6,8 +6,8 @@ import { parseBackendId } from '../../containers/registry';
 import { SQLITE_MULTIROW, SQLITE_PER_ROW_TX, SQLITE_RAW_SQL } from './better-sqlite3';
 import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
 import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
-import { PG_PER_ROW_TX, PG_QUERY_MULTIROW, PG_RAW_SQL, PG_UNNEST } from './pg';
-import { POSTGRES_JS_MULTIROW, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_UNNEST } from './postgres-js';
+import { PG_COPY, PG_PER_ROW_TX, PG_QUERY_MULTIROW, PG_RAW_SQL, PG_UNNEST } from './pg';
+import { POSTGRES_JS_COPY, POSTGRES_JS_MULTIROW, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_UNNEST } from './postgres-js';
 import type { AnyInsertStrategy, DriverHandle, InsertStrategy, PreparedInput } from './types';
 
 export type * from './types';
@@ -27,9 +27,11 @@ export const STRATEGIES = {
   'pg.unnest': PG_UNNEST,
   'pg.per-row-tx': PG_PER_ROW_TX,
   'pg.raw-sql': PG_RAW_SQL,
+  'pg.copy': PG_COPY,
   'postgres-js.multirow': POSTGRES_JS_MULTIROW,
   'postgres-js.unnest': POSTGRES_JS_UNNEST,
   'postgres-js.pipelined-tx': POSTGRES_JS_PIPELINED_TX,
+  'postgres-js.copy': POSTGRES_JS_COPY,
   'better-sqlite3.per-row-tx': SQLITE_PER_ROW_TX,
   'better-sqlite3.multirow': SQLITE_MULTIROW,
   'better-sqlite3.raw-sql': SQLITE_RAW_SQL,

@@ -17,6 +17,8 @@ export interface PlanOptions {
   bindBudget?: number;
   /** Rows per statement for the text paths; default `TEXT_ROWS_PER_STATEMENT` (10000). */
   textRowsPerStatement?: number;
+  /** Rows per COPY / LOAD DATA statement for the bulk paths; default all rows in one statement. */
+  bulkRowsPerStatement?: number;
   /** Names the backend in errors and picks its protocol limit; defaults to the strategy's first backend. */
   backend?: BackendName | string;
 }

@@ -1,0 +1,58 @@
+import { createRequire } from 'node:module';
+import type { Writable } from 'node:stream';
+import { SqltallyError } from '../../containers/errors';
+import { sliceBySizes } from '../chunking';
+import { bulkChunks, BULK_ROWS_PER_CHUNK } from '../bulk-text';
+import { COLUMN_NAMES } from '../rows';
+import type { Row } from '../rows';
+import type { WorkloadTable } from '../table';
+import type { InsertPlan, PreparedStep } from './types';
+
+/** `COPY <t> (c1, ..., c6) FROM STDIN`: text format, the server's defaults (tab, `\N`). */
+export function copyFromStdinSql(table: WorkloadTable): string {
+  return `COPY ${table.quoted} (${COLUMN_NAMES.join(', ')}) FROM STDIN`;
+}
+
+/**
+ * `LOAD DATA LOCAL INFILE` with the default FIELDS/LINES options (tab-separated, backslash escapes, `\N`), the
+ * file name only a label the driver's stream factory is asked for, and the text read as UTF-8 whatever the
+ * database's character set.
+ */
+export function loadDataLocalSql(table: WorkloadTable): string {
+  return `LOAD DATA LOCAL INFILE 'sqltally-rows.tsv' INTO TABLE ${table.quoted} CHARACTER SET utf8mb4 (${COLUMN_NAMES.join(', ')})`;
+}
+
+/** One step per COPY/LOAD statement: its text and the rows it streams (the rows themselves, not their text). */
+export function bulkSteps(rows: readonly Row[], sql: string, plan: InsertPlan): PreparedStep[] {
+  return sliceBySizes(rows, plan.statementRows).map((chunk) => ({ sql, params: chunk, rows: chunk.length }));
+}
+
+/** CopyData messages (or LOCAL INFILE data writes) the plan's statements send: one per chunk of rows. */
+export function bulkDataMessages(plan: InsertPlan, rowsPerChunk = BULK_ROWS_PER_CHUNK): number {
+  return plan.statementRows.reduce((n, rows) => n + bulkChunks(rows, rowsPerChunk), 0);
+}
+
+/** pg-copy-streams' `from(text)`: a Submittable Writable that sends one CopyData per chunk written. */
+export type CopyFrom = (text: string) => Writable & { rowCount: number };
+
+let copyFrom: CopyFrom | null = null;
+
+/**
+ * pg-copy-streams, loaded when a COPY strategy builds its input (outside the timed part): an optional peer, as the
+ * drivers are, so a run without it fails that strategy with the package to install.
+ */
+export function loadCopyFrom(backend?: string): CopyFrom {
+  if (copyFrom) return copyFrom;
+  try {
+    const required = createRequire(__filename)('pg-copy-streams') as { from: CopyFrom };
+    copyFrom = required.from;
+    return copyFrom;
+  } catch (cause) {
+    throw new SqltallyError('the pg.copy strategy needs the package "pg-copy-streams", which is not installed', {
+      backend,
+      phase: 'workload',
+      cause,
+      hint: 'npm install pg-copy-streams (an optional peer dependency, used only by pg.copy)',
+    });
+  }
+}
