@@ -3,7 +3,7 @@ import type { Row } from '../rows';
 import { insertHead } from '../table';
 import { pipeline } from 'node:stream/promises';
 import { bulkTextStream } from '../bulk-text';
-import { bulkSteps, copyFromStdinSql, loadCopyFrom } from './bulk';
+import { bulkDataMessages, bulkSteps, copyFromStdinSql, loadCopyFrom } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, literalSteps, perRowStep, placeholderSteps, withRollback } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -104,6 +104,7 @@ export const PG_COPY = defineStrategy({
     }
   },
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
+  wire: (plan) => ({ Query: plan.statementRows.length, CopyData: bulkDataMessages(plan), CopyDone: plan.statementRows.length, CopyFail: 0 }),
 });
 
 export const PG_STRATEGIES = [PG_QUERY_MULTIROW, PG_UNNEST, PG_PER_ROW_TX, PG_RAW_SQL, PG_COPY] as const satisfies readonly InsertStrategy<'pg'>[];

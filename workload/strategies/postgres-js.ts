@@ -4,7 +4,7 @@ import { sliceBySizes } from '../chunking';
 import { pipeline } from 'node:stream/promises';
 import type { Writable } from 'node:stream';
 import { bulkTextStream } from '../bulk-text';
-import { bulkSteps, copyFromStdinSql } from './bulk';
+import { bulkDataMessages, bulkSteps, copyFromStdinSql } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, perRowStep } from './shared';
 import type { InsertStrategy, PreparedStep } from './types';
 
@@ -104,6 +104,8 @@ export const POSTGRES_JS_COPY = defineStrategy({
     }
   },
   calls: (plan) => plan.statementRows.map(() => expectedCall('unsafe', 'query', 'other', 0)),
+  // postgres.js sends a CopyFail after each CopyDone (see copyInWire); the server ignores it.
+  wire: (plan) => ({ Query: plan.statementRows.length, CopyData: bulkDataMessages(plan), CopyDone: plan.statementRows.length, CopyFail: plan.statementRows.length }),
 });
 
 export const POSTGRES_JS_STRATEGIES = [POSTGRES_JS_MULTIROW, POSTGRES_JS_UNNEST, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_COPY] as const satisfies readonly InsertStrategy<'postgres-js'>[];

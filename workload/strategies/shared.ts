@@ -39,6 +39,8 @@ export interface StrategySpec<D extends DriverName> {
   run(handle: DriverHandle<D>, input: PreparedInput): Promise<void>;
   /** The driver calls `run` makes for `plan`, in order. */
   calls(plan: InsertPlan): ExpectedCall[];
+  /** Wire commands the plan fixes exactly that no driver model can (see {@link ExpectedDriverCounts.wire}). */
+  wire?(plan: InsertPlan): Record<string, number>;
 }
 
 export function expectedCall(
@@ -147,7 +149,9 @@ export function defineStrategy<D extends DriverName>(spec: StrategySpec<D>): Ins
     },
     run: spec.run,
     expectedDriverCounts(rows, caps, options) {
-      return summarizeExpected(spec.calls(plan(rows, caps, options)));
+      const planned = plan(rows, caps, options);
+      const expected = summarizeExpected(spec.calls(planned));
+      return spec.wire ? { ...expected, wire: spec.wire(planned) } : expected;
     },
   };
 }

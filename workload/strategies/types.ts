@@ -72,6 +72,11 @@ export interface ExpectedDriverCounts {
   byClass: Partial<Record<StatementClass, number>>;
   /** The calls one by one, for a failure message that shows where the counts part ways. */
   sequence: ExpectedCall[];
+  /**
+   * Wire commands the plan fixes exactly where the driver call cannot say (a COPY's CopyData messages, a LOAD DATA's
+   * data packets: one per chunk the strategy writes), checked against the wire layer.
+   */
+  wire?: Record<string, number>;
 }
 
 /**
