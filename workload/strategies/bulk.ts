@@ -56,3 +56,23 @@ export function loadCopyFrom(backend?: string): CopyFrom {
     });
   }
 }
+
+/** MySQL's and MariaDB's refusals of LOCAL INFILE: ER_NOT_ALLOWED_COMMAND, ER_CLIENT_LOCAL_FILES_DISABLED. */
+const LOCAL_INFILE_REFUSED = new Set([1148, 3948]);
+
+/**
+ * A LOAD DATA LOCAL that the server refused because `local_infile` is off there: a SqltallyError that names the
+ * setting (the servers' own messages do not), the driver's error kept as its cause. Any other error is returned as
+ * it is.
+ */
+export function localInfileRefusal(error: unknown, backend: string, sql: string): unknown {
+  const errno = (error as { errno?: unknown } | null)?.errno;
+  if (typeof errno !== 'number' || !LOCAL_INFILE_REFUSED.has(errno)) return error;
+  return new SqltallyError(`the server refused LOAD DATA LOCAL INFILE: its local_infile setting is OFF (${(error as Error).message})`, {
+    backend,
+    phase: 'workload',
+    statement: sql,
+    cause: error,
+    hint: 'SET GLOBAL local_infile = 1 on the server (or start it with --local-infile=1); sqltally starts its private servers with it on',
+  });
+}
