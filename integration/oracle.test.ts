@@ -375,6 +375,7 @@ function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sql
           'statement/sql/begin': text('begin'),
           'statement/sql/commit': text('commit'),
           'statement/sql/rollback': text('rollback'),
+          'statement/sql/load': log.loads,
           'statement/com/Prepare': cmd('Prepare'),
           // MariaDB logs a bulk command as Execute: the two events are checked as one sum.
           'statement/com/Execute+statement/com/Bulk_execute': cmd('Execute'),
@@ -485,6 +486,8 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         // Each LOAD DATA LOCAL is asked for its file once and ends it with one empty packet.
         { what: 'wire LocalInfileRequest = LOAD lines', oracle: log.loads, sqltally: n(wire?.serverMessages, 'LocalInfileRequest') },
         { what: 'wire LocalInfileEnd = LOAD lines', oracle: log.loads, sqltally: n(c, 'LocalInfileEnd') },
+        // mysql2 sends each chunk of the stream as a packet: the cell's stream gives one row per chunk.
+        { what: 'wire LocalInfileData = rows streamed, one per chunk', oracle: log.loads > 0 ? rows : 0, sqltally: n(c, 'LocalInfileData') },
         { what: 'wire connections = connections in the log', oracle: log.connections.length, sqltally: wire?.connections },
         { what: 'server.summary.statements (Questions) = Query + Execute lines', oracle: log.executed, sqltally: server?.summary.statements },
         { what: 'server.summary.prepares = Prepare lines', oracle: n(log.commands, 'Prepare'), sqltally: server?.summary.prepares },
