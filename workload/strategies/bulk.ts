@@ -57,8 +57,11 @@ export function loadCopyFrom(backend?: string): CopyFrom {
   }
 }
 
-/** MySQL's and MariaDB's refusals of LOCAL INFILE: ER_NOT_ALLOWED_COMMAND, ER_CLIENT_LOCAL_FILES_DISABLED. */
-const LOCAL_INFILE_REFUSED = new Set([1148, 3948]);
+/**
+ * The servers' refusals of LOCAL INFILE: ER_NOT_ALLOWED_COMMAND (1148), MySQL 8's ER_CLIENT_LOCAL_FILES_DISABLED
+ * (3948), MariaDB 10.5+'s ER_LOAD_INFILE_CAPABILITY_DISABLED (4166).
+ */
+const LOCAL_INFILE_REFUSED = new Set([1148, 3948, 4166]);
 
 /**
  * A LOAD DATA LOCAL that the server refused because `local_infile` is off there: a SqltallyError that names the
