@@ -1,6 +1,5 @@
 import { Readable } from 'node:stream';
 import { SqltallyError } from '../containers/errors';
-import { COLUMN_COUNT } from './rows';
 import type { Row } from './rows';
 
 /**
@@ -89,4 +88,3 @@ export function parseBulkTextLine(line: string): (string | null)[] {
   });
 }
 
-export const BULK_COLUMNS = COLUMN_COUNT;
