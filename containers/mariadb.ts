@@ -59,6 +59,8 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     '--performance-schema-consumer-events-statements-current=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     `--init-file=${initFile}`,
+    // LOAD DATA LOCAL INFILE (the load-data strategies); a server with it off refuses them by name.
+    '--local-infile=1',
     // The size the template's redo log was made with: any other and every start rewrote it (10.11 resizes the log
     // to the configured size at startup: 96 MB written per start with the default).
     REDO_LOG_SIZE,
@@ -193,6 +195,7 @@ export const MARIADB = {
       '--performance-schema=ON',
       '--performance-schema-consumer-events-statements-current=ON',
       `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+      '--local-infile=1',
       ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
     ],
     environment: {},

@@ -43,6 +43,8 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
     '--performance-schema=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     `--init-file=${initFile}`,
+    // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8.
+    '--local-infile=1',
     '--innodb-flush-log-at-trx-commit=0',
     '--skip-log-bin',
     ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
@@ -142,7 +144,7 @@ export const MYSQL = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
+    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -1,4 +1,5 @@
 import { truncateStatement } from '../containers/errors';
+import { bulkLoadOf } from './bulk-load';
 import { captureCaller } from './caller';
 import type { CallGroup } from './driver/module';
 import type { DriverName } from './driver/names';
@@ -539,7 +540,8 @@ export class WindowTotals {
 
 /** A running count of inserted rows plus the group's, if it is an INSERT execution; null once one did not say. */
 function withInsertedRows(total: number | null, g: Group): number | null {
-  if (g.statementClass !== 'insert' || g.kind === 'prepare' || total === null) return total;
+  // A COPY FROM STDIN / LOAD DATA LOCAL reports the rows it loaded as an INSERT does.
+  if ((g.statementClass !== 'insert' && (g.statementClass !== 'other' || bulkLoadOf(g.sql) === null)) || g.kind === 'prepare' || total === null) return total;
   return g.known ? total + g.rowsAffected : null;
 }
 

@@ -4,6 +4,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { bulkTextLine } from '../workload/bulk-text';
 import { CaptureSession, type Captured } from '../capture/capture';
 import { withSqlClient } from '../containers/sql-client';
 import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../containers/types';
@@ -32,6 +35,8 @@ import { describeEachBackend, withBackend } from './harness';
  */
 
 const ROWS = 24;
+// No types ship with it: the part used here.
+const { from: copyFrom } = require('pg-copy-streams') as { from: (text: string) => pg.Submittable & NodeJS.WritableStream };
 const POOL_SIZE = 4;
 const TABLE = 'oracle_items';
 const MARK_TIMEOUT_MS = 15_000;
@@ -297,6 +302,10 @@ interface LogCounts {
   /** Statements sent as text (MySQL COM_QUERY, PostgreSQL simple Query), by class. */
   textByClass: Record<string, number>;
   executed: number;
+  /** LOAD DATA statements (MySQL's Com_load). */
+  loads: number;
+  /** COPY statements sent as a simple Query. */
+  copies: number;
 }
 
 function countLog(entries: LogEntry[]): LogCounts {
@@ -304,7 +313,11 @@ function countLog(entries: LogEntry[]): LogCounts {
   const executedByClass: Record<string, number> = {};
   const textByClass: Record<string, number> = {};
   let executed = 0;
+  let loads = 0;
+  let copies = 0;
   for (const e of entries) {
+    if (e.command === 'Query' && /^\s*LOAD\b/i.test(e.text)) loads += 1;
+    if (e.command === 'Query' && /^\s*COPY\b/i.test(e.text)) copies += 1;
     commands[e.command] = (commands[e.command] ?? 0) + 1;
     if (e.command === 'Query' || e.command === 'Execute') {
       executed += 1;
@@ -313,7 +326,7 @@ function countLog(entries: LogEntry[]): LogCounts {
       if (e.command === 'Query') textByClass[c] = (textByClass[c] ?? 0) + 1;
     }
   }
-  return { connections: [...new Set(entries.map((e) => e.connection))].sort((a, b) => a - b), commands, executedByClass, textByClass, executed };
+  return { connections: [...new Set(entries.map((e) => e.connection))].sort((a, b) => a - b), commands, executedByClass, textByClass, executed, loads, copies };
 }
 
 /**
@@ -347,6 +360,7 @@ function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sql
           Com_begin: cls('begin'),
           Com_commit: cls('commit'),
           Com_rollback: cls('rollback'),
+          Com_load: log.loads,
           Connections: cmd('Connect'),
           Innodb_rows_inserted: rows,
           Handler_write: rows,
@@ -360,6 +374,7 @@ function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sql
           'statement/sql/begin': text('begin'),
           'statement/sql/commit': text('commit'),
           'statement/sql/rollback': text('rollback'),
+          'statement/sql/load': log.loads,
           'statement/com/Prepare': cmd('Prepare'),
           // MariaDB logs a bulk command as Execute: the two events are checked as one sum.
           'statement/com/Execute+statement/com/Bulk_execute': cmd('Execute'),
@@ -378,7 +393,7 @@ function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sql
           'table.n_tup_upd': 0,
           'table.n_tup_del': 0,
           'statements.calls': log.executed,
-          // Rows each statement affected or returned: only the INSERTs have any in these cells.
+          // Rows each statement affected or returned: only the INSERTs and COPYs have any in these cells.
           'statements.rows': rows,
           'statements.insert_calls': cls('insert'),
           'statements.begin_calls': cls('begin'),
@@ -467,6 +482,11 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         { what: 'wire COM_STMT_EXECUTE + COM_STMT_BULK_EXECUTE = Execute lines', oracle: n(log.commands, 'Execute'), sqltally: n(c, 'COM_STMT_EXECUTE') + n(c, 'COM_STMT_BULK_EXECUTE') },
         { what: 'wire COM_STMT_CLOSE = Close stmt lines', oracle: n(log.commands, 'Close stmt'), sqltally: n(c, 'COM_STMT_CLOSE') },
         { what: 'wire COM_STMT_RESET = Reset stmt lines', oracle: n(log.commands, 'Reset stmt'), sqltally: n(c, 'COM_STMT_RESET') },
+        // Each LOAD DATA LOCAL is asked for its file once and ends it with one empty packet.
+        { what: 'wire LocalInfileRequest = LOAD lines', oracle: log.loads, sqltally: n(wire?.serverMessages, 'LocalInfileRequest') },
+        { what: 'wire LocalInfileEnd = LOAD lines', oracle: log.loads, sqltally: n(c, 'LocalInfileEnd') },
+        // mysql2 sends each chunk of the stream as a packet: the cell's stream gives one row per chunk.
+        { what: 'wire LocalInfileData = rows streamed, one per chunk', oracle: log.loads > 0 ? rows : 0, sqltally: n(c, 'LocalInfileData') },
         { what: 'wire connections = connections in the log', oracle: log.connections.length, sqltally: wire?.connections },
         { what: 'server.summary.statements (Questions) = Query + Execute lines', oracle: log.executed, sqltally: server?.summary.statements },
         { what: 'server.summary.prepares = Prepare lines', oracle: n(log.commands, 'Prepare'), sqltally: server?.summary.prepares },
@@ -497,6 +517,9 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         { what: 'wire Parse = parse lines', oracle: n(log.commands, 'Parse'), sqltally: n(c, 'Parse') },
         { what: 'wire Bind = bind lines', oracle: n(log.commands, 'Bind'), sqltally: n(c, 'Bind') },
         { what: 'wire Execute = execute lines', oracle: n(log.commands, 'Execute'), sqltally: n(c, 'Execute') },
+        // Each COPY FROM STDIN that loaded its rows ends with one CopyDone and no CopyFail.
+        { what: 'wire CopyDone = COPY statement: lines', oracle: log.copies, sqltally: n(c, 'CopyDone') },
+        { what: 'wire CopyFail', oracle: 0, sqltally: n(c, 'CopyFail') },
         { what: 'wire connections = connections in the log', oracle: log.connections.length, sqltally: wire?.connections },
         { what: 'server.summary.statements (pg_stat_statements calls) = statement: + execute lines', oracle: log.executed, sqltally: server?.summary.statements },
         { what: 'server.summary.inserts = INSERT statements executed', oracle: n(log.executedByClass, 'insert'), sqltally: server?.summary.inserts },
@@ -640,6 +663,18 @@ const MYSQL_FAMILY_CELLS: Record<string, CellOrReason> = {
   },
 };
 
+/** The rows of the oracle table as the bulk paths send them: `a\tb\n` lines, each row its own line. */
+function bulkRows(): Readable {
+  return Readable.from(range(ROWS).map((i) => Buffer.from(bulkTextLine(values(i)))));
+}
+
+MYSQL_FAMILY_CELLS.loadData = {
+  name: 'LOAD DATA LOCAL INFILE of a stream (mysql2 query with infileStreamFactory)',
+  driver: 'mysql2',
+  run: (s, _l, marked) =>
+    hot(s, marked, (c: any) => c.query({ sql: `LOAD DATA LOCAL INFILE 'oracle.tsv' INTO TABLE ${TABLE} (a, b)`, infileStreamFactory: bulkRows })),
+};
+
 const NO_BATCH = { notSupported: 'this backend has no driver with a batch call (pg and postgres.js send one statement per call)' };
 
 const POSTGRES_CELLS: Record<string, CellOrReason> = {
@@ -661,6 +696,11 @@ const POSTGRES_CELLS: Record<string, CellOrReason> = {
   },
   batchStable: NO_BATCH,
   batchAlternating: NO_BATCH,
+  loadData: {
+    name: 'COPY FROM STDIN of a stream (pg-copy-streams)',
+    driver: 'pg',
+    run: (s, _l, marked) => hot(s, marked, (c: any) => pipeline(bulkRows(), c.query(copyFrom(`COPY ${TABLE} (a, b) FROM STDIN`)))),
+  },
   transaction: {
     name: 'per row in a transaction (pg BEGIN, query per row, COMMIT)',
     driver: 'pg',
@@ -762,6 +802,7 @@ const SQLITE_CELLS: Record<string, CellOrReason> = {
   }),
   batchStable: { notSupported: 'better-sqlite3 has no batch call: its bulk insert is a prepared statement run per row in a transaction' },
   batchAlternating: { notSupported: 'better-sqlite3 has no batch call' },
+  loadData: { notSupported: 'SQLite has no COPY or LOAD DATA: its bulk path is a prepared statement run per row in a transaction' },
   transaction: sqliteCell('per row in a transaction (db.transaction)', (db) => {
     const insert = db.prepare(`INSERT INTO ${TABLE} (a, b) VALUES (?, ?)`);
     db.transaction(() => {

@@ -224,6 +224,13 @@ export function planDifferences(cell: Pick<Cell, 'layers' | 'verifiedRows' | 've
     for (const call of expected.sequence) if (call.kind === 'prepare') planned[call.statementClass] = (planned[call.statementClass] ?? 0) - 1;
     for (const [cls, n] of Object.entries(planned)) check(`${cls} statements`, driver.byClass[cls as keyof typeof driver.byClass] ?? 0, n ?? 0);
   }
+  const wire = cell.layers.wire;
+  if (wire && expected.wire) {
+    for (const [command, n] of Object.entries(expected.wire)) {
+      const actual = wire.commands[command] ?? 0;
+      if (actual !== n) out.push(`wire ${command} ${actual}, the plan sends ${n}`);
+    }
+  }
   if (cell.verifiedRows !== null && cell.verifiedRows !== rows) out.push(`a fresh connection found ${cell.verifiedRows} rows, the plan inserts ${rows}`);
   const serverRows = cell.layers.server?.summary.rowsInserted;
   if (cell.verdict.kind === 'assert' && serverRows !== null && serverRows !== undefined && serverRows !== rows) {

@@ -4,6 +4,7 @@ import { rangeText, UNBOUNDED, type CallGroup, type Contribution, type Range } f
 import type { DriverName } from '../counters/driver/names';
 import { DRIVERS } from '../counters/driver/registry';
 import { countStatements } from '../counters/tokenizer';
+import { bulkLoadOf } from '../counters/bulk-load';
 import type { DriverLayer } from '../counters/events';
 import type { ServerSummary } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
@@ -96,7 +97,7 @@ export function predict(input: ReconcileInput): Prediction {
     if (group.kind !== 'prepare') {
       if (group.statementClass === 'insert') loose.failedInsert += group.errors;
       if (group.statementClass === 'insert' && UPSERT.test(group.sql)) loose.upsert += group.calls;
-      if (group.statementClass === 'other' || group.statementClass === 'ddl') loose.otherWriter += group.calls;
+      if ((group.statementClass === 'other' && bulkLoadOf(group.sql) === null) || group.statementClass === 'ddl') loose.otherWriter += group.calls;
       if (group.kind === 'query' && group.sql.indexOf(';') !== -1 && countStatements(group.sql, dialect) > 1) loose.severalStatements += group.calls;
     }
   }
@@ -145,7 +146,7 @@ const LOOSE_ROWS: Record<LooseRows, { noFloor?: true; words: (calls: number, row
     words: (n, rows) => `${n} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`,
   },
   otherWriter: {
-    words: (n, rows) => `${n} call(s) of statements that are not INSERTs may write rows (COPY ... FROM, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`,
+    words: (n, rows) => `${n} call(s) of statements that are not INSERTs may write rows (COPY ... FROM a file, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`,
   },
   severalStatements: {
     words: (n, rows) => `${n} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`,

@@ -1,5 +1,6 @@
 import { countStatements } from '../tokenizer';
-import { classCounts, rangeText, type Contribution, type DriverModel, type Range } from './module';
+import { bulkLoadOf } from '../bulk-load';
+import { classCounts, rangeText, UNBOUNDED, type Contribution, type DriverModel, type Range } from './module';
 
 /*
  * What mysql2 and the mariadb connector share: the MySQL protocol, so one model of how their calls cross the wire
@@ -33,11 +34,15 @@ export const mysqlProtocolModel: DriverModel = (group, ctx): Contribution => {
       // A COM_QUERY may carry several statements (`multipleStatements`): the server counts each.
       const each = group.sql.indexOf(';') === -1 ? 1 : countStatements(group.sql, 'mysql');
       const statements = one(group.calls * each);
+      // LOAD DATA LOCAL: the server asks for the file and the client sends it, data packets (as many as the driver
+      // writes: the plan says) and an empty one, unless the call failed before or as it was asked.
+      const infile = bulkLoadOf(group.sql) === 'load-data-local';
+      const ok = Math.max(0, group.calls - group.errors);
       return {
-        wire: { COM_QUERY: n },
+        wire: infile ? { COM_QUERY: n, LocalInfileData: { min: 0, max: UNBOUNDED }, LocalInfileEnd: { min: ok, max: group.calls } } : { COM_QUERY: n },
         // The text's class is its first statement's: the others' classes are not known, so no class is predicted.
         server: { statements, prepares: one(0), executes: one(0), ...(each === 1 ? classCounts(group, statements) : {}) },
-        wireWords: '1 COM_QUERY',
+        wireWords: infile ? '1 COM_QUERY + LOCAL INFILE data packets and an empty one' : '1 COM_QUERY',
         serverWords: each === 1 ? '1 statement' : `${each} statements`,
       };
     }

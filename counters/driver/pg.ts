@@ -3,7 +3,7 @@ import type { CallProtocol, StatementSink } from '../events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
 import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, sourceOf, toCount, track, trackCallback, wrapOnce } from './counted';
 import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
-import { postgresServerCounts, type ByProtocol } from './postgres-model';
+import { postgresServerCounts, withCopyIn, type ByProtocol } from './postgres-model';
 import { loadDriverPackage, networkTarget } from './load';
 import { ErrorClass, hasOwn, isArray } from '../intrinsics';
 
@@ -14,8 +14,9 @@ const DRIVER = 'pg';
  * object with `{ text, values, name }`, callback or promise). Every call is kind `query`, named prepared
  * statements included (pg parses a named statement once per connection; that shows on the wire, not here).
  * A Submittable (`new pg.Query(...)`, a cursor) is recorded when it is submitted, with no row count or error:
- * listening to its events would change how its errors surface. Connection id: the backend pid (`processID`).
- * Not counted: `connect`, `end`, `copyFrom`-style streams, `escapeLiteral`.
+ * listening to its events would change how its errors surface; a pg-copy-streams `from()` stream is the exception, one
+ * call until its COPY ends, with the rows it loaded. Connection id: the backend pid (`processID`).
+ * Not counted: `connect`, `end`, `escapeLiteral`.
  */
 export interface PgClient {
   query(...args: unknown[]): unknown;
@@ -79,12 +80,66 @@ function countedQuery(site: CallSite, ownPromise: OwnPromise | null) {
   return (original: (...a: unknown[]) => unknown) =>
     function query(...args: unknown[]) {
       const { shape, submittable, values } = queryShape(args, memo);
-      if (submittable) return track(site, shape, () => original(...args), noRows, values);
+      if (submittable) {
+        if (isCopyInStream(args[0])) return trackCopyIn(site, memoShape(memo, 'query', 'query', shape.sql, 0, 1, 'postgres', 'simple'), args[0], args, original);
+        return track(site, shape, () => original(...args), noRows, values);
+      }
       const cb = callbackIndex(args);
       if (cb >= 0) return trackCallback(site, shape, args, cb, original, pgRowsAffected, values);
       if (ownPromise !== null && !callbackInConfig(args[0])) return throughCallback(site, shape, args, original, ownPromise, values);
       return track(site, shape, () => original(...args), pgRowsAffected, values);
     };
+}
+
+/** pg-copy-streams' `from(text)` (CopyStreamQuery): a Submittable that pg tells how its COPY ended. */
+interface CopyInStream {
+  rowCount: unknown;
+  handleCopyInResponse(...a: unknown[]): unknown;
+  handleReadyForQuery(...a: unknown[]): unknown;
+  handleError(...a: unknown[]): unknown;
+}
+
+function isCopyInStream(value: unknown): value is CopyInStream {
+  const o = value as Loose;
+  return (
+    typeof o.handleCopyInResponse === 'function' &&
+    typeof o.handleReadyForQuery === 'function' &&
+    typeof o.handleError === 'function' &&
+    typeof o.write === 'function' &&
+    'rowCount' in o
+  );
+}
+
+/**
+ * A COPY ... FROM STDIN stream is one call from `query()` until pg hands it its ReadyForQuery (rows from `COPY n`) or
+ * an error: pg calls exactly one of the two on the stream, and the stream's own `handle*` methods are shadowed on
+ * the instance for that, so no listener changes how its errors surface. pg-copy-streams sends its text as a Query.
+ */
+function trackCopyIn(site: CallSite, shape: CallShape, stream: CopyInStream, args: unknown[], original: (...a: unknown[]) => unknown): unknown {
+  const caller = callerAtCall(site, shape);
+  const start = callStart(site);
+  let done = false;
+  const end = (rows: number | null, error: unknown): void => {
+    if (done) return;
+    done = true;
+    callEnd(site, shape, start, rows, error, undefined, caller);
+  };
+  const ready = stream.handleReadyForQuery;
+  const failed = stream.handleError;
+  stream.handleReadyForQuery = function handleReadyForQuery(this: unknown, ...a: unknown[]) {
+    end(toCount(stream.rowCount), null);
+    return ready.apply(this, a);
+  };
+  stream.handleError = function handleError(this: unknown, ...a: unknown[]) {
+    end(null, a[0] ?? new ErrorClass('COPY failed'));
+    return failed.apply(this, a);
+  };
+  try {
+    return original(...args);
+  } catch (error) {
+    end(null, error);
+    throw error;
+  }
 }
 
 /**
@@ -233,12 +288,12 @@ function isPgObject(value: unknown): boolean {
 const pgModel: DriverModel = (group, ctx) => {
   const calls = group.kind === 'prepare' ? 0 : group.calls;
   const { simple: simpleCalls, extended: unnamed, named } = group.byProtocol;
-  if (calls > 0 && simpleCalls + unnamed + named === calls) return pgExactModel(group, ctx, { simple: simpleCalls, unnamed, named });
+  if (calls > 0 && simpleCalls + unnamed + named === calls) return withCopyIn(pgExactModel(group, ctx, { simple: simpleCalls, unnamed, named }), group, false);
   const extended = group.kind === 'execute' ? calls : Math.min(calls, group.callsWithValues);
   const simple = calls - extended;
   const range = (min: number, max: number): Range => ({ min, max });
   const statements = range(calls, calls);
-  return {
+  return withCopyIn({
     wire: {
       Parse: range(0, calls),
       Bind: range(extended, calls),
@@ -250,7 +305,7 @@ const pgModel: DriverModel = (group, ctx) => {
     server: { statements, ...classCounts(group, statements) },
     wireWords: simple === 0 ? 'Parse/Bind/Describe?/Execute/Sync' : 'Query (or Parse/Bind/Execute/Sync)',
     serverWords: '1 pg_stat_statements call',
-  };
+  }, group, false);
 };
 
 /**

@@ -6,7 +6,7 @@ import type { CallSite, ShapeMemo, WrapperMark } from './counted';
 import { callEnd, callStart, emit, memoShape, nowNs, toCount, WRAPPED, wrapOnce } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
 import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
-import { mayBeCountedOnce, postgresServerCounts, type ByProtocol } from './postgres-model';
+import { mayBeCountedOnce, postgresServerCounts, withCopyIn, type ByProtocol } from './postgres-model';
 import { defineProperty, ErrorClass, hasOwn, isArray, ownSymbols, reflectApply, reflectGet } from '../intrinsics';
 
 const DRIVER = 'postgres-js';
@@ -35,6 +35,8 @@ interface PostgresJsQuery {
   onlyDescribe?: boolean;
   /** `.cursor()`: one Execute per batch of rows. */
   cursorFn?: unknown;
+  /** `.writable()` / `.readable()`: a COPY whose data goes through a stream. */
+  streaming?: boolean;
 }
 
 /** postgres.js reads `debug` off a query's handler when it explains an error (`query.origin`). */
@@ -115,6 +117,9 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
   // A cursor left early (below): the call settles after the code let go of it.
   let letGo = false;
   const onResolve = (value: unknown): unknown => {
+    // A COPY's `writable()` / `readable()` resolves first with its stream; the query resolves again with its result
+    // (`COPY n`) at ReadyForQuery: the call lasts until then.
+    if (running && query.streaming === true && isStream(value)) return resolve(value);
     if (running) {
       running = false;
       settle(query, site, method, asked, start, rowsOf(value), null);
@@ -158,6 +163,12 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
 }
 
 const noop = (): undefined => undefined;
+
+function isStream(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const o = value as { on?: unknown; pipe?: unknown; write?: unknown };
+  return typeof o.on === 'function' && (typeof o.pipe === 'function' || typeof o.write === 'function');
+}
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
@@ -475,13 +486,13 @@ const range = (min: number, max: number): Range => ({ min, max });
 const postgresJsModel: DriverModel = (group, ctx) => {
   const { simple, extended: unnamed, named, cursor, describe } = group.byProtocol;
   if (group.calls > 0 && simple + unnamed + named + cursor + describe === group.calls) {
-    return postgresJsExactModel(group, ctx, { simple, unnamed, named, cursor, describe });
+    return withCopyIn(postgresJsExactModel(group, ctx, { simple, unnamed, named, cursor, describe }), group, true);
   }
   const calls = group.calls;
   const extended = Math.min(calls, group.callsWithValues);
   const preparedControl = mayBeCountedOnce(group.statementClass);
   const counted = preparedControl ? range(0, ctx.claimPrepare()) : range(calls, calls);
-  return {
+  return withCopyIn({
     wire: {
       Parse: range(0, calls),
       Describe: range(0, calls),
@@ -498,7 +509,7 @@ const postgresJsModel: DriverModel = (group, ctx) => {
     serverWords: preparedControl
       ? 'counted by pg_stat_statements only at its first execution on the connection'
       : '1 pg_stat_statements call',
-  };
+  }, group, true);
 };
 
 /**

@@ -1,5 +1,6 @@
 import { countStatements } from '../tokenizer';
-import { classCounts, type CallGroup, type Contribution, type Range } from './module';
+import { bulkLoadOf } from '../bulk-load';
+import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type Range } from './module';
 
 /*
  * What node-postgres and postgres.js share on the server side: what pg_stat_statements counts for a group of calls
@@ -46,4 +47,31 @@ export function postgresServerCounts(group: CallGroup, n: ByProtocol, namedFirst
 /** The same fact for a group whose protocols are not known (events rebuilt from a report): a statement class that may be counted once. */
 export function mayBeCountedOnce(statementClass: string): boolean {
   return COUNTED_ONCE_FROM_NAMED.has(statementClass);
+}
+
+/**
+ * The messages a `COPY ... FROM STDIN` call sends after its Query: CopyData, as many as the code wrote (the driver
+ * call does not say how many: the strategy's plan does), then CopyDone, or CopyFail when the code's stream failed.
+ * A call that failed may have ended either way or neither. postgres.js (3.4) also sends a CopyFail after every
+ * CopyDone (its Writable is destroyed once finished, and its destroy sends one), which the server ignores outside
+ * COPY mode. Null for any other statement.
+ */
+export function copyInWire(group: CallGroup, copyFailAfterDone: boolean): { wire: Record<string, Range>; words: string } | null {
+  if (group.kind === 'prepare' || bulkLoadOf(group.sql) !== 'copy-from-stdin') return null;
+  const ok = Math.max(0, group.calls - group.errors);
+  return {
+    wire: {
+      CopyData: { min: 0, max: UNBOUNDED },
+      CopyDone: { min: ok, max: group.calls },
+      CopyFail: copyFailAfterDone ? { min: ok, max: group.calls } : { min: 0, max: group.errors },
+    },
+    words: copyFailAfterDone ? 'CopyData per write, CopyDone, CopyFail' : 'CopyData per write, CopyDone (CopyFail if the stream failed)',
+  };
+}
+
+/** A model's contribution with the COPY FROM STDIN messages added, where the group is one. */
+export function withCopyIn(c: Contribution, group: CallGroup, copyFailAfterDone: boolean): Contribution {
+  const copy = copyInWire(group, copyFailAfterDone);
+  if (copy === null) return c;
+  return { ...c, wire: { ...c.wire, ...copy.wire }, wireWords: `${c.wireWords} + ${copy.words}` };
 }

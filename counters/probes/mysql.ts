@@ -22,6 +22,8 @@ export const MYSQL_FAMILY_TRACKED_STATUS = [
   'Com_begin',
   'Com_commit',
   'Com_rollback',
+  // LOAD DATA (the load-data strategies): one per statement, whatever its rows.
+  'Com_load',
   // A short-lived client that connects and leaves between two process-list readings still moves this.
   'Connections',
 ] as const;

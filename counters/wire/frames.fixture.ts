@@ -10,6 +10,7 @@ import type { WireSession } from './tally';
 export const CAP = {
   MYSQL: 0x1,
   CONNECT_WITH_DB: 0x8,
+  LOCAL_FILES: 0x80,
   COMPRESS: 0x20,
   PROTOCOL_41: 0x200,
   SSL: 0x800,

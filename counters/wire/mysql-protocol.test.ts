@@ -397,3 +397,58 @@ describe('MysqlSession.clientMidMessage', () => {
     expect(session.clientMidMessage()).toBe(false);
   });
 });
+
+describe('MySQL LOAD DATA LOCAL INFILE', () => {
+  const infileRequest = (seq: number, name = 'rows.tsv'): Buffer => mysqlPacket(seq, Buffer.concat([Buffer.from([0xfb]), Buffer.from(name)]));
+  const load = "LOAD DATA LOCAL INFILE 'rows.tsv' INTO TABLE t";
+
+  it('counts the request, each data packet and the empty terminator, then the OK further in the sequence, at every split', () => {
+    const turns: Turn[] = [
+      ...handshake(CLIENT_CAPS | CAP.LOCAL_FILES),
+      client(command(0x03, load)),
+      server(infileRequest(1)),
+      client(mysqlPacket(2, Buffer.from('1\ta\n2\tb\n')), mysqlPacket(3, Buffer.from('3\tc\n')), mysqlPacket(4, Buffer.alloc(0))),
+      server(ok(5, 3)),
+      client(command(0x03, 'SELECT 1')),
+      server(columnCount(1, 1), columnDefinition(2), eof(3), textRow(4, '1'), eof(5)),
+    ];
+    const counts = splitProof(passthrough, turns);
+    expect(counts.commands).toEqual({ COM_QUERY: 2, LocalInfileData: 2, LocalInfileEnd: 1 });
+    expect(counts.serverMessages).toMatchObject({ LocalInfileRequest: 1, OK: 1 });
+    // The query's answer is the request; the file's is the OK: two waits for the server.
+    expect(counts.roundTrips).toBe(3);
+    expect(counts.rowsAffected).toBe(3);
+    expect(counts.incomplete).toBe(false);
+    expect(counts.unansweredRequests).toBe(0);
+    const client_ = turns.slice(3).filter((t) => t.from === 'client').reduce((n, t) => n + t.bytes.length, 0);
+    expect(counts.bytesClientToServer).toBe(client_);
+  });
+
+  it('counts a file the client refuses (only the empty packet) and the ERR that answers it', () => {
+    const turns: Turn[] = [
+      ...handshake(CLIENT_CAPS),
+      client(command(0x03, load)),
+      server(infileRequest(1)),
+      client(mysqlPacket(2, Buffer.alloc(0))),
+      server(err(3, 'Loading local data is disabled')),
+    ];
+    const counts = splitProof(passthrough, turns);
+    expect(counts.commands).toEqual({ COM_QUERY: 1, LocalInfileEnd: 1 });
+    expect(counts.serverMessages).toMatchObject({ LocalInfileRequest: 1, ERR: 1 });
+    expect(counts.incomplete).toBe(false);
+  });
+
+  it('a data packet out of sequence stops the count as incomplete', () => {
+    const turns: Turn[] = [...handshake(CLIENT_CAPS), client(command(0x03, load)), server(infileRequest(1)), client(mysqlPacket(7, Buffer.from('1\n')))];
+    const counts = drive(passthrough, turns).counts;
+    expect(counts.incomplete).toBe(true);
+    expect(counts.incompleteReasons.join(' ')).toMatch(/bad sequence id 7/);
+  });
+
+  it('a request with a command pipelined behind its query is not guessed at', () => {
+    const turns: Turn[] = [...handshake(CLIENT_CAPS), client(command(0x03, load), command(0x0e)), server(infileRequest(1))];
+    const counts = drive(passthrough, turns).counts;
+    expect(counts.incomplete).toBe(true);
+    expect(counts.incompleteReasons.join(' ')).toMatch(/LOCAL INFILE request with other commands pipelined/);
+  });
+});

@@ -441,6 +441,8 @@ export class MysqlSession implements WireSession {
   /** Server bytes held until the greeting is whole, so CLIENT_SSL can be cleared before the client sees it. */
   #greetingHold: Buffer | null = null;
   #quitSent = false;
+  /** A COM_QUERY the server answered with a LOCAL INFILE request: the client's file packets continue its sequence. */
+  #infile: PendingCommand | null = null;
 
   readonly #onClientFrame = (frame: MysqlFrame): void => this.#clientFrame(frame);
   readonly #onServerFrame = (frame: MysqlFrame): void => this.#serverFrame(frame);
@@ -514,7 +516,7 @@ export class MysqlSession implements WireSession {
   #checkClientSeq(seq: number): void {
     const handshakeNext = (this.#handshakeSeq + 1) & 0xff;
     const ok =
-      this.#phase === 'command' ? seq === 0 : this.#phase === 'auth' ? seq === 0 || seq === handshakeNext : this.#phase === 'handshakeResponse' ? seq === handshakeNext : true;
+      this.#phase === 'command' ? seq === (this.#infile ? this.#infile.nextSeq : 0) : this.#phase === 'auth' ? seq === 0 || seq === handshakeNext : this.#phase === 'handshakeResponse' ? seq === handshakeNext : true;
     if (!ok) throw new WireParseError(`bad sequence id ${seq} in a client packet during ${this.#phase}`);
   }
 
@@ -552,11 +554,27 @@ export class MysqlSession implements WireSession {
         this.tally.setupFromClient(frame.wireBytes);
         return;
       case 'command':
-        this.#command(frame);
+        if (this.#infile) this.#infileData(this.#infile, frame);
+        else this.#command(frame);
         return;
       default:
         return;
     }
+  }
+
+  /**
+   * A packet of the file the client sends for LOAD DATA LOCAL INFILE: data, or the empty packet that ends the file,
+   * after which the server answers the statement (OK or ERR) further in the same sequence.
+   */
+  #infileData(command: PendingCommand, frame: MysqlFrame): void {
+    command.nextSeq = (frame.lastSeq + 1) & 0xff;
+    if (frame.length === 0) {
+      this.tally.command('LocalInfileEnd', frame.chunk);
+      this.#infile = null;
+      command.steps = [{ kind: 'first' }];
+      return;
+    }
+    this.tally.command('LocalInfileData', frame.chunk);
   }
 
   #handshakeResponse(frame: MysqlFrame): void {
@@ -731,7 +749,7 @@ export class MysqlSession implements WireSession {
       const status = this.#deprecateEof && frame.firstLength >= 7 ? readOk(frame).status : readEof(frame);
       return this.#endOfResult(command, 'EOF', status);
     }
-    if (first === Response.LocalInfile) throw new WireParseError('LOCAL INFILE exchange is not parsed');
+    if (first === Response.LocalInfile && command.code === Command.Query) return this.#localInfileRequest(command, frame);
     if (command.response !== 'results') {
       throw new WireParseError(`unexpected packet 0x${String(frame.head[0]?.toString(16))} answering ${command.name}`);
     }
@@ -744,6 +762,17 @@ export class MysqlSession implements WireSession {
     if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
     steps.push({ kind: 'rows' });
     command.steps = steps;
+  }
+
+  /**
+   * The server asks for the file of a LOAD DATA LOCAL INFILE: one round trip ends, and the client's next packets are
+   * the file. Nothing else can be on the connection meanwhile: a command pipelined behind it would be read as file data.
+   */
+  #localInfileRequest(command: PendingCommand, _frame: MysqlFrame): void {
+    if (this.unanswered() !== 1) throw new WireParseError('LOCAL INFILE request with other commands pipelined behind its query');
+    this.tally.serverMessage('LocalInfileRequest');
+    this.tally.roundTrip();
+    this.#infile = command;
   }
 
   #prepareOk(command: PendingCommand, frame: MysqlFrame): void {

@@ -204,6 +204,50 @@ describe('PostgreSQL sessions', () => {
     expect(counts.roundTrips).toBe(1);
     expect(counts.rowsAffected).toBe(3);
   });
+
+  it('counts a COPY whose stream failed: CopyData, CopyFail, the ErrorResponse, nothing incomplete', () => {
+    const turns: Turn[] = [
+      ...startup,
+      client(pg.query('COPY t FROM STDIN')),
+      server(pg.copyInResponse()),
+      client(pg.copyData('1\n'), pgMessage('f', 'source stream failed\0')),
+      server(pg.error('COPY from stdin failed: source stream failed'), pg.ready()),
+    ];
+    const counts = splitProof(passthrough, turns);
+    expect(counts.commands).toEqual({ Query: 1, CopyData: 1, CopyFail: 1 });
+    expect(counts.serverMessages?.ErrorResponse).toBe(1);
+    expect(counts.roundTrips).toBe(1);
+    expect(counts.rowsAffected).toBe(0);
+    expect(counts.incomplete).toBe(false);
+  });
+
+  it("counts postgres.js's CopyFail after CopyDone (sent once its Writable is destroyed; the server ignores it)", () => {
+    const turns: Turn[] = [
+      ...startup,
+      client(pg.query('COPY t FROM STDIN')),
+      server(pg.copyInResponse()),
+      client(pg.copyData('1\n2\n'), pg.copyDone()),
+      server(pg.commandComplete('COPY 2'), pg.ready()),
+      client(pgMessage('f', 'null\0')),
+      client(pg.query('SELECT 1')),
+      server(pg.commandComplete('SELECT 1'), pg.ready()),
+    ];
+    const counts = splitProof(passthrough, turns);
+    expect(counts.commands).toEqual({ Query: 2, CopyData: 1, CopyDone: 1, CopyFail: 1 });
+    expect(counts.roundTrips).toBe(2);
+    expect(counts.rowsAffected).toBe(2);
+    expect(counts.incomplete).toBe(false);
+    expect(counts.unansweredRequests).toBe(0);
+  });
+
+  it('counts the bytes of every CopyData frame as client bytes', () => {
+    const data = ['a\tb\n', 'c\\d\n', '\\N\t\n'];
+    const copy = data.map((d) => pg.copyData(d));
+    const turns: Turn[] = [...startup, client(pg.query('COPY t FROM STDIN')), server(pg.copyInResponse()), client(...copy, pg.copyDone()), server(pg.commandComplete('COPY 3'), pg.ready())];
+    const counts = splitProof(passthrough, turns);
+    const sent = pg.query('COPY t FROM STDIN').length + copy.reduce((n, b) => n + b.length, 0) + pg.copyDone().length;
+    expect(counts.bytesClientToServer).toBe(sent);
+  });
 });
 
 describe('PostgreSQL TLS', () => {

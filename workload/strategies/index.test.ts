@@ -29,7 +29,7 @@ describe('registry', () => {
       expect(strategy.name).toBe(key);
       expect(key.startsWith(`${strategy.driver}.`)).toBe(true);
     }
-    expect(new Set(STRATEGY_NAMES).size).toBe(18);
+    expect(new Set(STRATEGY_NAMES).size).toBe(22);
   });
 
   it('gives every backend strategies, including its raw-SQL twin', () => {
@@ -44,15 +44,18 @@ describe('registry', () => {
       'pg.unnest',
       'pg.per-row-tx',
       'pg.raw-sql',
+      'pg.copy',
       'postgres-js.multirow',
       'postgres-js.unnest',
       'postgres-js.pipelined-tx',
+      'postgres-js.copy',
     ]);
   });
 
   it('carries bulk: false as a connection option for the no-bulk batch only', () => {
     expect(STRATEGIES['mariadb.batch-nobulk'].connectionOptions).toEqual({ bulk: false });
-    expect(STRATEGY_NAMES.filter((n) => STRATEGIES[n].connectionOptions !== undefined)).toEqual(['mariadb.batch-nobulk']);
+    expect(STRATEGY_NAMES.filter((n) => STRATEGIES[n].connectionOptions !== undefined)).toEqual(['mariadb.batch-nobulk', 'mariadb.load-data']);
+    expect(STRATEGIES['mariadb.load-data'].connectionOptions).toEqual({ permitLocalInfile: true });
   });
 });
 
@@ -62,9 +65,9 @@ describe('findStrategy (bad input)', () => {
   });
 
   it('refuses an unknown name, listing the known ones', () => {
-    const error = thrown(() => findStrategy('pg.copy', 'postgres'));
+    const error = thrown(() => findStrategy('pg.copy-binary', 'postgres'));
     expect(error.phase).toBe('config');
-    expect(error.message).toMatch(/unknown strategy "pg.copy"; known: mysql2.query-multirow, .*pg.unnest/);
+    expect(error.message).toMatch(/unknown strategy "pg.copy-binary"; known: mysql2.query-multirow, .*pg.unnest.*pg.copy/);
   });
 
   it('refuses a strategy on a backend it does not run on, listing those that do', () => {
@@ -162,6 +165,30 @@ describe('expectedDriverCounts follows the plan', () => {
     expect(counts('pg.unnest', 10_000)).toMatchObject({ calls: 1, parameterSets: 1, bindValuesPerCall: [6] });
   });
 
+  it('bulk paths: one call per COPY / LOAD DATA binding nothing, and the data messages one per 1000 rows on the wire', () => {
+    expect(counts('pg.copy', 10_000)).toMatchObject({ calls: 1, parameterSets: 1, bindValuesPerCall: [0], byClass: { other: 1 }, wire: { Query: 1, CopyData: 10, CopyDone: 1, CopyFail: 0 } });
+    expect(counts('pg.copy', 2_500).wire).toEqual({ Query: 1, CopyData: 3, CopyDone: 1, CopyFail: 0 });
+    expect(counts('postgres-js.copy', 100).wire).toEqual({ Query: 1, CopyData: 1, CopyDone: 1, CopyFail: 1 });
+    expect(counts('mysql2.load-data', 5_000).wire).toEqual({ COM_QUERY: 1, LocalInfileData: 5, LocalInfileEnd: 1 });
+    expect(counts('mariadb.load-data', 5_000).wire).toEqual({ COM_QUERY: 1, LocalInfileEnd: 1 });
+    // A cap per statement asked for: statements and data messages follow it.
+    const capped = STRATEGIES['pg.copy'].expectedDriverCounts(10_000, CAPS, { bulkRowsPerStatement: 4_000 });
+    expect(capped).toMatchObject({ calls: 3, wire: { Query: 3, CopyData: 10, CopyDone: 3 } });
+    expect(STRATEGIES['pg.copy'].plan(10_000, CAPS, { bulkRowsPerStatement: 4_000 }).statementRows).toEqual([4_000, 4_000, 2_000]);
+    expect(() => STRATEGIES['pg.copy'].plan(10, CAPS, { bulkRowsPerStatement: 0 })).toThrow(/rows per text statement must be a positive integer, got 0/);
+  });
+
+  it('bulk paths build one step per statement carrying its rows, and the COPY / LOAD text', () => {
+    const pgTable = workloadTable('postgres', 't');
+    const copy = STRATEGIES['pg.copy'];
+    const input = copy.prepare(makeRows(10), pgTable, copy.plan(10, CAPS));
+    expect(input.steps).toEqual([{ sql: 'COPY "t" (c1, c2, c3, c4, c5, c6) FROM STDIN', params: makeRows(10), rows: 10 }]);
+    const load = STRATEGIES['mysql2.load-data'];
+    const myTable = workloadTable('mariadb', 't');
+    const loadInput = load.prepare(makeRows(3), myTable, load.plan(3, CAPS, { backend: 'mariadb' }));
+    expect(loadInput.steps[0]?.sql).toBe("LOAD DATA LOCAL INFILE 'sqltally-rows.tsv' INTO TABLE `t` CHARACTER SET utf8mb4 (c1, c2, c3, c4, c5, c6)");
+  });
+
   it('raw-SQL twins bind nothing', () => {
     expect(counts('pg.raw-sql', 10_000)).toMatchObject({ calls: 1, bindValuesPerCall: [0] });
     expect(counts('better-sqlite3.raw-sql', 10_001)).toMatchObject({ calls: 2, bindValuesPerCall: [0, 0], byKind: { query: 2 } });
@@ -181,7 +208,7 @@ describe('expectedDriverCounts follows the plan', () => {
         expect(c.bindValuesPerCall).toHaveLength(c.calls);
         expect(Math.max(...c.bindValuesPerCall)).toBeLessThanOrEqual(strategy.name.endsWith('query-multirow') || strategy.name.includes('batch') ? 60_000 : 30_000);
         const bound = c.bindValuesPerCall.reduce((a, b) => a + b, 0);
-        const expected = strategy.name.endsWith('raw-sql') ? 0 : strategy.name.endsWith('.unnest') ? 6 : rows * 6;
+        const expected = strategy.name.endsWith('raw-sql') || /\.(copy|load-data)$/.test(strategy.name) ? 0 : strategy.name.endsWith('.unnest') ? 6 : rows * 6;
         expect(bound).toBe(expected);
       }
     }

@@ -4,10 +4,10 @@ import type { BackendName } from '../../containers/types';
 import type { DriverName } from '../../counters/driver/names';
 import { parseBackendId } from '../../containers/registry';
 import { SQLITE_MULTIROW, SQLITE_PER_ROW_TX, SQLITE_RAW_SQL } from './better-sqlite3';
-import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
-import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
-import { PG_PER_ROW_TX, PG_QUERY_MULTIROW, PG_RAW_SQL, PG_UNNEST } from './pg';
-import { POSTGRES_JS_MULTIROW, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_UNNEST } from './postgres-js';
+import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_LOAD_DATA, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
+import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_LOAD_DATA, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
+import { PG_COPY, PG_PER_ROW_TX, PG_QUERY_MULTIROW, PG_RAW_SQL, PG_UNNEST } from './pg';
+import { POSTGRES_JS_COPY, POSTGRES_JS_MULTIROW, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_UNNEST } from './postgres-js';
 import type { AnyInsertStrategy, DriverHandle, InsertStrategy, PreparedInput } from './types';
 
 export type * from './types';
@@ -19,17 +19,21 @@ export const STRATEGIES = {
   'mysql2.execute-multirow': MYSQL2_EXECUTE_MULTIROW,
   'mysql2.execute-per-row-tx': MYSQL2_EXECUTE_PER_ROW_TX,
   'mysql2.raw-sql': MYSQL2_RAW_SQL,
+  'mysql2.load-data': MYSQL2_LOAD_DATA,
   'mariadb.batch': MARIADB_BATCH,
   'mariadb.batch-nobulk': MARIADB_BATCH_NO_BULK,
   'mariadb.query-multirow': MARIADB_QUERY_MULTIROW,
   'mariadb.raw-sql': MARIADB_RAW_SQL,
+  'mariadb.load-data': MARIADB_LOAD_DATA,
   'pg.query-multirow': PG_QUERY_MULTIROW,
   'pg.unnest': PG_UNNEST,
   'pg.per-row-tx': PG_PER_ROW_TX,
   'pg.raw-sql': PG_RAW_SQL,
+  'pg.copy': PG_COPY,
   'postgres-js.multirow': POSTGRES_JS_MULTIROW,
   'postgres-js.unnest': POSTGRES_JS_UNNEST,
   'postgres-js.pipelined-tx': POSTGRES_JS_PIPELINED_TX,
+  'postgres-js.copy': POSTGRES_JS_COPY,
   'better-sqlite3.per-row-tx': SQLITE_PER_ROW_TX,
   'better-sqlite3.multirow': SQLITE_MULTIROW,
   'better-sqlite3.raw-sql': SQLITE_RAW_SQL,

@@ -1,4 +1,7 @@
 import { COLUMN_COUNT } from '../rows';
+import { bulkTextStream } from '../bulk-text';
+import type { Row } from '../rows';
+import { bulkSteps, loadDataLocalSql, localInfileRefusal } from './bulk';
 import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -71,9 +74,38 @@ export const MARIADB_RAW_SQL = defineStrategy({
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'insert', 0)),
 });
 
+/**
+ * `LOAD DATA LOCAL INFILE` through the mariadb connector: a connection opened with `permitLocalInfile: true` (which
+ * turns its pipelining off), `query({ sql, infileStreamFactory })`. The connector gathers what the stream gives into
+ * packets of its own size, so its data packets follow the bytes, not the chunks: the plan fixes the request's
+ * terminator, not the data packets.
+ */
+export const MARIADB_LOAD_DATA = defineStrategy({
+  name: 'mariadb.load-data',
+  driver: 'mariadb',
+  backends: BACKENDS,
+  summary: "query({ sql: 'LOAD DATA LOCAL INFILE ...', infileStreamFactory }) on a connection with permitLocalInfile: true, the rows streamed as text",
+  connectionOptions: { permitLocalInfile: true },
+  chunking: 'bulk',
+  build: (rows, table, plan) => bulkSteps(rows, loadDataLocalSql(table), plan),
+  async run(handle, input) {
+    for (const step of input.steps) {
+      const rows = step.params as readonly Row[];
+      try {
+        await handle.query({ sql: step.sql, infileStreamFactory: () => bulkTextStream(rows) });
+      } catch (error) {
+        throw localInfileRefusal(error, input.table.backend, step.sql);
+      }
+    }
+  },
+  calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
+  wire: (plan) => ({ COM_QUERY: plan.statementRows.length, LocalInfileEnd: plan.statementRows.length }),
+});
+
 export const MARIADB_STRATEGIES = [
   MARIADB_BATCH,
   MARIADB_BATCH_NO_BULK,
   MARIADB_QUERY_MULTIROW,
   MARIADB_RAW_SQL,
+  MARIADB_LOAD_DATA,
 ] as const satisfies readonly InsertStrategy<'mariadb'>[];

@@ -2,6 +2,9 @@ import { COLUMN_COUNT } from '../rows';
 import { insertHead } from '../table';
 import type { ExecuteValues, QueryValues } from 'mysql2';
 import type { PreparedStep } from './types';
+import { bulkTextStream } from '../bulk-text';
+import type { Row } from '../rows';
+import { bulkDataMessages, bulkSteps, loadDataLocalSql, localInfileRefusal } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, literalSteps, perRowStep, placeholderSteps, withRollback } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -85,10 +88,37 @@ export const MYSQL2_RAW_SQL = defineStrategy({
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'insert', 0)),
 });
 
+/**
+ * `LOAD DATA LOCAL INFILE` through mysql2: `query({ sql, infileStreamFactory })`, one driver call per statement; the
+ * server asks for the file and mysql2 sends each chunk the stream gives as one packet, then an empty one. A server
+ * with local_infile off refuses it, and the error says so.
+ */
+export const MYSQL2_LOAD_DATA = defineStrategy({
+  name: 'mysql2.load-data',
+  driver: 'mysql2',
+  backends: BACKENDS,
+  summary: "query({ sql: 'LOAD DATA LOCAL INFILE ...', infileStreamFactory }) with the rows streamed as text, one packet per 1000 rows",
+  chunking: 'bulk',
+  build: (rows, table, plan) => bulkSteps(rows, loadDataLocalSql(table), plan),
+  async run(handle, input) {
+    for (const step of input.steps) {
+      const rows = step.params as readonly Row[];
+      try {
+        await handle.query({ sql: step.sql, infileStreamFactory: () => bulkTextStream(rows) });
+      } catch (error) {
+        throw localInfileRefusal(error, input.table.backend, step.sql);
+      }
+    }
+  },
+  calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
+  wire: (plan) => ({ COM_QUERY: plan.statementRows.length, LocalInfileData: bulkDataMessages(plan), LocalInfileEnd: plan.statementRows.length }),
+});
+
 export const MYSQL2_STRATEGIES = [
   MYSQL2_QUERY_MULTIROW,
   MYSQL2_EXECUTE_MULTIROW,
   MYSQL2_EXECUTE_PER_ROW_TX,
   MYSQL2_RAW_SQL,
+  MYSQL2_LOAD_DATA,
 ] as const satisfies readonly InsertStrategy<'mysql2'>[];
 

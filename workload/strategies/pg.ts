@@ -1,6 +1,9 @@
 import { COLUMN_COUNT, COLUMN_NAMES } from '../rows';
 import type { Row } from '../rows';
 import { insertHead } from '../table';
+import { pipeline } from 'node:stream/promises';
+import { bulkTextStream } from '../bulk-text';
+import { bulkDataMessages, bulkSteps, copyFromStdinSql, loadCopyFrom } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, literalSteps, perRowStep, placeholderSteps, withRollback } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -78,4 +81,30 @@ export const PG_RAW_SQL = defineStrategy({
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'insert', 0)),
 });
 
-export const PG_STRATEGIES = [PG_QUERY_MULTIROW, PG_UNNEST, PG_PER_ROW_TX, PG_RAW_SQL] as const satisfies readonly InsertStrategy<'pg'>[];
+/**
+ * `COPY ... FROM STDIN` through pg-copy-streams: `client.query(from(text))` is one driver call (a Submittable), the
+ * rows stream from the workload in text format, one CopyData per chunk of rows, then CopyDone; one statement per
+ * COPY on the server whatever N. A stream that fails destroys the COPY stream, which sends CopyFail.
+ */
+export const PG_COPY = defineStrategy({
+  name: 'pg.copy',
+  driver: 'pg',
+  backends: BACKENDS,
+  summary: 'client.query(copyFrom(\'COPY t (...) FROM STDIN\')) with the rows piped in as text, one CopyData per 1000 rows (pg-copy-streams)',
+  chunking: 'bulk',
+  build(rows, table, plan) {
+    loadCopyFrom(table.backend);
+    return bulkSteps(rows, copyFromStdinSql(table), plan);
+  },
+  async run(handle, input) {
+    const from = loadCopyFrom(input.table.backend);
+    for (const step of input.steps) {
+      const copy = handle.query(from(step.sql) as never) as unknown as NodeJS.WritableStream;
+      await pipeline(bulkTextStream(step.params as readonly Row[]), copy);
+    }
+  },
+  calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
+  wire: (plan) => ({ Query: plan.statementRows.length, CopyData: bulkDataMessages(plan), CopyDone: plan.statementRows.length, CopyFail: 0 }),
+});
+
+export const PG_STRATEGIES = [PG_QUERY_MULTIROW, PG_UNNEST, PG_PER_ROW_TX, PG_RAW_SQL, PG_COPY] as const satisfies readonly InsertStrategy<'pg'>[];

@@ -1,6 +1,10 @@
 import { COLUMN_COUNT, COLUMN_NAMES } from '../rows';
 import type { Row } from '../rows';
 import { sliceBySizes } from '../chunking';
+import { pipeline } from 'node:stream/promises';
+import type { Writable } from 'node:stream';
+import { bulkTextStream } from '../bulk-text';
+import { bulkDataMessages, bulkSteps, copyFromStdinSql } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, perRowStep } from './shared';
 import type { InsertStrategy, PreparedStep } from './types';
 
@@ -82,4 +86,26 @@ export const POSTGRES_JS_PIPELINED_TX = defineStrategy({
   calls: (plan) => inTransaction('begin', 'query', plan.statementRows.map(() => expectedCall('sql', 'query', 'insert', COLUMN_COUNT))),
 });
 
-export const POSTGRES_JS_STRATEGIES = [POSTGRES_JS_MULTIROW, POSTGRES_JS_UNNEST, POSTGRES_JS_PIPELINED_TX] as const satisfies readonly InsertStrategy<'postgres-js'>[];
+/**
+ * `COPY ... FROM STDIN` through postgres.js: `await sql.unsafe(text).writable()` is one driver call, answered with a
+ * Writable once the server sent CopyInResponse; the rows are piped in as text, one CopyData per chunk of rows.
+ */
+export const POSTGRES_JS_COPY = defineStrategy({
+  name: 'postgres-js.copy',
+  driver: 'postgres-js',
+  backends: BACKENDS,
+  summary: "(await sql`COPY t (...) FROM STDIN`.writable()) with the rows piped in as text, one CopyData per 1000 rows",
+  chunking: 'bulk',
+  build: (rows, table, plan) => bulkSteps(rows, copyFromStdinSql(table), plan),
+  async run(sql, input) {
+    for (const step of input.steps) {
+      const writable = (await sql.unsafe(step.sql).writable()) as Writable;
+      await pipeline(bulkTextStream(step.params as readonly Row[]), writable);
+    }
+  },
+  calls: (plan) => plan.statementRows.map(() => expectedCall('unsafe', 'query', 'other', 0)),
+  // postgres.js sends a CopyFail after each CopyDone (see copyInWire); the server ignores it.
+  wire: (plan) => ({ Query: plan.statementRows.length, CopyData: bulkDataMessages(plan), CopyDone: plan.statementRows.length, CopyFail: plan.statementRows.length }),
+});
+
+export const POSTGRES_JS_STRATEGIES = [POSTGRES_JS_MULTIROW, POSTGRES_JS_UNNEST, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_COPY] as const satisfies readonly InsertStrategy<'postgres-js'>[];

@@ -24,7 +24,7 @@ import type {
  * How a strategy cuts N rows into INSERT executions: by the bind-value budget, by the text row rule, one row per
  * execution, or everything in one call (a batch, an unnest).
  */
-export type Chunking = 'bind-budget' | 'text' | 'per-row' | 'single';
+export type Chunking = 'bind-budget' | 'text' | 'per-row' | 'single' | 'bulk';
 
 /** What a driver file writes per strategy; {@link defineStrategy} adds the checking common to all. */
 export interface StrategySpec<D extends DriverName> {
@@ -39,6 +39,8 @@ export interface StrategySpec<D extends DriverName> {
   run(handle: DriverHandle<D>, input: PreparedInput): Promise<void>;
   /** The driver calls `run` makes for `plan`, in order. */
   calls(plan: InsertPlan): ExpectedCall[];
+  /** Wire commands the plan fixes exactly that no driver model can (see {@link ExpectedDriverCounts.wire}). */
+  wire?(plan: InsertPlan): Record<string, number>;
 }
 
 export function expectedCall(
@@ -68,7 +70,7 @@ export function summarizeExpected(sequence: ExpectedCall[]): ExpectedDriverCount
   return { calls: sequence.length, parameterSets, bindValuesPerCall: sequence.map((c) => c.bindValues), byKind, byClass, sequence };
 }
 
-function statementRowsFor(chunking: Chunking, rows: number, budgetRows: number[], textRows: number[]): number[] {
+function statementRowsFor(chunking: Chunking, rows: number, budgetRows: number[], textRows: number[], bulkRows: number[]): number[] {
   switch (chunking) {
     case 'bind-budget':
       return budgetRows;
@@ -78,6 +80,8 @@ function statementRowsFor(chunking: Chunking, rows: number, budgetRows: number[]
       return new Array<number>(rows).fill(1);
     case 'single':
       return [rows];
+    case 'bulk':
+      return bulkRows;
   }
 }
 
@@ -109,11 +113,13 @@ export function defineStrategy<D extends DriverName>(spec: StrategySpec<D>): Ins
     const chunks = planChunks({ rows, columns: COLUMN_COUNT, budget: options.bindBudget, limit: bindLimit, backend: String(requested), statement: head });
     const textRowsPerStatement = options.textRowsPerStatement ?? TEXT_ROWS_PER_STATEMENT;
     const textRows = planTextChunks(rows, textRowsPerStatement, String(requested));
+    // A COPY / LOAD DATA carries every row in one statement unless the run asks for a cap; 0 rows is still one.
+    const bulkRows = options.bulkRowsPerStatement === undefined || rows === 0 ? [rows] : planTextChunks(rows, options.bulkRowsPerStatement, String(requested));
     return {
       strategy: spec.name,
       backend,
       rows,
-      statementRows: statementRowsFor(spec.chunking, rows, chunks.statementRows, textRows),
+      statementRows: statementRowsFor(spec.chunking, rows, chunks.statementRows, textRows, bulkRows),
       bindBudget: chunks.budget,
       bindLimit,
       textRowsPerStatement,
@@ -143,7 +149,9 @@ export function defineStrategy<D extends DriverName>(spec: StrategySpec<D>): Ins
     },
     run: spec.run,
     expectedDriverCounts(rows, caps, options) {
-      return summarizeExpected(spec.calls(plan(rows, caps, options)));
+      const planned = plan(rows, caps, options);
+      const expected = summarizeExpected(spec.calls(planned));
+      return spec.wire ? { ...expected, wire: spec.wire(planned) } : expected;
     },
   };
 }

@@ -17,6 +17,8 @@ export interface PlanOptions {
   bindBudget?: number;
   /** Rows per statement for the text paths; default `TEXT_ROWS_PER_STATEMENT` (10000). */
   textRowsPerStatement?: number;
+  /** Rows per COPY / LOAD DATA statement for the bulk paths; default all rows in one statement. */
+  bulkRowsPerStatement?: number;
   /** Names the backend in errors and picks its protocol limit; defaults to the strategy's first backend. */
   backend?: BackendName | string;
 }
@@ -70,6 +72,11 @@ export interface ExpectedDriverCounts {
   byClass: Partial<Record<StatementClass, number>>;
   /** The calls one by one, for a failure message that shows where the counts part ways. */
   sequence: ExpectedCall[];
+  /**
+   * Wire commands the plan fixes exactly where the driver call cannot say (a COPY's CopyData messages, a LOAD DATA's
+   * data packets: one per chunk the strategy writes), checked against the wire layer.
+   */
+  wire?: Record<string, number>;
 }
 
 /**
