@@ -24,6 +24,7 @@ const CLIENT_SSL = 0x800;
 const CLIENT_DEPRECATE_EOF = 0x1000000;
 const CLIENT_OPTIONAL_RESULTSET_METADATA = 0x2000000;
 const CLIENT_ZSTD_COMPRESSION = 0x4000000;
+const CLIENT_QUERY_ATTRIBUTES = 0x8000000;
 const MARIADB_CLIENT_CACHE_METADATA = 0x10; // bit 36 overall = bit 4 of the extended word
 
 const BULK_SEND_UNIT_RESULTS = 64;
@@ -590,6 +591,7 @@ export class MysqlSession implements WireSession {
     this.#optionalMetadata = (both & CLIENT_OPTIONAL_RESULTSET_METADATA) !== 0;
     this.#cacheMetadata = (extended & this.#serverExtended & MARIADB_CLIENT_CACHE_METADATA) !== 0;
     this.#compressed = (both & (CLIENT_COMPRESS | CLIENT_ZSTD_COMPRESSION)) !== 0;
+    this.#statements.queryAttributes = (both & CLIENT_QUERY_ATTRIBUTES) !== 0;
     this.#phase = 'auth';
   }
 

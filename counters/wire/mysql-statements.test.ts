@@ -31,6 +31,21 @@ describe('MySQL statements on the wire', () => {
     });
   });
 
+  it('with query attributes agreed (MySQL 8.0.23+ and mysql2), the text after the two counts is classified; with attribute values it is not guessed', () => {
+    const QUERY_ATTRIBUTES = 0x8000000;
+    const turns: Turn[] = [
+      server(greeting(5, SERVER_CAPS | QUERY_ATTRIBUTES)),
+      client(handshakeResponse(CLIENT_CAPS | QUERY_ATTRIBUTES)),
+      server(ok(2)),
+      client(command(0x03, Buffer.concat([Buffer.from([0, 1]), Buffer.from('INSERT INTO t VALUES (1),(2),(3)')]))),
+      server(ok(1, 3)),
+      client(command(0x03, Buffer.concat([Buffer.from([1, 1, 0, 1, 0xfe, 0x00, 1, 0x61, 1, 0x62]), Buffer.from('INSERT INTO t VALUES (4)')]))),
+      server(ok(1, 1)),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 40, 90]);
+    expect(whole.statements).toMatchObject({ completed: 2, completedByClass: { insert: 1, other: 1 }, rowsInserted: 3 });
+  });
+
   it('a COM_QUERY of several statements: one per result; an ERR stops the rest; a CALL\'s extra results are its own', () => {
     const { counts } = drive(session, [
       ...handshake,

@@ -50,6 +50,11 @@ export class MysqlStatementTracker {
   readonly #prepared = new Map<number, Statement>();
   /** The statement of the last COM_STMT_PREPARE sent: an execute of id 0xFFFFFFFF (pipelined by the connector) runs it. */
   #lastPrepared: Statement | null = null;
+  /**
+   * Both sides agreed on CLIENT_QUERY_ATTRIBUTES (MySQL 8.0.23+ with mysql2, say): a COM_QUERY's text then follows a
+   * parameter count and a parameter set count, and the attributes' values when there are any.
+   */
+  queryAttributes = false;
 
   /** `returnedRows` hears of rows an INSERT reported as a result set instead of an OK packet's count. */
   constructor(tally: StatementTally, returnedRows: (rows: number) => void) {
@@ -57,18 +62,41 @@ export class MysqlStatementTracker {
     this.#returnedRows = returnedRows;
   }
 
-  #text(payload: MysqlPayload): string | null {
-    if (payload.length !== payload.headLength) {
+  #text(payload: MysqlPayload, skip = 0): string | null {
+    if (payload.length !== payload.headLength || skip < 0) {
       this.#tally.textUnread();
       return null;
     }
-    return payload.bytes.toString('utf8', payload.headStart + 1, payload.headStart + payload.headLength);
+    return payload.bytes.toString('utf8', payload.headStart + 1 + skip, payload.headStart + payload.headLength);
+  }
+
+  /**
+   * Bytes before a COM_QUERY's text: with query attributes, the two counts; -1 when attributes with values come
+   * first, whose sizes depend on their types (never sent by the drivers counted here).
+   */
+  #attributesBefore(payload: MysqlPayload): number {
+    if (!this.queryAttributes) return 0;
+    const at = payload.headStart + 1;
+    const end = payload.headStart + payload.headLength;
+    let skipped = 0;
+    let params = -1;
+    for (let i = 0; i < 2; i++) {
+      const p = at + skipped;
+      if (p >= end) return -1;
+      const first = payload.bytes[p]!;
+      const size = first < 0xfb ? 1 : first === 0xfc ? 3 : first === 0xfd ? 4 : first === 0xfe ? 9 : -1;
+      if (size < 0 || p + size > end) return -1;
+      if (i === 0) params = size === 1 ? first : size === 3 ? payload.bytes.readUInt16LE(p + 1) : size === 4 ? payload.bytes.readUIntLE(p + 1, 3) : Number.MAX_SAFE_INTEGER;
+      skipped += size;
+    }
+    return params === 0 ? skipped : -1;
   }
 
   /** COM_QUERY: its statements, or one of unknown class when the text was not kept whole. */
   query(payload: MysqlPayload): CommandStatements {
-    const text = this.#text(payload);
-    this.#tally.lastSent = text ?? payload.bytes.toString('utf8', payload.headStart + 1, payload.headStart + payload.headLength);
+    const skip = this.#attributesBefore(payload);
+    const text = this.#text(payload, skip);
+    this.#tally.lastSent = text ?? payload.bytes.toString('utf8', payload.headStart + 1 + Math.max(skip, 0), payload.headStart + payload.headLength);
     return fresh(text === null ? [{ text: null, statementClass: 'other' }] : statementsOf(text));
   }
 
