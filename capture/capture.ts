@@ -20,6 +20,7 @@ import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
 import { ownConnectionSettle } from './own-settle';
+import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, type DeferredWork } from './deferred-work';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 
 export type { SessionConnection } from './connection';
@@ -64,6 +65,13 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    * stayed in: round trips, bytes, global and per-connection counters).
    */
   ignore?: IgnoreEntry[];
+  /**
+   * Follow the asynchronous work each measured function starts (promises, timers, ticks, microtasks, connects, in its
+   * own async context) and wait for what it left running when it returned; default true. See docs/deferred-work.md.
+   */
+  deferredWork?: boolean;
+  /** How long a window waits for that work after the function returned, at most (default 1500 ms). */
+  deferredWaitMs?: number;
 }
 
 /**
@@ -166,6 +174,8 @@ export interface MeasureOptions {
   around?: <R>(work: () => Promise<R>) => Promise<R>;
   /** More statements to leave out of this window's counts, beside the session's `ignore` (see CaptureOptions). */
   ignore?: IgnoreEntry[];
+  /** This window's wait for work the function left running (default: the session's `deferredWaitMs`). */
+  deferredWaitMs?: number;
 }
 
 /** A window's result: the tally, and what the user's function returned when it did not throw. */
@@ -187,6 +197,8 @@ interface OpenState<D extends DriverName> {
   probeError: string | null;
   wireBefore: WireSnapshot | undefined;
   durationNs: number;
+  /** Work the function left running when it returned (null: none, or not tracked). */
+  deferred: DeferredWork | null;
 }
 
 /** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
@@ -304,6 +316,18 @@ function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** A wait in ms as given, or a config error naming the value: a window must neither skip its wait by NaN nor hang. */
+function deferredWaitOf(ms: unknown, backend: string): number {
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DEFERRED_WAIT_MS) {
+    throw new SqltallyError(`deferredWaitMs ${JSON.stringify(ms)} is not a whole number of ms from 0 to ${MAX_DEFERRED_WAIT_MS}`, {
+      backend,
+      phase: 'config',
+      hint: 'leave it out for the default (1500 ms), or give the longest the work your function starts without awaiting may take',
+    });
+  }
+  return ms;
+}
+
 function gaveUp(err: unknown): string | null {
   return err !== null && typeof err === 'object' && GAVE_UP in err ? String((err as Record<symbol, unknown>)[GAVE_UP]) : null;
 }
@@ -339,12 +363,15 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Set once the server let a reading after a give-up go unanswered: closing then waits for no polite goodbye. */
   #serverSilent = false;
   #measuring = false;
+  /** Follows the work a measured function starts; null when the session was told not to (`deferredWork: false`). */
+  readonly #deferred: DeferredWorkTracker | null;
 
   private constructor(backend: StartedBackend, owns: boolean, driver: D, options: CaptureOptions<D>) {
     this.backend = backend;
     this.#ownsBackend = owns;
     this.driver = driver;
     this.#options = options;
+    this.#deferred = options.deferredWork === false ? null : new DeferredWorkTracker();
   }
 
   static async open<D extends DriverName = DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
@@ -355,6 +382,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const session = new CaptureSession(backend, owns, driver, options);
     try {
       ignoreFilter(options.ignore ?? [], backend.description.id);
+      if (options.deferredWaitMs !== undefined) deferredWaitOf(options.deferredWaitMs, backend.description.id);
       if (!allowed.includes(driver)) {
         throw new SqltallyError(`driver ${driver} does not talk to ${backend.description.name}; use one of ${allowed.join(', ')}`, {
           backend: backend.description.id,
@@ -597,9 +625,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    */
   async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions = {}): Promise<Captured<T>> {
     const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
+    const waitMs = deferredWaitOf(opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS, this.backend.description.id);
     const open = await this.#open(mode, opts);
     let result: T | undefined;
     let thrown: unknown = NOTHING;
+    const tracker = this.#deferred;
     const timed = async () => {
       const started = process.hrtime.bigint();
       try {
@@ -607,18 +637,23 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         // window is about to close).
         const work = opts.signal?.aborted
           ? Promise.reject<T>(opts.signal.reason)
-          : Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
+          : Promise.resolve().then(() => (tracker ? tracker.run(() => fn(open.conn?.counted as DriverHandle<D>)) : fn(open.conn?.counted as DriverHandle<D>)));
         result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
       } catch (err) {
         thrown = err;
       }
       open.durationNs = Number(process.hrtime.bigint() - started);
     };
+    tracker?.open();
     try {
       await (opts.around ? opts.around(timed) : timed());
+      // A function given up on is still running: what it left is listed, not waited for.
+      if (tracker) open.deferred = await tracker.settle(thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs);
     } catch (err) {
       // `around` itself failed: the window still closes, and the error is the tally's.
       thrown = err;
+    } finally {
+      tracker?.close();
     }
     const tally = await this.#close(open, thrown, opts);
     return { ...tally, result };
@@ -673,7 +708,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       this.#window = window;
       this.#opening = null;
       this.#recorder.begin(ignore ? { ignore } : {});
-      return { conn, window, probeError, wireBefore, durationNs: 0 };
+      return { conn, window, probeError, wireBefore, durationNs: 0, deferred: null };
     } catch (err) {
       this.#measuring = false;
       this.#opening = null;
@@ -736,7 +771,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       // A pool closing an idle connection on its own schedule says goodbye after the function returned: not work.
       lateCommands: late ? late.commandsTotal - (late.commands.COM_QUIT ?? 0) - (late.commands.Terminate ?? 0) : 0,
     };
-    const { verdict, explainedStatements } = judgeWindow({
+    const { verdict, explainedStatements, findings } = judgeWindow({
       backend: this.backend.description,
       ...(modelDriver ? { driverName: modelDriver } : {}),
       driverOptions: this.#options.driverOptions ?? {},
@@ -750,6 +785,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       unfinished,
       timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
       via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}` : 'the session connection only (no wire proxy)',
+      deferredWork: open.deferred,
     });
     const share =
       driver && modelDriver
@@ -766,6 +802,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
       beyondWindow: server ? beyondWindow(server, wire, explainedStatements) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
+      findings,
+      deferredWork: open.deferred,
       ignored: ignored?.share ?? null,
       workloadError,
       lateCommits,
