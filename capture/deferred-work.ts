@@ -108,13 +108,40 @@ function isUserFile(file: string): boolean {
  * Where an entry was created, if it is the user's work: the first frame of the user's code. For `direct` kinds that
  * frame must be the one that called Node's API, with nothing but Node's timer and tick files in between.
  */
+/**
+ * The captured frames as the environment prints them (source-mapped under Jest, ts-jest, tsx) beside V8's call sites,
+ * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
+ */
+function framesOf(trace: { stack?: string }): { line: string; async: boolean }[] {
+  const environment = Error.prepareStackTrace;
+  let sites: NodeJS.CallSite[] = [];
+  Error.prepareStackTrace = (error, s) => {
+    sites = s;
+    return environment ? environment(error, s) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
+  };
+  let text: string;
+  try {
+    text = String(trace.stack ?? '');
+  } finally {
+    Error.prepareStackTrace = environment;
+  }
+  const lines = text.split('\n').filter((l) => /^\s*at /.test(l));
+  // One printed line per call site; if a printer merged or dropped some, the text's own "async" marks are all there is.
+  const aligned = lines.length === sites.length;
+  return lines.map((line, i) => ({ line, async: aligned ? sites[i]?.isAsync?.() === true : / at async /.test(line) }));
+}
+
+/**
+ * Where an entry was created, if it is the user's work: the first frame of the user's code among the frames that
+ * called it (never the asynchronous ones: a pool's promise made after an `await` in the user's call is the pool's).
+ * For `direct` kinds that frame must be the one that called Node's API, with only Node's timer and tick files between.
+ */
 function attribute(entry: Entry): void {
   if (entry.user !== undefined) return;
-  const lines = (entry.trace.stack ?? '').split('\n').slice(1);
   let site: string | null = null;
   let direct = true;
-  for (const line of lines) {
-    if (line.includes(' at async ')) break;
+  for (const { line, async } of framesOf(entry.trace)) {
+    if (async) break;
     const f = frameFile(line);
     if (!f) continue;
     if (isOwn(f.file)) continue;
@@ -286,6 +313,7 @@ export class DeferredWorkTracker {
     if (this.#pending().length === 0 && late().length === 0) return null;
     while (this.#pending().length > 0 && Date.now() - started < waitMs) await new Promise((r) => setTimeout(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq);
+    if (process.env.SQLTALLY_DEFERRED_DEBUG) for (const e of items) console.error(e.trace.stack);
     return { waitMs, items: items.map((e) => ({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: e.settled })) };
   }
 
