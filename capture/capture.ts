@@ -22,6 +22,7 @@ import { cancelRunning, countRows, type LateCommits } from './late-commits';
 import { ownConnectionSettle } from './own-settle';
 import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, type DeferredWork } from './deferred-work';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
+import type { Finding } from '../verdict/types';
 
 export type { SessionConnection } from './connection';
 
@@ -199,6 +200,10 @@ interface OpenState<D extends DriverName> {
   durationNs: number;
   /** Work the function left running when it returned (null: none, or not tracked). */
   deferred: DeferredWork | null;
+  /** Counted calls started before the window that were still running when it opened. */
+  callsFromBefore: number;
+  /** Late work of the previous window, seen as this one opened. */
+  late: Finding[];
 }
 
 /** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
@@ -363,6 +368,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Set once the server let a reading after a give-up go unanswered: closing then waits for no polite goodbye. */
   #serverSilent = false;
   #measuring = false;
+  /** How the last window ended: what the wire had seen, and whether it left work running (late work may follow). */
+  #lastEnd: { number: number; wire: WireSnapshot | undefined; leftWork: boolean } | null = null;
+  #windows = 0;
+  /** Late work of the session's windows found so far (at each window's opening and at close()). */
+  readonly #lateWork: Finding[] = [];
   /** Follows the work a measured function starts; null when the session was told not to (`deferredWork: false`). */
   readonly #deferred: DeferredWorkTracker | null;
 
@@ -677,7 +687,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     };
   }
 
-  async #open(mode: 'none' | 'fresh' | 'hot', opts: Pick<MeasureOptions, 'ignore'>): Promise<OpenState<D>> {
+  async #open(mode: 'none' | 'fresh' | 'hot', opts: Pick<MeasureOptions, 'ignore' | 'deferredWaitMs'>): Promise<OpenState<D>> {
     this.#assertOpen('workload');
     if (this.#measuring) {
       throw new SqltallyError('a window is already open on this session', {
@@ -691,6 +701,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
       await this.#settleGoodbyes();
+      // Counted calls still running from before (an earlier window's late work) would settle, and count, in this one.
+      const waitMs = opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS;
+      for (let waited = 0; this.#recorder.callsInFlight > 0 && waited < waitMs; waited += 5) await new Promise((r) => setTimeout(r, 5));
+      const callsFromBefore = this.#recorder.callsInFlight;
+      const late = this.#lateSince();
       const sinceNs = Number(process.hrtime.bigint());
       const context = this.#context(sinceNs);
       let probeError = this.#probeError;
@@ -708,7 +723,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       this.#window = window;
       this.#opening = null;
       this.#recorder.begin(ignore ? { ignore } : {});
-      return { conn, window, probeError, wireBefore, durationNs: 0, deferred: null };
+      return { conn, window, probeError, wireBefore, durationNs: 0, deferred: null, callsFromBefore, late };
     } catch (err) {
       this.#measuring = false;
       this.#opening = null;
@@ -766,6 +781,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const driver: DriverLayer | null = drivers.length > 0 ? driverWindow.layer : null;
     const modelDriver = driverWindow.drivers.length === 1 ? driverWindow.drivers[0] : drivers.length === 1 ? drivers[0]?.name : undefined;
     const unfinished = {
+      callsFromBefore: open.callsFromBefore,
       driverCalls: driverCallsInFlight,
       wireRequests: wire?.unansweredRequests ?? 0,
       // A pool closing an idle connection on its own schedule says goodbye after the function returned: not work.
@@ -792,6 +808,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
         : null;
     const ignored = share ? takeOutIgnored(share, wire, server) : null;
+    this.#lastEnd = {
+      number: ++this.#windows,
+      wire: wireAfterProbe,
+      leftWork: gaveUpWhy !== null || driverCallsInFlight > 0 || unfinished.wireRequests > 0 || (open.deferred?.items.some((i) => !i.settled) ?? false),
+    };
+    if (this.#lastEnd.leftWork) this.#recorder.expectLate();
     return {
       backend: this.backend.description,
       driver: this.driver,
@@ -802,7 +824,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
       beyondWindow: server ? beyondWindow(server, wire, explainedStatements) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
-      findings,
+      findings: [...open.late, ...findings],
       deferredWork: open.deferred,
       ignored: ignored?.share ?? null,
       workloadError,
@@ -866,12 +888,52 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
+   * Late work of the last window, seen now: counted calls it had started that settled after it closed, and, when it
+   * closed with work still running, the commands the wire saw since on the user's connections (not the session's own).
+   * Each one found is also kept in `lateWork`.
+   */
+  #lateSince(): Finding[] {
+    const last = this.#lastEnd;
+    if (!last) return [];
+    const calls = this.#recorder.takeLate();
+    let commands: string | null = null;
+    const proxy = this.#proxy;
+    if (last.leftWork && proxy && last.wire) {
+      const ours = this.#last?.opened.connectionId ?? null;
+      const mine = (snapshot: WireSnapshot): WireSnapshot => ({ ...snapshot, connections: snapshot.connections.filter((c) => c.serverConnectionId === null || c.serverConnectionId !== ours) });
+      const since = proxy.diff(mine(last.wire), mine(proxy.snapshot()));
+      const counted = Object.entries(since.commands).filter(([name]) => name !== 'COM_QUIT' && name !== 'Terminate');
+      const n = counted.reduce((sum, [, v]) => sum + v, 0);
+      if (n > 0) commands = `the wire saw ${n} command(s) on your connections after it ended (${counted.map(([k, v]) => `${k} ${v}`).join(', ')})`;
+    }
+    if (calls.calls === 0 && commands === null) return [];
+    const parts = [
+      calls.calls > 0 ? `${calls.calls} counted driver call(s) it had started settled after it ended, or ran after it left work running (${calls.sql.map((q) => truncateStatement(q, 80)).join('; ')})` : '',
+      commands ?? '',
+    ].filter(Boolean);
+    const finding: Finding = { kind: 'late-work', message: `late work of window ${last.number}: ${parts.join('; ')}; counted in no window` };
+    this.#lastEnd = { ...last, leftWork: false };
+    this.#lateWork.push(finding);
+    return [finding];
+  }
+
+  /**
+   * Late work of this session's windows: what a window had started and went on after it ended (counted calls that
+   * settled later, commands on your connections after a window that left work running). Each is also a finding of the
+   * next window; what came after the last window is added by `close()`.
+   */
+  get lateWork(): readonly Finding[] {
+    return this.#lateWork;
+  }
+
+  /**
    * Closes the session connection, the probe, the proxy, and the backend when this session started it. Connections
    * of your own still open through the proxy are cut, and the close then fails naming them: end your pools first.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#lateSince();
     const ours = this.#last?.opened.connectionId ?? null;
     // A frozen server never answers a goodbye: after one went silent, each polite close gets a moment, not forever
     // (the connection is dropped when the server is stopped or answers again).

@@ -313,7 +313,6 @@ export class DeferredWorkTracker {
     if (this.#pending().length === 0 && late().length === 0) return null;
     while (this.#pending().length > 0 && Date.now() - started < waitMs) await new Promise((r) => setTimeout(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq);
-    if (process.env.SQLTALLY_DEFERRED_DEBUG) for (const e of items) console.error(e.trace.stack);
     return { waitMs, items: items.map((e) => ({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: e.settled })) };
   }
 

@@ -717,6 +717,9 @@ export class DriverTally implements StatementSink {
  * window is open are counted, into that window's {@link WindowTotals}. It also knows how many calls are in flight,
  * so a window can tell that the user's code returned with a query still running.
  */
+/** Statements of late calls kept to name them. */
+const LATE_SQL_SHOWN = 3;
+
 export class DriverRecorder implements StatementSink {
   readonly #opts: SummarizeOptions;
   #window: WindowTotals | null = null;
@@ -728,6 +731,12 @@ export class DriverRecorder implements StatementSink {
   readonly #drivers = new Set<DriverName>();
   /** The driver of the last call recorded: the set is only touched when it changes. */
   #lastDriver: DriverName | null = null;
+  /** Calls the last window left in flight that have not settled yet (counted down as calls settle outside a window). */
+  #lateLeft = 0;
+  /** The last window left work running: every call settling before the next window is its late work. */
+  #lateOpen = false;
+  /** Of those, the ones that settled after the window closed, with the first few statements. */
+  #late = { calls: 0, sql: [] as string[] };
 
   constructor(opts: SummarizeOptions = {}) {
     this.#opts = opts;
@@ -745,7 +754,15 @@ export class DriverRecorder implements StatementSink {
     caller?: string | null,
   ): void {
     const window = this.#window;
-    if (window === null) return;
+    if (window === null) {
+      // A call the last window started, settling after it closed: late work of that window, counted in none.
+      if (this.#lateLeft > 0 || this.#lateOpen) {
+        if (this.#lateLeft > 0) this.#lateLeft--;
+        this.#late.calls++;
+        if (this.#late.sql.length < LATE_SQL_SHOWN) this.#late.sql.push(shape.sql);
+      }
+      return;
+    }
     if (driver !== this.#lastDriver) {
       this.#drivers.add(driver);
       this.#lastDriver = driver;
@@ -813,16 +830,36 @@ export class DriverRecorder implements StatementSink {
     this.#lastDriver = null;
     this.#inFlightInWindow = 0;
     this.#letGoInWindow = 0;
+    this.#lateOpen = false;
+    this.#lateLeft = 0;
     this.#epoch++;
     // A window replaced unread: its counters must stop counting into it.
     this.#window?.close();
     this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }
 
+  /** The window just closed left work running (a timer, a promise): calls that settle before the next window are its. */
+  expectLate(): void {
+    this.#lateOpen = true;
+  }
+
+  /**
+   * Calls the last closed window had started that settled after it closed, and their first statements; taking them
+   * starts the count again.
+   */
+  takeLate(): { calls: number; sql: string[] } {
+    const late = this.#late;
+    this.#late = { calls: 0, sql: [] };
+    return late;
+  }
+
   /** Closes the window and returns what it counted; `drivers` are those whose calls it saw. */
   end(): DriverWindow & { drivers: DriverName[] } {
     const window = this.#window ?? new WindowTotals(this.#opts);
     this.#window = null;
+    this.#lateLeft = this.#inFlightInWindow;
+    this.#lateOpen = false;
+    this.#late = { calls: 0, sql: [] };
     return { ...window.finish(), drivers: [...this.#drivers] };
   }
 }

@@ -17,8 +17,11 @@ import postgres from 'postgres';
 import { CaptureSession } from '../capture/capture';
 import type { Captured } from '../capture/capture';
 import type { BackendName, NetworkConnection } from '../containers/types';
+import { installSqltallyMatchers } from '../jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
 import { createTables } from './orms/fixture';
+
+installSqltallyMatchers();
 
 /**
  * Work the measured function starts and does not await: an ORM call, a timer, a tick, a microtask. None of it may
@@ -267,6 +270,30 @@ describeEachBackend((b) => {
     expect(tally.verdict.kind).toBe('incomplete');
     expect(tally.verdict.reason).toMatch(/^the workload threw: the workload failed after starting a timer; it left work running that it did not await: /);
     expect(tally.verdict.reason).toMatch(/a setTimeout\(…, 20\) timer created at integration\/deferred\.test\.ts:\d+:\d+/);
+  });
+
+  it("late work: a window's work that ran after it ended is a finding of the next window and of the session, counted in neither", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let pending: Promise<unknown> | undefined;
+    const first = await session.measure(
+      async () => {
+        pending = gate.then(() => clients!.insert('late'));
+      },
+      { deferredWaitMs: 100 },
+    );
+    expect(first.verdict.kind).toBe('incomplete');
+    release();
+    await pending;
+    const second = await session.measure(async () => {
+      await clients!.insert('next');
+    });
+    // The late INSERT is in neither window: the next one counts its own call alone, and asserts.
+    expect({ verdict: second.verdict.kind, calls: second.layers.driver?.calls }).toEqual({ verdict: 'assert', calls: 1 });
+    expect(second.findings).toEqual([{ kind: 'late-work', message: expect.stringMatching(/^late work of window \d+: 1 counted driver call\(s\) .*INSERT INTO children/) }]);
+    expect(() => expect(second).toHaveNoFindings()).toThrow(/late-work: late work of window/);
+    expect(session.lateWork.at(-1)).toEqual(second.findings[0]);
+    if (b.backend !== 'sqlite') expect(second.findings[0]?.message).toMatch(/the wire saw 1 command\(s\) on your connections after it ended/);
   });
 
   it('deferredWaitMs that is not a whole number of ms is refused, naming the value', async () => {

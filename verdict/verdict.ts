@@ -19,6 +19,8 @@ export type OtherConnections = 'mine' | 'foreign';
 
 /** What the window's own code had not finished when its function returned or gave up. */
 export interface Unfinished {
+  /** Counted calls started before the window (an earlier window's late work) still running when it opened. */
+  callsFromBefore?: number;
   /** Driver calls handed to a counted driver and not settled. */
   driverCalls: number;
   /** Requests on the window's proxied connections still waiting for their answer. */
@@ -249,6 +251,12 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     );
   }
   const unfinished = input.unfinished;
+  if (unfinished?.callsFromBefore) {
+    return verdict(
+      'incomplete',
+      `${unfinished.callsFromBefore} counted driver call(s) started before this window opened were still running after the wait: late work of an earlier window, which may be counted in this one`,
+    );
+  }
   if (unfinished && (unfinished.driverCalls > 0 || unfinished.wireRequests > 0 || unfinished.lateCommands > 0)) {
     const parts = [
       unfinished.driverCalls > 0 ? `${unfinished.driverCalls} driver call(s) had not settled` : '',
