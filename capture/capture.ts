@@ -658,7 +658,30 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     try {
       await (opts.around ? opts.around(timed) : timed());
       // A function given up on is still running: what it left is listed, not waited for.
-      if (tracker) open.deferred = await tracker.settle(thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs);
+      if (tracker) {
+        const wait = thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs;
+        const recorder = this.#recorder;
+        const running = () => recorder.callsInFlightInWindow > recorder.callsLetGoInWindow;
+        const wireCommands = () => (this.#proxy?.connections() ?? []).reduce((n, c) => n + c.counts.commandsTotal, 0);
+        const before = { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
+        open.deferred = await tracker.settle(wait);
+        // Promises alone are work only if the database saw something after the function returned (or a call was
+        // still running then): a driver's own promises (a socket destroyed, a connection's lifetime) settle after it
+        // returned too, with nothing sent.
+        const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
+        if (open.deferred && !databaseMoved) {
+          const items = open.deferred.items.filter((i) => i.type !== 'PROMISE');
+          open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
+        }
+        // A counted call still running that no other work explains (a postgres.js query started with execute()):
+        // the user's promises pending are the line to name; waited for like any other work.
+        const candidates = open.deferred === null && running() ? tracker.pendingPromises() : [];
+        if (candidates.length > 0) {
+          for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
+          const still = new Set(tracker.pendingPromises().map((c) => c.site));
+          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: !running() && !still.has(c.site) })) };
+        }
+      }
     } catch (err) {
       // `around` itself failed: the window still closes, and the error is the tally's.
       thrown = err;

@@ -81,6 +81,11 @@ interface Entry {
   settled: boolean;
   /** Creation order, so a reason lists work in the order it was started. */
   seq: number;
+  /**
+   * A promise something waits on (a `then` or an `await` chained from it, in the window). One nobody waits on is a
+   * handle, not work: a driver's promise that lives as long as its connection, a postgres.js query read as a cursor.
+   */
+  observed?: boolean;
 }
 
 const FRAME = /^\s*at (?:async )?(?:.*?\()?(.*?):(\d+):(\d+)\)?$/;
@@ -108,6 +113,10 @@ function isUserFile(file: string): boolean {
  * Where an entry was created, if it is the user's work: the first frame of the user's code. For `direct` kinds that
  * frame must be the one that called Node's API, with nothing but Node's timer and tick files in between.
  */
+function isWork(e: Entry): boolean {
+  return e.type !== 'PROMISE' || e.observed === true;
+}
+
 /**
  * The captured frames as the environment prints them (source-mapped under Jest, ts-jest, tsx) beside V8's call sites,
  * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
@@ -211,12 +220,17 @@ export class DeferredWorkTracker {
       if (self.#returned && self.#turn !== self.#returnTurn) self.#late.push(e);
     };
     this.#hook = createHook({
-      init(asyncId, type, _trigger, resource) {
+      init(asyncId, type, trigger, resource) {
         if (!inside.has(executionAsyncId())) return;
         inside.add(asyncId);
         const kind = KINDS[type];
         if (kind === undefined) return;
-        if (self.#isCalling && type === 'PROMISE') self.#calling.push({ resource, id: asyncId });
+        if (type === 'PROMISE') {
+          // A promise chained from another (then, await) says something waits for that one.
+          const parent = entries.get(trigger);
+          if (parent !== undefined) parent.observed = true;
+          if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
+        }
         const limit = Error.stackTraceLimit;
         Error.stackTraceLimit = STACK_FRAMES;
         const trace: { stack?: string } = {};
@@ -294,8 +308,23 @@ export class DeferredWorkTracker {
   #pending(): Entry[] {
     const out: Entry[] = [];
     for (const e of this.#entries.values()) {
+      if (!isWork(e)) continue;
       attribute(e);
       if (e.user) out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * The user's promises still pending, whether or not anything waits on them: the likely culprit when a counted call
+   * is still running at the window's end and no other work is (a postgres.js query started with execute()).
+   */
+  pendingPromises(): DeferredWorkItem[] {
+    const out: DeferredWorkItem[] = [];
+    for (const e of this.#entries.values()) {
+      if (e.type !== 'PROMISE') continue;
+      attribute(e);
+      if (e.user) out.push({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: false });
     }
     return out;
   }
@@ -309,7 +338,7 @@ export class DeferredWorkTracker {
     // The function's promise was not a native one (a thenable): it has returned by the time it is awaited.
     this.#markReturned();
     const started = Date.now();
-    const late = (): Entry[] => this.#late.filter((e) => (attribute(e), e.user));
+    const late = (): Entry[] => this.#late.filter((e) => isWork(e) && (attribute(e), e.user));
     if (this.#pending().length === 0 && late().length === 0) return null;
     while (this.#pending().length > 0 && Date.now() - started < waitMs) await new Promise((r) => setTimeout(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq);

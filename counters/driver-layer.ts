@@ -733,6 +733,7 @@ export class DriverRecorder implements StatementSink {
   #lastDriver: DriverName | null = null;
   /** Calls the last window left in flight that have not settled yet (counted down as calls settle outside a window). */
   #lateLeft = 0;
+  #recordedInWindow = 0;
   /** The last window left work running: every call settling before the next window is its late work. */
   #lateOpen = false;
   /** Of those, the ones that settled after the window closed, with the first few statements. */
@@ -763,6 +764,7 @@ export class DriverRecorder implements StatementSink {
       }
       return;
     }
+    this.#recordedInWindow++;
     if (driver !== this.#lastDriver) {
       this.#drivers.add(driver);
       this.#lastDriver = driver;
@@ -790,6 +792,11 @@ export class DriverRecorder implements StatementSink {
     // Calls started in the window and not settled; a call from before the window that settles in it is not one
     // (the count never goes below 0 for it).
     if (this.#window !== null) this.#inFlightInWindow = mathMax(0, this.#inFlightInWindow + delta);
+  }
+
+  /** Calls recorded in the current window so far (ignored ones included). */
+  get recordedInWindow(): number {
+    return this.#recordedInWindow;
   }
 
   /** Calls started while the current (or last) window was open and not settled when it closed. */
@@ -832,6 +839,7 @@ export class DriverRecorder implements StatementSink {
     this.#letGoInWindow = 0;
     this.#lateOpen = false;
     this.#lateLeft = 0;
+    this.#recordedInWindow = 0;
     this.#epoch++;
     // A window replaced unread: its counters must stop counting into it.
     this.#window?.close();

@@ -278,7 +278,8 @@ describeEachBackend((b) => {
     let pending: Promise<unknown> | undefined;
     const first = await session.measure(
       async () => {
-        pending = gate.then(() => clients!.insert('late'));
+        // A timer the window waits 100 ms for, in vain: the insert it leads to runs after the window.
+        pending = new Promise((resolve) => setTimeout(resolve, 300)).then(() => gate).then(() => clients!.insert('late'));
       },
       { deferredWaitMs: 100 },
     );
@@ -293,7 +294,7 @@ describeEachBackend((b) => {
     expect(second.findings).toEqual([{ kind: 'late-work', message: expect.stringMatching(/^late work of window \d+: 1 counted driver call\(s\) .*INSERT INTO children/) }]);
     expect(() => expect(second).toHaveNoFindings()).toThrow(/late-work: late work of window/);
     expect(session.lateWork.at(-1)).toEqual(second.findings[0]);
-    if (b.backend !== 'sqlite') expect(second.findings[0]?.message).toMatch(/the wire saw 1 command\(s\) on your connections after it ended/);
+    if (b.backend !== 'sqlite') expect(second.findings[0]?.message).toMatch(/the wire saw \d+ command\(s\) on your connections after it ended \(/);
   });
 
   it('deferredWaitMs that is not a whole number of ms is refused, naming the value', async () => {

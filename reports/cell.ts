@@ -44,6 +44,7 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     layers: tally.layers.server ? { ...tally.layers, server: withoutProbeConstants(tally.layers.server) } : tally.layers,
     verifiedRows: placement.verifiedRows,
     verdict: tally.verdict,
+    ...(tally.findings.length > 0 ? { findings: tally.findings } : {}),
     timings: placement.timings,
     ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),
     ...(!e && placement.gaveUp

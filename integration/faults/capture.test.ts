@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 // @waits 34: pool exhaustion and cut connections waiting out their timeouts.
 import net from 'node:net';
 import mysql from 'mysql2/promise';
@@ -328,12 +329,15 @@ describeEachBackend((b) => {
     expect(pid).toBeDefined();
     let frozen: number[] = [];
     let stoppedAtReturn: boolean | null = null;
+    // The kill is the test's, not the workload's: started outside the window's async context, so the window does not
+    // wait for it as work the function left running (it must land while the closing reading waits).
+    const killLater = AsyncResource.bind(() => void setTimeout(() => signalServer(pid, 'SIGKILL'), 1_000));
     const tally = await session.measure(async (h: any) => {
       await h.query('INSERT INTO fault_items (a) VALUES (1)');
       // Frozen as the function returns, so the probe's closing reading is sent to a server that does not answer;
       // killed while that reading waits (every process: PostgreSQL's backends are not in the postmaster's group).
       frozen = signalServer(pid, 'SIGSTOP');
-      setTimeout(() => signalServer(pid, 'SIGKILL'), 1_000);
+      killLater();
       stoppedAtReturn = await allThreadsStopped(frozen);
     });
     await thawQuietly(frozen);
