@@ -47,6 +47,8 @@ async function main(): Promise<void> {
   const untracked = await open(false);
   const perCall: number[] = [];
   const perWindow: number[] = [];
+  const ratios: number[] = [];
+  const untrackedCall: number[] = [];
   const verdicts = new Set<string>();
   try {
     for (let pair = 0; pair < PAIRS + 1; pair++) {
@@ -69,6 +71,8 @@ async function main(): Promise<void> {
       // The first pair warms both sides up.
       if (pair === 0) continue;
       perCall.push(calls[0]! - calls[1]!);
+      ratios.push(calls[0]! / calls[1]!);
+      untrackedCall.push(calls[1]!);
       perWindow.push(windows[0]! - windows[1]!);
     }
   } finally {
@@ -81,6 +85,7 @@ async function main(): Promise<void> {
   const tag = CONTROL ? 'control (untracked on both sides): ' : '';
   console.log(`${tag}tracking cost per awaited call (async function around a counted INSERT, ${CALLS} calls a window, CPU, median of ${PAIRS} pairs): ${Math.round(median(perCall))} ns`);
   console.log(`${tag}tracking cost per window (an empty window, CPU, ${WINDOWS} windows a side, median of ${PAIRS} pairs): ${Math.round(median(perWindow) / 1000)} us`);
+  console.log(`${tag}tracked/untracked CPU per awaited call: ${median(ratios).toFixed(2)} (untracked: ${Math.round(median(untrackedCall))} ns a call)`);
   console.log(`verdicts: ${[...verdicts].join(', ')}`);
 }
 

@@ -34,6 +34,11 @@ describe('DeferredWorkTracker', () => {
     expect(left?.items[0]).toEqual({ what: expect.stringMatching(what), type, site: expect.stringMatching(HERE), settled: true });
   });
 
+  it('a timer the function cleared, and an immediate it cleared, leave nothing behind', async () => {
+    expect(await leftRunning(() => clearTimeout(setTimeout(() => undefined, 50)))).toBeNull();
+    expect(await leftRunning(() => clearImmediate(setImmediate(() => undefined)))).toBeNull();
+  });
+
   it('a timer of an hour: still pending after the bounded wait, which ends', async () => {
     let timer: NodeJS.Timeout | undefined;
     const started = Date.now();

@@ -42,8 +42,8 @@ interface Kind {
    * made inside the ORM.
    */
   direct: boolean;
-  /** Settled by running its callback once (a repeating timer never is), else by its promise settling or destroy. */
-  settles: 'callback' | 'resolve' | 'destroy';
+  /** Settled by running its callback once (a repeating timer never is; a request's is its completion), or by its promise settling. */
+  settles: 'callback' | 'resolve';
 }
 
 /** The resource types that are work in progress; long-lived handles (sockets, servers) are not: a pool keeps them. */
@@ -53,14 +53,14 @@ const KINDS: Record<string, Kind> = {
   Immediate: { what: 'a setImmediate callback', direct: true, settles: 'callback' },
   TickObject: { what: 'a process.nextTick callback', direct: true, settles: 'callback' },
   Microtask: { what: 'a queueMicrotask callback', direct: true, settles: 'callback' },
-  TCPCONNECTWRAP: { what: 'a TCP connect', direct: false, settles: 'destroy' },
-  PIPECONNECTWRAP: { what: 'a socket connect', direct: false, settles: 'destroy' },
-  GETADDRINFOREQWRAP: { what: 'a DNS lookup', direct: false, settles: 'destroy' },
-  QUERYWRAP: { what: 'a DNS query', direct: false, settles: 'destroy' },
-  FSREQCALLBACK: { what: 'a file operation', direct: false, settles: 'destroy' },
-  FSREQPROMISE: { what: 'a file operation', direct: false, settles: 'destroy' },
-  WRITEWRAP: { what: 'a socket write', direct: false, settles: 'destroy' },
-  SHUTDOWNWRAP: { what: 'a socket shutdown', direct: false, settles: 'destroy' },
+  TCPCONNECTWRAP: { what: 'a TCP connect', direct: false, settles: 'callback' },
+  PIPECONNECTWRAP: { what: 'a socket connect', direct: false, settles: 'callback' },
+  GETADDRINFOREQWRAP: { what: 'a DNS lookup', direct: false, settles: 'callback' },
+  QUERYWRAP: { what: 'a DNS query', direct: false, settles: 'callback' },
+  FSREQCALLBACK: { what: 'a file operation', direct: false, settles: 'callback' },
+  FSREQPROMISE: { what: 'a file operation', direct: false, settles: 'callback' },
+  WRITEWRAP: { what: 'a socket write', direct: false, settles: 'callback' },
+  SHUTDOWNWRAP: { what: 'a socket shutdown', direct: false, settles: 'callback' },
 };
 
 /** Node's files that lie between a timer/tick API and its caller (`setTimeout` -> `new Timeout` -> the hook). */
@@ -236,14 +236,14 @@ export class DeferredWorkTracker {
         const trace: { stack?: string } = {};
         Error.captureStackTrace(trace);
         Error.stackTraceLimit = limit;
-        entries.set(asyncId, { kind, type, trace, resource: type === 'Timeout' ? resource : null, settled: false, seq: self.#seq++ });
+        entries.set(asyncId, { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ });
       },
       before() {
         self.#turn++;
       },
       after(asyncId) {
         const e = entries.get(asyncId);
-        if (e === undefined || e.kind.settles !== 'callback') return;
+        if (e === undefined || e.kind.settles === 'resolve') return;
         if (e.type === 'Timeout' && (e.resource as { _repeat?: unknown } | null)?._repeat) return;
         settled(asyncId, e);
       },
@@ -251,13 +251,6 @@ export class DeferredWorkTracker {
         const e = entries.get(asyncId);
         if (e !== undefined) settled(asyncId, e);
         if (asyncId === self.#returnedId) self.#markReturned();
-      },
-      destroy(asyncId) {
-        const e = entries.get(asyncId);
-        if (e === undefined) return;
-        // A promise collected without settling was nobody's work (nothing could settle it any more).
-        if (e.type === 'PROMISE') entries.delete(asyncId);
-        else settled(asyncId, e);
       },
     });
   }
@@ -307,7 +300,12 @@ export class DeferredWorkTracker {
   /** The user's work pending now. */
   #pending(): Entry[] {
     const out: Entry[] = [];
-    for (const e of this.#entries.values()) {
+    for (const [id, e] of this.#entries) {
+      // No destroy hook (it makes Node track every promise's collection): a cleared timer says so itself.
+      if ((e.resource as { _destroyed?: boolean } | null)?._destroyed === true) {
+        this.#entries.delete(id);
+        continue;
+      }
       if (!isWork(e)) continue;
       attribute(e);
       if (e.user) out.push(e);
