@@ -654,6 +654,15 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       }
       open.durationNs = Number(process.hrtime.bigint() - started);
     };
+    let atReturn: { calls: number; wire: number; running: boolean } | null = null;
+    if (tracker) {
+      const recorder = this.#recorder;
+      tracker.onReturn = () => {
+        let wire = 0;
+        for (const c of this.#proxy?.connections() ?? []) wire += c.counts.commandsTotal;
+        atReturn = { calls: recorder.recordedInWindow, wire, running: recorder.callsInFlightInWindow > recorder.callsLetGoInWindow };
+      };
+    }
     tracker?.open();
     try {
       await (opts.around ? opts.around(timed) : timed());
@@ -663,7 +672,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         const recorder = this.#recorder;
         const running = () => recorder.callsInFlightInWindow > recorder.callsLetGoInWindow;
         const wireCommands = () => (this.#proxy?.connections() ?? []).reduce((n, c) => n + c.counts.commandsTotal, 0);
-        const before = { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
+        // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
+        const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
         open.deferred = await tracker.settle(wait);
         // Promises alone are work only if the database saw something after the function returned (or a call was
         // still running then): a driver's own promises (a socket destroyed, a connection's lifetime) settle after it

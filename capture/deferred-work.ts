@@ -203,10 +203,14 @@ export class DeferredWorkTracker {
   #turn = 0;
   #returnTurn = -1;
 
+  /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
+  onReturn: (() => void) | null = null;
+
   #markReturned(): void {
     if (this.#returned) return;
     this.#returned = true;
     this.#returnTurn = this.#turn;
+    this.onReturn?.();
   }
 
   constructor() {
@@ -348,6 +352,7 @@ export class DeferredWorkTracker {
     if (!this.#enabled) return;
     this.#hook.disable();
     this.#enabled = false;
+    this.onReturn = null;
     this.#root?.emitDestroy();
     this.#root = null;
     this.#inside.clear();

@@ -177,6 +177,15 @@ const RUNS_SYNCHRONOUSLY: Partial<Record<BackendName, string[]>> = {
   sqlite: ['a drizzle insert'],
 };
 
+/**
+ * Not awaited, not `assert`, but the line is not named: knex's own better-sqlite3 handle is counted nowhere and
+ * SQLite has no wire, so nothing shows that the database moved after the function returned; the probe sees the
+ * file change (data_version) and says `report`.
+ */
+const UNNAMED: Partial<Record<BackendName, Record<string, RegExp>>> = {
+  sqlite: { 'a knex insert (knex with its own pool)': /data_version/ },
+};
+
 function describeVerdict(t: Captured<unknown>): string {
   return `${t.verdict.kind}: ${t.verdict.reason}`;
 }
@@ -220,6 +229,11 @@ describeEachBackend((b) => {
         return;
       }
       expect(tally.verdict.kind).not.toBe('assert');
+      const unnamed = UNNAMED[b.backend]?.[c.name];
+      if (unnamed) {
+        expect(tally.verdict.reason).toMatch(unnamed);
+        return;
+      }
       expect(tally.verdict.reason).toMatch(HERE);
       expect(tally.verdict.reason).toMatch(/^the measured function returned (before|while) work it started/);
       expect(tally.deferredWork?.items.length).toBeGreaterThan(0);
@@ -319,7 +333,8 @@ describeEachBackend((b) => {
         });
         await pending;
         expect(tally.verdict.kind).not.toBe('assert');
-        expect(tally.verdict.reason).toMatch(HERE);
+        // The line is named when the tracker sees the query's promise pending; else the counted call still in flight.
+        expect(tally.verdict.reason).toMatch(new RegExp(`${HERE.source}|^work was still in flight when the measured function returned`));
       } finally {
         await raw.end();
       }
