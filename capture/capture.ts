@@ -321,6 +321,9 @@ function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** Work the code asked Node for itself (a timer, a tick, a microtask): work whether or not the database moved. */
+const DIRECT_WORK = new Set(['Timeout', 'Immediate', 'TickObject', 'Microtask']);
+
 /** A wait in ms as given, or a config error naming the value: a window must neither skip its wait by NaN nor hang. */
 function deferredWaitOf(ms: unknown, backend: string): number {
   if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DEFERRED_WAIT_MS) {
@@ -675,12 +678,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
         const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
         open.deferred = await tracker.settle(wait);
-        // Promises alone are work only if the database saw something after the function returned (or a call was
-        // still running then): a driver's own promises (a socket destroyed, a connection's lifetime) settle after it
-        // returned too, with nothing sent.
+        // Promises and socket requests alone are work only if the database saw something after the function
+        // returned (or a call was still running then): a driver's own promises (a connection's lifetime) and a socket
+        // shut down settle after it returned too, with nothing sent. Timers, ticks and microtasks the code set are.
         const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
         if (open.deferred && !databaseMoved) {
-          const items = open.deferred.items.filter((i) => i.type !== 'PROMISE');
+          const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type));
           open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
         }
         // A counted call still running that no other work explains (a postgres.js query started with execute()):
