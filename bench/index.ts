@@ -16,6 +16,8 @@ const BENCHES = {
     what: 'driver-layer counting proxy (into a capture window): wrapped / unwrapped 5000-row insert per strategy, proxy cost per call, one call binding 600/6000/30000 values, a window of 1,000,000 calls',
   },
   'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
+  deferred: { file: 'deferred-cost.ts', what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite" },
+  'deferred-control': { file: 'deferred-cost.ts', args: ['--control'], what: 'the same untracked on both sides: its noise floor' },
   'driver-jest': {
     file: 'driver-jest.ts',
     what: 'the driver proxy under Jest (its vm context makes each global lookup ~250 ns) beside plain Node: per-row-tx and prepared SELECT 1, counted / raw CPU',

@@ -48,3 +48,4 @@ export const { flatValues } = load<typeof import('../workload/strategies/shared'
 export const { COLUMN_COUNT, makeRows } = load<typeof import('../workload/rows')>('workload/rows');
 export const { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } = load<typeof import('../workload/table')>('workload/table');
 export const { startBackend } = load<typeof import('../containers/registry')>('containers/registry');
+export const { CaptureSession } = load<typeof import('../capture/capture')>('capture/capture');

@@ -20,7 +20,9 @@ import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
 import { ownConnectionSettle } from './own-settle';
+import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, type DeferredWork } from './deferred-work';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
+import type { Finding } from '../verdict/types';
 
 export type { SessionConnection } from './connection';
 
@@ -64,6 +66,13 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    * stayed in: round trips, bytes, global and per-connection counters).
    */
   ignore?: IgnoreEntry[];
+  /**
+   * Follow the asynchronous work each measured function starts (promises, timers, ticks, microtasks, connects, in its
+   * own async context) and wait for what it left running when it returned; default true. See docs/deferred-work.md.
+   */
+  deferredWork?: boolean;
+  /** How long a window waits for that work after the function returned, at most (default 1500 ms). */
+  deferredWaitMs?: number;
 }
 
 /**
@@ -227,6 +236,8 @@ export interface MeasureOptions {
   around?: <R>(work: () => Promise<R>) => Promise<R>;
   /** More statements to leave out of this window's counts, beside the session's `ignore` (see CaptureOptions). */
   ignore?: IgnoreEntry[];
+  /** This window's wait for work the function left running (default: the session's `deferredWaitMs`). */
+  deferredWaitMs?: number;
 }
 
 /** How {@link CaptureSession.time} runs `fn` with counting off. */
@@ -271,6 +282,12 @@ interface OpenState<D extends DriverName> {
   probeError: string | null;
   wireBefore: WireSnapshot | undefined;
   durationNs: number;
+  /** Work the function left running when it returned (null: none, or not tracked). */
+  deferred: DeferredWork | null;
+  /** Counted calls started before the window that were still running when it opened. */
+  callsFromBefore: number;
+  /** Late work of the previous window, seen as this one opened. */
+  late: Finding[];
 }
 
 /** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
@@ -404,6 +421,21 @@ function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** Work the code asked Node for itself (a timer, a tick, a microtask): work whether or not the database moved. */
+const DIRECT_WORK = new Set(['Timeout', 'Immediate', 'TickObject', 'Microtask']);
+
+/** A wait in ms as given, or a config error naming the value: a window must neither skip its wait by NaN nor hang. */
+function deferredWaitOf(ms: unknown, backend: string): number {
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DEFERRED_WAIT_MS) {
+    throw new SqltallyError(`deferredWaitMs ${JSON.stringify(ms)} is not a whole number of ms from 0 to ${MAX_DEFERRED_WAIT_MS}`, {
+      backend,
+      phase: 'config',
+      hint: 'leave it out for the default (1500 ms), or give the longest the work your function starts without awaiting may take',
+    });
+  }
+  return ms;
+}
+
 function gaveUp(err: unknown): string | null {
   return err !== null && typeof err === 'object' && GAVE_UP in err ? String((err as Record<symbol, unknown>)[GAVE_UP]) : null;
 }
@@ -443,12 +475,20 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   #measuring = false;
   /** While a measured function runs: closing the session under it would take the server window's end reading away. */
   #running = false;
+  /** How the last window ended: what the wire had seen, and whether it left work running (late work may follow). */
+  #lastEnd: { number: number; wire: WireSnapshot | undefined; leftWork: boolean } | null = null;
+  #windows = 0;
+  /** Late work of the session's windows found so far (at each window's opening and at close()). */
+  readonly #lateWork: Finding[] = [];
+  /** Follows the work a measured function starts; null when the session was told not to (`deferredWork: false`). */
+  readonly #deferred: DeferredWorkTracker | null;
 
   private constructor(backend: StartedBackend, owns: boolean, driver: D, options: CaptureOptions<D>) {
     this.backend = backend;
     this.#ownsBackend = owns;
     this.driver = driver;
     this.#options = options;
+    this.#deferred = options.deferredWork === false ? null : new DeferredWorkTracker();
   }
 
   static async open<D extends DriverName = DriverName>(options: CaptureOptions<D>): Promise<CaptureSession<D>> {
@@ -460,6 +500,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const session = new CaptureSession(backend, owns, driver, options);
     try {
       ignoreFilter(options.ignore ?? [], backend.description.id);
+      if (options.deferredWaitMs !== undefined) deferredWaitOf(options.deferredWaitMs, backend.description.id);
       if (!allowed.includes(driver)) {
         throw new SqltallyError(`driver ${driver} does not talk to ${backend.description.name}; use one of ${allowed.join(', ')}`, {
           backend: backend.description.id,
@@ -704,9 +745,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   async measure<T>(fn: (handle: DriverHandle<D>) => Promise<T> | T, opts: MeasureOptions = {}): Promise<Captured<T>> {
     checkMeasure(fn, opts, this.backend.description.id);
     const mode = opts.connection ?? (opts.hot ? 'hot' : fn.length === 0 ? 'none' : 'fresh');
+    const waitMs = deferredWaitOf(opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS, this.backend.description.id);
     const open = await this.#open(mode, opts);
     let result: T | undefined;
     let thrown: unknown = NOTHING;
+    const tracker = this.#deferred;
     const timed = async () => {
       const started = process.hrtime.bigint();
       try {
@@ -714,7 +757,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         // window is about to close).
         const work = opts.signal?.aborted
           ? Promise.reject<T>(opts.signal.reason)
-          : Promise.resolve().then(() => fn(open.conn?.counted as DriverHandle<D>));
+          : Promise.resolve().then(() => (tracker ? tracker.run(() => fn(open.conn?.counted as DriverHandle<D>)) : fn(open.conn?.counted as DriverHandle<D>)));
         this.#running = true;
         result = await raceGivingUp(work, opts.timeoutMs, opts.signal);
       } catch (err) {
@@ -724,11 +767,49 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       }
       open.durationNs = Number(process.hrtime.bigint() - started);
     };
+    let atReturn: { calls: number; wire: number; running: boolean } | null = null;
+    if (tracker) {
+      const recorder = this.#recorder;
+      tracker.onReturn = () => {
+        let wire = 0;
+        for (const c of this.#proxy?.connections() ?? []) wire += c.counts.commandsTotal;
+        atReturn = { calls: recorder.recordedInWindow, wire, running: recorder.callsInFlightInWindow > recorder.callsLetGoInWindow };
+      };
+    }
+    tracker?.open();
     try {
       await (opts.around ? opts.around(timed) : timed());
+      // A function given up on is still running: what it left is listed, not waited for.
+      if (tracker) {
+        const wait = thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs;
+        const recorder = this.#recorder;
+        const running = () => recorder.callsInFlightInWindow > recorder.callsLetGoInWindow;
+        const wireCommands = () => (this.#proxy?.connections() ?? []).reduce((n, c) => n + c.counts.commandsTotal, 0);
+        // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
+        const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
+        open.deferred = await tracker.settle(wait);
+        // Promises and socket requests alone are work only if the database saw something after the function
+        // returned (or a call was still running then): a driver's own promises (a connection's lifetime) and a socket
+        // shut down settle after it returned too, with nothing sent. Timers, ticks and microtasks the code set are.
+        const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
+        if (open.deferred && !databaseMoved) {
+          const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type));
+          open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
+        }
+        // A counted call still running that no other work explains (a postgres.js query started with execute()):
+        // the user's promises pending are the line to name; waited for like any other work.
+        const candidates = open.deferred === null && running() ? tracker.pendingPromises() : [];
+        if (candidates.length > 0) {
+          for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
+          const still = new Set(tracker.pendingPromises().map((c) => c.site));
+          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: !running() && !still.has(c.site) })) };
+        }
+      }
     } catch (err) {
       // `around` itself failed: the window still closes, and the error is the tally's.
       thrown = err;
+    } finally {
+      tracker?.close();
     }
     const tally = await this.#close(open, thrown, opts);
     return { ...tally, result };
@@ -816,7 +897,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     };
   }
 
-  async #open(mode: 'none' | 'fresh' | 'hot', opts: Pick<MeasureOptions, 'ignore'>): Promise<OpenState<D>> {
+  async #open(mode: 'none' | 'fresh' | 'hot', opts: Pick<MeasureOptions, 'ignore' | 'deferredWaitMs'>): Promise<OpenState<D>> {
     this.#assertOpen('workload');
     if (this.#measuring) {
       throw new SqltallyError('a window is already open on this session', {
@@ -833,6 +914,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
       await this.#settleGoodbyes();
+      // Counted calls still running from before (an earlier window's late work) would settle, and count, in this one.
+      const waitMs = opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS;
+      for (let waited = 0; this.#recorder.callsInFlight > 0 && waited < waitMs; waited += 5) await new Promise((r) => setTimeout(r, 5));
+      const callsFromBefore = this.#recorder.callsInFlight;
+      const late = this.#lateSince();
       const sinceNs = Number(process.hrtime.bigint());
       const context = this.#context(sinceNs);
       let probeError = this.#probeError;
@@ -850,7 +936,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       this.#window = window;
       this.#opening = null;
       this.#recorder.begin(ignore ? { ignore } : {});
-      return { conn, window, probeError, wireBefore, durationNs: 0 };
+      return { conn, window, probeError, wireBefore, durationNs: 0, deferred: null, callsFromBefore, late };
     } catch (err) {
       this.#measuring = false;
       this.#opening = null;
@@ -909,12 +995,13 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const driver: DriverLayer | null = drivers.length > 0 ? driverWindow.layer : null;
     const modelDriver = driverWindow.drivers.length === 1 ? driverWindow.drivers[0] : drivers.length === 1 ? drivers[0]?.name : undefined;
     const unfinished = {
+      callsFromBefore: open.callsFromBefore,
       driverCalls: driverCallsInFlight,
       wireRequests: wire?.unansweredRequests ?? 0,
       // A pool closing an idle connection on its own schedule says goodbye after the function returned: not work.
       lateCommands: late ? late.commandsTotal - (late.commands.COM_QUIT ?? 0) - (late.commands.Terminate ?? 0) : 0,
     };
-    const { verdict, explainedStatements } = judgeWindow({
+    const { verdict, explainedStatements, findings } = judgeWindow({
       backend: this.backend.description,
       ...(modelDriver ? { driverName: modelDriver } : {}),
       driverOptions: this.#options.driverOptions ?? {},
@@ -931,12 +1018,19 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       inFlight: (wireAtReturn?.connections ?? [])
         .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0)
         .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),
+      deferredWork: open.deferred,
     });
     const share =
       driver && modelDriver
         ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
         : null;
     const ignored = share ? takeOutIgnored(share, wire, server) : null;
+    this.#lastEnd = {
+      number: ++this.#windows,
+      wire: wireAfterProbe,
+      leftWork: gaveUpWhy !== null || driverCallsInFlight > 0 || unfinished.wireRequests > 0 || (open.deferred?.items.some((i) => !i.settled) ?? false),
+    };
+    if (this.#lastEnd.leftWork) this.#recorder.expectLate();
     return {
       backend: this.backend.description,
       driver: this.driver,
@@ -947,6 +1041,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
       beyondWindow: server ? beyondWindow(server, wire, explainedStatements) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
+      findings: [...open.late, ...findings],
+      deferredWork: open.deferred,
       ignored: ignored?.share ?? null,
       workloadError,
       lateCommits,
@@ -1009,6 +1105,45 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
+   * Late work of the last window, seen now: counted calls it had started that settled after it closed, and, when it
+   * closed with work still running, the commands the wire saw since on the user's connections (not the session's own).
+   * Each one found is also kept in `lateWork`.
+   */
+  #lateSince(): Finding[] {
+    const last = this.#lastEnd;
+    if (!last) return [];
+    const calls = this.#recorder.takeLate();
+    let commands: string | null = null;
+    const proxy = this.#proxy;
+    if (last.leftWork && proxy && last.wire) {
+      const ours = this.#last?.opened.connectionId ?? null;
+      const mine = (snapshot: WireSnapshot): WireSnapshot => ({ ...snapshot, connections: snapshot.connections.filter((c) => c.serverConnectionId === null || c.serverConnectionId !== ours) });
+      const since = proxy.diff(mine(last.wire), mine(proxy.snapshot()));
+      const counted = Object.entries(since.commands).filter(([name]) => name !== 'COM_QUIT' && name !== 'Terminate');
+      const n = counted.reduce((sum, [, v]) => sum + v, 0);
+      if (n > 0) commands = `the wire saw ${n} command(s) on your connections after it ended (${counted.map(([k, v]) => `${k} ${v}`).join(', ')})`;
+    }
+    if (calls.calls === 0 && commands === null) return [];
+    const parts = [
+      calls.calls > 0 ? `${calls.calls} counted driver call(s) it had started settled after it ended, or ran after it left work running (${calls.sql.map((q) => truncateStatement(q, 80)).join('; ')})` : '',
+      commands ?? '',
+    ].filter(Boolean);
+    const finding: Finding = { kind: 'late-work', message: `late work of window ${last.number}: ${parts.join('; ')}; counted in no window` };
+    this.#lastEnd = { ...last, leftWork: false };
+    this.#lateWork.push(finding);
+    return [finding];
+  }
+
+  /**
+   * Late work of this session's windows: what a window had started and went on after it ended (counted calls that
+   * settled later, commands on your connections after a window that left work running). Each is also a finding of the
+   * next window; what came after the last window is added by `close()`.
+   */
+  get lateWork(): readonly Finding[] {
+    return this.#lateWork;
+  }
+
+  /**
    * Closes the session connection, the probe, the proxy, and the backend when this session started it. Connections
    * of your own still open through the proxy are cut, and the close then fails naming them: end your pools first.
    */
@@ -1023,6 +1158,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       });
     }
     this.#closed = true;
+    this.#lateSince();
     const ours = this.#last?.opened.connectionId ?? null;
     // A frozen server never answers a goodbye: after one went silent, each polite close gets a moment, not forever
     // (the connection is dropped when the server is stopped or answers again).

@@ -4,7 +4,8 @@ import { DriverNameSchema } from '../counters/driver/names';
 import { DriverLayerSchema } from '../counters/events';
 import { WireCountsSchema } from '../counters/wire/types';
 import { ServerLayerSchema } from '../counters/probes/types';
-import { VerdictSchema } from '../verdict/types';
+import { FindingSchema, VerdictSchema } from '../verdict/types';
+import { DeferredWorkSchema } from './deferred-work';
 import { LateCommitsSchema } from './late-commits';
 
 /** The three layers side by side; a layer the backend cannot have (wire on SQLite) or that was off is null. */
@@ -72,6 +73,13 @@ export const TallySchema = z.object({
   /** How much the server did beyond the window's own connections, counter by counter (only those that differ). */
   beyondWindow: z.array(BeyondWindowSchema),
   verdict: VerdictSchema,
+  /**
+   * What the numbers show about the code, apart from whether they are true (the verdict): a batch the connector sent
+   * one command per row, work of the previous window that ran after it ended. True numbers with findings still assert.
+   */
+  findings: z.array(FindingSchema).default([]),
+  /** Work the measured function started without awaiting it, pending when it returned; null when there was none. */
+  deferredWork: DeferredWorkSchema.nullable().default(null),
   /** What ignored calls accounted for on the wire and on the server, taken out of those layers; null without any. */
   ignored: IgnoredShareSchema.nullable(),
   workloadError: WorkloadErrorSchema.nullable(),

@@ -719,6 +719,9 @@ export class DriverTally implements StatementSink {
  * window is open are counted, into that window's {@link WindowTotals}. It also knows how many calls are in flight,
  * so a window can tell that the user's code returned with a query still running.
  */
+/** Statements of late calls kept to name them. */
+const LATE_SQL_SHOWN = 3;
+
 export class DriverRecorder implements StatementSink {
   readonly #opts: SummarizeOptions;
   #window: WindowTotals | null = null;
@@ -730,6 +733,13 @@ export class DriverRecorder implements StatementSink {
   readonly #drivers = new Set<DriverName>();
   /** The driver of the last call recorded: the set is only touched when it changes. */
   #lastDriver: DriverName | null = null;
+  /** Calls the last window left in flight that have not settled yet (counted down as calls settle outside a window). */
+  #lateLeft = 0;
+  #recordedInWindow = 0;
+  /** The last window left work running: every call settling before the next window is its late work. */
+  #lateOpen = false;
+  /** Of those, the ones that settled after the window closed, with the first few statements. */
+  #late = { calls: 0, sql: [] as string[] };
 
   constructor(opts: SummarizeOptions = {}) {
     this.#opts = opts;
@@ -747,7 +757,16 @@ export class DriverRecorder implements StatementSink {
     caller?: string | null,
   ): void {
     const window = this.#window;
-    if (window === null) return;
+    if (window === null) {
+      // A call the last window started, settling after it closed: late work of that window, counted in none.
+      if (this.#lateLeft > 0 || this.#lateOpen) {
+        if (this.#lateLeft > 0) this.#lateLeft--;
+        this.#late.calls++;
+        if (this.#late.sql.length < LATE_SQL_SHOWN) this.#late.sql.push(shape.sql);
+      }
+      return;
+    }
+    this.#recordedInWindow++;
     if (driver !== this.#lastDriver) {
       this.#drivers.add(driver);
       this.#lastDriver = driver;
@@ -775,6 +794,11 @@ export class DriverRecorder implements StatementSink {
     // Calls started in the window and not settled; a call from before the window that settles in it is not one
     // (the count never goes below 0 for it).
     if (this.#window !== null) this.#inFlightInWindow = mathMax(0, this.#inFlightInWindow + delta);
+  }
+
+  /** Calls recorded in the current window so far (ignored ones included). */
+  get recordedInWindow(): number {
+    return this.#recordedInWindow;
   }
 
   /** Calls started while the current (or last) window was open and not settled when it closed. */
@@ -815,16 +839,37 @@ export class DriverRecorder implements StatementSink {
     this.#lastDriver = null;
     this.#inFlightInWindow = 0;
     this.#letGoInWindow = 0;
+    this.#lateOpen = false;
+    this.#lateLeft = 0;
+    this.#recordedInWindow = 0;
     this.#epoch++;
     // A window replaced unread: its counters must stop counting into it.
     this.#window?.close();
     this.#window = new WindowTotals({ ...this.#opts, ...opts });
   }
 
+  /** The window just closed left work running (a timer, a promise): calls that settle before the next window are its. */
+  expectLate(): void {
+    this.#lateOpen = true;
+  }
+
+  /**
+   * Calls the last closed window had started that settled after it closed, and their first statements; taking them
+   * starts the count again.
+   */
+  takeLate(): { calls: number; sql: string[] } {
+    const late = this.#late;
+    this.#late = { calls: 0, sql: [] };
+    return late;
+  }
+
   /** Closes the window and returns what it counted; `drivers` are those whose calls it saw. */
   end(): DriverWindow & { drivers: DriverName[] } {
     const window = this.#window ?? new WindowTotals(this.#opts);
     this.#window = null;
+    this.#lateLeft = this.#inFlightInWindow;
+    this.#lateOpen = false;
+    this.#late = { calls: 0, sql: [] };
     return { ...window.finish(), drivers: [...this.#drivers] };
   }
 }

@@ -198,6 +198,7 @@ export function describeEvidence(tally: Tally): string {
   lines.push(`Verdict: ${tally.verdict.kind}: ${tally.verdict.reason}`);
   for (const line of tally.verdict.reconciliation) lines.push(`  ${line}`);
   for (const line of tally.verdict.discrepancies) lines.push(`  ! ${line}`);
+  for (const f of tally.findings ?? []) lines.push(`Finding (${f.kind}): ${f.message}`);
   return lines.join('\n');
 }
 

@@ -41,6 +41,11 @@ export interface SqltallyMatchers<R> {
   toMatchCountSnapshot(hint?: string): R;
   /** No statement shape ran `threshold` (default 2) or more times: N+1 loops and duplicates fail, with their lines. */
   toHaveNoRepeatedShapes(options?: RepeatedShapesOptions): R;
+  /**
+   * The window's numbers showed nothing about the code worth a look (`tally.findings` is empty): a mariadb batch the
+   * connector sent as one command per row, work of a previous window that ran after it ended. Each is listed on failure.
+   */
+  toHaveNoFindings(): R;
 }
 
 function isTally(value: unknown): value is Tally {
@@ -189,6 +194,23 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
           pass
             ? `${name}: no shape ran ${judgement.threshold} or more times, but .not was used (${judgement.judged.length} shapes judged)${details ? `\n${details}` : ''}`
             : `${name}: ${count} shape${count === 1 ? '' : 's'} ran ${judgement.threshold} or more times in this window\n${details}`,
+      };
+    },
+
+    toHaveNoFindings(this: SqltallyMatcherContext | undefined, received: unknown): SqltallyMatcherResult {
+      const name = 'toHaveNoFindings';
+      if (!isTally(received)) return notATally(this, name, received);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      // A report.json of an older sqltally has no findings: absent is none, not unknown.
+      const findings = received.findings ?? [];
+      const pass = findings.length === 0;
+      return {
+        pass,
+        message: () =>
+          pass
+            ? `${name}: the window has no findings, but .not was used (verdict ${received.verdict.kind})`
+            : `${name}: ${findings.length} finding${findings.length === 1 ? '' : 's'} in this window (verdict ${received.verdict.kind})\n${findings.map((f) => `  - ${f.kind}: ${f.message}`).join('\n')}`,
       };
     },
   };

@@ -119,6 +119,8 @@ export function tallyFixture(overrides: Partial<ShapedTally> = {}): ShapedTally 
       },
     },
     verdict: { kind: 'assert', reason: 'private server, control window 0', reconciliation: [], discrepancies: [] },
+    findings: [],
+    deferredWork: null,
     workloadError: null,
     drivers: [{ name: 'mysql2', version: '3.24.6' }],
     driverAbsent: null,

@@ -46,6 +46,7 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     layers: tally.layers.server ? { ...tally.layers, server: withoutProbeConstants(tally.layers.server) } : tally.layers,
     verifiedRows: placement.verifiedRows,
     verdict: tally.verdict,
+    ...(tally.findings.length > 0 ? { findings: tally.findings } : {}),
     timings: placement.timings,
     ...(placement.uninstrumented ? { uninstrumented: placement.uninstrumented } : {}),
     ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),

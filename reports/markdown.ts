@@ -232,6 +232,7 @@ function notes(cells: readonly Cell[]): string[] {
       `**${v.kind}**: ${md(v.reason)}`,
       ...v.reconciliation.map((r) => `- ${md(r)}`),
       ...v.discrepancies.map((d) => `- discrepancy: ${md(d)}`),
+      ...(c.findings ?? []).map((f) => `- finding (${f.kind}): ${md(f.message)}`),
       ...(c.layers.server?.notes ?? []).map((n) => `- server: ${md(n)}`),
       ...(c.layers.wire?.incompleteReasons ?? []).map((n) => `- wire incomplete: ${md(n)}`),
       ...(c.layers.server?.incompleteReasons ?? []).map((n) => `- server incomplete: ${md(n)}`),
@@ -290,6 +291,12 @@ export function renderMarkdown(report: Report): string {
     'Counted windows: min to max are the windows sqltally counted, so the instrument (wire proxy, counting wrapper) is in them. Uninstrumented p50: the same insert with counting off (the raw driver on a direct connection, no proxy), alternated with the counted repeats; the instrument columns are the counted p50 minus it, per driver call and per wire round trip (medians of separate runs: noise can make them negative). Nearest-rank percentiles over raw samples (kept in report.json). With fewer than 20 samples p95 is the maximum, with fewer than 100 p99 is: marked `(= max)`. Event-loop max is the longest the loop was held beyond its 1 ms timer while the measured runs executed.',
     '',
   );
+  const found = cells.filter((c) => (c.findings?.length ?? 0) > 0);
+  if (found.length > 0) {
+    out.push('## Findings', '', 'What the numbers show about the code, beside the verdict: true numbers with findings still assert.', '');
+    for (const c of found) for (const f of c.findings ?? []) out.push(`- \`${md(c.key)}\` (${c.verdict.kind}) ${f.kind}: ${md(f.message)}`);
+    out.push('');
+  }
   if (cells.length > 0) out.push('## Reconciliation', '', `Each cell's reconciliation (how its layers line up, and why its verdict is what it is) is in [${RECONCILIATION_FILE}](${RECONCILIATION_FILE}); report.html shows it on click.`, '');
   out.push('## Backends', '');
   out.push(

@@ -9,7 +9,7 @@ import { EventLoopDelaySchema } from '../capture/event-loop';
 import { absentMeansZero, BeyondWindowSchema, LayersSchema } from '../capture/tally';
 import { LateCommitsSchema } from '../capture/late-commits';
 import { DRIVERS } from '../counters/driver/registry';
-import { VerdictKindSchema, VerdictSchema } from '../verdict/types';
+import { FindingSchema, VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
 
 /**
@@ -179,6 +179,8 @@ export const CellSchema = CellIdentitySchema.extend({
   /** Rows found by a fresh connection after the window; null when not verified (the workload failed). */
   verifiedRows: count().nullable(),
   verdict: VerdictSchema,
+  /** What the numbers show about the code, beside the verdict (a bulk fallback, late work); absent in older reports. */
+  findings: z.array(FindingSchema).optional(),
   /** Wall time of the counted windows: the instrument (wire proxy, counting wrapper) is in it. */
   timings: TimingsSchema.nullable(),
   /** Wall time with counting off (see {@link UninstrumentedSchema}); absent in reports written before it existed. */

@@ -84,10 +84,14 @@ describe('reconcile', () => {
       wire: wire({ COM_STMT_PREPARE: 1, COM_STMT_EXECUTE: 5000 }),
       server: server({ statements: 5000, prepares: 1, executes: 5000, bulkExecutes: 0, rowsInserted: 5000 }),
     });
-    expect(r.discrepancies).toContain(
-      'server layer: executes 5000, model predicts 1-5000: ' +
-        '1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
-    );
+    // Within the bulk range the executes are explained: the fallback is a finding; the counts the model cannot explain
+    // (no bulk command where it predicts at least one) stay discrepancies.
+    expect(r.findings).toContainEqual({
+      kind: 'batch-fallback',
+      message:
+        "server executes 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)",
+    });
+    expect(r.discrepancies.some((d) => d.startsWith('server layer: executes'))).toBe(false);
     expect(r.discrepancies).toContain(
       'server layer: bulkExecutes 0, model predicts 1-5000: 1 driver batch(es) became 0 bulk commands: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
     );
@@ -96,7 +100,7 @@ describe('reconcile', () => {
     );
   });
 
-  it('flags a fallback from global counters alone, where the bulk range would hide it', () => {
+  it('names a fallback from global counters alone, where the bulk range would hide it, as a finding: the numbers are within the model', () => {
     const r = reconcile({
       driverName: 'mariadb',
       capabilities: caps(true),
@@ -104,10 +108,23 @@ describe('reconcile', () => {
       wire: null,
       server: server({ statements: 5000, prepares: 1, executes: 5000, bulkExecutes: null, rowsInserted: 5000 }),
     });
-    expect(r.discrepancies).toEqual([
-      'server layer: statements 5000, model predicts 1-5000: 1 driver batch(es) became 5000 server statements: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
-      'server layer: executes 5000, model predicts 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)',
+    expect(r.discrepancies).toEqual([]);
+    expect(r.findings.map((f) => [f.kind, f.message])).toEqual([
+      ['batch-fallback', "server statements 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server statements: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)"],
+      ['batch-fallback', "server executes 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)"],
     ]);
+  });
+
+  it('a fallback outside the model range stays a discrepancy', () => {
+    const r = reconcile({
+      driverName: 'mariadb',
+      capabilities: caps(true),
+      driver: driverLayer([batch(5000)]),
+      wire: null,
+      server: server({ statements: 5001, prepares: 1, executes: 5001, bulkExecutes: null, rowsInserted: 5000 }),
+    });
+    expect(r.discrepancies).toHaveLength(2);
+    expect(r.findings).toEqual([]);
   });
 
   it('a batch whose value types change every row is one bulk command per row: no fallback when the bulk commands are seen', () => {
@@ -119,6 +136,8 @@ describe('reconcile', () => {
       server: server({ statements: 24, inserts: 24, prepares: 1, executes: 24, bulkExecutes: 24, rowsInserted: 24 }),
     });
     expect(r.discrepancies).toEqual([]);
+    expect(r.findings.map((f) => f.kind)).toEqual(['batch-split']);
+    expect(r.findings[0]?.message).toMatch(/^1 driver batch\(es\) of 24 parameter sets went out as 24 bulk commands/);
     // Without the server's per-connection bulk count, the wire's bulk commands say the same.
     const wireOnly = reconcile({
       driverName: 'mariadb',

@@ -16,3 +16,17 @@ export const VerdictSchema = z.object({
   discrepancies: z.array(z.string()),
 });
 export type Verdict = z.infer<typeof VerdictSchema>;
+
+/**
+ * What a window's numbers show about the code, beside the verdict on whether they are true: a batch the connector
+ * sent as one command per row, work that ran between windows. Never a doubt about the numbers (that is the verdict).
+ */
+export const FindingKindSchema = z.enum(['batch-fallback', 'batch-split', 'late-work']);
+export type FindingKind = z.infer<typeof FindingKindSchema>;
+
+export const FindingSchema = z.object({
+  kind: FindingKindSchema,
+  /** In words, with the figures: "1 driver batch became 5002 server statements (model 3-5002): ...". */
+  message: z.string(),
+});
+export type Finding = z.infer<typeof FindingSchema>;

@@ -191,3 +191,51 @@ describe('judgeWindow', () => {
     expect(judgeWindow({ backend: backend(), driver: null, wire: null, server: serverLayer() }).explainedStatements).toBeUndefined();
   });
 });
+
+describe('findings and deferred work', () => {
+  const batch = event({ driver: 'mariadb', method: 'batch', kind: 'batch', parameterSets: 5000, bindValues: 10000, rowsAffected: 5000 });
+  const fellBack = {
+    backend: backend(),
+    driverName: 'mariadb' as const,
+    driver: driverLayer([batch]),
+    wire: null,
+    server: serverLayer({ summary: { statements: 5000, inserts: 5000, prepares: 1, executes: 5000, bulkExecutes: null, commits: 0, rowsInserted: 5000 }, global: {} }),
+  };
+
+  it('a mariadb batch that fell back to one execute per row, within the model range: assert, with the fallback as a finding', () => {
+    const { verdict, findings } = judgeWindow(fellBack);
+    expect({ kind: verdict.kind, discrepancies: verdict.discrepancies }).toEqual({ kind: 'assert', discrepancies: [] });
+    expect(findings.map((f) => f.kind)).toEqual(['batch-fallback', 'batch-fallback']);
+    expect(findings[0]?.message).toMatch(/1 driver batch\(es\) became 5000 server statements: the connector fell back from bulk/);
+  });
+
+  it('work still pending after the wait: incomplete, naming each piece and its line', () => {
+    const v = decideVerdict({
+      ...fellBack,
+      deferredWork: { waitMs: 1500, items: [{ what: 'a setTimeout(…, 3600000) timer', site: 'app.test.ts:12:5', settled: false }] },
+    });
+    expect(v.kind).toBe('incomplete');
+    expect(v.reason).toBe(
+      "the measured function returned while work it started was still pending after a 1500 ms wait: a setTimeout(…, 3600000) timer created at app.test.ts:12:5 (still pending). Await it: its counts are not the window's",
+    );
+  });
+
+  it('work that settled within the wait: counted, but report, never assert', () => {
+    const v = decideVerdict({
+      ...fellBack,
+      deferredWork: { waitMs: 1500, items: [{ what: 'a promise', site: 'app.test.ts:9:3', settled: true }, { what: 'a promise', site: 'app.test.ts:9:3', settled: true }] },
+    });
+    expect(v.kind).toBe('report');
+    expect(v.reason).toMatch(/^the measured function returned before work it started had finished: 2 × a promise created at app.test.ts:9:3\. It settled within/);
+  });
+
+  it('a workload that threw after starting work it did not await: incomplete, naming both', () => {
+    const v = decideVerdict({
+      ...fellBack,
+      workloadError: { message: 'boom' },
+      deferredWork: { waitMs: 1500, items: [{ what: 'a setTimeout(…, 50) timer', site: 'app.test.ts:4:7', settled: true }] },
+    });
+    expect(v.kind).toBe('incomplete');
+    expect(v.reason).toBe('the workload threw: boom; it left work running that it did not await: a setTimeout(…, 50) timer created at app.test.ts:4:7');
+  });
+});

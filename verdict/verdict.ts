@@ -7,7 +7,7 @@ import type { ServerLayer } from '../counters/probes/types';
 import type { WireCounts } from '../counters/wire/types';
 import { truncateStatement } from '../containers/errors';
 import { reconcile, type DriverOptions, type Reconciliation } from './reconcile';
-import type { Verdict } from './types';
+import type { Finding, Verdict } from './types';
 import { reconcileWire } from './wire-model';
 
 /**
@@ -20,12 +20,34 @@ export type OtherConnections = 'mine' | 'foreign';
 
 /** What the window's own code had not finished when its function returned or gave up. */
 export interface Unfinished {
+  /** Counted calls started before the window (an earlier window's late work) still running when it opened. */
+  callsFromBefore?: number;
   /** Driver calls handed to a counted driver and not settled. */
   driverCalls: number;
   /** Requests on the window's proxied connections still waiting for their answer. */
   wireRequests: number;
   /** Client commands that reached the proxy after the function returned, before the server was read. */
   lateCommands: number;
+}
+
+/** Asynchronous work the measured function started and had not finished when it returned (capture/deferred-work.ts). */
+export interface DeferredWorkInput {
+  waitMs: number;
+  items: readonly { what: string; site: string | null; settled: boolean }[];
+}
+
+const SITES_SHOWN = 5;
+
+/** Deferred work in words: each kind with the user's line it was created at, alike ones counted, the first few shown. */
+export function deferredWorkWords(items: DeferredWorkInput['items']): string {
+  const groups = new Map<string, number>();
+  for (const i of items) {
+    const key = `${i.what} created at ${i.site ?? 'an unknown line'}${i.settled ? '' : ' (still pending)'}`;
+    groups.set(key, (groups.get(key) ?? 0) + 1);
+  }
+  const shown = [...groups.entries()].slice(0, SITES_SHOWN).map(([k, n]) => (n > 1 ? `${n} × ${k}` : k));
+  const more = groups.size - SITES_SHOWN;
+  return more > 0 ? `${shown.join('; ')}; and ${more} more` : shown.join('; ');
 }
 
 /** Everything a verdict is decided from; layers that were not taken are null. */
@@ -51,6 +73,8 @@ export interface VerdictInput {
   via?: string;
   /** The window's requests still unanswered, by connection and statement text: `connection #4242: SELECT pg_sleep(5)`. */
   inFlight?: string[];
+  /** Work the function started without awaiting it, pending when it returned: never `assert`. */
+  deferredWork?: DeferredWorkInput | null;
 }
 
 /** One counter compared between the whole server and the window's own connections. */
@@ -185,7 +209,7 @@ export function decideVerdict(input: VerdictInput): Verdict {
  * compared the layers with), which `beyondWindow` weighs: a caller that lists what the server did beyond the window
  * then weighs it as the verdict did, without predicting again.
  */
-export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedStatements: number | undefined } {
+export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedStatements: number | undefined; findings: Finding[] } {
   const { backend, server } = input;
   // A session that counted a driver object before, and a window in which only clients it never counted ran (an ORM
   // that opens its own connections): the driver layer saw none of the window's work, so it explains none of it.
@@ -208,6 +232,7 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
               ]
             : [],
           discrepancies: [] as string[],
+          findings: [] as Finding[],
         };
   // No counted driver explains the window: the wire's own answers are the model the server is compared with.
   const wireModel = !('prediction' in rec) && input.wire && (input.driver === null || uncounted) ? reconcileWire(input.wire, server) : null;
@@ -216,7 +241,7 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
     rec.discrepancies.push(...wireModel.discrepancies);
   }
   const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : wireModel?.explainedStatements;
-  return { verdict: decide(input, rec, explainedStatements), explainedStatements };
+  return { verdict: decide(input, rec, explainedStatements), explainedStatements, findings: rec.findings };
 }
 
 function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' | 'discrepancies'>, explained: number | undefined): Verdict {
@@ -228,9 +253,24 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     discrepancies: rec.discrepancies,
   });
 
-  if (input.workloadError) return verdict('incomplete', `the workload threw: ${input.workloadError.message}`);
-  if (input.timedOut) return verdict('incomplete', `the workload did not finish in time: ${input.timedOut}`);
+  const deferred = input.deferredWork && input.deferredWork.items.length > 0 ? input.deferredWork : null;
+  const stillPending = deferred ? deferred.items.filter((i) => !i.settled) : [];
+  const leftRunning = deferred ? `; it left work running that it did not await: ${deferredWorkWords(deferred.items)}` : '';
+  if (input.workloadError) return verdict('incomplete', `the workload threw: ${input.workloadError.message}${leftRunning}`);
+  if (input.timedOut) return verdict('incomplete', `the workload did not finish in time: ${input.timedOut}${leftRunning}`);
+  if (deferred && stillPending.length > 0) {
+    return verdict(
+      'incomplete',
+      `the measured function returned while work it started was still pending after a ${deferred.waitMs} ms wait: ${deferredWorkWords(deferred.items)}. Await it: its counts are not the window's`,
+    );
+  }
   const unfinished = input.unfinished;
+  if (unfinished?.callsFromBefore) {
+    return verdict(
+      'incomplete',
+      `${unfinished.callsFromBefore} counted driver call(s) started before this window opened were still running after the wait: late work of an earlier window, which may be counted in this one`,
+    );
+  }
   if (unfinished && (unfinished.driverCalls > 0 || unfinished.wireRequests > 0 || unfinished.lateCommands > 0)) {
     const parts = [
       unfinished.driverCalls > 0 ? `${unfinished.driverCalls} driver call(s) had not settled` : '',
@@ -249,6 +289,12 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
   if (input.wire?.incomplete) incomplete.push(`wire layer incomplete: ${input.wire.incompleteReasons.join('; ') || 'no reason given'}`);
   if (server?.incomplete) incomplete.push(`server layer incomplete: ${server.incompleteReasons.join('; ') || 'no reason given'}`);
   if (incomplete.length > 0) return verdict('incomplete', incomplete.join('; '));
+  if (deferred) {
+    return verdict(
+      'report',
+      `the measured function returned before work it started had finished: ${deferredWorkWords(deferred.items)}. It settled within the window's ${deferred.waitMs} ms wait and is counted here, but whether a run counts it depends on timing: await it`,
+    );
+  }
   if (!server) return verdict('report', 'no server layer was read: counts are not verified at the server');
 
   const background =

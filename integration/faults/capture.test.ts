@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 // @waits 34: pool exhaustion and cut connections waiting out their timeouts.
 import net from 'node:net';
 import mysql from 'mysql2/promise';
@@ -326,12 +327,15 @@ describeEachBackend((b) => {
     const control = serverControl(backend());
     let frozen: FrozenServer | undefined;
     let killed: Promise<void> | undefined;
+    // The kill is the test's, not the workload's: bound outside the window's async context, so the window does not
+    // wait for it as work the function left running (it must land while the closing reading waits).
+    const killLater = AsyncResource.bind(() => sleep(1_000).then(() => control.kill()));
     const tally = await session.measure(async (h: any) => {
       await h.query('INSERT INTO fault_items (a) VALUES (1)');
       // Frozen as the function returns, so the probe's closing reading is sent to a server that does not answer;
       // killed while that reading waits (every process: PostgreSQL's backends are not in the postmaster's group).
       frozen = await control.freeze();
-      killed = sleep(1_000).then(() => control.kill());
+      killed = killLater();
     });
     await killed;
     await frozen?.thaw();
