@@ -214,6 +214,8 @@ export class DeferredWorkTracker {
   }
 
   constructor() {
+    // The hook callbacks are plain functions that async_hooks calls with its own `this`.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     const inside = this.#inside;
     const entries = this.#entries;
