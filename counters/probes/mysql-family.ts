@@ -196,6 +196,9 @@ export class MysqlFamilySource implements SnapshotSource {
     this.#traits = traits;
   }
 
+  /** Digests are server-wide; the per-thread summaries are the window's own. */
+  readonly workServerWide = ['statements'] as const;
+
   get work(): ServerWorkCapabilities {
     return this.#traits.work;
   }

@@ -46,6 +46,8 @@ function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
     "  'relids', coalesce(json_agg(relid::text ORDER BY relid), '[]'::json)) FROM pg_stat_user_tables) AS tables,",
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
     '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
+    "(SELECT coalesce(json_agg(json_build_object('t', schemaname || '.' || relname, 's', coalesce(seq_scan, 0), 'sr', coalesce(seq_tup_read, 0),",
+    "  'i', coalesce(idx_scan, 0), 'if', coalesce(idx_tup_fetch, 0))), '[]'::json) FROM pg_stat_user_tables) AS work_tables,",
     "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
     `  'client_addr', client_addr::text, 'state', state, 'query', left(query, ${QUERY_CHARS}))), '[]'::json) FROM pg_stat_activity) AS activity`,
     forcedFlush ? ', pg_stat_force_next_flush() AS flushed' : '',
@@ -139,6 +141,7 @@ export class PostgresSource implements SnapshotSource {
   readonly work = POSTGRES_WORK;
   /** A backend flushes its table counters only when idle outside a transaction; pg_stat_statements is written per statement. */
   readonly workHeldInTransaction = ['tables'] as const;
+  readonly workServerWide = ['tables', 'statements'] as const;
   readonly #connection: NetworkConnection;
   readonly #settleTimeoutMs: number;
   #client: SqlClient | null = null;

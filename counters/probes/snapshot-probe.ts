@@ -128,6 +128,8 @@ export interface SnapshotSource {
    * when idle outside a transaction): unknown for a window whose connections sat in a transaction at either end.
    */
   readonly workHeldInTransaction?: readonly ('perConnection' | 'tables' | 'statements')[];
+  /** Parts of a work reading summed over every session on the server, not only the window's connections. */
+  readonly workServerWide?: readonly ('tables' | 'statements')[];
   /** Maps one window's deltas onto figures; a part that is null is unknown, with its reason in `missing`. */
   summarizeWork?(deltas: WorkDeltas, missing: { perConnection?: string; tables?: string; statements?: string }): WorkSummary;
   close(): Promise<void>;
@@ -524,13 +526,13 @@ export class SnapshotProbe implements ServerProbe {
         const ownTexts = this.#source.ownStatements ?? [];
         for (const [key, s] of b.statements) if (ownTexts.includes(s.text.trim())) own.add(key);
         deltas.statements = statementWorkDeltas(a.statements, b.statements, own, caps.statementFigures);
-        if (sessions && sessions.foreign.length > 0) {
-          missing.statements = `${sessions.foreign.length} other client session(s) were on the server, and statement entries are server-wide: per-statement figures cannot be told apart`;
-          deltas.statements = null;
-        } else if (sessions && !sessions.canSeeOtherSessions) {
-          missing.statements = 'this account cannot see other sessions, and statement entries are server-wide: per-statement figures cannot be told apart';
-          deltas.statements = null;
-        }
+      }
+      // Server-wide parts hold other sessions' work too: exact only when no other client was there to do any.
+      for (const part of this.#source.workServerWide ?? []) {
+        if (!sessions || missing[part]) continue;
+        if (sessions.foreign.length > 0) missing[part] = `${sessions.foreign.length} other client session(s) were on the server, and these counters are server-wide`;
+        else if (!sessions.canSeeOtherSessions) missing[part] = 'this account cannot see other sessions, and these counters are server-wide';
+        if (missing[part]) deltas[part] = null;
       }
       const inTransaction = [...new Set([...a.openTransactions, ...b.openTransactions])];
       if (inTransaction.length > 0) {
