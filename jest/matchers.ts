@@ -3,6 +3,18 @@ import type { VerdictKind } from '../verdict/types';
 import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, countedVia, storedSnapshotFormat } from './count-snapshot';
 import { checkCounts, countSpecProblems, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
 import { describeRepeatedShapes, judgeRepeatedShapes, type RepeatedShapesOptions } from './repeated-shapes';
+import {
+  describePerRow,
+  describeUnindexed,
+  describeWorkChecks,
+  judgeServerWork,
+  judgeUseIndexes,
+  judgeWriteInBatches,
+  type ServerWorkBudget,
+  type ServerWorkScope,
+  type UseIndexesOptions,
+  type WriteInBatchesOptions,
+} from './server-work';
 
 /**
  * What a matcher is called with as `this`, in Jest and in Vitest alike: only `isNot` is read here; the rest is
@@ -46,6 +58,15 @@ export interface SqltallyMatchers<R> {
    * connector sent as one command per row, work of a previous window that ran after it ended. Each is listed on failure.
    */
   toHaveNoFindings(): R;
+  /**
+   * What the server did, within budget: `toHaveServerWork({ rowsExamined: { max: 100 }, fullScans: 0 })` for the
+   * window, `{ shape }` or `{ eachShape: true }` for statements. A figure the backend cannot give fails, with why.
+   */
+  toHaveServerWork(budget: ServerWorkBudget, scope?: ServerWorkScope): R;
+  /** No statement scanned a table of `minTableRows` rows or more without an index (default 0: none at all). */
+  toUseIndexes(options?: UseIndexesOptions): R;
+  /** No INSERT, UPDATE or DELETE shape ran once per row (`threshold`, default 2, single-row calls or more). */
+  toWriteInBatches(options?: WriteInBatchesOptions): R;
 }
 
 function isTally(value: unknown): value is Tally {
@@ -211,6 +232,67 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
           pass
             ? `${name}: the window has no findings, but .not was used (verdict ${received.verdict.kind})`
             : `${name}: ${findings.length} finding${findings.length === 1 ? '' : 's'} in this window (verdict ${received.verdict.kind})\n${findings.map((f) => `  - ${f.kind}: ${f.message}`).join('\n')}`,
+      };
+    },
+    ...serverWorkMatchers(),
+  };
+}
+
+function serverWorkMatchers() {
+  return {
+    toHaveServerWork(this: SqltallyMatcherContext | undefined, received: unknown, budget: ServerWorkBudget, scope?: ServerWorkScope): SqltallyMatcherResult {
+      const name = 'toHaveServerWork';
+      if (!isTally(received)) return notATally(this, name, received);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      const judged = judgeServerWork(received, budget, scope);
+      if (!judged.ok) return cannotCheck(this, name, judged.reason);
+      const checks = judged.value;
+      const blocked = checks.filter((c) => c.blocked !== null);
+      if (blocked.length > 0) {
+        return cannotCheck(this, name, `${blocked.length} of the figures cannot be known on ${received.backend.id}\n${describeWorkChecks(checks)}`);
+      }
+      const pass = checks.every((c) => c.ok);
+      return {
+        pass,
+        message: () =>
+          `${name} on ${received.backend.id} (${received.backend.serverVersion}): ${pass ? 'every figure within budget, but .not was used' : 'server work over budget'}\n${describeWorkChecks(checks)}`,
+      };
+    },
+
+    toUseIndexes(this: SqltallyMatcherContext | undefined, received: unknown, options?: UseIndexesOptions): SqltallyMatcherResult {
+      const name = 'toUseIndexes';
+      if (!isTally(received)) return notATally(this, name, received);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      const judged = judgeUseIndexes(received, options);
+      if (!judged.ok) return cannotCheck(this, name, judged.reason);
+      const { offenders, minTableRows } = judged.value;
+      const pass = offenders.length === 0;
+      return {
+        pass,
+        message: () =>
+          pass
+            ? `${name}: no scan without an index of a table of ${minTableRows} rows or more, but .not was used (${judged.value.judged} smaller scan(s) without an index)`
+            : `${name} on ${received.backend.id}: ${offenders.length} scan(s) without an index of a table of ${minTableRows} rows or more\n${describeUnindexed(offenders)}`,
+      };
+    },
+
+    toWriteInBatches(this: SqltallyMatcherContext | undefined, received: unknown, options?: WriteInBatchesOptions): SqltallyMatcherResult {
+      const name = 'toWriteInBatches';
+      if (!isTally(received)) return notATally(this, name, received);
+      const failed = workloadFailure(this, name, received);
+      if (failed) return failed;
+      const judged = judgeWriteInBatches(received, options);
+      if (!judged.ok) return cannotCheck(this, name, judged.reason);
+      const { perRow, threshold, writes } = judged.value;
+      const pass = perRow.length === 0;
+      return {
+        pass,
+        message: () =>
+          pass
+            ? `${name}: none of ${writes} write shape(s) ran once per row ${threshold} or more times, but .not was used`
+            : `${name}: ${perRow.length} write shape(s) ran once per row; send the rows in one statement or batch\n${describePerRow(perRow)}`,
       };
     },
   };

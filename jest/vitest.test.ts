@@ -51,6 +51,12 @@ test('toHaveNoRepeatedShapes fails an N+1 loop of 20', () => {
   expect(nPlusOneTally(20)).toHaveNoRepeatedShapes({ threshold: 21 });
 });
 
+test('toWriteInBatches', () => {
+  const loop = withShapes(tallyFixture(), [shapeOf('INSERT INTO t (a) VALUES (?)', { calls: 30, parameterSets: 30, rows: 30 })]);
+  expect(() => expect(loop).toWriteInBatches()).toThrow(/30 INSERT calls of one row each/);
+  expect(loop).not.toWriteInBatches();
+});
+
 test('error states fail with and without .not', () => {
   const both = (run: (negate: boolean) => void): void => {
     expect(() => run(false)).toThrow(/fails with and without .not/);
@@ -62,6 +68,8 @@ test('error states fail with and without .not', () => {
   both((n) => on(null, n).toHaveVerdict('assert'));
   both((n) => on(threw, n).toMatchCountSnapshot());
   both((n) => on(nPlusOneTally(), n).toHaveNoRepeatedShapes({ threshold: 1 }));
+  both((n) => on(tallyFixture(), n).toHaveServerWork({ rowsExamined: 0 }));
+  both((n) => on(tallyFixture(), n).toUseIndexes());
 });
 
 test('captureCaller names this file', () => {
@@ -144,7 +152,7 @@ describe('the matchers under Vitest', () => {
 
   it('pass and fail as under Jest, and write the count snapshot on the first run', () => {
     const first = vitest({ CI: undefined, CONTINUOUS_INTEGRATION: undefined });
-    expect({ status: first.status, tail: first.output.slice(-2000) }).toEqual({ status: 0, tail: expect.stringMatching(/Tests\s+6 passed/) });
+    expect({ status: first.status, tail: first.output.slice(-2000) }).toEqual({ status: 0, tail: expect.stringMatching(/Tests\s+7 passed/) });
     const stored = readFileSync(join(dir, '__snapshots__', 'sqltally.test.ts.snap'), 'utf8');
     expect(stored).toContain('exports[`count snapshot 1`]');
     expect(stored).toContain('sqltally-count-snapshot v1');
@@ -158,7 +166,7 @@ describe('the matchers under Vitest', () => {
     expect(second.output).toMatch(/- driver\.calls: 2\n\s*\+ driver\.calls: 3\n/);
     expect(second.output).toMatch(/\+ {3}[0-9a-f]{12} select\/query calls=1 parameterSets=1: SELECT count\(\*\) FROM t"?\n/);
     expect(second.output).toContain('toMatchCountSnapshot: no snapshot is stored for this test');
-    expect(second.output).toMatch(/Tests\s+2 failed \| 5 passed/);
+    expect(second.output).toMatch(/Tests\s+2 failed \| 6 passed/);
     expect(readFileSync(join(dir, '__snapshots__', 'sqltally.test.ts.snap'), 'utf8')).toContain('driver.calls: 2');
   });
 });

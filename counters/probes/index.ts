@@ -10,6 +10,7 @@ import { SqliteSource } from './sqlite';
 
 export type { OpenWindow, ProbeCost, ProbeOptions, ServerProbe, WindowContext } from './probe';
 export * from './types';
+export * from './server-work';
 
 function network(backend: StartedBackend): NetworkConnection {
   const c: ConnectionInfo = backend.connection;

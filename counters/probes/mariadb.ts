@@ -1,4 +1,4 @@
-import { SQL_PROCESSLIST_INFORMATION_SCHEMA, type MysqlFamilyTraits } from './mysql-family';
+import { MYSQL_FAMILY_WORK, SQL_PROCESSLIST_INFORMATION_SCHEMA, type MysqlFamilyTraits } from './mysql-family';
 import { MYSQL_FAMILY_TRACKED_STATUS } from './mysql';
 
 /**
@@ -14,5 +14,6 @@ export const MARIADB_TRAITS: MysqlFamilyTraits = {
   // MariaDB's view fills a temporary table too, but that moves Handler_tmp_write, which is not watched.
   processlistSql: [SQL_PROCESSLIST_INFORMATION_SCHEMA],
   backgroundUsers: ['event_scheduler', 'system user'],
+  work: MYSQL_FAMILY_WORK,
   backgroundCommands: ['Daemon', 'Slave_IO', 'Slave_SQL', 'Slave_worker', 'Binlog Dump'],
 };

@@ -6,6 +6,8 @@ import { classifyCached } from '../statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
+import { sumStatements, type ServerWorkCapabilities, type ServerWorkFigure, type WorkDeltas, type WorkReading } from './server-work';
+import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
 import { toNumber, toText } from '../intrinsics';
 
@@ -32,6 +34,81 @@ export interface MysqlFamilyTraits {
   /** Process-list users and commands that are the server's own threads, named rather than counted as intruders. */
   backgroundUsers: readonly string[];
   backgroundCommands: readonly string[];
+  /** Server-work figures this family gives (`performance_schema` statement summaries). */
+  work: ServerWorkCapabilities;
+}
+
+/** performance_schema's statement-summary columns, by the figure each one is. */
+const WORK_COLUMNS = {
+  rowsExamined: 'SUM_ROWS_EXAMINED',
+  rowsSent: 'SUM_ROWS_SENT',
+  fullScans: 'SUM_NO_INDEX_USED',
+  noGoodIndex: 'SUM_NO_GOOD_INDEX_USED',
+  fullJoins: 'SUM_SELECT_FULL_JOIN',
+  sortRows: 'SUM_SORT_ROWS',
+  sortMergePasses: 'SUM_SORT_MERGE_PASSES',
+  tempTables: 'SUM_CREATED_TMP_TABLES',
+  tempDiskTables: 'SUM_CREATED_TMP_DISK_TABLES',
+  lockTimeNs: 'SUM_LOCK_TIME',
+} as const satisfies Partial<Record<ServerWorkFigure, string>>;
+type WorkColumnFigure = keyof typeof WORK_COLUMNS;
+const WORK_FIGURES = Object.keys(WORK_COLUMNS) as WorkColumnFigure[];
+/** performance_schema times are picoseconds. */
+const PICOSECONDS_PER_NS = 1000;
+const DIGEST_TEXT_READ = 400;
+
+/**
+ * Server work per window thread, summed over its statement events. Statement texts of this family carry no
+ * per-table scan counters, so the PostgreSQL figures are unknown here (see MYSQL_FAMILY_WORK).
+ */
+const SQL_THREAD_WORK =
+  'SELECT t.PROCESSLIST_ID AS ID, ' +
+  WORK_FIGURES.map((f) => `SUM(e.${WORK_COLUMNS[f]}) AS ${f}`).join(', ') +
+  ' FROM performance_schema.events_statements_summary_by_thread_by_event_name e ' +
+  'JOIN performance_schema.threads t ON t.THREAD_ID = e.THREAD_ID ' +
+  'WHERE t.PROCESSLIST_ID IS NOT NULL AND e.COUNT_STAR > 0 GROUP BY t.PROCESSLIST_ID';
+/** Per statement digest, server-wide (the same figures; the digest NULL row is where statements go once the table is full). */
+const SQL_DIGEST_WORK =
+  `SELECT SCHEMA_NAME AS S, DIGEST AS K, LEFT(DIGEST_TEXT, ${DIGEST_TEXT_READ}) AS Q, COUNT_STAR AS N, ` +
+  WORK_FIGURES.map((f) => `${WORK_COLUMNS[f]} AS ${f}`).join(', ') +
+  ' FROM performance_schema.events_statements_summary_by_digest';
+const SQL_DIGEST_SETUP =
+  "SELECT @@performance_schema_digests_size AS size, (SELECT ENABLED FROM performance_schema.setup_consumers WHERE NAME = 'statements_digest') AS enabled";
+/** The key of the digest table's overflow row. */
+const DIGEST_OVERFLOW_KEY = 'overflow';
+
+const NOT_ON_MYSQL = 'MySQL and MariaDB keep no per-table scan counters';
+/** What MySQL and MariaDB give through performance_schema's statement summaries, as data. */
+export const MYSQL_FAMILY_WORK: ServerWorkCapabilities = {
+  figures: {
+    rowsExamined: null,
+    rowsSent: null,
+    statementRows: 'MySQL and MariaDB count rows examined and rows sent separately: see rowsExamined and rowsSent',
+    fullScans: null,
+    noGoodIndex: null,
+    fullJoins: null,
+    sortRows: null,
+    sortMergePasses: null,
+    tempTables: null,
+    tempDiskTables: null,
+    lockTimeNs: null,
+    seqRowsRead: NOT_ON_MYSQL,
+    indexScans: NOT_ON_MYSQL,
+    indexRowsFetched: NOT_ON_MYSQL,
+    sharedBlocksHit: 'MySQL and MariaDB keep no per-statement buffer-pool counters',
+    sharedBlocksRead: 'MySQL and MariaDB keep no per-statement buffer-pool counters',
+    tempBlocksWritten: 'MySQL and MariaDB count temporary tables, not temporary blocks: see tempTables and tempDiskTables',
+  } satisfies Record<ServerWorkFigure, string | null>,
+  statementFigures: WORK_FIGURES,
+};
+
+function workCounters(row: Record<string, unknown>): Counters {
+  const out: Counters = {};
+  for (const f of WORK_FIGURES) {
+    const v = Number(row[f] ?? 0);
+    out[f] = f === 'lockTimeNs' ? Math.round(v / PICOSECONDS_PER_NS) : v;
+  }
+  return out;
 }
 
 /**
@@ -110,11 +187,20 @@ export class MysqlFamilySource implements SnapshotSource {
   #preparedReadable = false;
   #preparedNote: string | null = null;
   #unregister: () => void = () => undefined;
+  /** Why per-digest figures cannot be read, or null when they can. */
+  #digestsUnknown: string | null = 'performance_schema is not readable';
 
   constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
     this.description = description;
     this.#connection = connection;
     this.#traits = traits;
+  }
+
+  /** Digests are server-wide; the per-thread summaries are the window's own. */
+  readonly workServerWide = ['statements'] as const;
+
+  get work(): ServerWorkCapabilities {
+    return this.#traits.work;
   }
 
   /**
@@ -215,6 +301,15 @@ export class MysqlFamilySource implements SnapshotSource {
           () => false,
         ));
       if (!counting) this.#preparedNote = "performance_schema's events_statements_current consumer is off: prepared executes have no statement class";
+      const [digests] = await this.#query<{ size: unknown; enabled: unknown }>(SQL_DIGEST_SETUP).catch(() => [] as { size: unknown; enabled: unknown }[]);
+      if (Number(digests?.size ?? 0) === 0) this.#digestsUnknown = 'performance_schema_digests_size is 0 on this server: no per-statement figures';
+      else if (String(digests?.enabled ?? '').toUpperCase() !== 'YES') this.#digestsUnknown = "performance_schema's statements_digest consumer is off: no per-statement figures";
+      else {
+        this.#digestsUnknown = await this.#query(SQL_DIGEST_WORK).then(
+          () => null,
+          (err: unknown) => `the statement digest table is not readable (${messageOf(err)}): no per-statement figures`,
+        );
+      }
       const bulk = this.#traits.bulkExecuteEvent;
       if (bulk) {
         // A constant name from the traits table, never user input.
@@ -288,6 +383,46 @@ export class MysqlFamilySource implements SnapshotSource {
     return byId;
   }
 
+  /** `present`: connections the server knows; one with no statement event yet has done no work (all 0). */
+  async #readWorkPerThread(ids: readonly number[], present: Iterable<number>): Promise<Map<number, Counters>> {
+    const wanted = new Set(ids);
+    const out = new Map<number, Counters>();
+    for (const id of present) if (wanted.has(id)) out.set(id, workCounters({}));
+    for (const r of await this.#query<Record<string, unknown>>(SQL_THREAD_WORK)) {
+      const id = Number(r.ID);
+      if (wanted.has(id)) out.set(id, workCounters(r));
+    }
+    return out;
+  }
+
+  async #readWork(ids: readonly number[], present: Iterable<number>): Promise<WorkReading> {
+    const reading: WorkReading = { perConnection: null, tables: null, statements: null, openTransactions: [], unreadable: { tables: NOT_ON_MYSQL } };
+    if (this.#perfSchema !== 'on') {
+      reading.unreadable.perConnection = this.#perfSchemaNote ?? 'performance_schema is not readable';
+      reading.unreadable.statements = reading.unreadable.perConnection;
+      return reading;
+    }
+    try {
+      reading.perConnection = await this.#readWorkPerThread(ids, present);
+    } catch (err) {
+      reading.unreadable.perConnection = `performance_schema statement summaries unreadable: ${messageOf(err)}`;
+    }
+    if (this.#digestsUnknown) reading.unreadable.statements = this.#digestsUnknown;
+    else {
+      try {
+        const statements = new Map<string, { text: string; calls: number; counters: Counters }>();
+        for (const r of await this.#query<Record<string, unknown>>(SQL_DIGEST_WORK)) {
+          const key = r.K === null || r.K === undefined ? DIGEST_OVERFLOW_KEY : `${String(r.S ?? '')}:${String(r.K)}`;
+          statements.set(key, { text: String(r.Q ?? ''), calls: Number(r.N), counters: workCounters(r) });
+        }
+        reading.statements = statements;
+      } catch (err) {
+        reading.unreadable.statements = `the statement digest table is not readable: ${messageOf(err)}`;
+      }
+    }
+    return reading;
+  }
+
   async #readPrepared(ids: readonly number[]): Promise<Map<string, PreparedInstance> | null> {
     if (!this.#preparedReadable) return null;
     const wanted = new Set(ids);
@@ -300,11 +435,42 @@ export class MysqlFamilySource implements SnapshotSource {
     return out;
   }
 
-  async readConnection(_ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null }> {
-    if (this.#perfSchema !== 'on') return { counters: null, prepared: null };
+  async readConnection(
+    _ctx: WindowContext,
+    connectionId: number,
+  ): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null; work: Counters | null }> {
+    if (this.#perfSchema !== 'on') return { counters: null, prepared: null, work: null };
     const counters = (await this.#readPerThread([connectionId])).get(connectionId) ?? null;
     const prepared = await this.#readPrepared([connectionId]);
-    return { counters, prepared: prepared ? [...prepared.values()] : null };
+    const work = (await this.#readWorkPerThread([connectionId], counters ? [connectionId] : [])).get(connectionId) ?? null;
+    return { counters, prepared: prepared ? [...prepared.values()] : null, work };
+  }
+
+  summarizeWork(deltas: WorkDeltas, missing: { perConnection?: string; statements?: string }): WorkSummary {
+    const summary: WorkSummary = { figures: {}, unknown: {}, unindexedScans: null, scansUnknown: null, notes: [] };
+    const statements = deltas.statements;
+    if (statements?.some((s) => s.key === DIGEST_OVERFLOW_KEY)) {
+      summary.notes.push("the statement digest table was full: some of the window's statements were filed under no digest");
+    }
+    if (deltas.perConnection) {
+      for (const f of WORK_FIGURES) summary.figures[f] = deltas.perConnection[f] ?? 0;
+    } else {
+      for (const f of WORK_FIGURES) summary.unknown[f] = missing.perConnection ?? 'the window connections\' statement summaries were not read';
+    }
+    // Which statement scanned without an index: per digest when the digests can be told apart, else the window's total.
+    if (statements && deltas.perConnection && sumStatements(statements, 'fullScans') === deltas.perConnection.fullScans) {
+      summary.unindexedScans = statements
+        .filter((s) => (s.figures.fullScans ?? 0) > 0)
+        .map((s) => ({ table: null, statement: s.text, scans: s.figures.fullScans ?? 0, rowsRead: s.figures.rowsExamined ?? 0, basis: 'rows examined by the statement, through any table' }));
+    } else if (deltas.perConnection) {
+      const scans = deltas.perConnection.fullScans ?? 0;
+      summary.unindexedScans =
+        scans > 0 ? [{ table: null, statement: null, scans, rowsRead: deltas.perConnection.rowsExamined ?? 0, basis: "rows examined by all of the window's statements" }] : [];
+      if (scans > 0) summary.notes.push(`unindexed scans not attributed to statements: ${missing.statements ?? 'the digests do not add up to the window connections\' own figures'}`);
+    } else {
+      summary.scansUnknown = missing.perConnection ?? 'the window connections\' statement summaries were not read';
+    }
+    return summary;
   }
 
   async snapshot(ctx: WindowContext, _purpose: string, ids: readonly number[]): Promise<Snapshot> {
@@ -340,6 +506,12 @@ export class MysqlFamilySource implements SnapshotSource {
         failures.push(`performance_schema read failed: ${messageOf(err)}`);
       }
     }
+    let work: WorkReading | undefined;
+    try {
+      work = await this.#readWork(ids, perConnection ? perConnection.keys() : []);
+    } catch (err) {
+      notes.push(`server work not read: ${messageOf(err)}`);
+    }
     // Read last so the interval between two global readings holds only this same fixed sequence of probe statements.
     let global: Counters = {};
     try {
@@ -348,7 +520,7 @@ export class MysqlFamilySource implements SnapshotSource {
     } catch (err) {
       failures.push(`SHOW GLOBAL STATUS failed: ${messageOf(err)}`);
     }
-    return { global, perConnection, prepared, statements: null, sessions, notes, failures };
+    return { global, perConnection, prepared, statements: null, sessions, notes, failures, ...(work ? { work } : {}) };
   }
 
   summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {

@@ -1,4 +1,4 @@
-import { SQL_PROCESSLIST_INFORMATION_SCHEMA, SQL_PROCESSLIST_PERFORMANCE_SCHEMA, type MysqlFamilyTraits } from './mysql-family';
+import { MYSQL_FAMILY_WORK, SQL_PROCESSLIST_INFORMATION_SCHEMA, SQL_PROCESSLIST_PERFORMANCE_SCHEMA, type MysqlFamilyTraits } from './mysql-family';
 
 /** Status counters every MySQL-protocol window watches (used only where `SHOW GLOBAL STATUS` has them). */
 export const MYSQL_FAMILY_TRACKED_STATUS = [
@@ -40,5 +40,6 @@ export const MYSQL_TRAITS: MysqlFamilyTraits = {
   // Measured on MySQL 9.7: the information_schema view inserts one InnoDB temp row per connection per read.
   processlistSql: [SQL_PROCESSLIST_PERFORMANCE_SCHEMA, SQL_PROCESSLIST_INFORMATION_SCHEMA],
   backgroundUsers: ['event_scheduler', 'system user'],
+  work: MYSQL_FAMILY_WORK,
   backgroundCommands: ['Daemon', 'Binlog Dump', 'Binlog Dump GTID'],
 };

@@ -6,6 +6,9 @@ import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { ProbeOptions, WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
+import type { ServerWorkCapabilities, ServerWorkFigure, WorkDeltas, WorkReading } from './server-work';
+import { sumStatements } from './server-work';
+import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
 import { POSTGRES_SETTLE_SQL } from '../wire/proxy';
 
@@ -43,6 +46,8 @@ function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
     "  'relids', coalesce(json_agg(relid::text ORDER BY relid), '[]'::json)) FROM pg_stat_user_tables) AS tables,",
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
     '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
+    "(SELECT coalesce(json_agg(json_build_object('t', schemaname || '.' || relname, 's', coalesce(seq_scan, 0), 'sr', coalesce(seq_tup_read, 0),",
+    "  'i', coalesce(idx_scan, 0), 'if', coalesce(idx_tup_fetch, 0))), '[]'::json) FROM pg_stat_user_tables) AS work_tables,",
     "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
     `  'client_addr', client_addr::text, 'state', state, 'query', left(query, ${QUERY_CHARS}))), '[]'::json) FROM pg_stat_activity) AS activity`,
     forcedFlush ? ', pg_stat_force_next_flush() AS flushed' : '',
@@ -53,7 +58,8 @@ function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
 function statementsReadSql(forcedFlush: boolean): string {
   return [
     'SELECT',
-    `(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', left(s.query, ${STATEMENT_TEXT_READ}), 'calls', s.calls, 'rows', s.rows)), '[]'::json)`,
+    `(SELECT coalesce(json_agg(json_build_object('id', s.queryid::text, 'query', left(s.query, ${STATEMENT_TEXT_READ}), 'calls', s.calls, 'rows', s.rows,`,
+    "  'hit', s.shared_blks_hit, 'read', s.shared_blks_read, 'tw', s.temp_blks_written)), '[]'::json)",
     '  FROM pg_stat_statements s',
     '  WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())',
     '    AND s.userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)) AS statements',
@@ -70,11 +76,48 @@ interface ActivityRow {
   query: string | null;
 }
 interface MainRow {
+  work_tables: { t: string; s: number; sr: number; i: number; if: number }[] | null;
   db: Record<string, number> | null;
   tables: { n_tup_ins: number; n_tup_upd: number; n_tup_del: number; relids: string[] } | null;
   tbl: Record<string, number> | null;
   activity: ActivityRow[];
 }
+
+interface StatementRow {
+  id: string;
+  query: string;
+  calls: number;
+  rows: number;
+  hit: number;
+  read: number;
+  tw: number;
+}
+
+const NOT_ON_POSTGRES_SORT = 'PostgreSQL counts no sorts; a sort or hash that spilled to disk shows in tempBlocksWritten';
+/** What PostgreSQL gives: table scans from pg_stat_user_tables, per-statement rows and blocks from pg_stat_statements. */
+export const POSTGRES_WORK: ServerWorkCapabilities = {
+  figures: {
+    rowsExamined: null,
+    rowsSent: 'PostgreSQL counts the rows a statement retrieved or affected as one figure: see statementRows',
+    statementRows: null,
+    fullScans: null,
+    noGoodIndex: 'PostgreSQL keeps no count of statements that used a poor index',
+    fullJoins: 'PostgreSQL counts scans per table, not joins: see fullScans and the tables',
+    sortRows: NOT_ON_POSTGRES_SORT,
+    sortMergePasses: NOT_ON_POSTGRES_SORT,
+    tempTables: 'PostgreSQL counts temporary blocks, not internal temporary tables: see tempBlocksWritten',
+    tempDiskTables: 'PostgreSQL counts temporary blocks, not internal temporary tables: see tempBlocksWritten',
+    lockTimeNs: 'PostgreSQL keeps no per-statement lock time',
+    seqRowsRead: null,
+    indexScans: null,
+    indexRowsFetched: null,
+    sharedBlocksHit: null,
+    sharedBlocksRead: null,
+    tempBlocksWritten: null,
+  } satisfies Record<ServerWorkFigure, string | null>,
+  statementFigures: ['statementRows', 'sharedBlocksHit', 'sharedBlocksRead', 'tempBlocksWritten'],
+};
+const TABLE_FIGURES = ['rowsExamined', 'fullScans', 'seqRowsRead', 'indexScans', 'indexRowsFetched'] as const;
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -95,6 +138,10 @@ export class PostgresSource implements SnapshotSource {
    * probe cannot learn it as its own from the empty windows: it is known by its text.
    */
   readonly ownStatements: readonly string[] = [SQL_FORCE_FLUSH];
+  readonly work = POSTGRES_WORK;
+  /** A backend flushes its table counters only when idle outside a transaction; pg_stat_statements is written per statement. */
+  readonly workHeldInTransaction = ['tables'] as const;
+  readonly workServerWide = ['tables', 'statements'] as const;
   readonly #connection: NetworkConnection;
   readonly #settleTimeoutMs: number;
   #client: SqlClient | null = null;
@@ -217,6 +264,7 @@ export class PostgresSource implements SnapshotSource {
     const startNs = process.hrtime.bigint();
     const failures: string[] = [];
     const notes: string[] = [];
+    const work: WorkReading = { perConnection: null, tables: null, statements: null, openTransactions: [], unreadable: { perConnection: 'PostgreSQL keeps no per-connection work counters' } };
     const lost = this.#client?.lost;
     if (lost) failures.push(`probe connection lost: ${lost}`);
     let settleDetail = 'forced flush of every window session (pg_stat_force_next_flush, sent by the wire proxy)';
@@ -265,17 +313,32 @@ export class PostgresSource implements SnapshotSource {
       }
       global = this.#countersOf(row);
       sessions = this.#sessions(ids, row.activity);
+      work.tables = new Map(
+        (row.work_tables ?? []).map((t) => [t.t, { seqScans: Number(t.s), seqRowsRead: Number(t.sr), indexScans: Number(t.i), indexRowsFetched: Number(t.if) }]),
+      );
+      const workload = new Set(ids);
+      work.openTransactions = row.activity.filter((a) => workload.has(a.pid) && (a.state ?? '').startsWith('idle in transaction')).map((a) => a.pid);
     } catch (err) {
       failures.push(`statistics read failed: ${messageOf(err)}`);
     }
     // Settled means visible: the main read above is what a reader would see, so the clock stops there.
     const ns = Number(process.hrtime.bigint() - startNs);
+    if (!work.tables) work.unreadable.tables = 'pg_stat_user_tables was not read';
 
     let statements: Snapshot['statements'] = null;
     if (this.#statementStats === 'on') {
       try {
-        const [res] = await this.#client!.query<{ statements: { id: string; query: string; calls: number; rows: number }[] }>(
-          statementsReadSql(this.#forcedFlush),
+        const [res] = await this.#client!.query<{ statements: StatementRow[] }>(statementsReadSql(this.#forcedFlush));
+        const rows = (res?.statements ?? []).filter((s) => s.query !== SQL_FORCE_FLUSH);
+        work.statements = new Map(
+          rows.map((s) => [
+            s.id,
+            {
+              text: s.query,
+              calls: Number(s.calls),
+              counters: { statementRows: Number(s.rows), sharedBlocksHit: Number(s.hit), sharedBlocksRead: Number(s.read), tempBlocksWritten: Number(s.tw) },
+            },
+          ]),
         );
         statements = new Map(
           (res?.statements ?? [])
@@ -291,6 +354,7 @@ export class PostgresSource implements SnapshotSource {
     } else {
       notes.push(this.#statementStats);
     }
+    if (!work.statements) work.unreadable.statements = this.#statementStats === 'on' ? 'pg_stat_statements was not read' : this.#statementStats;
     return {
       global,
       perConnection: null,
@@ -300,7 +364,34 @@ export class PostgresSource implements SnapshotSource {
       notes,
       failures,
       settle: { ns, settled, detail: settleDetail },
+      work,
     };
+  }
+
+  summarizeWork(deltas: WorkDeltas, missing: { tables?: string; statements?: string }): WorkSummary {
+    const summary: WorkSummary = { figures: {}, unknown: {}, unindexedScans: null, scansUnknown: null, notes: [] };
+    const tables = deltas.tables;
+    if (tables) {
+      const sum = (k: 'seqScans' | 'seqRowsRead' | 'indexScans' | 'indexRowsFetched'): number => tables.reduce((n, t) => n + t[k], 0);
+      summary.figures.fullScans = sum('seqScans');
+      summary.figures.seqRowsRead = sum('seqRowsRead');
+      summary.figures.indexScans = sum('indexScans');
+      summary.figures.indexRowsFetched = sum('indexRowsFetched');
+      summary.figures.rowsExamined = sum('seqRowsRead') + sum('indexRowsFetched');
+      summary.unindexedScans = tables
+        .filter((t) => t.seqScans > 0)
+        .map((t) => ({ table: t.table, statement: null, scans: t.seqScans, rowsRead: t.seqRowsRead, basis: 'rows read by sequential scans of the table' }));
+    } else {
+      const why = missing.tables ?? 'pg_stat_user_tables was not read';
+      for (const f of TABLE_FIGURES) summary.unknown[f] = why;
+      summary.scansUnknown = why;
+    }
+    const statements = deltas.statements;
+    for (const f of POSTGRES_WORK.statementFigures) {
+      if (statements) summary.figures[f] = sumStatements(statements, f);
+      else summary.unknown[f] = missing.statements ?? 'pg_stat_statements was not read';
+    }
+    return summary;
   }
 
   summarize(global: Counters, _perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'global'; notes: string[] } {

@@ -1,6 +1,16 @@
 import type { BackendDescription } from '../../containers/types';
 import { connectionIdsOf, type OpenWindow, type ProbeCost, type ProbeOptions, type ServerProbe, type WindowContext } from './probe';
 import type { ServerLayer, ServerSummary } from './types';
+import {
+  statementWorkDeltas,
+  tableDeltas,
+  type ServerWork,
+  type ServerWorkCapabilities,
+  type UnindexedScan,
+  type WorkDeltas,
+  type WorkFigures,
+  type WorkReading,
+} from './server-work';
 import { costFromEmptyWindows, delta, describeCounters, nonZero, subtractCost, type Counters } from './window';
 
 const DEFAULT_CALIBRATION_PAIRS = 3;
@@ -51,6 +61,18 @@ export interface Snapshot {
   failures: string[];
   /** When this snapshot had to wait for statistics to become visible (PostgreSQL), how long, and whether it got there. */
   settle?: { ns: number; settled: boolean; detail: string };
+  /** The server-work counters (rows examined, scans...); absent where the source reads none. */
+  work?: WorkReading;
+}
+
+/** What a source makes of one window's work deltas (see {@link SnapshotSource.summarizeWork}). */
+export interface WorkSummary {
+  figures: WorkFigures;
+  /** Figures this window cannot give, with the reason; the capability table's reasons are added by the caller. */
+  unknown: Record<string, string>;
+  unindexedScans: UnindexedScan[] | null;
+  scansUnknown: string | null;
+  notes: string[];
 }
 
 /** Per-connection facts a summary may use beyond the summed counters (MySQL prepared executes by class). */
@@ -77,7 +99,10 @@ export interface SnapshotSource {
    * Reads only the per-connection counters of one connection (a connection about to close), or null when this
    * server has none. Its global cost is measured at calibration like a snapshot's.
    */
-  readConnection?(ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null }>;
+  readConnection?(
+    ctx: WindowContext,
+    connectionId: number,
+  ): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null; work?: Counters | null }>;
   /**
    * What a connection's quit command costs in the global counters, counted by the server after that connection's
    * last read (`readConnection`): subtracted once per connection that quit inside the window, like a probe cost.
@@ -96,6 +121,17 @@ export interface SnapshotSource {
    * never the workload's, even when they first move inside a window.
    */
   readonly ownStatements?: readonly string[];
+  /** What this source can say about server work (see counters/probes/server-work.ts); absent: no work section. */
+  readonly work?: ServerWorkCapabilities;
+  /**
+   * Parts of a work reading that a session's open transaction holds back (PostgreSQL flushes its table counters only
+   * when idle outside a transaction): unknown for a window whose connections sat in a transaction at either end.
+   */
+  readonly workHeldInTransaction?: readonly ('perConnection' | 'tables' | 'statements')[];
+  /** Parts of a work reading summed over every session on the server, not only the window's connections. */
+  readonly workServerWide?: readonly ('tables' | 'statements')[];
+  /** Maps one window's deltas onto figures; a part that is null is unknown, with its reason in `missing`. */
+  summarizeWork?(deltas: WorkDeltas, missing: { perConnection?: string; tables?: string; statements?: string }): WorkSummary;
   close(): Promise<void>;
 }
 
@@ -193,6 +229,10 @@ export class SnapshotProbe implements ServerProbe {
   #cost: ProbeCost | null = null;
   /** pg_stat_statements keys that moved during calibration: the probe's own statements, kept out of the list. */
   #probeStatementKeys = new Set<string>();
+  /** Server-work statement entries that moved during calibration: the probe's own. */
+  #probeWorkKeys = new Set<string>();
+  /** What an empty window moves in each work figure, and the figures whose cost was not stable. */
+  #workCost: { figures: Counters; unstable: Record<string, number[]> } = { figures: {}, unstable: {} };
   #closed = false;
 
   /** `source` must already be open (see `createProbe`). */
@@ -254,7 +294,15 @@ export class SnapshotProbe implements ServerProbe {
       const own = perConnectionWindow(ids, before, after, new Set(ids), new Map());
       if (own) perConnectionWindows.push(own.counters);
       for (const key of movedStatements(before.statements, after.statements)) this.#probeStatementKeys.add(key);
+      for (const key of movedWorkStatements(before.work, after.work)) this.#probeWorkKeys.add(key);
     }
+    const workWindows: Counters[] = [];
+    for (let i = 1; i < snapshots.length; i++) {
+      const work = this.#workBetween(snapshots[i - 1]!, snapshots[i]!, ids, new Set(ids), new Map(), null);
+      if (work) workWindows.push(work.figures as Counters);
+    }
+    const workCost = costFromEmptyWindows(workWindows);
+    this.#workCost = { figures: workCost.counters, unstable: workCost.unstable };
     const cost = costFromEmptyWindows(windows);
     if (perConnectionWindows.length === windows.length && perConnectionWindows.length > 0) {
       const own = costFromEmptyWindows(perConnectionWindows);
@@ -300,7 +348,8 @@ export class SnapshotProbe implements ServerProbe {
     const controlAll = { ...control, ...prefixed('perConnection.', perConnectionControl) };
     const retired = new Map<number, Counters>();
     const retiredPrepared = new Map<string, PreparedInstance>();
-    const retirement = { retired, retiredPrepared, retireReads: 0, quits: 0, retireFailures: [] as string[] };
+    const retiredWork = new Map<number, Counters>();
+    const retirement = { retired, retiredPrepared, retiredWork, retireReads: 0, quits: 0, retireFailures: [] as string[] };
     // A closing connection's read must fall wholly inside the window, before the end snapshot's global reading: its
     // cost is subtracted from the window, and a read running beside the end snapshot could land after it (the cost
     // then taken out of counts that never had it). Reads under way when `end()` is called finish first; a connection
@@ -316,6 +365,7 @@ export class SnapshotProbe implements ServerProbe {
       try {
         const got = await read.call(this.#source, ctx, connectionId);
         if (got.counters) retired.set(connectionId, got.counters);
+        if (got.work) retiredWork.set(connectionId, got.work);
         for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
       } catch (err) {
         retirement.retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
@@ -350,7 +400,14 @@ export class SnapshotProbe implements ServerProbe {
     controlStart: Snapshot,
     start: Snapshot,
     openedBefore: ReadonlySet<number>,
-    retirement: { retired: Map<number, Counters>; retiredPrepared: Map<string, PreparedInstance>; retireReads: number; quits: number; retireFailures: string[] },
+    retirement: {
+      retired: Map<number, Counters>;
+      retiredPrepared: Map<string, PreparedInstance>;
+      retiredWork: Map<number, Counters>;
+      retireReads: number;
+      quits: number;
+      retireFailures: string[];
+    },
   ): Promise<ServerLayer> {
     const ids = [...new Set([...openedBefore, ...connectionIdsOf(ctx)])].sort((a, b) => a - b);
     const end = await this.#snapshot(ctx, 'end', ids);
@@ -368,6 +425,7 @@ export class SnapshotProbe implements ServerProbe {
     // The same fields from the server-wide counters, so a verdict can say how much the server did beyond the window.
     const globalSummary = perConnection ? this.#source.summarize(global, null, extras).summary : summary;
     const sessions = mergeSessions(start.sessions, end.sessions);
+    const work = this.#workBetween(start, end, ids, openedBefore, retirement.retiredWork, sessions);
 
     const incompleteReasons = [...new Set([...controlStart.failures, ...start.failures, ...end.failures, ...retirement.retireFailures])];
     if (!cost.stable) {
@@ -422,6 +480,96 @@ export class SnapshotProbe implements ServerProbe {
       degraded: this.#source.degraded,
       connectionsOpened: this.#source.connectionsKey ? (global[this.#source.connectionsKey] ?? null) : null,
       calibrationPairs: cost.pairs,
+      ...(work ? { work } : {}),
+    };
+  }
+
+  /**
+   * The window's server work: per-connection, per-table and per-statement deltas, mapped onto figures by the source,
+   * the probe's own cost taken out (`sessions` null: a calibration pair, whose figures are that cost). Every figure
+   * the source cannot give, or this window cannot know, is listed in `unknown` with the reason.
+   */
+  #workBetween(
+    start: Snapshot,
+    end: Snapshot,
+    ids: readonly number[],
+    openedBefore: ReadonlySet<number>,
+    retiredWork: ReadonlyMap<number, Counters>,
+    sessions: SeenSessions | null,
+  ): ServerWork | null {
+    const caps = this.#source.work;
+    const summarize = this.#source.summarizeWork?.bind(this.#source);
+    if (!caps || !summarize) return null;
+    const missing: { perConnection?: string; tables?: string; statements?: string } = {};
+    const a = start.work;
+    const b = end.work;
+    const deltas: WorkDeltas = { perConnection: null, tables: null, statements: null };
+    if (!a || !b) {
+      missing.perConnection = missing.tables = missing.statements = 'the server-work counters were not read at both ends of the window';
+    } else {
+      for (const part of ['perConnection', 'tables', 'statements'] as const) {
+        const why = b.unreadable[part] ?? a.unreadable[part];
+        if (why) missing[part] = why;
+      }
+      if (!missing.perConnection && a.perConnection && b.perConnection) {
+        const own = perConnectionWindow(ids, { ...start, perConnection: a.perConnection }, { ...end, perConnection: b.perConnection }, openedBefore, retiredWork);
+        if (own && own.missing.length > 0) missing.perConnection = `not every window connection could be read: ${own.missing.join('; ')}`;
+        else if (own) deltas.perConnection = own.counters;
+      }
+      if (!missing.tables && a.tables && b.tables) {
+        const tables = tableDeltas(a.tables, b.tables);
+        if (typeof tables === 'string') missing.tables = tables;
+        else deltas.tables = tables;
+      }
+      if (!missing.statements && a.statements && b.statements) {
+        const own = new Set(this.#probeWorkKeys);
+        const ownTexts = this.#source.ownStatements ?? [];
+        for (const [key, s] of b.statements) if (ownTexts.includes(s.text.trim())) own.add(key);
+        deltas.statements = statementWorkDeltas(a.statements, b.statements, own, caps.statementFigures);
+      }
+      // Server-wide parts hold other sessions' work too: exact only when no other client was there to do any.
+      for (const part of this.#source.workServerWide ?? []) {
+        if (!sessions || missing[part]) continue;
+        if (sessions.foreign.length > 0) missing[part] = `${sessions.foreign.length} other client session(s) were on the server, and these counters are server-wide`;
+        else if (!sessions.canSeeOtherSessions) missing[part] = 'this account cannot see other sessions, and these counters are server-wide';
+        if (missing[part]) deltas[part] = null;
+      }
+      const inTransaction = [...new Set([...a.openTransactions, ...b.openTransactions])];
+      if (inTransaction.length > 0) {
+        for (const part of this.#source.workHeldInTransaction ?? []) {
+          missing[part] = `window connection(s) ${inTransaction.map((id) => `#${id}`).join(', ')} sat in an open transaction at ${
+            b.openTransactions.length > 0 ? 'the end' : 'the start'
+          } of the window, and the server publishes these counters only when a session is idle outside a transaction`;
+          deltas[part] = null;
+        }
+      }
+    }
+    const summary = summarize(deltas, missing);
+    const figures: WorkFigures = {};
+    const unknown: Record<string, string> = {};
+    for (const [figure, why] of Object.entries(caps.figures)) if (why !== null) unknown[figure] = why;
+    Object.assign(unknown, summary.unknown);
+    for (const [figure, value] of Object.entries(summary.figures) as [keyof WorkFigures, number][]) {
+      if (figure in unknown) continue;
+      if (sessions && figure in this.#workCost.unstable) {
+        unknown[figure] = `the probe's own cost in ${figure} was not the same in every empty window (${this.#workCost.unstable[figure]!.join('/')}), so it cannot be subtracted`;
+        continue;
+      }
+      figures[figure] = sessions ? value - (this.#workCost.figures[figure] ?? 0) : value;
+    }
+    const notes = [...summary.notes];
+    const residue = nonZero(this.#workCost.figures);
+    if (sessions && Object.keys(residue).length > 0) notes.push(`the probe's own readings cost ${describeCounters(residue)} in each window: subtracted`);
+    return {
+      figures,
+      unknown,
+      tables: deltas.tables,
+      statements: deltas.statements,
+      statementsUnknown: deltas.statements ? null : caps.statementFigures.length === 0 ? 'this server keeps no per-statement figures' : (missing.statements ?? 'the statement entries were not read'),
+      statementFigures: [...caps.statementFigures],
+      unindexedScans: summary.unindexedScans,
+      scansUnknown: summary.scansUnknown,
+      notes,
     };
   }
 
@@ -461,6 +609,11 @@ export class SnapshotProbe implements ServerProbe {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+function movedWorkStatements(before: WorkReading | undefined, after: WorkReading | undefined): string[] {
+  if (!before?.statements || !after?.statements) return [];
+  return [...after.statements.entries()].filter(([key, s]) => s.calls !== (before.statements!.get(key)?.calls ?? 0)).map(([key]) => key);
 }
 
 function movedStatements(before: Snapshot['statements'], after: Snapshot['statements']): string[] {

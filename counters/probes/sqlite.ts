@@ -1,8 +1,17 @@
 import type { BackendDescription } from '../../containers/types';
 import type { WindowContext } from './probe';
-import type { Snapshot, SnapshotSource } from './snapshot-probe';
+import type { Snapshot, SnapshotSource, WorkSummary } from './snapshot-probe';
+import { SERVER_WORK_FIGURES, type ServerWorkCapabilities, type ServerWorkFigure } from './server-work';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
+
+const NO_WORK_COUNTERS =
+  "SQLite keeps its work counters per prepared statement (sqlite3_stmt_status: full-scan steps, sorts, automatic indexes), and better-sqlite3 does not expose them";
+/** Nothing: every figure unknown, with the reason. */
+export const SQLITE_WORK: ServerWorkCapabilities = {
+  figures: Object.fromEntries(SERVER_WORK_FIGURES.map((f) => [f, NO_WORK_COUNTERS])) as Record<ServerWorkFigure, string>,
+  statementFigures: [],
+};
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
@@ -30,6 +39,11 @@ export class SqliteSource implements SnapshotSource {
   readonly degraded: string[] = [];
   readonly connectionsKey = null;
   readonly comparable = [{ global: 'table.rows', perConnection: 'total_changes' }];
+  readonly work = SQLITE_WORK;
+
+  summarizeWork(): WorkSummary {
+    return { figures: {}, unknown: {}, unindexedScans: null, scansUnknown: NO_WORK_COUNTERS, notes: [] };
+  }
 
   constructor(description: BackendDescription) {
     this.description = description;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ServerWorkSchema } from './server-work';
 
 /**
  * The server-side numbers every backend can be compared on. A probe maps its own counters onto these, and
@@ -99,5 +100,10 @@ export const ServerLayerSchema = z.object({
   connectionsOpened: z.number().int().nullable().optional(),
   /** Empty windows taken to measure `probeCost`; all of them agreed, or the layer is incomplete. */
   calibrationPairs: z.number().int().nonnegative().optional(),
+  /**
+   * What the server did to answer the window's statements (rows examined, scans, temporary tables), per window and
+   * per statement entry; absent in layers written before it existed (see counters/probes/server-work.ts).
+   */
+  work: ServerWorkSchema.optional(),
 });
 export type ServerLayer = z.infer<typeof ServerLayerSchema>;
