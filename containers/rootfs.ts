@@ -224,6 +224,8 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     // Prepared executes are counted per statement only while statement events are recorded (off by default on MariaDB).
     '--performance-schema-consumer-events-statements-current=ON',
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+    // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8 and later.
+    '--local-infile=1',
     // A private throwaway server: durability costs time and buys nothing.
     '--innodb-flush-log-at-trx-commit=0',
     '--skip-log-bin',
