@@ -262,7 +262,8 @@ async function postgresLog(b: StartedBackend): Promise<ServerLog> {
         else if ((m = /^execute ([^:]+): ([\s\S]*)$/.exec(message))) entries.push({ connection: pid, command: 'Execute', text: m[2]!.trim() });
         else if ((m = /^duration: [\d.]+ ms {2}(parse|bind) ([^:]+): ([\s\S]*)$/.exec(message)))
           entries.push({ connection: pid, command: m[1] === 'parse' ? 'Parse' : 'Bind', text: m[3]!.trim() });
-        else if (/^duration: [\d.]+ ms$/.test(message) || /^connection received: /.test(message)) continue;
+        // A connection's handshake: received, then (with a password, as private servers ask one) authenticated.
+        else if (/^duration: [\d.]+ ms$/.test(message) || /^connection (received|authenticated): /.test(message)) continue;
         else if (/^connection authorized: /.test(message)) entries.push({ connection: pid, command: 'Connect', text: message });
         else entries.push({ connection: pid, command: `LOG ${message.slice(0, 40)}`, text: message });
       }

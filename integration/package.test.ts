@@ -26,10 +26,10 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
     expect(files.filter((f) => /\.map$|\.test\.|fixture|^integration\/|^bench\/|(?<!\.d)\.ts$/.test(f))).toEqual([]);
   });
 
-  it('is the size the README says, within 15%', () => {
-    const said = /The package unpacks to ([\d.]+) MB/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+  it('is the size the README says, within 25%', () => {
+    const said = /The package unpacks to about ([\d.]+) MB/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'));
     expect(said).not.toBeNull();
     const mb = packed!.unpackedSize / 1e6;
-    expect(Math.abs(mb - Number(said![1])) / Number(said![1])).toBeLessThanOrEqual(0.15);
+    expect(Math.abs(mb - Number(said![1])) / Number(said![1])).toBeLessThanOrEqual(0.25);
   });
 });
