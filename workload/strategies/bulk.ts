@@ -1,12 +1,12 @@
 import { createRequire } from 'node:module';
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import { SqltallyError } from '../../containers/errors';
 import { sliceBySizes } from '../chunking';
-import { bulkChunks, BULK_ROWS_PER_CHUNK } from '../bulk-text';
+import { bulkChunks, bulkTextStream, BULK_ROWS_PER_CHUNK } from '../bulk-text';
 import { COLUMN_NAMES } from '../rows';
 import type { Row } from '../rows';
 import type { WorkloadTable } from '../table';
-import type { InsertPlan, PreparedStep } from './types';
+import type { InsertPlan, PreparedInput, PreparedStep } from './types';
 
 /** `COPY <t> (c1, ..., c6) FROM STDIN`: text format, the server's defaults (tab, `\N`). */
 export function copyFromStdinSql(table: WorkloadTable): string {
@@ -78,4 +78,19 @@ export function localInfileRefusal(error: unknown, backend: string, sql: string)
     cause: error,
     hint: 'SET GLOBAL local_infile = 1 on the server (or start it with --local-infile=1); sqltally starts its private servers with it on',
   });
+}
+
+/** What a LOAD DATA LOCAL strategy calls: a `query` that takes the file as a stream factory (mysql2 and mariadb alike). */
+export type InfileQuery = (options: { sql: string; infileStreamFactory: () => Readable }) => Promise<unknown>;
+
+/** Each step as one LOAD DATA LOCAL INFILE, its rows streamed as text; a refusal names the server's local_infile. */
+export async function runLoadData(query: InfileQuery, input: PreparedInput): Promise<void> {
+  for (const step of input.steps) {
+    const rows = step.params as readonly Row[];
+    try {
+      await query({ sql: step.sql, infileStreamFactory: () => bulkTextStream(rows) });
+    } catch (error) {
+      throw localInfileRefusal(error, input.table.backend, step.sql);
+    }
+  }
 }

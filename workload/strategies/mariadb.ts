@@ -1,7 +1,5 @@
 import { COLUMN_COUNT } from '../rows';
-import { bulkTextStream } from '../bulk-text';
-import type { Row } from '../rows';
-import { bulkSteps, loadDataLocalSql, localInfileRefusal } from './bulk';
+import { bulkSteps, loadDataLocalSql, runLoadData } from './bulk';
 import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -88,16 +86,7 @@ export const MARIADB_LOAD_DATA = defineStrategy({
   connectionOptions: { permitLocalInfile: true },
   chunking: 'bulk',
   build: (rows, table, plan) => bulkSteps(rows, loadDataLocalSql(table), plan),
-  async run(handle, input) {
-    for (const step of input.steps) {
-      const rows = step.params as readonly Row[];
-      try {
-        await handle.query({ sql: step.sql, infileStreamFactory: () => bulkTextStream(rows) });
-      } catch (error) {
-        throw localInfileRefusal(error, input.table.backend, step.sql);
-      }
-    }
-  },
+  run: (handle, input) => runLoadData((options) => handle.query(options), input),
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
   wire: (plan) => ({ COM_QUERY: plan.statementRows.length, LocalInfileEnd: plan.statementRows.length }),
 });

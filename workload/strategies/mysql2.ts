@@ -2,9 +2,7 @@ import { COLUMN_COUNT } from '../rows';
 import { insertHead } from '../table';
 import type { ExecuteValues, QueryValues } from 'mysql2';
 import type { PreparedStep } from './types';
-import { bulkTextStream } from '../bulk-text';
-import type { Row } from '../rows';
-import { bulkDataMessages, bulkSteps, loadDataLocalSql, localInfileRefusal } from './bulk';
+import { bulkDataMessages, bulkSteps, loadDataLocalSql, runLoadData } from './bulk';
 import { defineStrategy, expectedCall, inTransaction, literalSteps, perRowStep, placeholderSteps, withRollback } from './shared';
 import type { InsertStrategy } from './types';
 
@@ -100,16 +98,7 @@ export const MYSQL2_LOAD_DATA = defineStrategy({
   summary: "query({ sql: 'LOAD DATA LOCAL INFILE ...', infileStreamFactory }) with the rows streamed as text, one packet per 1000 rows",
   chunking: 'bulk',
   build: (rows, table, plan) => bulkSteps(rows, loadDataLocalSql(table), plan),
-  async run(handle, input) {
-    for (const step of input.steps) {
-      const rows = step.params as readonly Row[];
-      try {
-        await handle.query({ sql: step.sql, infileStreamFactory: () => bulkTextStream(rows) });
-      } catch (error) {
-        throw localInfileRefusal(error, input.table.backend, step.sql);
-      }
-    }
-  },
+  run: (handle, input) => runLoadData((options) => handle.query(options), input),
   calls: (plan) => plan.statementRows.map(() => expectedCall('query', 'query', 'other', 0)),
   wire: (plan) => ({ COM_QUERY: plan.statementRows.length, LocalInfileData: bulkDataMessages(plan), LocalInfileEnd: plan.statementRows.length }),
 });
