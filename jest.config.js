@@ -2,10 +2,10 @@
 // Plain JavaScript, so Jest loads it with Node's own require: a jest.config.ts goes through ts-node, which
 // type-checks it before any worker starts. `npm run typecheck` still checks it (// @ts-check, allowJs).
 // Two projects so `--selectProjects unit` runs in seconds without servers, while the default run does both.
-// TypeScript is stripped by esbuild (jest/esbuild-transform.js says why); `npm run typecheck` checks the types.
+// TypeScript is stripped by esbuild (integration/esbuild-transform.js says why); `npm run typecheck` checks the types.
 /** @type {import('jest').Config['transform']} */
 const esbuild = {
-  '^.+\\.ts$': '<rootDir>/jest/esbuild-transform.js',
+  '^.+\\.ts$': '<rootDir>/integration/esbuild-transform.js',
 };
 // The examples are what a user writes, so they run under what most users' TypeScript suites use: callers captured
 // through ts-jest's source maps stay tested.
@@ -29,7 +29,7 @@ const config = {
       displayName: 'unit',
       testEnvironment: 'node',
       transform: esbuild,
-      testMatch: ['<rootDir>/{containers,counters,workload,verdict,capture,reports,run,cli,jest,docs}/**/*.test.ts'],
+      testMatch: ['<rootDir>/{src,docs}/**/*.test.ts'],
     },
     {
       // Small apps a user would write, under the matchers the README shows; SQLite only, so always runnable.

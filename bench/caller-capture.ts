@@ -17,7 +17,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { captureCaller } from '../counters/caller';
+import { captureCaller } from '../src/shared/caller';
 
 const DEPTHS = [0, 10, 30];
 

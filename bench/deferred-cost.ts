@@ -1,5 +1,5 @@
 /**
- * What following a measured function's asynchronous work costs (capture/deferred-work.ts): the same windows with the
+ * What following a measured function's asynchronous work costs (src/capture/deferred-work.ts): the same windows with the
  * tracking on and off (`deferredWork: false`), alternating, on SQLite (in process, so the figure is the tracking's
  * and not a server's). Per call: a window of N awaited calls, each an async function around a counted prepared
  * INSERT (each call makes a few promises, every one followed). Per window: an empty window. CPU time of this process.

@@ -3,7 +3,7 @@
  * a Jest test file (bench/driver-jest.bench.ts, where this file, sqltally's build and better-sqlite3 are all loaded
  * through Jest's module registry into its vm context, as a user's test suite loads an installed sqltally).
  */
-import type { DriverRecorder as Recorder } from '../counters/driver-layer';
+import type { DriverRecorder as Recorder } from '../src/driver/driver-layer';
 import { countExpandedValues, DriverRecorder, makeRows, wrapBetterSqlite3, wrapMysql2, wrapPg } from './shipped';
 import { mysql2StandIn, pgStandIn, STAND_IN_INSERT, type PgStandIn } from './stand-ins';
 

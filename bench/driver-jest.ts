@@ -3,7 +3,7 @@
  *
  * Jest runs every module in a vm context whose global lookups (`Math`, `Array`, `Number`...) go through an
  * interceptor that V8 cannot cache, about 250 ns each on a 2-core machine; code that reads a global on every call
- * pays that in a user's test suite and not in a plain-Node bench (see counters/intrinsics.ts). So the same
+ * pays that in a user's test suite and not in a plain-Node bench (see src/shared/intrinsics.ts). So the same
  * measurement runs twice: here, in plain Node, and inside a Jest this bench starts on bench/driver-jest.bench.ts
  * (the build in dist/, better-sqlite3 and the measuring code all loaded through Jest's module registry, as a user's
  * tests load an installed sqltally). `--control` puts raw on both sides of every pair: the noise floor.

@@ -19,7 +19,7 @@
  * ratio overstates the proxy's share of the whole insert; the wall ratio is the one the 1.02 target is about.
  *
  * The counted side records into a `DriverRecorder` with a window open around each timed run: the sink a capture
- * session uses (`capture/capture.ts`), so the figures are what a user's suite pays, window bookkeeping included.
+ * session uses (`src/capture/capture.ts`), so the figures are what a user's suite pays, window bookkeeping included.
  *
  * Then, on in-memory SQLite, the rows of issue 15's goal table that no strategy covers:
  * - one call binding many values: a multi-row `?` INSERT of 100, 1000 and 5000 rows (600, 6000 and 30000 values),
@@ -38,12 +38,12 @@
 import os from 'node:os';
 import postgres from 'postgres';
 import { parseArgs } from 'node:util';
-import type { BackendName, ConnectionInfo, StartedBackend } from '../containers/types';
-import type { DriverName } from '../counters/driver/names';
-import type { DriverRecorder as Recorder } from '../counters/driver-layer';
-import type { DriverHandle, OpenedConnection } from '../counters/driver/open';
-import type { AnyInsertStrategy } from '../workload/strategies';
-import type { WorkloadTable } from '../workload/table';
+import type { BackendName, ConnectionInfo, StartedBackend } from '../src/backends/types';
+import type { DriverName } from '../src/shared/driver-names';
+import type { DriverRecorder as Recorder } from '../src/driver/driver-layer';
+import type { DriverHandle, OpenedConnection } from '../src/driver/open';
+import type { AnyInsertStrategy } from '../src/workload/strategies';
+import type { WorkloadTable } from '../src/workload/table';
 // The code measured comes from the build (see shipped.ts).
 import {
   COLUMN_COUNT,

@@ -15,7 +15,7 @@
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { fingerprint } from '../counters/fingerprint';
+import { fingerprint } from '../src/sql/fingerprint';
 
 const TARGET_CHARS = 200_000;
 

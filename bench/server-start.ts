@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { resolveBackend, startBackend } from '../containers/registry';
+import { resolveBackend, startBackend } from '../src/backends/registry';
 import { childrenCpuMs } from './children-cpu';
 
 /**

@@ -1,10 +1,10 @@
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { startBackend } from '../containers/registry';
-import { withSqlClient } from '../containers/sql-client';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
-import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../counters/probes';
-import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
+import { startBackend } from '../src/backends/registry';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import { createProbe, type ServerLayer, type ServerProbe, type WindowContext } from '../src/server';
+import { startWireProxy, type WireProxy } from '../src/wire/proxy';
 
 /**
  * The race behind issue 12.8, and its fix, in figures. The server files a statement in its own bookkeeping after it
@@ -15,7 +15,7 @@ import { startWireProxy, type WireProxy } from '../counters/wire/proxy';
  * - `unsettled`: nothing settles the writer's connection before the reading (a user's pool, before the wire proxy
  *   settled connections itself);
  * - `driver ping` (MySQL family) / `own flush` (PostgreSQL): the writer settled by sqltally through the driver, as
- *   a `wire: false` session does (`capture/own-settle.ts`; PostgreSQL's probe flushes the session connection);
+ *   a `wire: false` session does (`src/capture/own-settle.ts`; PostgreSQL's probe flushes the session connection);
  * - `wire proxy`: the writer connected through the wire proxy, which settles every quiet connection it carries
  *   (`WireProxy.settle`: COM_PING, `SELECT pg_stat_force_next_flush()`), the default path.
  *

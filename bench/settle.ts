@@ -1,7 +1,7 @@
 import { Client } from 'pg';
-import { startBackend } from '../containers/registry';
-import type { StartedBackend } from '../containers/types';
-import { createProbe } from '../counters/probes';
+import { startBackend } from '../src/backends/registry';
+import type { StartedBackend } from '../src/backends/types';
+import { createProbe } from '../src/server';
 
 /**
  * How long PostgreSQL statistics take to become visible after a 5000-row INSERT, as the probe measures it

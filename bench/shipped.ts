@@ -28,7 +28,7 @@ function load<T>(module: string): T {
   const built = fs.existsSync(file) ? file : path.join(ROOT, 'dist', module, 'index.js');
   if (!fs.existsSync(built)) throw new Error(`bench: ${built} is missing: run \`npm run build\` first (the benches measure the build)`);
   // A build older than its folder's sources would measure code that is no longer there.
-  const folder = path.join(ROOT, module.split('/')[0]!);
+  const folder = path.join(ROOT, 'src', module.split('/')[0]!);
   if (!NEWEST.has(folder)) NEWEST.set(folder, newestSource(folder));
   if ((NEWEST.get(folder) ?? 0) > fs.statSync(built).mtimeMs) {
     throw new Error(`bench: dist/ is older than the sources under ${folder}: run \`npm run build\` first (the benches measure the build)`);
@@ -36,16 +36,16 @@ function load<T>(module: string): T {
   return require(built) as T;
 }
 
-export const { DriverRecorder } = load<typeof import('../counters/driver-layer')>('counters/driver-layer');
-export const { wrapBetterSqlite3 } = load<typeof import('../counters/driver/better-sqlite3')>('counters/driver/better-sqlite3');
-export const { wrapMysql2 } = load<typeof import('../counters/driver/mysql2')>('counters/driver/mysql2');
-export const { wrapPg } = load<typeof import('../counters/driver/pg')>('counters/driver/pg');
-export const { wrapPostgresJs } = load<typeof import('../counters/driver/postgres-js')>('counters/driver/postgres-js');
-export const { countExpandedValues, markOf } = load<typeof import('../counters/driver/counted')>('counters/driver/counted');
-export const { openCountedConnection, openRawConnection, runSql } = load<typeof import('../counters/driver/open')>('counters/driver/open');
-export const { findStrategy, runStrategy, strategiesFor } = load<typeof import('../workload/strategies')>('workload/strategies');
-export const { flatValues } = load<typeof import('../workload/strategies/shared')>('workload/strategies/shared');
-export const { COLUMN_COUNT, makeRows } = load<typeof import('../workload/rows')>('workload/rows');
-export const { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } = load<typeof import('../workload/table')>('workload/table');
-export const { startBackend } = load<typeof import('../containers/registry')>('containers/registry');
-export const { CaptureSession } = load<typeof import('../capture/capture')>('capture/capture');
+export const { DriverRecorder } = load<typeof import('../src/driver/driver-layer')>('driver/driver-layer');
+export const { wrapBetterSqlite3 } = load<typeof import('../src/driver/better-sqlite3')>('driver/better-sqlite3');
+export const { wrapMysql2 } = load<typeof import('../src/driver/mysql2')>('driver/mysql2');
+export const { wrapPg } = load<typeof import('../src/driver/pg')>('driver/pg');
+export const { wrapPostgresJs } = load<typeof import('../src/driver/postgres-js')>('driver/postgres-js');
+export const { countExpandedValues, markOf } = load<typeof import('../src/driver/counted')>('driver/counted');
+export const { openCountedConnection, openRawConnection, runSql } = load<typeof import('../src/driver/open')>('driver/open');
+export const { findStrategy, runStrategy, strategiesFor } = load<typeof import('../src/workload/strategies')>('workload/strategies');
+export const { flatValues } = load<typeof import('../src/workload/strategies/shared')>('workload/strategies/shared');
+export const { COLUMN_COUNT, makeRows } = load<typeof import('../src/workload/rows')>('workload/rows');
+export const { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } = load<typeof import('../src/workload/table')>('workload/table');
+export const { startBackend } = load<typeof import('../src/backends/registry')>('backends/registry');
+export const { CaptureSession } = load<typeof import('../src/capture/capture')>('capture/capture');

@@ -7,7 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { format as mysql2Format } from 'mysql2';
 import postgres, { type Sql } from 'postgres';
-import { PromiseConnection, type Mysql2Callback } from '../counters/driver/mysql2.fixture';
+import { PromiseConnection, type Mysql2Callback } from '../src/driver/mysql2.fixture';
 
 /** The 2-value INSERT the per-call figures repeat, in each driver's placeholder style. */
 export const STAND_IN_INSERT = { pg: 'INSERT INTO t (a, b) VALUES ($1, $2)', mysql2: 'INSERT INTO t (a, b) VALUES (?, ?)' } as const;
@@ -29,7 +29,7 @@ export interface Mysql2CallbackStandIn {
 }
 
 /**
- * A mysql2 promise connection built as mysql2 3.x builds its own (counters/driver/mysql2.fixture.ts): `query`,
+ * A mysql2 promise connection built as mysql2 3.x builds its own (src/driver/mysql2.fixture.ts): `query`,
  * `execute` and a prepared statement's `execute` make one promise and hand a callback to the callback connection
  * underneath, which answers on the next microtask, as mysql2 does from its socket. With `formats`, that connection
  * formats the values into the SQL text with mysql2's own `format` (sql-escaper) before it answers, as the real

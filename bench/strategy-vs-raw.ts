@@ -8,13 +8,13 @@
  * per-pair ratios strategy/raw: above 1 the strategy is slower than one literal multi-row INSERT.
  */
 import { parseArgs } from 'node:util';
-import { startBackend } from '../containers/registry';
-import type { StartedBackend } from '../containers/types';
-import { openRawConnection, runSql } from '../counters/driver/open';
-import { formatMs } from '../reports/timings';
-import { makeRows } from '../workload/rows';
-import { findStrategy, RAW_SQL_TWIN, runStrategy, strategiesFor, type AnyInsertStrategy } from '../workload/strategies';
-import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
+import { startBackend } from '../src/backends/registry';
+import type { StartedBackend } from '../src/backends/types';
+import { openRawConnection, runSql } from '../src/driver/open';
+import { formatMs } from '../src/report/timings';
+import { makeRows } from '../src/workload/rows';
+import { findStrategy, RAW_SQL_TWIN, runStrategy, strategiesFor, type AnyInsertStrategy } from '../src/workload/strategies';
+import { createTableSql, dropTableSql, workloadTable } from '../src/workload/table';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
 

@@ -7,7 +7,7 @@ import net from 'node:net';
 import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import type { RecordedStream, StreamChunk } from './wire-replay';
 
 export const ROWS = 5000;

@@ -27,10 +27,10 @@ import type { Duplex } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { startBackend } from '../containers/registry';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
-import { startWireProxy } from '../counters/wire/proxy';
-import type { WireCounts } from '../counters/wire/types';
+import { startBackend } from '../src/backends/registry';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import { startWireProxy } from '../src/wire/proxy';
+import type { WireCounts } from '../src/wire/types';
 
 type Protocol = 'mysql' | 'postgres';
 type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat';
@@ -77,7 +77,7 @@ async function startRelay(kind: RelayKind, protocol: Protocol, target: Endpoint)
   if (kind === 'worker') {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { module: join(__dirname, '..', 'dist', 'counters', 'wire', 'proxy.js'), protocol, target },
+      workerData: { module: join(__dirname, '..', 'dist', 'wire', 'proxy.js'), protocol, target },
     });
     const ask = <T>(message: string, key: string): Promise<T> =>
       new Promise((resolve, reject) => {

@@ -26,7 +26,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { startBackend } from '../containers/registry';
+import { startBackend } from '../src/backends/registry';
 import { recordStreams } from './wire-capture';
 import { measureRelay } from './wire-relay';
 import type { RelayFigures } from './wire-relay';

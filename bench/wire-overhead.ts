@@ -24,10 +24,10 @@
 import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { startBackend } from '../containers/registry';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
-import { startWireProxy } from '../counters/wire/proxy';
-import type { WireProxy } from '../counters/wire/proxy';
+import { startBackend } from '../src/backends/registry';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import { startWireProxy } from '../src/wire/proxy';
+import type { WireProxy } from '../src/wire/proxy';
 import { startRecorder } from './wire-capture';
 import { cpuNs, measureReplayCpu, streamSize } from './wire-replay';
 import type { RecordedStream, StreamChunk } from './wire-replay';

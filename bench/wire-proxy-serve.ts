@@ -4,7 +4,7 @@
  *
  *   node --cpu-prof --import tsx bench/wire-proxy-serve.ts postgres 127.0.0.1 5432
  */
-import { startWireProxy } from '../counters/wire/proxy';
+import { startWireProxy } from '../src/wire/proxy';
 
 async function main(): Promise<void> {
   const [protocol, host, port] = process.argv.slice(2);

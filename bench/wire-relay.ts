@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import { startWireProxy } from '../counters/wire/proxy';
+import { startWireProxy } from '../src/wire/proxy';
 import { cpuNs, median } from './wire-replay';
 
 const SINK = `

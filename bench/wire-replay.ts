@@ -8,10 +8,10 @@
  * then one record per chunk: 1 byte direction (0 client, 1 server), 4-byte big-endian length, the bytes.
  */
 import { readFileSync, writeFileSync, renameSync } from 'node:fs';
-import { MysqlSession } from '../counters/wire/mysql-protocol';
-import { PgSession } from '../counters/wire/pg-protocol';
-import type { WireSession } from '../counters/wire/tally';
-import type { WireCounts } from '../counters/wire/types';
+import { MysqlSession } from '../src/wire/mysql-protocol';
+import { PgSession } from '../src/wire/pg-protocol';
+import type { WireSession } from '../src/wire/tally';
+import type { WireCounts } from '../src/wire/types';
 
 export interface StreamChunk {
   from: 'client' | 'server';

@@ -6,12 +6,12 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import type { LocalInstall } from '../containers/backend';
-import { SqltallyError } from '../containers/errors';
-import { processAlive } from '../containers/live';
-import { freePort } from '../containers/local-process';
-import { BACKENDS, localInstalls, startBackend } from '../containers/registry';
-import type { BackendName, ConnectionInfo, Flavour, NetworkConnection, StartedBackend } from '../containers/types';
+import type { LocalInstall } from '../src/backends/backend';
+import { SqltallyError } from '../src/shared/errors';
+import { processAlive } from '../src/backends/live';
+import { freePort } from '../src/backends/local-process';
+import { BACKENDS, localInstalls, startBackend } from '../src/backends/registry';
+import type { BackendName, ConnectionInfo, Flavour, NetworkConnection, StartedBackend } from '../src/backends/types';
 import { describeEachBackend, integrationBackends, START_TIMEOUT_MS, withBackend } from './harness';
 import type { AvailableIntegrationBackend } from './harness';
 

@@ -5,17 +5,17 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { cli } from './cli';
-import { SqltallyError } from '../containers/errors';
-import { resolveBackend, startBackend } from '../containers/registry';
-import { ReportSchema, readReportFile } from '../reports/schema';
-import { MAX_ROWS_PER_CELL } from '../run/plan';
+import { SqltallyError } from '../src/shared/errors';
+import { resolveBackend, startBackend } from '../src/backends/registry';
+import { ReportSchema, readReportFile } from '../src/report/schema';
+import { MAX_ROWS_PER_CELL } from '../src/run/plan';
 import { findLeaks } from './global-teardown';
 import { START_TIMEOUT_MS, describeEachBackend, integrationBackends, withBackend } from './harness';
 import { tsChild } from './ts-child';
 import { itForProvider, type ProviderTable } from './faults/providers';
 
 // Bad input that needs something real at the other end: a private database server, the Redis that may run on this
-// machine, the built run itself interrupted mid-workload. The cases that need nothing are in cli/bad-input.test.ts.
+// machine, the built run itself interrupted mid-workload. The cases that need nothing are in src/cli/bad-input.test.ts.
 jest.setTimeout(START_TIMEOUT_MS);
 
 const ROOT = path.resolve(__dirname, '..');

@@ -1,14 +1,14 @@
 // @waits 12: the COPY and LOAD DATA strategies, exact on every layer, a COPY that fails halfway and a LOAD DATA refused.
 import { Readable } from 'node:stream';
-import { CaptureSession, type Captured } from '../capture/capture';
-import { withSqlClient } from '../containers/sql-client';
-import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
-import { makeRows } from '../workload/rows';
-import { STRATEGIES, runStrategy, type AnyInsertStrategy } from '../workload/strategies';
-import { loadCopyFrom } from '../workload/strategies/bulk';
-import { bulkTextStream } from '../workload/bulk-text';
-import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
-import { verifyRows } from '../workload/verify';
+import { CaptureSession, type Captured } from '../src/capture/capture';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
+import { makeRows } from '../src/workload/rows';
+import { STRATEGIES, runStrategy, type AnyInsertStrategy } from '../src/workload/strategies';
+import { loadCopyFrom } from '../src/workload/strategies/bulk';
+import { bulkTextStream } from '../src/workload/bulk-text';
+import { createTableSql, dropTableSql, workloadTable } from '../src/workload/table';
+import { verifyRows } from '../src/workload/verify';
 import { describeEachBackend, withBackend } from './harness';
 import { pipeline } from 'node:stream/promises';
 

@@ -1,7 +1,7 @@
 // @waits 4: one window each on a private server, closed from inside.
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { CaptureSession } from '../capture/capture';
+import { CaptureSession } from '../src/capture/capture';
 import { describeEachBackend, START_TIMEOUT_MS, withBackend } from './harness';
 
 jest.setTimeout(START_TIMEOUT_MS);

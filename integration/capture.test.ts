@@ -1,13 +1,13 @@
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { capture, CaptureSession } from '../capture/capture';
-import type { SessionConnection } from '../capture/connection';
-import type { BackendName, StartedBackend } from '../containers/types';
-import { departedBefore } from '../counters/departures';
-import type { DriverName } from '../counters/driver/names';
-import { openRawConnection } from '../counters/driver/open';
-import type { CountSpec } from '../jest/expectations';
-import { installSqltallyMatchers } from '../jest/matchers';
+import { capture, CaptureSession } from '../src/capture/capture';
+import type { SessionConnection } from '../src/capture/connection';
+import type { BackendName, StartedBackend } from '../src/backends/types';
+import { departedBefore } from '../src/shared/departures';
+import type { DriverName } from '../src/shared/driver-names';
+import { openRawConnection } from '../src/driver/open';
+import type { CountSpec } from '../src/jest/expectations';
+import { installSqltallyMatchers } from '../src/jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
 
 installSqltallyMatchers();

@@ -1,4 +1,4 @@
-import { main } from '../cli/main';
+import { main } from '../src/cli/main';
 
 /** Runs the CLI in-process with stdout and stderr captured as one text, and `env` added to process.env for the call. */
 export async function cli(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; said: string }> {

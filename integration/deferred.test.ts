@@ -14,10 +14,10 @@ import mysql2Callback from 'mysql2';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import postgres from 'postgres';
-import { CaptureSession } from '../capture/capture';
-import type { Captured } from '../capture/capture';
-import type { BackendName, NetworkConnection } from '../containers/types';
-import { installSqltallyMatchers } from '../jest/matchers';
+import { CaptureSession } from '../src/capture/capture';
+import type { Captured } from '../src/capture/capture';
+import type { BackendName, NetworkConnection } from '../src/backends/types';
+import { installSqltallyMatchers } from '../src/jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
 import { createTables } from './orms/fixture';
 

@@ -4,11 +4,11 @@
  * shows here: mysql2's callback-API prepared statement handed `values.values` (a function), which the window read as
  * an empty list, so every call looked like the same set.
  */
-import { DriverRecorder } from '../counters/driver-layer';
-import { markOf } from '../counters/driver/counted';
-import type { DriverName } from '../counters/driver/names';
-import { openCountedConnection, runSql, type DriverHandle } from '../counters/driver/open';
-import { driversFor } from '../counters/driver/registry';
+import { DriverRecorder } from '../src/driver/driver-layer';
+import { markOf } from '../src/driver/counted';
+import type { DriverName } from '../src/shared/driver-names';
+import { openCountedConnection, runSql, type DriverHandle } from '../src/driver/open';
+import { driversFor } from '../src/driver/registry';
 import { describeEachBackend, withBackend } from './harness';
 
 type Callback = (err: unknown, result?: unknown) => void;

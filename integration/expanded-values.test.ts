@@ -6,11 +6,11 @@
  * the driver wrote. An object inside a `VALUES ?` row counted one value per key until stop 32 (mysql2 writes it as
  * one string), and a mariadb JSON value one per key (the connector writes one JSON string).
  */
-import { DriverRecorder } from '../counters/driver-layer';
-import { markOf } from '../counters/driver/counted';
-import type { DriverName } from '../counters/driver/names';
-import { openCountedConnection, runSql, type DriverHandle } from '../counters/driver/open';
-import { driversFor } from '../counters/driver/registry';
+import { DriverRecorder } from '../src/driver/driver-layer';
+import { markOf } from '../src/driver/counted';
+import type { DriverName } from '../src/shared/driver-names';
+import { openCountedConnection, runSql, type DriverHandle } from '../src/driver/open';
+import { driversFor } from '../src/driver/registry';
 import { describeEachBackend, withBackend } from './harness';
 
 type Query = (sql: unknown, values?: unknown) => Promise<unknown>;

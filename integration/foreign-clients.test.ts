@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { CaptureSession } from '../capture/capture';
-import type { Tally } from '../capture/tally';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
+import { CaptureSession } from '../src/capture/capture';
+import type { Tally } from '../src/capture/tally';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

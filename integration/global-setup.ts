@@ -1,5 +1,5 @@
-import { parseBackendId, resolveBackend, variantIds } from '../containers/registry';
-import type { Resolution } from '../containers/types';
+import { parseBackendId, resolveBackend, variantIds } from '../src/backends/registry';
+import type { Resolution } from '../src/backends/types';
 import { RESOLVED_ENV } from './harness';
 import { useRamTmpdir } from './ram-tmpdir';
 import type { IntegrationBackend } from './harness';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { DATADIR_PREFIX, runTag } from '../containers/local-process';
-import { privateDirBases } from '../containers/stale';
+import { DATADIR_PREFIX, runTag } from '../src/backends/local-process';
+import { privateDirBases } from '../src/backends/stale';
 import { existingProcessPool, poolMarker } from './pool';
 
 /** A process or directory sqltally made that is still here. */

@@ -1,10 +1,10 @@
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { preparePostgres } from '../containers/postgres';
-import type { BackendName, Flavour, NetworkConnection, StartedBackend } from '../containers/types';
-import { MARIADB_TRAITS } from '../counters/probes/mariadb';
-import { MYSQL_TRAITS } from '../counters/probes/mysql';
-import type { MysqlFamilyTraits } from '../counters/probes/mysql-family';
+import { preparePostgres } from '../src/backends/postgres';
+import type { BackendName, Flavour, NetworkConnection, StartedBackend } from '../src/backends/types';
+import { MARIADB_TRAITS } from '../src/server/mariadb';
+import { MYSQL_TRAITS } from '../src/server/mysql';
+import type { MysqlFamilyTraits } from '../src/server/mysql-family';
 
 /**
  * How a server lent by the per-worker pool (integration/pool.ts) is checked and cleaned between two test files:

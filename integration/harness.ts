@@ -1,5 +1,5 @@
-import { startBackend } from '../containers/registry';
-import type { BackendDescription, BackendName, ConnectionInfo, ProviderKind, StartedBackend } from '../containers/types';
+import { startBackend } from '../src/backends/registry';
+import type { BackendDescription, BackendName, ConnectionInfo, ProviderKind, StartedBackend } from '../src/backends/types';
 
 /** Environment variable through which global setup hands its resolutions to every test file. */
 export const RESOLVED_ENV = 'SQLTALLY_INTEGRATION_BACKENDS';

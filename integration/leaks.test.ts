@@ -1,6 +1,6 @@
 // @waits 45: servers started and their Node process signalled, one after another on every backend.
 import fs from 'node:fs';
-import { processAlive } from '../containers/live';
+import { processAlive } from '../src/backends/live';
 import { START_TIMEOUT_MS } from './harness';
 import { POLL_MS, ORPHAN_EXIT_MS, childEnv, eachId, exitOf, firstJsonLine, HOLD, owned, servers, settledLeaks, sleep, spawnTs } from './leaks.fixture';
 import { findLeaks, sweepLeaks } from './global-teardown';

@@ -2,12 +2,12 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { main } from '../cli/main';
-import { baselineFromReport, compareWithBaseline, renderGateResult } from '../reports/gate';
-import { readReportFile } from '../reports/schema';
-import { runMatrix } from '../run/matrix';
-import { BACKEND_NAMES, type BackendName } from '../containers/types';
-import type { Cell, Report } from '../reports/schema';
+import { main } from '../src/cli/main';
+import { baselineFromReport, compareWithBaseline, renderGateResult } from '../src/report/gate';
+import { readReportFile } from '../src/report/schema';
+import { runMatrix } from '../src/run/matrix';
+import { BACKEND_NAMES, type BackendName } from '../src/backends/types';
+import type { Cell, Report } from '../src/report/schema';
 import { integrationBackends } from './harness';
 import { reportFiles } from './report-files';
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import mysql from 'mysql2/promise';
-import { processAlive } from '../containers/live';
-import { startBackend } from '../containers/registry';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
+import { processAlive } from '../src/backends/live';
+import { startBackend } from '../src/backends/registry';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import { integrationBackends, START_TIMEOUT_MS } from './harness';
 
 // Smoke test of real MySQL: what makes it different from MariaDB (Innodb_rows_inserted, performance_schema on by

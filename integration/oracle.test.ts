@@ -6,12 +6,12 @@ import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { bulkTextLine } from '../workload/bulk-text';
-import { CaptureSession, type Captured } from '../capture/capture';
-import { withSqlClient } from '../containers/sql-client';
-import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../containers/types';
-import type { DriverName } from '../counters/driver/names';
-import { isProbeConnection } from '../counters/probes/own-connections';
+import { bulkTextLine } from '../src/workload/bulk-text';
+import { CaptureSession, type Captured } from '../src/capture/capture';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../src/backends/types';
+import type { DriverName } from '../src/shared/driver-names';
+import { isProbeConnection } from '../src/server/own-connections';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

@@ -6,10 +6,10 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { CaptureSession } from '../capture/capture';
-import type { Captured } from '../capture/capture';
-import { SqltallyError } from '../containers/errors';
-import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
+import { CaptureSession } from '../src/capture/capture';
+import type { Captured } from '../src/capture/capture';
+import { SqltallyError } from '../src/shared/errors';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

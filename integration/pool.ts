@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
-import { forgetLive, liveResources } from '../containers/live';
-import { DATADIR_PREFIX, runTag } from '../containers/local-process';
-import { startBackend } from '../containers/registry';
-import type { StartedBackend } from '../containers/types';
+import { forgetLive, liveResources } from '../src/backends/live';
+import { DATADIR_PREFIX, runTag } from '../src/backends/local-process';
+import { startBackend } from '../src/backends/registry';
+import type { StartedBackend } from '../src/backends/types';
 import { changedObjects, changedSettings, describeSession, HANDOVER } from './handover';
 import type { ClientSession, HandoverSession, PooledHandover, ServerState } from './handover';
 import { lentPart, type IntegrationBackend, type ServerLender } from './harness';

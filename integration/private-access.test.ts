@@ -3,10 +3,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SHARED_SERVER_BASE } from '../containers/local-process';
-import { startBackend } from '../containers/registry';
-import { withSqlClient } from '../containers/sql-client';
-import type { NetworkConnection } from '../containers/types';
+import { SHARED_SERVER_BASE } from '../src/backends/local-process';
+import { startBackend } from '../src/backends/registry';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { NetworkConnection } from '../src/backends/types';
 import { describeEachBackend, START_TIMEOUT_MS, withBackend } from './harness';
 
 jest.setTimeout(START_TIMEOUT_MS);

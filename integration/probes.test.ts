@@ -3,11 +3,11 @@ import Database from 'better-sqlite3';
 import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import { SqltallyError } from '../containers/errors';
-import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
-import { createProbe, type ServerLayer, type ServerProbe, type ServerSummary, type WindowContext } from '../counters/probes';
-import { nonZero } from '../counters/probes/window';
-import { decideVerdict } from '../verdict/verdict';
+import { SqltallyError } from '../src/shared/errors';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
+import { createProbe, type ServerLayer, type ServerProbe, type ServerSummary, type WindowContext } from '../src/server';
+import { nonZero } from '../src/server/window';
+import { decideVerdict } from '../src/verdict/verdict';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

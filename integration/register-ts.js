@@ -2,7 +2,7 @@
 // Plain JavaScript: loaded with `node --require` before anything can be transformed.
 const fs = require('node:fs');
 const path = require('node:path');
-const { outputKey, transformTs } = require('../jest/esbuild-transform');
+const { outputKey, transformTs } = require('./esbuild-transform');
 
 /**
  * Lets a plain Node child of a test (`tsChild()` in integration/ts-child.ts) require the project's TypeScript, with

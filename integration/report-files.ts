@@ -1,6 +1,6 @@
-import { headline } from '../reports/headline';
-import type { Report } from '../reports/schema';
-import { chartFileName } from '../reports/svg';
+import { headline } from '../src/report/headline';
+import type { Report } from '../src/report/schema';
+import { chartFileName } from '../src/report/svg';
 
 /** The files a report directory holds: the fixed ones, and one count chart per backend the headline shows. */
 export function reportFiles(report: Report): string[] {

@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Browser, Page } from 'playwright-core';
-import { main } from '../cli/main';
-import { headline } from '../reports/headline';
-import { renderHtml } from '../reports/html';
-import { batchCell, fixtureReport } from '../reports/report.fixture';
-import { readReportFile, type Report } from '../reports/schema';
-import { formatMs } from '../reports/timings';
+import { main } from '../src/cli/main';
+import { headline } from '../src/report/headline';
+import { renderHtml } from '../src/report/html';
+import { batchCell, fixtureReport } from '../src/report/report.fixture';
+import { readReportFile, type Report } from '../src/report/schema';
+import { formatMs } from '../src/report/timings';
 
 const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';
 /** Where the screenshot is kept for CI to attach; `test-artifacts/` is ignored by git. */

@@ -1,10 +1,10 @@
 // @waits 20: a 20 000-row and a 10-row table on each backend, several windows each.
 import pg from 'pg';
-import { CaptureSession } from '../capture/capture';
-import type { Tally } from '../capture/tally';
-import type { BackendName } from '../containers/types';
-import type { ServerWorkFigure } from '../counters/probes/server-work';
-import { installSqltallyMatchers } from '../jest/matchers';
+import { CaptureSession } from '../src/capture/capture';
+import type { Tally } from '../src/capture/tally';
+import type { BackendName } from '../src/backends/types';
+import type { ServerWorkFigure } from '../src/server/server-work';
+import { installSqltallyMatchers } from '../src/jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
 
 installSqltallyMatchers();

@@ -1,10 +1,10 @@
-import type { StartedBackend } from '../containers/types';
-import type { DriverName } from '../counters/driver/names';
-import { canPing, openRawConnection, pingConnection, wrapConnection, type DriverHandle } from '../counters/driver/open';
-import { DriverTally, windowOfEvents } from '../counters/driver-layer';
-import { createProbe, type ServerProbe, type WindowContext } from '../counters/probes';
-import type { DriverOptions } from '../verdict/reconcile';
-import { decideVerdict } from '../verdict/verdict';
+import type { StartedBackend } from '../src/backends/types';
+import type { DriverName } from '../src/shared/driver-names';
+import { canPing, openRawConnection, pingConnection, wrapConnection, type DriverHandle } from '../src/driver/open';
+import { DriverTally, windowOfEvents } from '../src/driver/driver-layer';
+import { createProbe, type ServerProbe, type WindowContext } from '../src/server';
+import type { DriverOptions } from '../src/verdict/reconcile';
+import { decideVerdict } from '../src/verdict/verdict';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

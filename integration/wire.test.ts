@@ -1,10 +1,10 @@
 import * as mariadb from 'mariadb';
 import mysql from 'mysql2/promise';
 import { Client } from 'pg';
-import type { BackendName, NetworkConnection, StartedBackend } from '../containers/types';
-import { startWireProxy } from '../counters/wire/proxy';
-import type { WireProxy } from '../counters/wire/proxy';
-import type { WireCounts } from '../counters/wire/types';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
+import { startWireProxy } from '../src/wire/proxy';
+import type { WireProxy } from '../src/wire/proxy';
+import type { WireCounts } from '../src/wire/types';
 import { describeEachBackend, withBackend } from './harness';
 
 /**

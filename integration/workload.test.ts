@@ -1,16 +1,16 @@
 // @waits 24: every strategy at 5000 and 10000 rows on every backend.
-import type { StartedBackend } from '../containers/types';
-import { DriverTally } from '../counters/driver-layer';
-import { wrapConnection } from '../counters/driver/open';
-import { SqltallyError } from '../containers/errors';
-import { dropTable, openPlainConnection, recreateTable } from '../workload/connect';
-import { READ_LIMIT, readRows } from '../workload/read';
-import { makeRows } from '../workload/rows';
-import type { Row } from '../workload/rows';
-import { findStrategy, runStrategy, strategiesFor } from '../workload/strategies';
-import type { AnyInsertStrategy } from '../workload/strategies';
-import { workloadTable } from '../workload/table';
-import { verifyRows } from '../workload/verify';
+import type { StartedBackend } from '../src/backends/types';
+import { DriverTally } from '../src/driver/driver-layer';
+import { wrapConnection } from '../src/driver/open';
+import { SqltallyError } from '../src/shared/errors';
+import { dropTable, openPlainConnection, recreateTable } from '../src/workload/connect';
+import { READ_LIMIT, readRows } from '../src/workload/read';
+import { makeRows } from '../src/workload/rows';
+import type { Row } from '../src/workload/rows';
+import { findStrategy, runStrategy, strategiesFor } from '../src/workload/strategies';
+import type { AnyInsertStrategy } from '../src/workload/strategies';
+import { workloadTable } from '../src/workload/table';
+import { verifyRows } from '../src/workload/verify';
 import { describeEachBackend, withBackend } from './harness';
 
 const ROW_COUNTS = [100, 5_000, 10_000] as const;

@@ -6,7 +6,7 @@ const { join } = require('node:path');
 const { execFileSync } = require('node:child_process');
 
 const root = join(__dirname, '..');
-const SOURCES = ['containers', 'counters', 'workload', 'verdict', 'capture', 'reports', 'run', 'cli', 'jest', 'index.ts', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+const SOURCES = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
 const BUILT = join(root, 'dist', 'cli', 'main.js');
 
 function newest(path) {
@@ -15,7 +15,7 @@ function newest(path) {
   return readdirSync(path).reduce((m, name) => Math.max(m, newest(join(path, name))), 0);
 }
 
-const built = existsSync(BUILT) && existsSync(join(root, 'dist', 'reports', 'viewer', 'viewer.js')) ? statSync(BUILT).mtimeMs : 0;
+const built = existsSync(BUILT) && existsSync(join(root, 'dist', 'report', 'viewer', 'viewer.js')) ? statSync(BUILT).mtimeMs : 0;
 const sources = Math.max(...SOURCES.map((s) => join(root, s)).filter(existsSync).map(newest));
 if (built < sources) {
   console.error(built ? 'sqltally: sources changed since the last build: building dist/' : 'sqltally: building dist/ (first run)');

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, once per machine, a Debian root filesystem holding a database server newer than the host can run
 # (MySQL 9.x from sid, MariaDB 11.x from testing: both need a newer C library than Debian 12), so that
-# containers/rootfs.ts can start it through chroot. A cache entry is used only when its stamp says it is
+# src/backends/rootfs.ts can start it through chroot. A cache entry is used only when its stamp says it is
 # complete and was built by this very script: a half-built or older build is rebuilt, never reused.
 #
 # usage: scripts/provision-rootfs.sh <mysql|mariadb11>             ensure the root filesystem, print its path
@@ -65,7 +65,7 @@ main() {
   }
 
   # The hash covers the script itself (suite, package list, post-processing) and the entry name: editing the
-  # script makes every older cache entry an "older build". containers/rootfs.ts computes the same value.
+  # script makes every older cache entry an "older build". src/backends/rootfs.ts computes the same value.
   inputs_hash() {
     { cat "$SCRIPT_PATH"; printf '\n%s' "$NAME"; } | sha256sum | cut -c1-16
   }

@@ -4,10 +4,10 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { main } from '../cli/main';
-import { headline } from '../reports/headline';
-import { readReportFile } from '../reports/schema';
-import { renderMarkdown } from '../reports/markdown';
+import { main } from '../src/cli/main';
+import { headline } from '../src/report/headline';
+import { readReportFile } from '../src/report/schema';
+import { renderMarkdown } from '../src/report/markdown';
 
 const OUT = resolve(__dirname, '..', 'docs', 'report-example');
 const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
-import { CaptureSession } from '../../capture/capture';
-import { installSqltallyMatchers } from '../../jest/matchers';
-import { windowPerTest } from '../../jest/window';
+import { CaptureSession } from '../../src/capture/capture';
+import { installSqltallyMatchers } from '../../src/jest/matchers';
+import { windowPerTest } from '../../src/jest/window';
 import { createSchema, linesOfRecentOrders, linesOfRecentOrdersFixed, seed } from './app';
 
 installSqltallyMatchers();

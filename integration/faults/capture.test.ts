@@ -3,9 +3,9 @@ import { AsyncResource } from 'node:async_hooks';
 import net from 'node:net';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { CaptureSession, type Captured } from '../../capture/capture';
-import { SqltallyError } from '../../containers/errors';
-import type { BackendName, NetworkConnection, StartedBackend } from '../../containers/types';
+import { CaptureSession, type Captured } from '../../src/capture/capture';
+import { SqltallyError } from '../../src/shared/errors';
+import type { BackendName, NetworkConnection, StartedBackend } from '../../src/backends/types';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from '../harness';
 import { STRIKES_SERVER, itForProvider, serverControl, type FrozenServer } from './providers';
 

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { cli } from '../cli';
-import { readReportFile } from '../../reports/schema';
+import { readReportFile } from '../../src/report/schema';
 import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, integrationBackends } from '../harness';
 import { itForProvider, type ProviderTable } from './providers';

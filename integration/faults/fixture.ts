@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { descendantsOf, everyThreadStopped, processAlive } from '../../containers/live';
-import { openSqlClient } from '../../containers/sql-client';
-import type { BackendName, StartedBackend } from '../../containers/types';
-import { workloadTable } from '../../workload/table';
+import { descendantsOf, everyThreadStopped, processAlive } from '../../src/backends/live';
+import { openSqlClient } from '../../src/backends/sql-client';
+import type { BackendName, StartedBackend } from '../../src/backends/types';
+import { workloadTable } from '../../src/workload/table';
 
 /**
  * What the fault suite runs on each backend: a strategy whose rows become visible to other connections as it goes

@@ -1,4 +1,4 @@
-import type { BackendName } from '../../containers/types';
+import type { BackendName } from '../../src/backends/types';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { FAULT_ROWS, FAULT_TARGETS, faultEnv, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';

@@ -1,6 +1,6 @@
 // SQLite has no server to freeze: its variants show as visible skips (see freeze.cases.ts).
 import fs from 'node:fs';
-import { BACKEND_NAMES } from '../../containers/types';
+import { BACKEND_NAMES } from '../../src/backends/types';
 import { freezeCases } from './freeze.cases';
 
 freezeCases('sqlite');

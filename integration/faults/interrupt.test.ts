@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { readReportFile } from '../../reports/schema';
+import { readReportFile } from '../../src/report/schema';
 import { findLeaks } from '../global-teardown';
 import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';

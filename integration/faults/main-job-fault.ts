@@ -1,7 +1,7 @@
-import type { StartedBackend } from '../../containers/types';
-import { processAlive } from '../../containers/live';
-import type { Report } from '../../reports/schema';
-import { runMatrix } from '../../run/matrix';
+import type { StartedBackend } from '../../src/backends/types';
+import { processAlive } from '../../src/backends/live';
+import type { Report } from '../../src/report/schema';
+import { runMatrix } from '../../src/run/matrix';
 import { findLeaks } from '../global-teardown';
 import { FAULT_ROWS, FIRST_ROWS, strikeMidInsert } from './fixture';
 

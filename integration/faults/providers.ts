@@ -1,6 +1,6 @@
 import fs from 'node:fs';
-import { processAlive } from '../../containers/live';
-import type { ProviderKind, StartedBackend } from '../../containers/types';
+import { processAlive } from '../../src/backends/live';
+import type { ProviderKind, StartedBackend } from '../../src/backends/types';
 import { allThreadsStopped, signalServer, thawQuietly } from './fixture';
 
 /**

@@ -1,9 +1,9 @@
 // @waits 23: servers killed mid-insert, windows that give up.
 import fs from 'node:fs';
 import path from 'node:path';
-import { writeReport } from '../../reports/output';
-import { readReportFile } from '../../reports/schema';
-import { runMatrix } from '../../run/matrix';
+import { writeReport } from '../../src/report/output';
+import { readReportFile } from '../../src/report/schema';
+import { runMatrix } from '../../src/run/matrix';
 import { findLeaks } from '../global-teardown';
 import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';

@@ -1,9 +1,9 @@
 // @waits 17: measured windows beside writers inserting in a loop, on every backend.
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { CaptureSession, type Captured } from '../../capture/capture';
-import { runSql } from '../../counters/driver/open';
-import type { BackendName, NetworkConnection, StartedBackend } from '../../containers/types';
+import { CaptureSession, type Captured } from '../../src/capture/capture';
+import { runSql } from '../../src/driver/open';
+import type { BackendName, NetworkConnection, StartedBackend } from '../../src/backends/types';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from '../harness';
 
 /**

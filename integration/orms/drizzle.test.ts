@@ -8,8 +8,8 @@ import { integer as pgInteger, pgTable, serial, text as pgText } from 'drizzle-o
 import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import type { CaptureSession } from '../../capture/capture';
-import type { CallKind } from '../../counters/events';
+import type { CaptureSession } from '../../src/capture/capture';
+import type { CallKind } from '../../src/sql/events';
 import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';

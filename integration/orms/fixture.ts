@@ -1,6 +1,6 @@
-import type { BackendName, StartedBackend } from '../../containers/types';
-import { openRawConnection, runSql } from '../../counters/driver/open';
-import { READ_DRIVER_BY_BACKEND } from '../../workload/connect';
+import type { BackendName, StartedBackend } from '../../src/backends/types';
+import { openRawConnection, runSql } from '../../src/driver/open';
+import { READ_DRIVER_BY_BACKEND } from '../../src/workload/connect';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is

@@ -3,8 +3,8 @@ import { Kysely, MysqlDialect, PostgresDialect, sql, SqliteDialect } from 'kysel
 import type { Generated } from 'kysely';
 import mysql2 from 'mysql2';
 import pg from 'pg';
-import type { CaptureSession } from '../../capture/capture';
-import type { CallKind } from '../../counters/events';
+import type { CaptureSession } from '../../src/capture/capture';
+import type { CallKind } from '../../src/sql/events';
 import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';

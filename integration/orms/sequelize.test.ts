@@ -1,6 +1,6 @@
 import { DataTypes, Sequelize } from 'sequelize';
 import type { Model, ModelStatic } from 'sequelize';
-import type { CaptureSession } from '../../capture/capture';
+import type { CaptureSession } from '../../src/capture/capture';
 import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';

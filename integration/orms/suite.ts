@@ -1,10 +1,10 @@
-import { CaptureSession } from '../../capture/capture';
-import type { Captured } from '../../capture/capture';
-import type { BackendName } from '../../containers/types';
-import type { DriverName } from '../../counters/driver/names';
-import type { CallKind } from '../../counters/events';
-import type { CountSpec } from '../../jest/expectations';
-import { installSqltallyMatchers } from '../../jest/matchers';
+import { CaptureSession } from '../../src/capture/capture';
+import type { Captured } from '../../src/capture/capture';
+import type { BackendName } from '../../src/backends/types';
+import type { DriverName } from '../../src/shared/driver-names';
+import type { CallKind } from '../../src/sql/events';
+import type { CountSpec } from '../../src/jest/expectations';
+import { installSqltallyMatchers } from '../../src/jest/matchers';
 import { describeEachBackend, withBackend } from '../harness';
 import { bulkRows, BULK_PARENT_ID_SUM, BULK_ROWS, checkBulk, childrenOfParents, createTables, PARENTS } from './fixture';
 import type { ChildRow } from './fixture';

@@ -1,5 +1,5 @@
 import { DataSource, EntitySchema } from 'typeorm';
-import type { CaptureSession } from '../../capture/capture';
+import type { CaptureSession } from '../../src/capture/capture';
 import { PARENTS } from './fixture';
 import type { ChildRow } from './fixture';
 import { describeOrm } from './suite';

@@ -1,0 +1,208 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describeBackend, leadingVersion, startedBackend } from './backend';
+import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
+import { findExecutable, searchDirs, versionOutput } from './binaries';
+import { SqltallyError } from '../shared/errors';
+import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
+import { rootfsFinder } from './rootfs';
+import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
+import type { TemplateRecipe } from './template';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
+import type { NetworkConnection, StartedBackend } from './types';
+
+const SERVER_BINARY = 'mariadbd';
+const INSTALL_DB_BINARY = 'mariadb-install-db';
+const DEFAULT_IMAGE = 'mariadb:11.4';
+const DEFAULT_PORT = 3306;
+const DATABASE = 'sqltally';
+const USER = 'root';
+// The wire tests send a single 22 MB statement.
+const MAX_ALLOWED_PACKET = '64M';
+const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
+const REDO_LOG_SIZE = '--innodb-log-file-size=16M';
+const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port/i;
+const VERSION_PATTERN = /Ver\s+(\S+)/;
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+/**
+ * Where one private MariaDB keeps its files, all inside its private directory. The temporary directory is its own:
+ * a MariaDB deletes every `#sql*` file in its tmpdir when it starts, so a shared /tmp lets one starting server
+ * destroy the temporary tables another is using (seen as "Error on delete of '/tmp/#sql-temptable-...'").
+ */
+export function mariadbLayout(privateDir: string): { dataDir: string; tmpDir: string; initFile: string } {
+  return { dataDir: path.join(privateDir, 'data'), tmpDir: path.join(privateDir, 'tmp'), initFile: path.join(privateDir, 'sqltally-init.sql') };
+}
+
+/** Server options that make every private MariaDB ready for counting and reachable only from loopback. */
+export function mariadbServerArgs(privateDir: string, port: number): string[] {
+  const { dataDir, tmpDir, initFile } = mariadbLayout(privateDir);
+  return [
+    '--no-defaults',
+    `--datadir=${dataDir}`,
+    `--tmpdir=${tmpDir}`,
+    `--socket=${path.join(privateDir, 'mysqld.sock')}`,
+    `--pid-file=${path.join(privateDir, 'mysqld.pid')}`,
+    `--port=${port}`,
+    '--bind-address=127.0.0.1',
+    '--skip-networking=0',
+    // Clients on 127.0.0.1 then match 'root'@'127.0.0.1' exactly, not whatever 'localhost' resolves to.
+    '--skip-name-resolve',
+    // Off by default on MariaDB; the per-thread statement probes need it.
+    '--performance-schema=ON',
+    // Off by default on MariaDB too, and without it prepared_statements_instances never counts an execute, so a
+    // connection's prepared executes could not be told apart by statement class.
+    '--performance-schema-consumer-events-statements-current=ON',
+    `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+    `--init-file=${initFile}`,
+    // LOAD DATA LOCAL INFILE (the load-data strategies); a server with it off refuses them by name.
+    '--local-infile=1',
+    // The size the template's redo log was made with: any other and every start rewrote it (10.11 resizes the log
+    // to the configured size at startup: 96 MB written per start with the default).
+    REDO_LOG_SIZE,
+    // A private throwaway server: durability costs time and buys nothing.
+    '--innodb-flush-log-at-trx-commit=0',
+    '--skip-log-bin',
+    ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
+    ...(isRoot() ? ['--user=root'] : []),
+  ];
+}
+
+/** What mariadb-install-db gets after `--no-defaults` (which must come first) and its paths; part of the template's identity. */
+const INSTALL_OPTIONS = [
+  '--skip-test-db',
+  '--auth-root-authentication-method=normal',
+  // A smaller redo log makes the install and the datadir a fraction of the default size.
+  REDO_LOG_SIZE,
+];
+
+/** A data directory as mariadb-install-db makes it for this binary, built once and copied for every start. */
+function installTemplate(install: { binary: string; installDb: string }, options: StartOptions): TemplateRecipe {
+  const userArgs = isRoot() ? ['--user=root'] : [];
+  return {
+    name: 'mariadb',
+    identity: [fileIdentity(install.binary), fileIdentity(install.installDb), ...INSTALL_OPTIONS, ...userArgs],
+    build: async (building) => {
+      const tmpDir = path.join(building, 'tmp');
+      fs.mkdirSync(tmpDir, { mode: 0o700 });
+      await runTool(
+        options.id,
+        install.installDb,
+        // The bootstrap server the installer runs has temporary tables of its own: give it the scratch tmpdir.
+        ['--no-defaults', `--datadir=${path.join(building, 'data')}`, `--tmpdir=${tmpDir}`, ...INSTALL_OPTIONS, ...userArgs],
+        { cwd: building, env: options.env },
+      );
+    },
+  };
+}
+
+async function startLocal(install: { binary: string; installDb: string }, options: StartOptions): Promise<StartedBackend> {
+  const dir = makePrivateDir('mariadb', options.env);
+  const layout = mariadbLayout(dir.path);
+  const password = randomBytes(12).toString('hex');
+  try {
+    fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
+    const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
+    await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
+    fs.writeFileSync(
+      layout.initFile,
+      [
+        // The install makes root@'::1' and root@'<hostname>' without a password: only the password account on
+        // 127.0.0.1 and the socket's root@localhost (in the 0700 private directory) are kept.
+        `DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`,
+        'FLUSH PRIVILEGES;',
+        // The install may already have made this account without a password: set ours either way.
+        `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `GRANT ALL PRIVILEGES ON *.* TO '${USER}'@'127.0.0.1' WITH GRANT OPTION;`,
+        `CREATE DATABASE IF NOT EXISTS ${DATABASE};`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  } catch (err) {
+    await dir.remove();
+    throw err;
+  }
+  const connectionFor = loopbackConnection(USER, password, DATABASE);
+  const running = await launchServer({
+    id: options.id,
+    binary: install.binary,
+    args: (port) => mariadbServerArgs(dir.path, port),
+    dir,
+    stopSignal: STOP_SIGNAL,
+    bindFailure: BIND_FAILURE,
+    ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
+    isFatal: isMysqlAuthFailure,
+    env: options.env,
+    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
+  });
+  const connection = connectionFor(running.port);
+  try {
+    const identity = await identifyMysqlFamily(connection);
+    return startedBackend(
+      describeBackend(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
+      connection,
+      running.stop,
+      running,
+    );
+  } catch (cause) {
+    await running.stop();
+    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
+  }
+}
+
+/** Finds `mariadbd` + `mariadb-install-db` and asks the binary its version. */
+async function findLocalMariadb(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
+  const { dirs, described } = searchDirs(env, 'mariadb');
+  const binary = findExecutable(SERVER_BINARY, dirs);
+  const installDb = findExecutable(INSTALL_DB_BINARY, dirs);
+  if (!binary) return { installs: [], missing: [`no ${SERVER_BINARY} on ${described}`] };
+  if (!installDb) return { installs: [], missing: [`${SERVER_BINARY} found but no ${INSTALL_DB_BINARY} on ${described}`] };
+  const output = await versionOutput(binary);
+  const version = output ? VERSION_PATTERN.exec(output)?.[1] : undefined;
+  if (!version) return { installs: [], missing: [`${binary} --version did not answer`] };
+  const install: LocalInstall = {
+    backend: 'mariadb',
+    provider: 'local',
+    version,
+    label: MARIADB.variantLabel(version),
+    origin: binary,
+    start: (options) => startLocal({ binary, installDb }, options),
+  };
+  return { installs: [install], missing: [] };
+}
+
+export const MARIADB = {
+  name: 'mariadb',
+  providers: ['external', 'testcontainers', 'local'],
+  urlSchemes: ['mariadb', 'mysql'],
+  defaultPort: DEFAULT_PORT,
+  defaultImage: DEFAULT_IMAGE,
+  unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',
+  // MariaDB 11.x (Debian testing) from a provisioned root filesystem, listed after the host's own server.
+  installFinders: [findLocalMariadb, rootfsFinder('mariadb11', (): BackendModule => MARIADB)],
+  variantLabel: (version: string) => leadingVersion(version, 2),
+  identify: identifyMysqlFamily,
+  ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
+  containerPlan: (image: string): ContainerPlan => ({
+    image,
+    command: [
+      '--performance-schema=ON',
+      '--performance-schema-consumer-events-statements-current=ON',
+      `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+      '--local-infile=1',
+      ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
+    ],
+    environment: {},
+    reuse: false,
+    containerPort: DEFAULT_PORT,
+    user: USER,
+    password: 'sqltally',
+    database: DATABASE,
+  }),
+} satisfies BackendModule;

@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describeBackend, leadingVersion, startedBackend } from './backend';
+import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
+import { findExecutable, searchDirs, versionOutput } from './binaries';
+import { SqltallyError } from '../shared/errors';
+import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
+import { provisionCommand, rootfsFinder } from './rootfs';
+import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
+import type { NetworkConnection, StartedBackend } from './types';
+
+const SERVER_BINARY = 'mysqld';
+const DEFAULT_IMAGE = 'mysql:8.4';
+const DEFAULT_PORT = 3306;
+const DATABASE = 'sqltally';
+const USER = 'root';
+const MAX_ALLOWED_PACKET = '64M';
+const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
+const BIND_FAILURE = /Address already in use|Do you already have another mysqld server running/i;
+const VERSION_PATTERN = /Ver\s+(\S+)/;
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+/**
+ * Server options for a private MySQL: loopback only, performance_schema on, no binary log, and a temporary
+ * directory of its own (a starting MySQL deletes every `#sql*` file in its tmpdir, another server's included).
+ */
+export function mysqlServerArgs(dataDir: string, port: number, initFile: string, tmpDir: string): string[] {
+  return [
+    '--no-defaults',
+    `--datadir=${dataDir}`,
+    `--tmpdir=${tmpDir}`,
+    `--socket=${path.join(dataDir, 'mysqld.sock')}`,
+    `--pid-file=${path.join(dataDir, 'mysqld.pid')}`,
+    `--port=${port}`,
+    '--bind-address=127.0.0.1',
+    // X Protocol would open a second port (33060) that collides between private servers.
+    '--mysqlx=OFF',
+    '--skip-name-resolve',
+    '--performance-schema=ON',
+    `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+    `--init-file=${initFile}`,
+    // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8.
+    '--local-infile=1',
+    '--innodb-flush-log-at-trx-commit=0',
+    '--skip-log-bin',
+    ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
+    ...(isRoot() ? ['--user=root'] : []),
+  ];
+}
+
+// Untested here: this machine has no MySQL binary (its mysqld is MariaDB). Written to MySQL 8.4's documented
+// --initialize-insecure flow; H7's provider is the tested way to a local MySQL.
+async function startLocal(binary: string, options: StartOptions): Promise<StartedBackend> {
+  const dir = makePrivateDir('mysql', options.env);
+  const password = randomBytes(12).toString('hex');
+  const dataDir = path.join(dir.path, 'data');
+  const initFile = path.join(dir.path, 'sqltally-init.sql');
+  const tmpDir = path.join(dir.path, 'tmp');
+  try {
+    fs.mkdirSync(tmpDir, { mode: 0o700 });
+    // --initialize refuses a non-empty datadir, so the data lives one level below our private directory.
+    await runTool(
+      options.id,
+      binary,
+      ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ...(isRoot() ? ['--user=root'] : [])],
+      { cwd: dir.path, env: options.env },
+    );
+    fs.writeFileSync(
+      initFile,
+      [
+        // The install may already have made this account without a password: set ours either way.
+        `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `GRANT ALL PRIVILEGES ON *.* TO '${USER}'@'127.0.0.1' WITH GRANT OPTION;`,
+        `CREATE DATABASE IF NOT EXISTS ${DATABASE};`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  } catch (err) {
+    await dir.remove();
+    throw err;
+  }
+  const connectionFor = loopbackConnection(USER, password, DATABASE);
+  const running = await launchServer({
+    id: options.id,
+    binary,
+    args: (port) => mysqlServerArgs(dataDir, port, initFile, tmpDir),
+    dir,
+    stopSignal: STOP_SIGNAL,
+    bindFailure: BIND_FAILURE,
+    ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
+    isFatal: isMysqlAuthFailure,
+    env: options.env,
+    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
+  });
+  const connection = connectionFor(running.port);
+  try {
+    const identity = await identifyMysqlFamily(connection);
+    return startedBackend(describeBackend(MYSQL, identity, 'local', binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
+  } catch (cause) {
+    await running.stop();
+    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
+  }
+}
+
+/** A `mysqld` counts only if its own `--version` says MySQL: Debian's mysqld is a symlink to mariadbd. */
+async function findLocalMysql(env: NodeJS.ProcessEnv): Promise<InstallSearch> {
+  const { dirs, described } = searchDirs(env, 'mysql');
+  const binary = findExecutable(SERVER_BINARY, dirs);
+  if (!binary) return { installs: [], missing: [`no MySQL server binary (no ${SERVER_BINARY} on ${described})`] };
+  const output = (await versionOutput(binary)) ?? '';
+  if (/mariadb/i.test(output)) {
+    return { installs: [], missing: [`no MySQL server binary (${SERVER_BINARY} on ${described} is MariaDB)`] };
+  }
+  const version = VERSION_PATTERN.exec(output)?.[1];
+  if (!version) return { installs: [], missing: [`${binary} --version did not answer`] };
+  const install: LocalInstall = {
+    backend: 'mysql',
+    provider: 'local',
+    version,
+    label: MYSQL.variantLabel(version),
+    origin: binary,
+    start: (options) => startLocal(binary, options),
+  };
+  return { installs: [install], missing: [] };
+}
+
+export const MYSQL = {
+  name: 'mysql',
+  providers: ['external', 'testcontainers', 'local'],
+  urlSchemes: ['mysql'],
+  defaultPort: DEFAULT_PORT,
+  defaultImage: DEFAULT_IMAGE,
+  unavailableHint: `run ${provisionCommand('mysql')} (as root) or set SQLTALLY_MYSQL_URL`,
+  // MySQL 9.x needs a newer C library than Debian 12: it runs from a provisioned root filesystem through chroot.
+  installFinders: [findLocalMysql, rootfsFinder('mysql', (): BackendModule => MYSQL)],
+  variantLabel: (version: string) => leadingVersion(version, 2),
+  identify: identifyMysqlFamily,
+  ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
+  containerPlan: (image: string): ContainerPlan => ({
+    image,
+    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
+    environment: {},
+    reuse: false,
+    containerPort: DEFAULT_PORT,
+    user: USER,
+    password: 'sqltally',
+    database: DATABASE,
+  }),
+} satisfies BackendModule;

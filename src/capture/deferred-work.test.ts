@@ -1,0 +1,86 @@
+import { DeferredWorkTracker } from './deferred-work';
+
+/** Runs `fn` as a window's function does, then waits up to `waitMs` for what it left running. */
+async function leftRunning(fn: () => unknown, waitMs = 300) {
+  const tracker = new DeferredWorkTracker();
+  tracker.open();
+  try {
+    await Promise.resolve()
+      .then(() => tracker.run(fn))
+      .catch(() => undefined);
+    return await tracker.settle(waitMs);
+  } finally {
+    tracker.close();
+  }
+}
+
+const HERE = /^src\/capture\/deferred-work\.test\.ts:\d+:\d+$/;
+
+describe('DeferredWorkTracker', () => {
+  it('awaited work leaves nothing behind', async () => {
+    expect(await leftRunning(async () => void (await new Promise((r) => setTimeout(r, 5))))).toBeNull();
+    expect(await leftRunning(() => 42)).toBeNull();
+  });
+
+  it.each([
+    ['setTimeout(0)', () => void setTimeout(() => undefined, 0), 'Timeout', /^a setTimeout\(…, 0-1\) timer$/],
+    ['setTimeout(50)', () => void setTimeout(() => undefined, 50), 'Timeout', /^a setTimeout\(…, 50\) timer$/],
+    ['process.nextTick', () => process.nextTick(() => undefined), 'TickObject', /^a process\.nextTick callback$/],
+    ['queueMicrotask', () => queueMicrotask(() => undefined), 'Microtask', /^a queueMicrotask callback$/],
+    ['setImmediate', () => void setImmediate(() => undefined), 'Immediate', /^a setImmediate callback$/],
+    ['an un-awaited async call', async () => void (async () => new Promise((r) => setTimeout(r, 10)))(), 'PROMISE', /^a promise$/],
+  ])('%s started and not awaited: named with its line, settled within the wait', async (_name, fn, type, what) => {
+    const left = await leftRunning(fn);
+    expect(left?.items[0]).toEqual({ what: expect.stringMatching(what), type, site: expect.stringMatching(HERE), settled: true });
+  });
+
+  it('a timer the function cleared, and an immediate it cleared, leave nothing behind', async () => {
+    expect(await leftRunning(() => clearTimeout(setTimeout(() => undefined, 50)))).toBeNull();
+    expect(await leftRunning(() => clearImmediate(setImmediate(() => undefined)))).toBeNull();
+  });
+
+  it('a timer of an hour: still pending after the bounded wait, which ends', async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const started = Date.now();
+    const left = await leftRunning(() => void (timer = setTimeout(() => undefined, 3_600_000)), 100);
+    clearTimeout(timer);
+    expect(Date.now() - started).toBeLessThan(60_000);
+    expect(left).toEqual({ waitMs: 100, items: [{ what: 'a setTimeout(…, 3600000) timer', type: 'Timeout', site: expect.stringMatching(HERE), settled: false }] });
+  });
+
+  it('work that work started is followed: a timer whose callback starts another', async () => {
+    const left = await leftRunning(() => void setTimeout(() => void setTimeout(() => undefined, 20), 10));
+    expect(left?.items.map((i) => [i.what, i.settled])).toEqual([
+      ['a setTimeout(…, 10) timer', true],
+      ['a setTimeout(…, 20) timer', true],
+    ]);
+  });
+
+  it('a function that throws after starting work: the work is still listed', async () => {
+    const left = await leftRunning(async () => {
+      setTimeout(() => undefined, 5);
+      throw new Error('boom');
+    });
+    expect(left?.items.map((i) => i.type)).toEqual(['Timeout']);
+  });
+
+  it("work outside the function's async context is not its own", async () => {
+    const tracker = new DeferredWorkTracker();
+    tracker.open();
+    const outside = setTimeout(() => undefined, 20);
+    await Promise.resolve().then(() => tracker.run(async () => undefined));
+    const left = await tracker.settle(50);
+    tracker.close();
+    clearTimeout(outside);
+    expect(left).toBeNull();
+  });
+
+  it("a library's own timer (not called from the user's code directly) is not the user's work", async () => {
+    // A Node stream's write queues its callback with process.nextTick from inside Node: housekeeping, not the user's.
+    const { PassThrough } = await import('node:stream');
+    const s = new PassThrough();
+    s.resume();
+    const left = await leftRunning(async () => void (await new Promise<void>((r) => s.write('x', () => r()))));
+    expect(left).toBeNull();
+  });
+});

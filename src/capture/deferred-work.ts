@@ -1,0 +1,364 @@
+import { AsyncResource, createHook, executionAsyncId, type AsyncHook } from 'node:async_hooks';
+import { isAbsolute, relative, sep } from 'node:path';
+import { isLibraryFile } from '../shared/caller';
+import { z } from 'zod';
+
+/** How long a window waits, after its function settled, for work the function started and did not await. */
+export const DEFAULT_DEFERRED_WAIT_MS = 1_500;
+/** Longer than this is a mistake (a timer's range is about 24.8 days, and a window should never hang). */
+export const MAX_DEFERRED_WAIT_MS = 600_000;
+const POLL_MS = 5;
+/** Deep enough to reach the user's frame under an ORM's query builder (knex: about 15 frames). */
+const STACK_FRAMES = 40;
+
+/** One piece of asynchronous work the measured function started and had not finished when it returned. */
+export const DeferredWorkItemSchema = z.object({
+  /** What it is, in words: `a setTimeout(…) timer`, `a promise`, `a process.nextTick callback`. */
+  what: z.string(),
+  /** The async_hooks resource type (`Timeout`, `PROMISE`, `TickObject`, ...). */
+  type: z.string(),
+  /** The user's file:line:column where it was created; null when no frame of the user's code was on the stack. */
+  site: z.string().nullable(),
+  /** Whether it settled during the window's bounded wait (its counts are then in the window). */
+  settled: z.boolean(),
+});
+export type DeferredWorkItem = z.infer<typeof DeferredWorkItemSchema>;
+
+/** What the window's function left running when it returned, and what became of it in the bounded wait. */
+export const DeferredWorkSchema = z.object({
+  /** How long the window waited for it, at most. */
+  waitMs: z.number().int().nonnegative(),
+  /** Work pending when the function returned (or threw), and work that work started meanwhile. */
+  items: z.array(DeferredWorkItemSchema),
+});
+export type DeferredWork = z.infer<typeof DeferredWorkSchema>;
+
+interface Kind {
+  what: string;
+  /**
+   * Timers, immediates, ticks and microtasks count when the user's code called the API itself: a driver's or a
+   * stream's own housekeeping (an idle timer, a pool's reaper interval, a write's nextTick) is not the user's work.
+   * Promises and requests count when the user's code is anywhere on the stack: an un-awaited ORM call's promise is
+   * made inside the ORM.
+   */
+  direct: boolean;
+  /** Settled by running its callback once (a repeating timer never is; a request's is its completion), or by its promise settling. */
+  settles: 'callback' | 'resolve';
+}
+
+/** The resource types that are work in progress; long-lived handles (sockets, servers) are not: a pool keeps them. */
+const KINDS: Record<string, Kind> = {
+  PROMISE: { what: 'a promise', direct: false, settles: 'resolve' },
+  Timeout: { what: 'a timer', direct: true, settles: 'callback' },
+  Immediate: { what: 'a setImmediate callback', direct: true, settles: 'callback' },
+  TickObject: { what: 'a process.nextTick callback', direct: true, settles: 'callback' },
+  Microtask: { what: 'a queueMicrotask callback', direct: true, settles: 'callback' },
+  TCPCONNECTWRAP: { what: 'a TCP connect', direct: false, settles: 'callback' },
+  PIPECONNECTWRAP: { what: 'a socket connect', direct: false, settles: 'callback' },
+  GETADDRINFOREQWRAP: { what: 'a DNS lookup', direct: false, settles: 'callback' },
+  QUERYWRAP: { what: 'a DNS query', direct: false, settles: 'callback' },
+  FSREQCALLBACK: { what: 'a file operation', direct: false, settles: 'callback' },
+  FSREQPROMISE: { what: 'a file operation', direct: false, settles: 'callback' },
+  WRITEWRAP: { what: 'a socket write', direct: false, settles: 'callback' },
+  SHUTDOWNWRAP: { what: 'a socket shutdown', direct: false, settles: 'callback' },
+};
+
+/** Node's files that lie between a timer/tick API and its caller (`setTimeout` -> `new Timeout` -> the hook). */
+const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers\/promises|internal\/process\/task_queues|async_hooks)(?::|$)/;
+
+
+interface Entry {
+  kind: Kind;
+  type: string;
+  /** Holds V8's captured frames; formatted (the costly part) only if the entry is still pending when asked. */
+  trace: { stack?: string };
+  resource: object | null;
+  /** Undefined until formatted; null: not the user's work. */
+  site?: string | null;
+  user?: boolean;
+  /** In words, read when first attributed (a timer's delay is gone once it fired). */
+  what?: string;
+  settled: boolean;
+  /** Creation order, so a reason lists work in the order it was started. */
+  seq: number;
+  /**
+   * A promise something waits on (a `then` or an `await` chained from it, in the window). One nobody waits on is a
+   * handle, not work: a driver's promise that lives as long as its connection, a postgres.js query read as a cursor.
+   */
+  observed?: boolean;
+}
+
+const FRAME = /^\s*at (?:async )?(?:.*?\()?(.*?):(\d+):(\d+)\)?$/;
+
+function frameFile(line: string): { file: string; at: string } | null {
+  const m = FRAME.exec(line);
+  if (!m || m[1] === undefined) return null;
+  const file = m[1].startsWith('file://') ? m[1].slice('file://'.length) : m[1];
+  const rel = isAbsolute(file) ? relative(process.cwd(), file) : file;
+  const shown = rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : file;
+  return { file, at: `${shown}:${m[2]}:${m[3]}` };
+}
+
+/** sqltally's own library code (not its tests): skipped when looking for the user's line. */
+function isOwn(file: string): boolean {
+  return isAbsolute(file) && !file.includes(`${sep}node_modules${sep}`) && isLibraryFile(file);
+}
+
+/** A frame of the user's code: not Node's, not a package's, not sqltally's. */
+function isUserFile(file: string): boolean {
+  return isAbsolute(file) && !isLibraryFile(file);
+}
+
+/**
+ * Where an entry was created, if it is the user's work: the first frame of the user's code. For `direct` kinds that
+ * frame must be the one that called Node's API, with nothing but Node's timer and tick files in between.
+ */
+function isWork(e: Entry): boolean {
+  return e.type !== 'PROMISE' || e.observed === true;
+}
+
+/**
+ * The captured frames as the environment prints them (source-mapped under Jest, ts-jest, tsx) beside V8's call sites,
+ * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
+ */
+function framesOf(trace: { stack?: string }): { line: string; async: boolean }[] {
+  const environment = Error.prepareStackTrace;
+  let sites: NodeJS.CallSite[] = [];
+  Error.prepareStackTrace = (error, s) => {
+    sites = s;
+    return environment ? environment(error, s) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
+  };
+  let text: string;
+  try {
+    text = String(trace.stack ?? '');
+  } finally {
+    Error.prepareStackTrace = environment;
+  }
+  const lines = text.split('\n').filter((l) => /^\s*at /.test(l));
+  // One printed line per call site; if a printer merged or dropped some, the text's own "async" marks are all there is.
+  const aligned = lines.length === sites.length;
+  return lines.map((line, i) => ({ line, async: aligned ? sites[i]?.isAsync?.() === true : / at async /.test(line) }));
+}
+
+/**
+ * Where an entry was created, if it is the user's work: the first frame of the user's code among the frames that
+ * called it (never the asynchronous ones: a pool's promise made after an `await` in the user's call is the pool's).
+ * For `direct` kinds that frame must be the one that called Node's API, with only Node's timer and tick files between.
+ */
+function attribute(entry: Entry): void {
+  if (entry.user !== undefined) return;
+  let site: string | null = null;
+  let direct = true;
+  for (const { line, async } of framesOf(entry.trace)) {
+    if (async) break;
+    const f = frameFile(line);
+    if (!f) continue;
+    if (isOwn(f.file)) continue;
+    if (f.file.startsWith('node:')) {
+      if (!API_FILES.test(f.file)) direct = false;
+      continue;
+    }
+    if (isUserFile(f.file)) {
+      site = f.at;
+      break;
+    }
+    // A package's frame before the user's: an ORM's promise (counts), a driver's timer (does not).
+    direct = false;
+  }
+  entry.user = site !== null && (!entry.kind.direct || direct);
+  entry.site = entry.user ? site : null;
+  entry.what = words(entry);
+}
+
+function words(entry: Entry): string {
+  if (entry.type === 'Timeout' && entry.resource) {
+    const t = entry.resource as { _idleTimeout?: number; _repeat?: number | null };
+    const ms = t._idleTimeout;
+    return t._repeat ? `a setInterval(…, ${ms}) timer` : `a setTimeout(…, ${ms === 1 ? '0-1' : ms}) timer`;
+  }
+  return entry.kind.what;
+}
+
+/**
+ * Tracks the asynchronous work a measured function starts, for the window only: the async_hooks hook is enabled when
+ * the window opens and disabled when it closes, and only resources created in the function's own async context (a
+ * fresh async resource the function runs in, and everything created from it, transitively) are followed. A stack is
+ * captured for those alone, and formatted only for what is still pending when asked.
+ */
+export class DeferredWorkTracker {
+  readonly #hook: AsyncHook;
+  readonly #inside = new Set<number>();
+  readonly #entries = new Map<number, Entry>();
+  /** Entries that settled after the function returned: work it had left running, attributed when asked. */
+  readonly #late: Entry[] = [];
+  /** Promises created while the function's first synchronous part ran: one of them is the promise it returns. */
+  readonly #calling: { resource: object; id: number }[] = [];
+  #isCalling = false;
+  #returnedId = -1;
+  #returned = false;
+  #root: AsyncResource | null = null;
+  #enabled = false;
+  #seq = 0;
+  /** Callbacks run since the window opened; the one the function returned in is `#returnTurn`. */
+  #turn = 0;
+  #returnTurn = -1;
+
+  /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
+  onReturn: (() => void) | null = null;
+
+  #markReturned(): void {
+    if (this.#returned) return;
+    this.#returned = true;
+    this.#returnTurn = this.#turn;
+    this.onReturn?.();
+  }
+
+  constructor() {
+    // The hook callbacks are plain functions that async_hooks calls with its own `this`.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const self = this;
+    const inside = this.#inside;
+    const entries = this.#entries;
+    // Settled in the very job the function returned in (the throwaway promise of its last `await`) is not late.
+    const settled = (asyncId: number, e: Entry): void => {
+      e.settled = true;
+      entries.delete(asyncId);
+      if (self.#returned && self.#turn !== self.#returnTurn) self.#late.push(e);
+    };
+    this.#hook = createHook({
+      init(asyncId, type, trigger, resource) {
+        if (!inside.has(executionAsyncId())) return;
+        inside.add(asyncId);
+        const kind = KINDS[type];
+        if (kind === undefined) return;
+        if (type === 'PROMISE') {
+          // A promise chained from another (then, await) says something waits for that one.
+          const parent = entries.get(trigger);
+          if (parent !== undefined) parent.observed = true;
+          if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
+        }
+        const limit = Error.stackTraceLimit;
+        Error.stackTraceLimit = STACK_FRAMES;
+        const trace: { stack?: string } = {};
+        Error.captureStackTrace(trace);
+        Error.stackTraceLimit = limit;
+        entries.set(asyncId, { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ });
+      },
+      before() {
+        self.#turn++;
+      },
+      after(asyncId) {
+        const e = entries.get(asyncId);
+        if (e === undefined || e.kind.settles === 'resolve') return;
+        if (e.type === 'Timeout' && (e.resource as { _repeat?: unknown } | null)?._repeat) return;
+        settled(asyncId, e);
+      },
+      promiseResolve(asyncId) {
+        const e = entries.get(asyncId);
+        if (e !== undefined) settled(asyncId, e);
+        if (asyncId === self.#returnedId) self.#markReturned();
+      },
+    });
+  }
+
+  /** Starts tracking; `run` then runs the measured function in the window's own async context. */
+  open(): void {
+    this.#inside.clear();
+    this.#entries.clear();
+    this.#late.length = 0;
+    this.#calling.length = 0;
+    this.#returned = false;
+    this.#returnedId = -1;
+    this.#returnTurn = -1;
+    this.#hook.enable();
+    this.#enabled = true;
+    this.#root = new AsyncResource('sqltally.window', { requireManualDestroy: true });
+    this.#inside.add(this.#root.asyncId());
+  }
+
+  /**
+   * Calls `fn` inside the window's async context: what it starts, and what that starts, is followed. The function
+   * has returned when its promise settles (or at once, for a value): work it queued that runs after that is late
+   * even if it finishes before anyone awaiting the function resumes (a queueMicrotask callback does).
+   */
+  run<T>(fn: () => T): T {
+    const root = this.#root;
+    if (!root) return fn();
+    this.#isCalling = true;
+    let result: T;
+    try {
+      result = root.runInAsyncScope(fn);
+    } finally {
+      this.#isCalling = false;
+    }
+    const returned = this.#calling.find((c) => c.resource === (result as unknown));
+    this.#calling.length = 0;
+    if (returned) {
+      this.#returnedId = returned.id;
+      // Settled already (an async function that returned without awaiting): its promiseResolve is past.
+      if (!this.#entries.has(returned.id)) this.#markReturned();
+    } else if (!(result instanceof Promise)) {
+      this.#markReturned();
+    }
+    return result;
+  }
+
+  /** The user's work pending now. */
+  #pending(): Entry[] {
+    const out: Entry[] = [];
+    for (const [id, e] of this.#entries) {
+      // No destroy hook (it makes Node track every promise's collection): a cleared timer says so itself.
+      if ((e.resource as { _destroyed?: boolean } | null)?._destroyed === true) {
+        this.#entries.delete(id);
+        continue;
+      }
+      if (!isWork(e)) continue;
+      attribute(e);
+      if (e.user) out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * The user's promises still pending, whether or not anything waits on them: the likely culprit when a counted call
+   * is still running at the window's end and no other work is (a postgres.js query started with execute()).
+   */
+  pendingPromises(): DeferredWorkItem[] {
+    const out: DeferredWorkItem[] = [];
+    for (const e of this.#entries.values()) {
+      if (e.type !== 'PROMISE') continue;
+      attribute(e);
+      if (e.user) out.push({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: false });
+    }
+    return out;
+  }
+
+  /**
+   * Waits up to `waitMs` for the user's pending work, and for what it starts, to settle; lists it with what settled
+   * after the function returned. Null when the function left nothing behind.
+   */
+  async settle(waitMs: number): Promise<DeferredWork | null> {
+    if (!this.#enabled) return null;
+    // The function's promise was not a native one (a thenable): it has returned by the time it is awaited.
+    this.#markReturned();
+    const started = Date.now();
+    const late = (): Entry[] => this.#late.filter((e) => isWork(e) && (attribute(e), e.user));
+    if (this.#pending().length === 0 && late().length === 0) return null;
+    while (this.#pending().length > 0 && Date.now() - started < waitMs) await new Promise((r) => setTimeout(r, POLL_MS));
+    const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq);
+    return { waitMs, items: items.map((e) => ({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: e.settled })) };
+  }
+
+  /** Stops tracking: disables the hook and forgets the window's resources. */
+  close(): void {
+    if (!this.#enabled) return;
+    this.#hook.disable();
+    this.#enabled = false;
+    this.onReturn = null;
+    this.#root?.emitDestroy();
+    this.#root = null;
+    this.#inside.clear();
+    this.#entries.clear();
+    this.#late.length = 0;
+  }
+}

@@ -1,0 +1,162 @@
+import { CaptureSession } from '../capture/capture';
+import type { OpenCapture } from '../capture/capture';
+import { startControlEndpoint, WindowConflict } from '../capture/control';
+import type { ControlEndpoint, ControlledWindow } from '../capture/control';
+import type { Tally } from '../capture/tally';
+import { SqltallyError } from '../shared/errors';
+import type { StartedBackend } from '../backends/types';
+import { collectEnvironment } from '../report/environment';
+import { buildReport, failureOf } from '../report/output';
+import { countsOfWindow, makeWindow } from '../report/schema';
+import type { CommandRun, Counts, Environment, Failure, Report, Window } from '../report/schema';
+
+/** A table the command writes: shown in the server layer, and counted through a fresh connection after a give-up. */
+export type TableName = { schema?: string; name: string };
+
+/** What the control endpoint answers when a window ends: the verdict first, then the counts the gate reads. */
+export interface WindowAnswer {
+  name: string;
+  verdict: Window['verdict'];
+  counts: Counts;
+  window: Window;
+}
+
+/**
+ * The windows of one `sqltally exec` or `proxy`: a capture session on the backend, the control endpoint driving it
+ * (when asked for), and every window measured, one per name, as report entries.
+ */
+export class MeasuredWindows {
+  readonly session: CaptureSession;
+  readonly environment: Environment;
+  readonly startedAt = new Date().toISOString();
+  readonly windows: Window[] = [];
+  #endpoint: ControlEndpoint | null = null;
+  /** Windows the endpoint has open, so that one the command never ended can still be closed and reported. */
+  readonly #open = new Map<string, { open: OpenCapture; started: bigint }>();
+  /** Why the control endpoint may not begin a window now, or null when it may. */
+  #beginRefused: string | null = null;
+
+  private constructor(session: CaptureSession, environment: Environment) {
+    this.session = session;
+    this.environment = environment;
+  }
+
+  static async open(backend: string | StartedBackend, table: TableName | undefined): Promise<MeasuredWindows> {
+    const environment = collectEnvironment();
+    const session = await CaptureSession.open({ backend, ...(table ? { table } : {}) });
+    return new MeasuredWindows(session, environment);
+  }
+
+  get endpoint(): ControlEndpoint | null {
+    return this.#endpoint;
+  }
+
+  /** Starts the control endpoint; `refuse` says why it may not begin windows (exec measures the whole command). */
+  async startEndpoint(refuse: string | null): Promise<ControlEndpoint> {
+    this.#beginRefused = refuse;
+    this.#endpoint = await startControlEndpoint({ begin: (name) => this.#begin(name) });
+    return this.#endpoint;
+  }
+
+  async #begin(name: string): Promise<ControlledWindow> {
+    if (this.#beginRefused) throw new WindowConflict(this.#beginRefused);
+    const started = process.hrtime.bigint();
+    const open: OpenCapture = await this.session.begin();
+    this.#open.set(name, { open, started });
+    return {
+      end: async () => {
+        const tally = await open.end();
+        this.#open.delete(name);
+        return this.#answer(this.record(name, 'control', tally, Number(process.hrtime.bigint() - started)));
+      },
+    };
+  }
+
+  /**
+   * Ends what the endpoint still has open when the command exited, or sqltally was stopped, before ending it: the
+   * window's verdict is then `incomplete` (its end is not the command's), and its entry says why.
+   */
+  async endOpenWindows(why: string): Promise<string[]> {
+    await this.#endpoint?.close();
+    const names = [...this.#open.keys()];
+    for (const name of names) {
+      const { open, started } = this.#open.get(name)!;
+      this.#open.delete(name);
+      const message = `window "${name}" was not ended: ${why}`;
+      const tally = await open.end(new Error(message));
+      this.record(name, 'control', tally, Number(process.hrtime.bigint() - started), { message, phase: 'workload' });
+    }
+    return names;
+  }
+
+  #answer(w: Window): WindowAnswer {
+    return { name: w.name, verdict: w.verdict, counts: countsOfWindow(w), window: w };
+  }
+
+  /** One window's tally as a report entry; kept in this run's list. */
+  record(name: string, source: Window['source'], tally: Tally, durationNs: number, error?: Window['error']): Window {
+    const b = tally.backend;
+    const workload = tally.workloadError;
+    const failed = error ?? (workload ? { message: workload.message, phase: workload.phase, ...(workload.statement ? { statement: workload.statement } : {}) } : undefined);
+    const entry = makeWindow({
+      backend: b.id,
+      backendName: b.name,
+      serverVersion: b.serverVersion,
+      flavour: b.flavour,
+      name,
+      environment: this.environment.id,
+      source,
+      layers: tally.layers,
+      verdict: tally.verdict,
+      beyondWindow: tally.beyondWindow,
+      ...(failed ? { error: failed } : {}),
+      ...(tally.lateCommits ? { lateCommits: tally.lateCommits } : {}),
+      durationNs: Math.max(0, Math.round(durationNs)),
+    });
+    if (this.windows.some((w) => w.key === entry.key)) {
+      throw new SqltallyError(`window "${name}" is measured twice`, { backend: b.id, phase: 'report', hint: 'give each window its own name' });
+    }
+    this.windows.push(entry);
+    return entry;
+  }
+
+  /** Replaces a recorded window (late commits counted again once the command's processes were gone). */
+  replace(entry: Window): void {
+    const i = this.windows.findIndex((w) => w.key === entry.key);
+    if (i >= 0) this.windows[i] = makeWindow(stripKey(entry));
+  }
+
+  /** The report of this run, in the report schema `sqltally gate` reads. */
+  report(command: CommandRun, failure: Failure | null): Report {
+    const d = this.session.backend.description;
+    return buildReport({
+      status: failure ? 'failed' : 'ok',
+      ...(failure ? { failure } : {}),
+      matrix: { backends: [d.id], strategies: [], rows: [], hotRows: [], warmups: 0, repeats: 0 },
+      environments: [this.environment],
+      backends: [d],
+      skipped: [],
+      cells: [],
+      windows: this.windows,
+      command,
+      startedAt: this.startedAt,
+      finishedAt: new Date().toISOString(),
+    });
+  }
+
+  /** Closes the endpoint and the session (and the backend, when the session started it). */
+  async close(): Promise<Failure | null> {
+    try {
+      await this.endOpenWindows('sqltally closed the session');
+      await this.session.close();
+      return null;
+    } catch (err) {
+      return failureOf(err);
+    }
+  }
+}
+
+function stripKey(w: Window): Omit<Window, 'key'> {
+  const { key: _key, ...rest } = w;
+  return rest;
+}

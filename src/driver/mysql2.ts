@@ -1,0 +1,481 @@
+import { SqltallyError } from '../shared/errors';
+import type { StatementSink } from '../sql/events';
+import { classifyCached } from '../sql/statement-cache';
+import type { CallShape, CallSite, MethodHook, MethodHooks, ShapeMemo, WrapOptions, WrapperMark } from './counted';
+import {
+  callbackIndex,
+  callerAtCall,
+  countedProxy,
+  countExpandedValues,
+  countParameterValues,
+  emit,
+  memoShape,
+  nowNs,
+  sourceOf,
+  toCount,
+  track,
+  trackCallback,
+  wrapOnce,
+} from './counted';
+import { loadDriverPackage, networkTarget } from './load';
+import type { DriverModule } from './module';
+import { mysqlProtocolModel } from './mysql-model';
+import { isArray, objectCreate, reflectGet, toText } from '../shared/intrinsics';
+
+const DRIVER = 'mysql2';
+
+/**
+ * The subset of mysql2's promise `Connection` / `PoolConnection` (from `mysql2/promise`) that is counted.
+ * `query` (text protocol; `VALUES ?` arrays are expanded on the client, so nested values are counted as the
+ * scalars they become), `execute` (binary protocol; the driver's implicit prepare is not a separate event),
+ * `prepare` (the returned statement's `execute` is counted), and `beginTransaction`/`commit`/`rollback`, which
+ * send `START TRANSACTION`/`COMMIT`/`ROLLBACK` as text queries. Not counted: `ping`, `changeUser`, `reset`,
+ * `end`, `unprepare`, statement `close` (none of them is a statement the server counts as a query).
+ * `connection` (the callback connection underneath) is handed out wrapped.
+ */
+export interface Mysql2PromiseConnection {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: unknown, values?: unknown): Promise<unknown>;
+  prepare(options: unknown): Promise<unknown>;
+  beginTransaction(): Promise<void>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+  readonly connection: object;
+}
+
+/**
+ * The subset of mysql2's promise `Pool` that is counted: `query` and `execute` (recorded without a connection
+ * id: the pool picks the connection internally and does not say which), and `getConnection`, whose connection
+ * is returned wrapped (its calls carry their thread id).
+ */
+export interface Mysql2PromisePool {
+  query(sql: unknown, values?: unknown): Promise<unknown>;
+  execute(sql: unknown, values?: unknown): Promise<unknown>;
+  getConnection(): Promise<unknown>;
+  readonly pool: object;
+}
+
+/**
+ * The subset of mysql2's callback `Connection` / `PoolConnection` that is counted: `query`, `execute`,
+ * `prepare(options, cb)`, `beginTransaction`, `commit`, `rollback`; `promise()` returns a wrapped promise
+ * connection. A call without a callback (event-emitter or streaming mode) is recorded when its command ends,
+ * without error or row count: adding an `error` listener would swallow errors the caller never handles.
+ */
+export interface Mysql2CallbackConnection {
+  query(...args: unknown[]): unknown;
+  execute(...args: unknown[]): unknown;
+  prepare(...args: unknown[]): unknown;
+  promise(promiseImpl?: unknown): unknown;
+  readonly threadId: number | null;
+}
+
+/** The subset of mysql2's callback `Pool` that is counted: `query`, `execute`, `getConnection(cb)`, `promise()`. */
+export interface Mysql2CallbackPool {
+  query(...args: unknown[]): unknown;
+  execute(...args: unknown[]): unknown;
+  getConnection(cb: (err: unknown, connection: unknown) => void): void;
+  promise(promiseImpl?: unknown): unknown;
+}
+
+/** Any mysql2 object `wrapMysql2` accepts. */
+export type Mysql2Countable = Mysql2PromiseConnection | Mysql2PromisePool | Mysql2CallbackConnection | Mysql2CallbackPool;
+
+type Shape = 'promiseConnection' | 'promisePool' | 'callbackConnection' | 'callbackPool';
+
+type Loose = Record<string, unknown>;
+
+function fn(o: Loose, name: string): boolean {
+  return typeof o[name] === 'function';
+}
+
+function shapeOfTarget(target: object): Shape | null {
+  const o = target as Loose;
+  if (fn(o, 'getConnection')) {
+    if (o.pool !== null && typeof o.pool === 'object' && fn(o.pool as Loose, 'getConnection')) return 'promisePool';
+    if (fn(o, 'promise')) return 'callbackPool';
+    return null;
+  }
+  if (!fn(o, 'query') || !fn(o, 'execute')) return null;
+  if (fn(o, 'promise')) return 'callbackConnection';
+  if (o.connection !== null && typeof o.connection === 'object' && fn(o.connection as Loose, 'promise')) {
+    return 'promiseConnection';
+  }
+  return null;
+}
+
+/** `affectedRows` of a ResultSetHeader, or the sum over a multi-statement result; null for row sets. */
+export function mysql2RowsAffected(result: unknown): number | null {
+  if (isResultSetHeader(result)) return toCount(result.affectedRows);
+  if (!isArray(result)) return null;
+  let sum: number | null = null;
+  for (const part of result) {
+    if (isResultSetHeader(part)) sum = (sum ?? 0) + (toCount(part.affectedRows) ?? 0);
+  }
+  return sum;
+}
+
+/** Structural, so a bundled (minified) mysql2 is recognised too; row objects never carry all three keys. */
+function isResultSetHeader(value: unknown): value is { affectedRows: unknown } {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    !isArray(value) &&
+    'affectedRows' in value &&
+    'insertId' in value &&
+    'fieldCount' in value
+  );
+}
+
+/** Promise results are `[result, fields]`. */
+function promiseRows(value: unknown): number | null {
+  return isArray(value) ? mysql2RowsAffected(value[0]) : null;
+}
+
+const noRows = (): null => null;
+
+function sqlOf(sql: unknown): string {
+  if (typeof sql === 'string') return sql;
+  if (sql !== null && typeof sql === 'object' && typeof (sql as Loose).sql === 'string') return (sql as Loose).sql as string;
+  return toText(sql);
+}
+
+/** mysql2 takes values either as the second argument or inside an options object. */
+function valuesOf(sql: unknown, values: unknown): unknown {
+  if (values !== undefined && typeof values !== 'function') return values;
+  if (sql !== null && typeof sql === 'object') return (sql as Loose).values;
+  return undefined;
+}
+
+function shape(method: string, kind: CallShape['kind'], sql: string, bindValues: number, parameterSets = 1): CallShape {
+  return { method, kind, sql, statementClass: classifyCached(sql, 'mysql'), bindValues, parameterSets };
+}
+
+function queryShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'query', 'query', sqlOf(sql), countExpandedValues(values), 1, 'mysql');
+}
+
+function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape {
+  return memoShape(memo, 'execute', 'execute', sqlOf(sql), countParameterValues(values), 1, 'mysql');
+}
+
+/**
+ * `query` and `execute` of the promise API, on a connection or a pool. mysql2 builds them on the callback API
+ * underneath (`this.connection`, `this.pool`): one promise, settled by the callback it hands that object's `query`.
+ * Where a method reads so, it runs through a counted view of that object (viewHooks), so the call is counted there,
+ * by the callback mysql2 hands it, and counting adds no promise. Chaining mysql2's promise did (callgrind, an awaited
+ * call on a stand-in built as mysql2's: +2193 instructions chained, +1781 through the view); under Jest, whose runner
+ * turns promise hooks on for every promise in its workers, a promise costs some 200 ns. A method that does not read
+ * as mysql2's (a spy, another release) keeps its own promise, chained; the values are found once per call.
+ */
+function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
+  const through = viewHooks(target, core, ['query', 'execute'], (raw) => {
+    const kind = shapeOfTarget(raw);
+    if (kind !== 'callbackConnection' && kind !== 'callbackPool') return null;
+    const rawSite: CallSite = { driver: DRIVER, sink, connectionId: kind === 'callbackConnection' ? () => threadIdOf(raw) : () => null };
+    return callbackCalls(rawSite, { last: null });
+  });
+  const chained =
+    (shapeOf: typeof queryShape): MethodHook<T> =>
+    (original) =>
+      function chained(...args: unknown[]) {
+        const values = valuesOf(args[0], args[1]);
+        return track(site, shapeOf(args[0], values, memo), () => original(...args), promiseRows, values);
+      };
+  return { query: through.query ?? chained(queryShape), execute: through.execute ?? chained(executeShape) };
+}
+
+/**
+ * Hooks that run the promise object's own `methods` on a receiver whose callback object (`this.<core>`) is a view
+ * of the raw one, `Object.create`d from it, with those methods counted (`counted(raw)`: null when the raw object is
+ * not one this module counts); the rest of either object reads through to it. Only for the methods that read as
+ * mysql2's (readsCore); none when no method does, and then nothing is built. A Proxy in place of the view cost more
+ * per call in its traps than the promise saved (+2391 instructions against +2193 chained).
+ */
+function viewHooks<T extends object>(
+  target: T,
+  core: 'connection' | 'pool' | 'statement',
+  methods: readonly string[],
+  counted: (raw: Loose) => Partial<Record<string, MethodHook<Loose>>> | null,
+): MethodHooks<T> {
+  const reading = methods.filter((m) => readsCore(reflectGet(target, m), core));
+  const raw = (target as Loose)[core];
+  if (reading.length === 0 || raw === null || typeof raw !== 'object') return {};
+  const rawCore = raw as Loose;
+  const hooks = counted(rawCore);
+  if (hooks === null || reading.some((m) => typeof rawCore[m] !== 'function' || hooks[m] === undefined)) return {};
+  const viewMethods: PropertyDescriptorMap = {};
+  for (const m of reading) viewMethods[m] = { value: hooks[m]!((rawCore[m] as AnyMethod).bind(rawCore), rawCore, rawCore) };
+  const receiver: object = objectCreate(target, { [core]: { value: objectCreate(rawCore, viewMethods), enumerable: true } });
+  const out: MethodHooks<T> = {};
+  for (const m of reading) {
+    const run = reflectGet(target, m) as AnyMethod;
+    out[m] = () =>
+      function throughView(...args: unknown[]) {
+        return run.apply(receiver, args);
+      };
+  }
+  return out;
+}
+
+type AnyMethod = (this: unknown, ...a: unknown[]) => unknown;
+
+/**
+ * A promise method built as mysql2's (3.x): one `new this.Promise(...)` around a call of its callback object, reached
+ * as `this.<core>`, and no `#private` state of its own. The view answers reads of everything else from the raw object,
+ * which is all such a method does with it besides the counted call.
+ */
+export function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
+  const source = sourceOf(method);
+  return source !== null && source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
+}
+
+const TRANSACTION_CONTROL = {
+  beginTransaction: 'START TRANSACTION',
+  commit: 'COMMIT',
+  rollback: 'ROLLBACK',
+} as const;
+
+function threadIdOf(connection: unknown): number | null {
+  const id = (connection as Loose | null)?.threadId;
+  return typeof id === 'number' ? id : null;
+}
+
+/**
+ * Counts every call on a mysql2 connection or pool (promise or callback API) into `sink`. The wrapper has the
+ * same type and behaviour as the original; connections obtained from a wrapped pool are wrapped too.
+ */
+export function wrapMysql2<T extends object>(target: T, sink: StatementSink, _opts?: WrapOptions): T {
+  return wrapOnce(DRIVER, target, sink, () => {
+    const kind = shapeOfTarget(target);
+    if (!kind) {
+      throw new SqltallyError('not a mysql2 connection or pool (promise or callback API)', {
+        phase: 'wrap',
+        hint: 'pass what mysql2.createConnection/createPool or mysql2/promise returned; pool clusters are not counted',
+      });
+    }
+    const mark: WrapperMark = { driver: DRIVER, sink, target };
+    switch (kind) {
+      case 'promiseConnection':
+        return wrapPromiseConnection(target, sink, mark);
+      case 'promisePool':
+        return wrapPromisePool(target, sink, mark);
+      case 'callbackConnection':
+        return wrapCallbackConnection(target, sink, mark, { driver: DRIVER, sink, connectionId: () => threadIdOf(target) });
+      case 'callbackPool':
+        return wrapCallbackConnection(target, sink, mark, { driver: DRIVER, sink, connectionId: () => null });
+    }
+  });
+}
+
+function wrapPromiseConnection<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
+  const site: CallSite = {
+    driver: DRIVER,
+    sink,
+    connectionId: () => threadIdOf((target as Loose).connection),
+  };
+  const hooks: MethodHooks<T> = {
+    ...promiseCalls<T>(site, { last: null }, target, 'connection', sink),
+    prepare: (original) =>
+      function prepare(...args: unknown[]) {
+        const sql = sqlOf(args[0]);
+        const prepared = track(site, shape('prepare', 'prepare', sql, 0, 0), () => original(...args), noRows) as Promise<object>;
+        return prepared.then((statement) => wrapPromiseStatement(statement, sink, site, sql));
+      },
+  };
+  for (const [method, sql] of Object.entries(TRANSACTION_CONTROL)) {
+    hooks[method] = (original) =>
+      function transactionControl(...args: unknown[]) {
+        return track(site, shape(method, 'query', sql, 0), () => original(...args), noRows);
+      };
+  }
+  return countedProxy(target, mark, hooks, { connection: (core) => wrapMysql2(core, sink) });
+}
+
+function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark: WrapperMark): T {
+  const site: CallSite = { driver: DRIVER, sink, connectionId: () => null };
+  const hooks: MethodHooks<T> = {
+    ...promiseCalls<T>(site, { last: null }, target, 'pool', sink),
+    getConnection: (original) =>
+      function getConnection(...args: unknown[]) {
+        return (original(...args) as Promise<object>).then((connection) => wrapMysql2(connection, sink));
+      },
+  };
+  return countedProxy(target, mark, hooks, { pool: (core) => wrapMysql2(core, sink) });
+}
+
+/**
+ * One counted call on the callback API: with a callback the event is recorded just before it runs; without one
+ * (event-emitter mode) when the returned command emits `end`.
+ */
+function callbackCall(
+  site: CallSite,
+  callShape: CallShape,
+  args: unknown[],
+  original: (...a: unknown[]) => unknown,
+  values?: unknown,
+): unknown {
+  const cb = callbackIndex(args);
+  if (cb >= 0) return trackCallback(site, callShape, args, cb, original, mysql2RowsAffected, values);
+  const caller = callerAtCall(site, callShape);
+  const timed = site.sink.timed !== false;
+  const start = timed ? nowNs() : 0;
+  const end = (): number => (timed ? nowNs() : 0);
+  let command: unknown;
+  try {
+    command = original(...args);
+  } catch (error) {
+    emit(site, callShape, start, end(), null, error, undefined, caller);
+    throw error;
+  }
+  const emitter = command as { once?: (event: string, listener: () => void) => unknown } | null;
+  if (emitter && typeof emitter.once === 'function') {
+    emitter.once('end', () => emit(site, callShape, start, end(), null, null, undefined, caller));
+  } else {
+    emit(site, callShape, start, end(), null, null, undefined, caller);
+  }
+  return command;
+}
+
+/** `query` and `execute` of the callback API, on a connection or a pool. */
+function callbackCalls<T>(site: CallSite, memo: ShapeMemo): { query: MethodHook<T>; execute: MethodHook<T> } {
+  return {
+    query: (original) =>
+      function query(...args: unknown[]) {
+        const values = valuesOf(args[0], args[1]);
+        return callbackCall(site, queryShape(args[0], values, memo), args, original, values);
+      },
+    execute: (original) =>
+      function execute(...args: unknown[]) {
+        const values = valuesOf(args[0], args[1]);
+        return callbackCall(site, executeShape(args[0], values, memo), args, original, values);
+      },
+  };
+}
+
+function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink, mark: WrapperMark, site: CallSite): T {
+  const hooks: MethodHooks<T> = {
+    ...callbackCalls<T>(site, { last: null }),
+    promise: (original) =>
+      function promise(...args: unknown[]) {
+        return wrapMysql2(original(...args) as object, sink);
+      },
+  };
+  if (fn(target as Loose, 'getConnection')) {
+    hooks.getConnection = (original) =>
+      function getConnection(...args: unknown[]) {
+        const cb = args[0] as (this: unknown, err: unknown, connection?: unknown) => unknown;
+        return original(function (this: unknown, err: unknown, connection?: unknown) {
+          return cb.call(this, err, connection ? wrapMysql2(connection, sink) : connection);
+        });
+      };
+  } else {
+    hooks.prepare = (original) =>
+      function prepare(...args: unknown[]) {
+        const sql = sqlOf(args[0]);
+        const cb = callbackIndex(args);
+        if (cb >= 0) {
+          const user = args[cb] as (this: unknown, err: unknown, statement?: unknown) => unknown;
+          args[cb] = function (this: unknown, err: unknown, statement?: unknown) {
+            return user.call(this, err, statement ? wrapCallbackStatement(statement as object, sink, site, sql) : statement);
+          };
+        }
+        return callbackCall(site, shape('prepare', 'prepare', sql, 0, 0), args, original);
+      };
+    for (const [method, sql] of Object.entries(TRANSACTION_CONTROL)) {
+      hooks[method] = (original) =>
+        function transactionControl(...args: unknown[]) {
+          return callbackCall(site, shape(method, 'query', sql, 0), args, original);
+        };
+    }
+  }
+  return countedProxy(target, mark, hooks);
+}
+
+/**
+ * The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. As for `query`
+ * (promiseCalls), mysql2's `execute` runs on a receiver whose callback statement (`this.statement`) is a view with a
+ * counted `execute`, where it reads so; otherwise its promise is chained.
+ */
+function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
+  return wrapOnce(DRIVER, statement, sink, () => {
+    // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
+    const memo: ShapeMemo = { last: null };
+    const through = viewHooks(statement, 'statement', ['execute'], () => ({ execute: callbackStatementExecute(site, sql, memo) }));
+    const hooks: MethodHooks<object> = {
+      execute:
+        through.execute ??
+        ((original) =>
+          function chained(...args: unknown[]) {
+            const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(args[0]), 1, 'mysql');
+            return track(site, callShape, () => original(...args), promiseRows, args[0]);
+          }),
+    };
+    return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
+  });
+}
+
+/** A callback statement's `execute(values, cb)`, counted. */
+function callbackStatementExecute(site: CallSite, sql: string, memo: ShapeMemo): MethodHook<object> {
+  return (original) =>
+    function execute(...args: unknown[]) {
+      const values = typeof args[0] === 'function' ? undefined : args[0];
+      const callShape = memoShape(memo, 'execute', 'execute', sql, countParameterValues(values), 1, 'mysql');
+      return callbackCall(site, callShape, args, original, values);
+    };
+}
+
+/** The statement from callback `prepare(sql, cb)`: `execute(values, cb)` is counted. */
+function wrapCallbackStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
+  return wrapOnce(DRIVER, statement, sink, () => {
+    const hooks: MethodHooks<object> = { execute: callbackStatementExecute(site, sql, { last: null }) };
+    return countedProxy(statement, { driver: DRIVER, sink, target: statement }, hooks);
+  });
+}
+
+/*
+ * Number handling is kept the same on both MySQL drivers: BIGINT and DECIMAL come back as strings (mysql2
+ * `supportBigNumbers` + `bigNumberStrings`; the mariadb connector honours the same two options), so a
+ * workload's verification reads identical values whichever driver wrote them.
+ */
+export const MYSQL_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: true } as const;
+
+/** mysql2: promise and callback connections and pools; the connection sqltally opens is a promise one. */
+export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Connection> = {
+  name: 'mysql2',
+  packageName: 'mysql2',
+  backends: ['mariadb', 'mysql'],
+  dialect: 'mysql',
+  releases: [],
+  accepts: 'a mysql2 connection or pool, promise or callback API (mysql2.createConnection/createPool, mysql2/promise)',
+  recognises: (value: unknown) => value !== null && typeof value === 'object' && shapeOfTarget(value) !== null,
+  wrap: (target, sink) => wrapMysql2(target, sink),
+  async open(connection, opts) {
+    const net = networkTarget('mysql2', connection, opts);
+    const mysql = await loadDriverPackage<typeof import('mysql2/promise')>(
+      opts.driverPackage ? `${opts.driverPackage}/promise` : 'mysql2/promise',
+      'mysql2',
+      opts.backend,
+    );
+    const handle = await mysql.createConnection({
+      host: net.host,
+      port: net.port,
+      user: net.user,
+      password: net.password,
+      database: net.database,
+      ...MYSQL_NUMBER_OPTIONS,
+      ...opts.driverOptions,
+    });
+    // A server that goes away under an idle connection emits 'error'; unheard, that takes the process down.
+    handle.on('error', () => undefined);
+    return { handle, connectionId: handle.threadId, close: () => handle.end() };
+  },
+  runSql: async (h, sql) => (await h.query(sql))[0] as unknown[],
+  ping: (h) => h.ping(),
+  // The binary protocol on purpose: MariaDB's text protocol prints a DOUBLE with 15 significant digits
+  // (942.9155000039999 reads back as 942.915500004); the binary one sends its 8 bytes.
+  rowSource: (h) => ({
+    all: async (sql, params = []) => (await h.execute(sql, [...params] as import('mysql2').ExecuteValues[]))[0] as Record<string, unknown>[],
+  }),
+  model: mysqlProtocolModel,
+  stableWireBytes: true,
+};

@@ -1,0 +1,120 @@
+import type { Tally } from '../capture/tally';
+import { ShapeStatsSchema } from '../sql/shapes';
+import type { DriverLayerWithShapes, ShapeStat } from '../sql/shapes';
+
+/**
+ * The first line of every count snapshot. A stored snapshot with another version is refused by name: its lines
+ * may mean something else, so comparing them would report differences that are not in the counts.
+ */
+export const COUNT_SNAPSHOT_VERSION = 'v1';
+export const COUNT_SNAPSHOT_FORMAT = `sqltally-count-snapshot ${COUNT_SNAPSHOT_VERSION}`;
+const FORMAT_LINE = /sqltally-count-snapshot v(\d+)/;
+
+/** The snapshot text of a tally, or why no snapshot can be taken (then the matcher fails with and without `.not`). */
+export type CountSnapshot = { ok: true; text: string } | { ok: false; reason: string };
+
+function counter(lines: string[], path: string, value: number | null | undefined, absent: string): void {
+  lines.push(`${path}: ${typeof value === 'number' ? value : `n/a (${absent})`}`);
+}
+
+// Only what occurred: a zero would make every snapshot change when a call kind or statement class is added.
+function sparse(lines: string[], prefix: string, map: Partial<Record<string, number>>): void {
+  for (const key of Object.keys(map).sort()) {
+    const value = map[key];
+    if (value) lines.push(`${prefix}.${key}: ${value}`);
+  }
+}
+
+// Code-unit order, the same on every machine and locale.
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function shapeLine(s: ShapeStat): string {
+  return `  ${s.id} ${s.statementClass}/${s.kind} calls=${s.calls} parameterSets=${s.parameterSets}: ${s.fingerprint}`;
+}
+
+/**
+ * The deterministic counts of a tally, one line per counter, for a snapshot file.
+ *
+ * In: driver calls, byKind, byClass, parameter sets, bind values, rows affected and errors; wire commands by name,
+ * their total, round trips, connections and rows affected; the server summary when the verdict is `assert`
+ * (else one line saying it is left out, and why in one word); the shapes (id, class, kind, calls, parameter sets,
+ * fingerprint), sorted by fingerprint so that concurrent connections do not reorder them.
+ * Out: anything a rerun does not reproduce: caller lines, timings, connection and thread ids, ports, server
+ * versions, bytes (they carry version strings), socket writes (they depend on the kernel), verdict reasons.
+ *
+ * Refused (no snapshot): a value that is not a tally, a window whose code threw, an incomplete layer, shapes that
+ * do not parse.
+ */
+/**
+ * The drivers a tally's counts came through: those counted into the session, not the session's own default, so a
+ * window of an ORM that brought its own driver (Sequelize on the mariadb connector) is not labelled with another.
+ */
+export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>): string {
+  const names = [...new Set((tally.drivers ?? []).map((d) => d.name))];
+  if (names.length > 0) return names.join(', ');
+  return tally.layers.driver ? tally.driver : 'no counted driver';
+}
+
+export function countSnapshotOf(tally: Tally): CountSnapshot {
+  if (tally.workloadError) {
+    return { ok: false, reason: `the captured code threw (phase ${tally.workloadError.phase}: ${tally.workloadError.message}), so its counts are not a baseline` };
+  }
+  const { driver, wire, server } = tally.layers;
+  if (wire?.incomplete) return { ok: false, reason: `the wire layer is incomplete: ${wire.incompleteReasons.join('; ')}` };
+  if (server?.incomplete) return { ok: false, reason: `the server layer is incomplete: ${server.incompleteReasons.join('; ')}` };
+  if (tally.verdict.kind === 'incomplete') return { ok: false, reason: `the verdict is incomplete: ${tally.verdict.reason}` };
+
+  const lines = [COUNT_SNAPSHOT_FORMAT, `backend: ${tally.backend.name} via ${countedVia(tally)}`, `verdict: ${tally.verdict.kind}`];
+  if (!driver) {
+    lines.push('driver: not captured');
+  } else {
+    counter(lines, 'driver.calls', driver.calls, 'not counted');
+    sparse(lines, 'driver.byKind', driver.byKind);
+    sparse(lines, 'driver.byClass', driver.byClass);
+    counter(lines, 'driver.parameterSets', driver.parameterSets, 'not counted');
+    counter(lines, 'driver.bindValues', driver.bindValues, 'not counted');
+    counter(lines, 'driver.rowsAffected', driver.rowsAffected, 'not counted');
+    counter(lines, 'driver.errors', driver.errors, 'not counted');
+  }
+  if (!wire) {
+    lines.push('wire: not captured (in-process backend, or the wire proxy was off)');
+  } else {
+    sparse(lines, 'wire.commands', wire.commands);
+    counter(lines, 'wire.commandsTotal', wire.commandsTotal, 'not counted');
+    counter(lines, 'wire.roundTrips', wire.roundTrips, 'not counted');
+    counter(lines, 'wire.connections', wire.connections, 'not counted');
+    counter(lines, 'wire.rowsAffected', wire.rowsAffected, 'some answers carry their row counts elsewhere');
+  }
+  if (!server) {
+    lines.push('server: not captured');
+  } else if (tally.verdict.kind !== 'assert') {
+    lines.push(`server: left out, the verdict is ${tally.verdict.kind}, not assert`);
+  } else {
+    for (const [key, value] of Object.entries(server.summary)) counter(lines, `server.${key}`, value, 'this server cannot tell');
+  }
+  if (driver) {
+    const raw = (driver as DriverLayerWithShapes).shapes;
+    if (raw === undefined) {
+      lines.push('shapes: not recorded by this driver layer');
+    } else {
+      const parsed = ShapeStatsSchema.safeParse(raw);
+      if (!parsed.success) return { ok: false, reason: `the driver layer's shapes do not parse: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+      const shapes = [...parsed.data].sort((a, b) => compare(a.fingerprint, b.fingerprint) || compare(a.kind, b.kind));
+      lines.push(`shapes: ${shapes.length}`);
+      for (const s of shapes) lines.push(shapeLine(s));
+    }
+  }
+  return { ok: true, text: lines.join('\n') };
+}
+
+/**
+ * The format version a stored snapshot (as the snapshot machinery hands it back, serialised) was written with:
+ * `'v1'`, `'v0'`, ... or null when it is not a sqltally count snapshot at all.
+ */
+export function storedSnapshotFormat(stored: unknown): string | null {
+  if (typeof stored !== 'string') return null;
+  const m = FORMAT_LINE.exec(stored);
+  return m ? `v${m[1]}` : null;
+}

@@ -1,0 +1,65 @@
+/**
+ * Server connections that sqltally's own code closed, by server address, across every session of this process.
+ *
+ * A server lists a session for a moment after its client has closed it: a MySQL thread reads COM_QUIT only when it
+ * is scheduled, a PostgreSQL backend exits after reading Terminate and its `pg_stat_activity` entry goes last, and a
+ * session in the middle of a statement stays until the statement ends. A window opened in that moment takes it for
+ * a client around the proxy (`report`). The wire proxy, the probes and every raw connection sqltally opens (the main
+ * job's table resets and row checks) note here what they closed, so a window on the same server, in any session,
+ * waits for those to leave (`WindowContext.departedConnectionIds`), and a connection of the user's that went around
+ * the proxy still shows.
+ */
+import { mathMax } from '../shared/intrinsics';
+
+/**
+ * A departure older than this is not waited for: its server session left long ago, and a session listed under its
+ * id now (PostgreSQL reuses backend pids) is someone else's.
+ */
+export const DEPARTED_RECENT_MS = 10_000;
+/** Departures kept per server; past it the oldest go (a bound for a process that opens connections for hours). */
+const MAX_PER_SERVER = 4096;
+
+interface Departure {
+  id: number;
+  atNs: number;
+}
+
+const BY_SERVER = new Map<string, Departure[]>();
+
+/** A server's address as a key, for every per-server registry of this process (own-connections.ts too). */
+export function serverKey(server: { host: string; port: number }): string {
+  return `${server.host}:${server.port}`;
+}
+
+function nowNs(): number {
+  return Number(process.hrtime.bigint());
+}
+
+/** Notes that sqltally closed its connection `id` (the server's own id) to `server`, now or at `atNs`. */
+export function noteDeparture(server: { host: string; port: number }, id: number, atNs: number = nowNs()): void {
+  const key = serverKey(server);
+  let list = BY_SERVER.get(key);
+  if (!list) BY_SERVER.set(key, (list = []));
+  const horizon = atNs - DEPARTED_RECENT_MS * 1e6;
+  // Oldest first: drop what fell out of the horizon, and the oldest beyond the bound.
+  let drop = 0;
+  while (drop < list.length && list[drop]!.atNs < horizon) drop++;
+  drop = mathMax(drop, list.length + 1 - MAX_PER_SERVER);
+  if (drop > 0) list.splice(0, drop);
+  list.push({ id, atNs });
+}
+
+/** Ids of connections to `server` that sqltally closed in the {@link DEPARTED_RECENT_MS} before `sinceNs`. */
+export function departedBefore(server: { host: string; port: number }, sinceNs: number): number[] {
+  const list = BY_SERVER.get(serverKey(server));
+  if (!list) return [];
+  const horizon = sinceNs - DEPARTED_RECENT_MS * 1e6;
+  const ids = new Set<number>();
+  for (const d of list) if (d.atNs < sinceNs && d.atNs >= horizon) ids.add(d.id);
+  return [...ids];
+}
+
+/** Forgets every departure noted (tests). */
+export function forgetDepartures(): void {
+  BY_SERVER.clear();
+}

@@ -1,0 +1,618 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import { Duplex } from 'node:stream';
+import { SqltallyError } from '../shared/errors';
+import { noteDeparture } from '../shared/departures';
+import { MysqlSession } from './mysql-protocol';
+import { PgSession } from './pg-protocol';
+import { connectionRecord, diffWireSnapshots } from './tally';
+import type { WireProtocol, WireSession } from './tally';
+import type { WireConnection, WireCounts, WireSnapshot } from './types';
+
+/** How `startWireProxy` is configured. */
+export interface WireProxyOptions {
+  protocol: 'mysql' | 'postgres';
+  /** The real server the proxy forwards to. */
+  target: { host: string; port: number };
+  /**
+   * `refuse` (default): keep sessions in plain text so they can be counted: MySQL greetings lose CLIENT_SSL,
+   * PostgreSQL SSLRequest/GSSENCRequest are answered 'N' by the proxy. Use it only where plain text is allowed.
+   * `passthrough`: let TLS through untouched; such a connection's counts are `incomplete`.
+   */
+  tls?: 'refuse' | 'passthrough';
+}
+
+/** What {@link WireProxy.settle} did on each connection it was asked about. */
+export interface SettleResult {
+  /** Proxy connection ids whose server answered the proxy's own request. */
+  settled: number[];
+  /** Connections that stayed busy (a request in flight, a half-sent message) until the time ran out. */
+  busy: { id: number; serverConnectionId: number | null; why: string }[];
+}
+
+/** Called before the server side of a connection is closed (see {@link WireProxy.onClosing}). */
+export type ClosingHook = (connection: WireConnection, settle: () => Promise<boolean>) => Promise<void>;
+
+/**
+ * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server. Bytes are forwarded unchanged (except
+ * the TLS refusal above) with backpressure; both directions are parsed on the side. A parse fault never stops the
+ * bytes: the connection's counts become `incomplete` instead.
+ *
+ * The proxy owns both sockets of every session and knows when each is between requests, which makes two things
+ * possible that a client library cannot offer for a pool it does not control:
+ * - {@link WireProxy.settle} sends one request of the proxy's own on each quiet connection and swallows its answer
+ *   (MySQL `COM_PING`: the server files a statement in performance_schema only after answering it, and answers one
+ *   command before it reads the next, so an answered ping means the previous statement is filed; PostgreSQL
+ *   `SELECT pg_stat_force_next_flush()`: only the session itself can flush its pending statistics). Its bytes and
+ *   its answer are not in the connection's counts.
+ * - {@link WireProxy.onClosing} holds a goodbye (COM_QUIT, Terminate, or the client's socket closing) until a hook
+ *   has run, so the server-side counters of a connection that closes inside a window can be read before the server
+ *   forgets them.
+ *
+ * `clientWrites` counts socket reads from the client that carried at least one command start. It approximates the
+ * driver's writes by TCP chunk: on loopback one driver write usually arrives as one chunk, but the kernel may split a
+ * large write or merge two quick ones.
+ */
+export interface WireProxy extends AsyncDisposable {
+  readonly protocol: 'mysql' | 'postgres';
+  /** Always 127.0.0.1. */
+  readonly host: string;
+  /** The port drivers connect to instead of the server's. */
+  readonly port: number;
+  /** Every connection accepted so far (closed ones included), with cumulative counts. */
+  connections(): WireConnection[];
+  /**
+   * Proxy ids of connections whose close has begun and not finished: a goodbye said (COM_QUIT, Terminate), or one
+   * side's socket closed (a pool destroying a socket says no goodbye). Until it finishes, such a connection still
+   * counts as open, though the server is about to forget it.
+   */
+  closing(): number[];
+  /** Cumulative counts of every connection, at this instant. */
+  snapshot(): WireSnapshot;
+  /**
+   * The traffic between two snapshots, summed over connections. Handshakes of connections opened in between go
+   * to `setup`, not to the command counts. A fire-and-forget message the client wrote just before `after` (one
+   * with no answer, like COM_STMT_CLOSE) may not have reached the proxy yet and then falls in the next window.
+   */
+  diff(before: WireSnapshot, after: WireSnapshot): WireCounts;
+  /**
+   * Sends the protocol's settle request (see above) on every open connection, or those with the given proxy ids,
+   * as soon as each is between requests, and resolves when all answered or `timeoutMs` (default 5000) ran out.
+   */
+  settle(options?: { ids?: readonly number[]; timeoutMs?: number }): Promise<SettleResult>;
+  /**
+   * A connection through the proxy without the loopback hop to it: the driver's end of an in-process stream whose
+   * other end the proxy relays and counts like an accepted socket. For drivers in this process that take a stream
+   * (pg `stream: () => proxy.openStream()`, mysql2 `stream`): every round trip then crosses one TCP connection, not
+   * two. `connect()` on it is accepted and ignored (pg calls it).
+   */
+  openStream(): Duplex;
+  /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
+  onClosing(hook: ClosingHook | null): void;
+  /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
+  close(): Promise<void>;
+}
+
+/** Reads the server's answer to the proxy's own request out of the byte stream, so the client never sees it. */
+interface ReplyReader {
+  /**
+   * Consumes bytes of the answer from `chunk`; returns how many it used, whether the answer is complete, and bytes
+   * in it that belong to the client after all (asynchronous messages the server may send at any time).
+   */
+  read(chunk: Buffer): { used: number; done: boolean; passthrough: Buffer | null };
+}
+
+/** The request a protocol settles a connection with, and how its answer is framed. */
+interface SettleRequest {
+  bytes: Buffer;
+  reader(): ReplyReader;
+}
+
+/** MySQL: COM_PING (sequence 0), answered by one OK or ERR packet. */
+function mysqlPingReader(): ReplyReader {
+  const header = Buffer.alloc(4);
+  let headerFill = 0;
+  let remaining = -1;
+  return {
+    read(chunk) {
+      let i = 0;
+      while (i < chunk.length) {
+        if (remaining < 0) {
+          const take = Math.min(4 - headerFill, chunk.length - i);
+          chunk.copy(header, headerFill, i, i + take);
+          headerFill += take;
+          i += take;
+          if (headerFill < 4) continue;
+          remaining = header.readUIntLE(0, 3);
+        }
+        const take = Math.min(remaining, chunk.length - i);
+        i += take;
+        remaining -= take;
+        if (remaining === 0) return { used: i, done: true, passthrough: null };
+      }
+      return { used: i, done: false, passthrough: null };
+    },
+  };
+}
+
+/** PostgreSQL backend messages that may arrive between any two others: they belong to the client. */
+const PG_ASYNC = new Set([0x41 /* A NotificationResponse */, 0x4e /* N NoticeResponse */, 0x53 /* S ParameterStatus */]);
+
+/** PostgreSQL: a simple Query, answered by messages up to and including ReadyForQuery. */
+function pgQueryReader(): ReplyReader {
+  const header = Buffer.alloc(5);
+  let headerFill = 0;
+  let remaining = -1;
+  let type = 0;
+  let keep: Buffer[] | null = null;
+  let kept: Buffer[] = [];
+  return {
+    read(chunk) {
+      let i = 0;
+      while (i < chunk.length) {
+        if (remaining < 0) {
+          const take = Math.min(5 - headerFill, chunk.length - i);
+          chunk.copy(header, headerFill, i, i + take);
+          headerFill += take;
+          i += take;
+          if (headerFill < 5) continue;
+          type = header[0] as number;
+          remaining = header.readInt32BE(1) - 4;
+          headerFill = 0;
+          keep = PG_ASYNC.has(type) ? [Buffer.from(header)] : null;
+        }
+        const take = Math.min(remaining, chunk.length - i);
+        if (keep && take > 0) keep.push(chunk.subarray(i, i + take));
+        i += take;
+        remaining -= take;
+        if (remaining === 0) {
+          remaining = -1;
+          if (keep) kept.push(...keep);
+          keep = null;
+          if (type === 0x5a /* Z ReadyForQuery */) {
+            const passthrough = kept.length > 0 ? Buffer.concat(kept) : null;
+            kept = [];
+            return { used: i, done: true, passthrough };
+          }
+        }
+      }
+      return { used: i, done: false, passthrough: null };
+    },
+  };
+}
+
+function pgQuery(sql: string): Buffer {
+  const text = Buffer.from(`${sql}\0`, 'utf8');
+  const out = Buffer.alloc(5 + text.length);
+  out[0] = 0x51; // Q
+  out.writeInt32BE(4 + text.length, 1);
+  text.copy(out, 5);
+  return out;
+}
+
+/**
+ * The statement the proxy settles a PostgreSQL connection with. The server counts it like any other in
+ * pg_stat_statements, on the user's connection: the probe knows it by this text as sqltally's own.
+ */
+export const POSTGRES_SETTLE_SQL = 'SELECT pg_stat_force_next_flush()';
+
+/** The settle request of each protocol (see {@link WireProxy}). */
+const SETTLE = {
+  mysql: { bytes: Buffer.from([1, 0, 0, 0, 0x0e]), reader: mysqlPingReader },
+  // A failed flush (PostgreSQL before 15 has no such function) is answered and swallowed the same way.
+  postgres: { bytes: pgQuery(POSTGRES_SETTLE_SQL), reader: pgQueryReader },
+} satisfies Record<WireProtocol, SettleRequest>;
+
+/** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
+const SESSIONS = {
+  mysql: (tls) => new MysqlSession({ tls }),
+  postgres: (tls) => new PgSession({ tls }),
+} satisfies Record<WireProtocol, (tls: 'refuse' | 'passthrough') => WireSession>;
+
+/** How long a closing connection waits for the closing hook before its server side is closed anyway. */
+const CLOSING_HOOK_TIMEOUT_MS = 10_000;
+const SETTLE_POLL_MS = 1;
+const DEFAULT_SETTLE_TIMEOUT_MS = 5_000;
+
+/** What the proxy relays from: an accepted socket, or the proxy's end of an in-process stream pair. */
+type ClientSide = net.Socket | Duplex;
+
+interface ProxiedConnection {
+  id: number;
+  session: WireSession;
+  client: ClientSide;
+  upstream: net.Socket;
+  openedAtNs: number;
+  closedAtNs: number | null;
+  closed: Promise<void>;
+  /** Whether its close has begun (see {@link WireProxy.closing}). */
+  isClosing(): boolean;
+  /** Sends the protocol's settle request now if the session allows it; false when it cannot (busy or gone). */
+  trySettle(): Promise<boolean> | null;
+}
+
+function nowNs(): number {
+  return Number(process.hrtime.bigint());
+}
+
+function errorText(error: unknown): string {
+  const e = error as NodeJS.ErrnoException;
+  return e?.code ? `${e.code}` : String(e?.message ?? error);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Wires one accepted client socket to a new upstream socket. Every socket gets an 'error' listener (an unhandled
+ * one would crash the test process); whichever side closes first, the other is ended after its pending writes (the
+ * server side only once the closing hook has run).
+ */
+function relay(id: number, client: ClientSide, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
+  const session = SESSIONS[options.protocol](options.tls ?? 'refuse');
+  const settleRequest: SettleRequest = SETTLE[options.protocol];
+  const upstream = net.connect({ host: options.target.host, port: options.target.port });
+  if (client instanceof net.Socket) client.setNoDelay(true);
+  upstream.setNoDelay(true);
+  let firstClose: string | null = null;
+  let clientClosed = false;
+  let upstreamClosed = false;
+  let resolveClosed!: () => void;
+  const closed = new Promise<void>((resolve) => (resolveClosed = resolve));
+
+  // While the proxy's own request is out, the client's bytes wait here, so its next request follows the answer.
+  let settling: { reader: ReplyReader; done: (ok: boolean) => void } | null = null;
+  // While the closing hook runs, the client's goodbye waits here.
+  let holdingGoodbye = false;
+  const heldFromClient: Buffer[] = [];
+  let hookRun: Promise<void> | null = null;
+
+  const connection: ProxiedConnection = {
+    id,
+    session,
+    client,
+    upstream,
+    openedAtNs: nowNs(),
+    closedAtNs: null,
+    closed,
+    isClosing: () => session.closing || clientClosed || upstreamClosed,
+    trySettle: () => {
+      if (settling || upstream.destroyed || !upstream.writable || !session.injectable()) return null;
+      return new Promise<boolean>((resolve) => {
+        settling = { reader: settleRequest.reader(), done: resolve };
+        upstream.write(settleRequest.bytes);
+      });
+    },
+  };
+
+  const record = (): WireConnection => connectionRecord(id, session, connection.openedAtNs, connection.closedAtNs);
+
+  const reply = (bytes: Buffer): void => {
+    if (!client.destroyed) client.write(bytes);
+  };
+  const toServer = (out: Buffer | null): void => {
+    if (out && !upstream.destroyed && !upstream.write(out)) client.pause();
+  };
+  // A client that hung up (its side ended ours: no half-open sockets) gets nothing more, and must not pause the
+  // server side: no 'drain' ever comes, and a settle request on it would wait for its answer until the hook's timeout.
+  const sendToClient = (out: Buffer): void => {
+    if (!client.destroyed && !client.writableEnded && !client.write(out)) upstream.pause();
+  };
+  const toClient = (chunk: Buffer): void => {
+    if (session.serverPassesThrough()) {
+      // The usual case: the bytes go on first and are counted after, so counting never delays them.
+      sendToClient(chunk);
+      try {
+        session.fromServer(chunk);
+      } catch (error) {
+        session.tally.fail(`internal counter error: ${errorText(error)}`);
+      }
+      return;
+    }
+    let out: Buffer | null;
+    try {
+      out = session.fromServer(chunk);
+    } catch (error) {
+      session.tally.fail(`internal counter error: ${errorText(error)}`);
+      out = chunk;
+    }
+    if (out) sendToClient(out);
+  };
+
+  /**
+   * Runs the closing hook once (a goodbye and then the socket's close both wait for the same run), bounded in time;
+   * its failure never keeps a connection open.
+   */
+  const runClosingHook = (): Promise<void> => (hookRun ??= callClosingHook());
+  const callClosingHook = async (): Promise<void> => {
+    const hook = closingHook();
+    if (!hook) return;
+    const settle = async (): Promise<boolean> => {
+      for (let i = 0; i < 100; i++) {
+        const attempt = connection.trySettle();
+        if (attempt) return attempt;
+        if (upstream.destroyed) return false;
+        await sleep(SETTLE_POLL_MS);
+      }
+      return false;
+    };
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      hook(record(), settle).catch(() => undefined),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSING_HOOK_TIMEOUT_MS))),
+    ]);
+    clearTimeout(timer);
+  };
+
+  const fromClient = (chunk: Buffer): void => {
+    if (settling || holdingGoodbye) {
+      heldFromClient.push(chunk);
+      return;
+    }
+    if (session.clientPassesThrough(chunk)) {
+      // Forwarded before it is counted; a chunk that may end in a goodbye takes the path below, where it is held.
+      toServer(chunk);
+      try {
+        session.fromClient(chunk, reply);
+      } catch (error) {
+        session.tally.fail(`internal counter error: ${errorText(error)}`);
+      }
+      return;
+    }
+    let out: Buffer | null;
+    try {
+      out = session.fromClient(chunk, reply);
+    } catch (error) {
+      session.tally.fail(`internal counter error: ${errorText(error)}`);
+      out = chunk;
+    }
+    if (session.closing && hookRun === null && closingHook()) {
+      // The goodbye is held until the hook has read what it needs from the server side.
+      holdingGoodbye = true;
+      void runClosingHook().then(() => {
+        holdingGoodbye = false;
+        toServer(out);
+        releaseHeld();
+      });
+      return;
+    }
+    toServer(out);
+  };
+  const releaseHeld = (): void => {
+    while (heldFromClient.length > 0 && !settling && !holdingGoodbye) fromClient(heldFromClient.shift() as Buffer);
+  };
+
+  client.on('data', fromClient);
+  upstream.on('data', (chunk: Buffer) => {
+    const current = settling;
+    if (!current) {
+      toClient(chunk);
+      return;
+    }
+    const { used, done, passthrough } = current.reader.read(chunk);
+    if (passthrough) toClient(passthrough);
+    if (!done) return;
+    settling = null;
+    current.done(true);
+    if (used < chunk.length) toClient(chunk.subarray(used));
+    releaseHeld();
+  });
+  upstream.on('drain', () => client.resume());
+  client.on('drain', () => upstream.resume());
+
+  client.on('error', (error) => {
+    firstClose ??= `client error ${errorText(error)}`;
+  });
+  let upstreamConnected = false;
+  upstream.on('connect', () => (upstreamConnected = true));
+  upstream.on('error', (error) => {
+    firstClose ??= `server connection error ${errorText(error)}`;
+    if (!upstreamConnected) session.tally.fail(`could not connect to the server: ${errorText(error)}`);
+  });
+  const finish = (): void => {
+    if (!clientClosed || !upstreamClosed) return;
+    connection.closedAtNs = nowNs();
+    // Any window on this server, in this session or another, waits for it to leave (departures.ts).
+    const serverId = session.serverConnectionId;
+    if (serverId !== null) noteDeparture(options.target, serverId, connection.closedAtNs);
+    try {
+      session.end(`connection closed (${firstClose ?? 'unknown'})`);
+    } catch (error) {
+      session.tally.fail(`internal counter error: ${errorText(error)}`);
+    }
+    resolveClosed();
+  };
+  client.on('close', () => {
+    clientClosed = true;
+    firstClose ??= 'client closed';
+    // Backpressure from a client that is gone: nothing will drain it.
+    upstream.resume();
+    void runClosingHook().then(() => {
+      if (!upstream.destroyed) upstream.end(() => upstream.destroy());
+      finish();
+    });
+  });
+  upstream.on('close', () => {
+    upstreamClosed = true;
+    firstClose ??= 'server closed';
+    const pending = settling;
+    settling = null;
+    pending?.done(false);
+    if (!client.destroyed) client.end(() => client.destroy());
+    finish();
+  });
+  return connection;
+}
+
+/**
+ * One end of an in-process byte stream pair: what one end writes, the other reads, in the same turn. Destroying or
+ * ending one end ends the other, as a socket's close does.
+ */
+class StreamEnd extends Duplex {
+  other: StreamEnd | null = null;
+  #pendingWrite: (() => void) | null = null;
+
+  constructor() {
+    super({ allowHalfOpen: false });
+  }
+
+  override _read(): void {
+    const other = this.other;
+    if (!other) return;
+    const resume = other.#pendingWrite;
+    if (resume) {
+      other.#pendingWrite = null;
+      resume();
+    }
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    const other = this.other;
+    if (!other || other.destroyed) return callback(new Error('the other end of the stream is closed'));
+    if (other.push(chunk)) callback();
+    else this.#pendingWrite = callback;
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.other?.push(null);
+    callback();
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    const other = this.other;
+    const pending = this.#pendingWrite;
+    this.#pendingWrite = null;
+    pending?.();
+    if (other && !other.destroyed) {
+      other.push(null);
+      other.destroy();
+    }
+    callback(error);
+  }
+}
+
+/** The driver's end: also answers the socket methods drivers call on a stream they were given. */
+class DriverStreamEnd extends StreamEnd {
+  /** Already connected: the proxy opens the server connection itself. pg waits for 'connect'. */
+  connect(): this {
+    process.nextTick(() => this.emit('connect'));
+    return this;
+  }
+  setNoDelay(): this {
+    return this;
+  }
+  setKeepAlive(): this {
+    return this;
+  }
+  setTimeout(): this {
+    return this;
+  }
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
+  }
+}
+
+/** Starts a proxy on 127.0.0.1 (random free port) in front of `options.target`. */
+export async function startWireProxy(options: WireProxyOptions): Promise<WireProxy> {
+  const proxyId = randomUUID();
+  const all: ProxiedConnection[] = [];
+  let nextId = 1;
+  let closing: Promise<void> | null = null;
+  let hook: ClosingHook | null = null;
+  const server = net.createServer({ noDelay: true }, (client) => {
+    if (closing) {
+      client.destroy();
+      return;
+    }
+    all.push(relay(nextId++, client, options, () => (closing ? null : hook)));
+  });
+  server.on('error', () => {
+    // Only listen() can fail, and that rejects below; later errors have no socket to hurt.
+  });
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: Error): void =>
+      reject(new SqltallyError('wire proxy could not listen on 127.0.0.1', { phase: 'wire', cause: error }));
+    server.once('error', onError);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  const address = server.address() as net.AddressInfo;
+
+  const connections = (): WireConnection[] => all.map((c) => connectionRecord(c.id, c.session, c.openedAtNs, c.closedAtNs));
+  const close = (): Promise<void> => {
+    closing ??= (async () => {
+      const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const c of all) {
+        c.client.destroy();
+        c.upstream.destroy();
+      }
+      await Promise.all([serverClosed, ...all.map((c) => c.closed)]);
+    })();
+    return closing;
+  };
+
+  const settle = async (opts: { ids?: readonly number[]; timeoutMs?: number } = {}): Promise<SettleResult> => {
+    const wanted = opts.ids ? new Set(opts.ids) : null;
+    const targets = all.filter((c) => c.closedAtNs === null && !c.upstream.destroyed && (!wanted || wanted.has(c.id)));
+    const deadline = Date.now() + (opts.timeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS);
+    const result: SettleResult = { settled: [], busy: [] };
+    await Promise.all(
+      targets.map(async (c) => {
+        for (;;) {
+          const attempt = c.trySettle();
+          if (attempt) {
+            if (await attempt) result.settled.push(c.id);
+            else result.busy.push({ id: c.id, serverConnectionId: c.session.serverConnectionId, why: 'the server closed it before answering' });
+            return;
+          }
+          if (c.closedAtNs !== null || c.upstream.destroyed) return;
+          if (Date.now() >= deadline) {
+            result.busy.push({
+              id: c.id,
+              serverConnectionId: c.session.serverConnectionId,
+              why: c.session.unanswered() > 0 ? `${c.session.unanswered()} request(s) still in flight` : 'in the middle of a request',
+            });
+            return;
+          }
+          await sleep(SETTLE_POLL_MS);
+        }
+      }),
+    );
+    result.settled.sort((a, b) => a - b);
+    return result;
+  };
+
+  const openStream = (): Duplex => {
+    const driverEnd = new DriverStreamEnd();
+    const proxyEnd = new StreamEnd();
+    driverEnd.other = proxyEnd;
+    proxyEnd.other = driverEnd;
+    if (closing) {
+      driverEnd.destroy();
+      return driverEnd;
+    }
+    all.push(relay(nextId++, proxyEnd, options, () => (closing ? null : hook)));
+    return driverEnd;
+  };
+
+  return {
+    protocol: options.protocol,
+    host: '127.0.0.1',
+    port: address.port,
+    openStream,
+    connections,
+    closing: () => all.filter((c) => c.closedAtNs === null && c.isClosing()).map((c) => c.id),
+    snapshot: () => ({ proxyId, protocol: options.protocol, takenAtNs: nowNs(), connections: connections() }),
+    diff: diffWireSnapshots,
+    settle,
+    onClosing: (h) => {
+      hook = h;
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

@@ -1,0 +1,80 @@
+import { openRawConnection, runSql, type DriverHandle } from '../driver/open';
+import type { RowSource } from '../driver/module';
+import type { DriverName } from '../shared/driver-names';
+import { driverModule } from '../driver/registry';
+import { SqltallyError } from '../shared/errors';
+import type { BackendName, ConnectionInfo, StartedBackend } from '../backends/types';
+import { createTableSql, dropTableSql } from './table';
+import type { WorkloadTable } from './table';
+
+export type { RowSource } from '../driver/module';
+
+/** A plain (uncounted) driver connection and how to close it. */
+export interface PlainConnection<D extends DriverName> {
+  driver: D;
+  handle: DriverHandle<D>;
+  close(): Promise<void>;
+}
+
+/** Which driver reads back on each backend (verify, read path): the one with no batching surprises. */
+export const READ_DRIVER_BY_BACKEND = {
+  sqlite: 'better-sqlite3',
+  mariadb: 'mysql2',
+  mysql: 'mysql2',
+  postgres: 'pg',
+} as const satisfies Record<BackendName, DriverName>;
+
+/**
+ * Opens a plain connection of `driver` to a started backend's connection info. Failures become a connect-phase
+ * SqltallyError (password never shown). These connections are not counted; counted ones come from src/driver/.
+ */
+export async function openPlainConnection<D extends DriverName>(
+  driver: D,
+  connection: ConnectionInfo,
+  options: Readonly<Record<string, unknown>> = {},
+  backend?: string,
+): Promise<PlainConnection<D>> {
+  const opened = await openRawConnection(driver, connection, { driverOptions: { ...options }, ...(backend ? { backend } : {}) });
+  return { driver, handle: opened.handle, close: opened.close };
+}
+
+/** A {@link RowSource} over a raw handle of any driver. */
+export function rowSource<D extends DriverName>(driver: D, handle: DriverHandle<D>): RowSource {
+  return driverModule(driver).rowSource(handle);
+}
+
+/** Runs one statement that returns no rows (DDL, TRUNCATE) on a handle of any driver. */
+export async function executeSql<D extends DriverName>(driver: D, handle: DriverHandle<D>, sql: string): Promise<void> {
+  await runSql(driver, handle, sql);
+}
+
+/**
+ * Drops and creates the workload table through a fresh connection of the backend's read driver, so the workload's
+ * own (possibly counted) connection never carries the DDL.
+ */
+export async function recreateTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
+  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+  const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
+  try {
+    for (const sql of [dropTableSql(table), createTableSql(table)]) {
+      try {
+        await executeSql(driver, opened.handle, sql);
+      } catch (err) {
+        throw new SqltallyError(`could not set up table ${table.name}`, { backend: backend.description.id, phase: 'setup', statement: sql, cause: err });
+      }
+    }
+  } finally {
+    await opened.close();
+  }
+}
+
+/** Drops the workload table through a fresh connection; a missing table is fine. */
+export async function dropTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
+  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+  const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
+  try {
+    await executeSql(driver, opened.handle, dropTableSql(table));
+  } finally {
+    await opened.close();
+  }
+}
