@@ -17,7 +17,7 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
   const files = packed!.files.map((f) => f.path);
 
   it('ships the CLI, the library, the report viewer, the README, the docs and the licence', () => {
-    for (const f of ['bin/sqltally.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/jest/matchers.js', 'dist/jest/vitest.js', 'dist/reports/viewer/viewer.js', 'README.md', 'LICENSE', 'docs/capture-api.md']) {
+    for (const f of ['bin/sqltally.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/jest/matchers.js', 'dist/jest/vitest.js', 'dist/report/viewer/viewer.js', 'README.md', 'LICENSE', 'docs/capture-api.md']) {
       expect(files).toContain(f);
     }
   });

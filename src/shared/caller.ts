@@ -6,7 +6,7 @@ import { ErrorClass, isArray } from './intrinsics';
  * Where sqltally's own code lives, from this file's location, so the answer is right from the TypeScript sources
  * (ts-jest, tsx, Vitest), from the compiled `dist/` and from an installed package.
  *
- * - Compiled (`dist/counters/caller.js`): everything under `dist/` is sqltally's, and so is the package's `bin/`.
+ * - Compiled (`dist/shared/caller.js`): everything under `dist/` is sqltally's, and so is the package's `bin/`.
  *   An installed copy sits under `node_modules/` as well, which is skipped anyway.
  * - Sources (`src/shared/caller.ts`): the library folders are sqltally's, but not the test files in them, nor
  *   `integration/` and `bench/`: those are callers, like a user's tests.

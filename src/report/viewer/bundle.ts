@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** The viewer's bundle as `npm run build` writes it beside this module (dist/reports/viewer/viewer.js). */
+/** The viewer's bundle as `npm run build` writes it beside this module (dist/report/viewer/viewer.js). */
 export const VIEWER_BUNDLE = 'viewer.js';
 
 let cached: string | null = null;
