@@ -11,6 +11,7 @@ import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './
 import type { TemplateRecipe } from './template';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
+import { isRoot } from '../shared/process';
 
 const SERVER_BINARY = 'mariadbd';
 const INSTALL_DB_BINARY = 'mariadb-install-db';
@@ -24,10 +25,6 @@ const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const REDO_LOG_SIZE = '--innodb-log-file-size=16M';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
-
-function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
 
 /**
  * Where one private MariaDB keeps its files, all inside its private directory. The temporary directory is its own:

@@ -9,6 +9,7 @@ import { launchServer, makePrivateDir, runTool, loopbackConnection } from './loc
 import { provisionCommand, rootfsFinder } from './rootfs';
 import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
+import { isRoot } from '../shared/process';
 
 const SERVER_BINARY = 'mysqld';
 const DEFAULT_IMAGE = 'mysql:8.4';
@@ -19,10 +20,6 @@ const MAX_ALLOWED_PACKET = '64M';
 const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Do you already have another mysqld server running/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
-
-function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
 
 /**
  * Server options for a private MySQL: loopback only, performance_schema on, no binary log, and a temporary

@@ -1,4 +1,4 @@
-import { SqltallyError, truncateStatement } from '../shared/errors';
+import { messageOf, SqltallyError, truncateStatement } from '../shared/errors';
 import { startBackend } from '../backends/registry';
 import type { StartedBackend } from '../backends/types';
 import { DriverRecorder, type ShapeFilter } from '../driver/driver-layer';
@@ -325,17 +325,6 @@ function readSafely(value: unknown, key: string): unknown {
     return (value as Record<string, unknown>)[key];
   } catch {
     return undefined;
-  }
-}
-
-function messageOf(err: unknown): string {
-  const message = readSafely(err, 'message');
-  if (typeof message === 'string') return message;
-  try {
-    return String(err);
-  } catch {
-    // An object whose message, toString and Symbol.toPrimitive all throw still ends up in the tally.
-    return 'a thrown value that could not be turned into text';
   }
 }
 
