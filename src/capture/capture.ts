@@ -797,13 +797,14 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
           open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
         }
-        // A counted call still running that no other work explains (a postgres.js query started with execute()):
-        // the user's promises pending are the line to name; waited for like any other work.
-        const candidates = open.deferred === null && running() ? tracker.pendingPromises() : [];
+        // A counted call running as the function returned that no other work explains (a postgres.js query started
+        // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
+        // waited for like any other work.
+        const candidates = open.deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
         if (candidates.length > 0) {
           for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
-          const still = new Set(tracker.pendingPromises().map((c) => c.site));
-          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: !running() && !still.has(c.site) })) };
+          const still = new Set(tracker.unawaitedPromises().filter((c) => !c.settled).map((c) => c.site));
+          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: c.settled || (!running() && !still.has(c.site)) })) };
         }
       }
     } catch (err) {
