@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { withSqlClient } from '../src/backends/sql-client';
-import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
+import type { BackendName, NetworkConnection, StartedBackend, WireProtocol } from '../src/backends/types';
 import { groupMembers, resolveCommand } from '../src/cli/child';
 import { parseExecArgs, parseProxyArgs } from '../src/cli/exec-options';
 import { runExec } from '../src/cli/exec';
@@ -63,8 +63,10 @@ function network(b: StartedBackend): NetworkConnection {
   return b.connection;
 }
 
-function protocolOf(b: StartedBackend): 'mysql' | 'postgres' {
-  return b.description.capabilities.wireProtocol ?? 'mysql';
+function protocolOf(b: StartedBackend): WireProtocol {
+  const protocol = b.description.capabilities.wireProtocol;
+  if (!protocol) throw new Error(`${b.description.id} speaks no wire protocol`);
+  return protocol;
 }
 
 async function sql<T = Record<string, unknown>>(b: StartedBackend, text: string): Promise<T[]> {

@@ -4,6 +4,7 @@ import { CAPABILITIES } from './capabilities';
 import { SqltallyError } from '../shared/errors';
 import { DEFAULT_DIAGNOSIS_TIMEOUT_MS, diagnoseListener } from './listener';
 import type { WireProtocol } from './listener';
+import { PROTOCOLS } from './protocols';
 import type { NetworkConnection, StartedBackend } from './types';
 
 /** Driver error codes that mean "your credentials", "your host/port" and "your database name". */
@@ -42,8 +43,6 @@ export function explainConnectFailure(cause: unknown, id: string, variable: stri
   return new SqltallyError(`could not connect to ${origin}`, { ...context, hint: `check ${variable}` });
 }
 
-const PROTOCOL_NAMES: Record<WireProtocol, string> = { mysql: 'MySQL/MariaDB', postgres: 'PostgreSQL' };
-
 /** Driver failures that may mean "not a database there" rather than an answer from one (which carries its own code). */
 function worthDiagnosing(cause: unknown): boolean {
   const code = errorCode(cause);
@@ -71,7 +70,7 @@ export async function diagnoseConnectFailure(
   const at = `${connection.host}:${connection.port}`;
   const from = `from ${variable}=${origin}`;
   const context = { backend: id, phase: 'connect' as const, provider: 'external', cause };
-  const notIt = `point ${variable} at a ${PROTOCOL_NAMES[protocol]} server: check the host and port`;
+  const notIt = `point ${variable} at a ${PROTOCOLS[protocol].displayName} server: check the host and port`;
   const seconds = `${timeoutMs / 1000} s`;
   switch (d.kind) {
     case 'refused':
@@ -85,16 +84,16 @@ export async function diagnoseConnectFailure(
       });
     case 'silent':
       return new SqltallyError(
-        `${at} accepted the connection but sent no answer in ${seconds}: not a ${PROTOCOL_NAMES[protocol]} server (${protocol === 'mysql' ? 'one greets at once' : 'one answers an SSLRequest at once'}), or a hung one; ${from}`,
+        `${at} accepted the connection but sent no answer in ${seconds}: not a ${PROTOCOLS[protocol].displayName} server (${PROTOCOLS[protocol].greeting.silentWords}), or a hung one; ${from}`,
         { ...context, hint: notIt },
       );
     case 'closed':
-      return new SqltallyError(`${at} accepted the connection and closed it without ${protocol === 'mysql' ? 'a MySQL greeting' : 'answering the PostgreSQL SSLRequest'}: not a ${PROTOCOL_NAMES[protocol]} server, or one that refuses this client; ${from}`, {
+      return new SqltallyError(`${at} accepted the connection and closed it without ${PROTOCOLS[protocol].greeting.closedWithout}: not a ${PROTOCOLS[protocol].displayName} server, or one that refuses this client; ${from}`, {
         ...context,
         hint: notIt,
       });
     case 'foreign':
-      return new SqltallyError(`${at} answered, but not as a ${PROTOCOL_NAMES[protocol]} server (it sent "${d.answer}"); ${from}`, { ...context, hint: notIt });
+      return new SqltallyError(`${at} answered, but not as a ${PROTOCOLS[protocol].displayName} server (it sent "${d.answer}"); ${from}`, { ...context, hint: notIt });
     case 'speaks':
       return explainConnectFailure(cause, id, variable, origin, connection);
   }

@@ -2,7 +2,8 @@
 import net from 'node:net';
 import { SqltallyError } from '../shared/errors';
 import { diagnoseConnectFailure } from './external';
-import { diagnoseListener, looksLikeMysqlGreeting, looksLikePostgresAnswer } from './listener';
+import { looksLikeMysqlGreeting, looksLikePostgresAnswer } from './protocols';
+import { diagnoseListener } from './listener';
 import type { ListenerKind, WireProtocol } from './listener';
 import { freePort } from './local-process';
 import { startBackend } from './registry';

@@ -1,4 +1,6 @@
 import net from 'node:net';
+import { PROTOCOLS } from './protocols';
+import type { WireProtocol } from './types';
 
 /**
  * What is at a host and port, seen by a raw TCP client that knows how each protocol opens. Drivers cannot tell
@@ -31,42 +33,15 @@ export interface ListenerDiagnosis {
   waitedMs: number;
 }
 
-export type WireProtocol = 'mysql' | 'postgres';
+export type { WireProtocol } from './types';
 
 export const DEFAULT_DIAGNOSIS_TIMEOUT_MS = 3_000;
 /** After the protocol's own opening met silence: a text protocol (Redis, HTTP, SMTP) answers a line at once. */
 const POKE_WAIT_MS = 1_000;
 const ANSWER_SHOWN_BYTES = 48;
-/** PostgreSQL's SSLRequest: length 8, code 80877103. A server answers one byte, `S` or `N`, before anything else. */
-const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 /** Harmless to text protocols, meaningless to binary ones: a blank line, then a polite goodbye. */
 const POKE = Buffer.from('\r\nQUIT\r\n');
 const UNRESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME']);
-/** MySQL protocol 10 greeting, or an ERR packet (a server refusing this host, or "too many connections"). */
-const MYSQL_GREETING = 0x0a;
-const MYSQL_ERR = 0xff;
-const MYSQL_MAX_GREETING = 1 << 16;
-
-/** A MySQL/MariaDB server speaks first: a packet with sequence id 0 holding a v10 handshake or an error. */
-export function looksLikeMysqlGreeting(bytes: Buffer): boolean {
-  if (bytes.length < 5) return false;
-  const length = bytes[0]! | (bytes[1]! << 8) | (bytes[2]! << 16);
-  return length > 0 && length < MYSQL_MAX_GREETING && bytes[3] === 0 && (bytes[4] === MYSQL_GREETING || bytes[4] === MYSQL_ERR);
-}
-
-/** A PostgreSQL server answers an SSLRequest with `S` (TLS on offer) or `N`, or (older, or refusing) an ErrorResponse. */
-export function looksLikePostgresAnswer(bytes: Buffer): boolean {
-  const first = bytes[0];
-  if (first === 0x53 /* S */ || first === 0x4e /* N */) return bytes.length === 1;
-  if (first === 0x45 /* E */) return bytes.length < 5 || bytes.readUInt32BE(1) < MYSQL_MAX_GREETING;
-  return false;
-}
-
-/** Enough bytes to decide, per protocol. */
-function enough(protocol: WireProtocol, bytes: Buffer): boolean {
-  return protocol === 'mysql' ? bytes.length >= 5 : bytes.length >= 1;
-}
-
 function printable(bytes: Buffer): string {
   const shown = bytes.subarray(0, ANSWER_SHOWN_BYTES).toString('latin1').replace(/[^\x20-\x7e]/g, '.');
   return bytes.length > ANSWER_SHOWN_BYTES ? `${shown}...` : shown;
@@ -130,14 +105,15 @@ function exchange(host: string, port: number, opening: Buffer | null, timeoutMs:
 export async function diagnoseListener(host: string, port: number, protocol: WireProtocol, timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS): Promise<ListenerDiagnosis> {
   const started = Date.now();
   const waited = (): number => Date.now() - started;
-  const first = await exchange(host, port, protocol === 'postgres' ? SSL_REQUEST : null, timeoutMs, timeoutMs, (r) => enough(protocol, r));
+  const greeting = PROTOCOLS[protocol].greeting;
+  const first = await exchange(host, port, greeting.opening, timeoutMs, timeoutMs, (r) => greeting.enough(r));
   if (!first.connected) {
     const code = first.error?.code ?? 'ETIMEDOUT';
     const kind: ListenerKind = code === 'ECONNREFUSED' ? 'refused' : UNRESOLVED.has(code) ? 'unresolved' : 'unreachable';
     return { kind, code, waitedMs: waited() };
   }
   if (first.received.length > 0) {
-    const speaks = protocol === 'mysql' ? looksLikeMysqlGreeting(first.received) : looksLikePostgresAnswer(first.received);
+    const speaks = greeting.speaks(first.received);
     return speaks ? { kind: 'speaks', waitedMs: waited() } : { kind: 'foreign', answer: printable(first.received), waitedMs: waited() };
   }
   if (first.closed) return { kind: 'closed', waitedMs: waited() };

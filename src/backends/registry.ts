@@ -50,20 +50,21 @@ export function envKey(backendId: BackendId, suffix: string): string {
 }
 
 /**
- * The provider a person forced, if any: per backend first, then the global one. SQLite runs only embedded, so a
- * global `SQLTALLY_PROVIDER` does not apply to it (a per-backend one still does).
+ * The provider a person forced, if any: per backend first, then the global one. A backend that runs only embedded
+ * (SQLite) ignores a global `SQLTALLY_PROVIDER` (a per-backend one still applies).
  */
 export function forcedProvider(module: BackendModule, env: NodeJS.ProcessEnv): { provider: ProviderKind; variable: string } | undefined {
   const perBackend = `SQLTALLY_${module.name.toUpperCase()}_PROVIDER`;
+  const embeddedOnly = module.providers.every((p) => p === 'embedded');
   const candidates: [string, string | undefined][] = [
     [perBackend, env[perBackend]],
-    ['SQLTALLY_PROVIDER', module.name === 'sqlite' ? undefined : env['SQLTALLY_PROVIDER']],
+    ['SQLTALLY_PROVIDER', embeddedOnly ? undefined : env['SQLTALLY_PROVIDER']],
   ];
   for (const [variable, raw] of candidates) {
     if (!raw) continue;
     const value = raw.trim().toLowerCase();
     // For the embedded engine, "local" is what a person means.
-    const provider = module.name === 'sqlite' && value === 'local' ? 'embedded' : value;
+    const provider = embeddedOnly && value === 'local' ? 'embedded' : value;
     if (!(FORCEABLE as readonly string[]).includes(provider)) {
       throw new SqltallyError(`${variable}="${raw}" is not a provider`, {
         backend: module.name,

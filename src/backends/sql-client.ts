@@ -1,8 +1,9 @@
 import { messageOf, SqltallyError } from '../shared/errors';
-import type { NetworkConnection } from './types';
+import { PROTOCOLS } from './protocols';
+import type { NetworkConnection, WireProtocol } from './types';
 
 /** The two network protocols sqltally speaks to servers in. */
-export type SqlProtocol = 'mysql' | 'postgres';
+export type SqlProtocol = WireProtocol;
 
 /**
  * A plain client for sqltally's own SQL (readiness pings, version checks, probes): never counted, one connection,
@@ -172,7 +173,7 @@ export async function openSqlClient(protocol: SqlProtocol, connection: NetworkCo
     }
   }
   const names = CLIENTS[protocol].map(([name]) => name);
-  throw new SqltallyError(`no ${protocol === 'mysql' ? 'MySQL' : 'PostgreSQL'} driver is installed (tried ${names.join(', ')})`, {
+  throw new SqltallyError(`no ${PROTOCOLS[protocol].displayName} driver is installed (tried ${names.join(', ')})`, {
     backend: options.backend,
     phase: 'connect',
     hint: `npm install ${names[0]} (or ${names.slice(1).join(', ')}): sqltally uses it for its own SQL`,

@@ -14,6 +14,14 @@ export type ProviderKind = z.infer<typeof ProviderKindSchema>;
 export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
 export type Flavour = z.infer<typeof FlavourSchema>;
 
+/**
+ * The wire protocols sqltally proxies and parses. A new one is a compile error until `PROTOCOLS`
+ * (src/wire/protocols.ts) and every other table keyed by it has an entry.
+ */
+export const WIRE_PROTOCOLS = ['mysql', 'postgres'] as const;
+export const WireProtocolSchema = z.enum(WIRE_PROTOCOLS);
+export type WireProtocol = z.infer<typeof WireProtocolSchema>;
+
 /** Host/port/user connection details for a network server. The password never reaches a report. */
 export interface NetworkConnection {
   kind: 'network';
@@ -37,7 +45,7 @@ export type ConnectionInfo = NetworkConnection | SqliteConnection;
  */
 export const CapabilitiesSchema = z.object({
   /** A TCP protocol sqltally can proxy and parse (false for in-process SQLite). */
-  wireProtocol: z.enum(['mysql', 'postgres']).nullable(),
+  wireProtocol: WireProtocolSchema.nullable(),
   /** Per-connection statement counts exist (MySQL/MariaDB `performance_schema`). */
   perThreadStatements: z.boolean(),
   /** Per-statement execution counts exist (`pg_stat_statements`). */

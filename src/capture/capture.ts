@@ -7,15 +7,15 @@ import { departedBefore } from '../shared/departures';
 import type { DriverLayer } from '../sql/events';
 import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../driver/open';
 import type { DriverName } from '../shared/driver-names';
-import { driverOf, driversFor, DRIVERS } from '../driver/registry';
-import { BETTER_SQLITE3_DRIVER } from '../driver/better-sqlite3';
+import { driverModule, driverOf, driversFor, DRIVERS } from '../driver/registry';
+import type { SomeDriverModule } from '../driver/module';
 import { markOf } from '../driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../server';
 import { startWireProxy, type WireProxy } from '../wire/proxy';
 import type { WireCounts, WireSnapshot } from '../wire/types';
 import { ignoredShare } from '../verdict/reconcile';
 import { beyondWindow, judgeWindow, type OtherConnections } from '../verdict/verdict';
-import { connectionUrl } from './connection';
+import { connectionUrl, protocolOf } from '../backends/protocols';
 import type { SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
@@ -443,11 +443,14 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   readonly #recorder = new DriverRecorder();
   /** Driver packages counted into this session (the user's own objects and the session's connections). */
   readonly #counted = new Map<DriverName, CountedDriver>();
-  /** SQLite handles counted into the session, by the session's number for them: the probe reads each one. */
-  readonly #sqliteHandles = new Map<number, import('../driver/better-sqlite3').SqliteHandle>();
+  /**
+   * Handles of an embedded engine (a driver module with `embedded`) counted into the session, by the session's number
+   * for them: each is the server itself, so the probe reads each one.
+   */
+  readonly #embeddedHandles = new Map<number, { module: SomeDriverModule<DriverName>; handle: object }>();
   #proxy: WireProxy | null = null;
-  /** The last number given to a counted SQLite handle: never reused, though closed handles are dropped. */
-  #sqliteNumbers = 0;
+  /** The last number given to a counted embedded handle: never reused, though closed handles are dropped. */
+  #embeddedNumbers = 0;
   #probe: ServerProbe | null = null;
   #probeError: string | null = null;
   #last: WorkloadConnection<D> | null = null;
@@ -535,7 +538,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (c.kind === 'file') return { kind: 'file', filename: c.filename };
     const host = this.#proxy?.host ?? c.host;
     const port = this.#proxy?.port ?? c.port;
-    const protocol = this.backend.description.capabilities.wireProtocol ?? 'mysql';
+    const protocol = protocolOf(this.backend.description).name;
     return { kind: 'network', host, port, user: c.user, password: c.password, database: c.database, url: connectionUrl(protocol, { ...c, host, port }) };
   }
 
@@ -570,8 +573,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // Once per Database: counting it again hands back the same wrapper, and a second number for the same handle
     // would add its total_changes() to the window twice (a Database counted in beforeAll and again in each test
     // read 12000, 18000, 24000 rows for windows of 6000).
-    if (module.name === 'better-sqlite3' && ![...this.#sqliteHandles.values()].includes(target as never)) {
-      this.#sqliteHandles.set(++this.#sqliteNumbers, target as never);
+    if (module.embedded && ![...this.#embeddedHandles.values()].some((e) => e.handle === target)) {
+      this.#embeddedHandles.set(++this.#embeddedNumbers, { module, handle: target });
     }
     return wrapped;
   }
@@ -595,8 +598,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),
     });
     this.#noteCounted(this.driver, this.#options.driverPackage);
-    // The session's own SQLite handle is number 0 (replaced when the session reconnects); counted ones from 1.
-    if (this.driver === 'better-sqlite3') this.#sqliteHandles.set(0, opened.handle as never);
+    // The session's own embedded handle is number 0 (replaced when the session reconnects); counted ones from 1.
+    const module = driverModule(this.driver);
+    if (module.embedded) this.#embeddedHandles.set(0, { module, handle: opened.handle });
     return { opened, counted: wrapConnection(this.driver, opened.handle, this.#recorder) };
   }
 
@@ -624,7 +628,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     } else if (this.#last?.opened.connectionId !== null && this.#last?.opened.connectionId !== undefined) {
       ids.add(this.#last.opened.connectionId);
     }
-    for (const id of this.#sqliteHandles.keys()) ids.add(id);
+    for (const id of this.#embeddedHandles.keys()) ids.add(id);
     return [...ids];
   }
 
@@ -708,8 +712,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       ...(backendConnection.kind === 'network' ? { departedConnectionIds: () => departedBefore(backendConnection, sinceNs) } : {}),
       ...(this.#options.table ? { table: this.#options.table } : {}),
       onWorkloadConnection: async (sql, connectionId) => {
-        const handle = connectionId !== undefined ? this.#sqliteHandles.get(connectionId) : undefined;
-        if (handle) return BETTER_SQLITE3_DRIVER.runSql(handle, sql);
+        const embedded = connectionId !== undefined ? this.#embeddedHandles.get(connectionId) : undefined;
+        if (embedded) return embedded.module.runSql(embedded.handle, sql);
         const last = this.#last;
         if (!last) throw new SqltallyError('no session connection to run the probe on', { backend: backendId, phase: 'probe', statement: sql });
         return runSql(this.driver, last.opened.handle, sql);
@@ -900,7 +904,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const ignore = ignoreFilter([...(this.#options.ignore ?? []), ...(opts.ignore ?? [])], this.backend.description.id);
     // A Database closed since (one counted per test, closed after it) has nothing more to read: reading it would make
     // every later window incomplete.
-    for (const [id, handle] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
+    for (const [id, e] of this.#embeddedHandles) if (e.module.isClosed(e.handle)) this.#embeddedHandles.delete(id);
     this.#measuring = true;
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
@@ -1030,7 +1034,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? null
         : 'no driver object was counted in this session: the driver layer is empty because nothing told sqltally about the calls (count your client with session.count(); wire and server layers still count it when it connects to session.connection)',
       layers: { driver, wire: ignored?.wire ?? wire, server: ignored?.server ?? server },
-      beyondWindow: server ? beyondWindow(server, wire, explainedStatements) : [],
+      beyondWindow: server ? beyondWindow(this.backend.description.flavour, server, wire, explainedStatements) : [],
       verdict: ignored ? { ...verdict, reconciliation: [...verdict.reconciliation, ignored.line] } : verdict,
       findings: [...open.late, ...findings],
       deferredWork: open.deferred,

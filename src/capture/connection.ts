@@ -13,13 +13,3 @@ export type SessionConnection =
       url: string;
     }
   | { kind: 'file'; filename: string };
-
-/** A connection URL with user, password and database percent-encoded, in the scheme clients of the protocol expect. */
-export function connectionUrl(
-  protocol: 'mysql' | 'postgres',
-  c: { host: string; port: number; user: string; password: string; database: string },
-): string {
-  const auth = `${encodeURIComponent(c.user)}${c.password ? `:${encodeURIComponent(c.password)}` : ''}@`;
-  const host = c.host.includes(':') ? `[${c.host}]` : c.host;
-  return `${protocol === 'mysql' ? 'mysql' : 'postgres'}://${auth}${host}:${c.port}/${encodeURIComponent(c.database)}`;
-}

@@ -1,5 +1,10 @@
 import { z } from 'zod';
 import { withSqlClient } from '../backends/sql-client';
+import { driverModule, driversFor } from '../driver/registry';
+import { SqltallyError } from '../shared/errors';
+import type { SqlDialect } from '../sql/tokenizer';
+import { quoteIdentifier } from '../sql/tokenizer';
+import { protocolOf } from '../backends/protocols';
 import type { StartedBackend } from '../backends/types';
 
 /** What happened after a measured function gave up (timeout, abort) while the server went on. */
@@ -23,51 +28,44 @@ export const LateCommitsSchema = z.object({
 });
 export type LateCommits = z.infer<typeof LateCommitsSchema>;
 
-function quoted(protocol: 'mysql' | 'postgres', name: string): string {
-  return protocol === 'mysql' ? `\`${name.replace(/`/g, '``')}\`` : `"${name.replace(/"/g, '""')}"`;
-}
-
 /** Rows in `table`, read through a fresh connection of sqltally's own (never one of the window's). */
 export async function countRows(backend: StartedBackend, table: { schema?: string; name: string }): Promise<number> {
+  const sql = (dialect: SqlDialect): string => {
+    const quote = (name: string): string => quoteIdentifier(dialect, name);
+    return `SELECT count(*) AS n FROM ${table.schema ? `${quote(table.schema)}.${quote(table.name)}` : quote(table.name)}`;
+  };
   const c = backend.connection;
-  if (c.kind === 'file') {
-    const { default: Database } = await import('better-sqlite3');
-    const db = new Database(c.filename, { readonly: true });
-    try {
-      const name = table.schema ? `"${table.schema.replace(/"/g, '""')}"."${table.name.replace(/"/g, '""')}"` : `"${table.name.replace(/"/g, '""')}"`;
-      return Number(Object.values(db.prepare(`SELECT count(*) FROM ${name}`).get() as object)[0]);
-    } finally {
-      db.close();
-    }
+  if (c.kind === 'network') {
+    const protocol = protocolOf(backend.description);
+    return withSqlClient(protocol.name, c, { backend: backend.description.id }, async (client) => {
+      const [row] = await client.query<Record<string, unknown>>(sql(protocol.dialect));
+      return Number(row?.n);
+    });
   }
-  const protocol = backend.description.capabilities.wireProtocol ?? 'mysql';
-  const name = table.schema ? `${quoted(protocol, table.schema)}.${quoted(protocol, table.name)}` : quoted(protocol, table.name);
-  return withSqlClient(protocol, c, { backend: backend.description.id }, async (client) => {
-    const [row] = await client.query<Record<string, unknown>>(`SELECT count(*) AS n FROM ${name}`);
+  // An in-process engine: a read-only handle of its own embedded driver, never one of the window's.
+  const driver = driversFor(backend.description.name).find((d) => driverModule(d).embedded);
+  if (!driver) throw new SqltallyError(`no embedded driver reads ${backend.description.name}`, { backend: backend.description.id, phase: 'verify' });
+  const module = driverModule(driver);
+  const opened = await module.open(c, { readOnly: true, backend: backend.description.id });
+  try {
+    const [row] = (await module.runSql(opened.handle, sql(module.dialect))) as Record<string, unknown>[];
     return Number(row?.n);
-  });
+  } finally {
+    await opened.close();
+  }
 }
 
 /** Cancels what the given server connections are running; returns those the server confirmed. */
 export async function cancelRunning(backend: StartedBackend, connectionIds: readonly number[]): Promise<number[]> {
   const c = backend.connection;
-  if (c.kind === 'file' || connectionIds.length === 0) return [];
-  const protocol = backend.description.capabilities.wireProtocol ?? 'mysql';
-  return withSqlClient(protocol, c, { backend: backend.description.id }, async (client) => {
+  // An in-process engine has no server connections to cancel: the give-up left nothing running elsewhere.
+  if (c.kind !== 'network' || connectionIds.length === 0) return [];
+  const protocol = protocolOf(backend.description);
+  return withSqlClient(protocol.name, c, { backend: backend.description.id }, async (client) => {
     const done: number[] = [];
     for (const id of connectionIds) {
       if (!Number.isSafeInteger(id)) continue;
-      if (protocol === 'mysql') {
-        // KILL QUERY stops the statement and keeps the connection: the client sees the statement fail.
-        const ok = await client.query(`KILL QUERY ${id}`).then(
-          () => true,
-          () => false,
-        );
-        if (ok) done.push(id);
-      } else {
-        const [row] = await client.query<{ ok: boolean }>('SELECT pg_cancel_backend($1) AS ok', [id]);
-        if (row?.ok) done.push(id);
-      }
+      if (await protocol.cancel(client, id)) done.push(id);
     }
     return done;
   });

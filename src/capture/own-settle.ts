@@ -1,3 +1,4 @@
+import { PROTOCOLS } from '../backends/protocols';
 import type { WireProtocol } from '../wire/tally';
 import type { DriverName } from '../shared/driver-names';
 import { DRIVERS } from '../driver/registry';
@@ -20,7 +21,7 @@ export function ownConnectionSettle<D extends DriverName>(
   own: () => { handle: DriverHandle<D>; connectionId: number | null } | null,
   timeoutMs = OWN_SETTLE_TIMEOUT_MS,
 ): (() => Promise<string[]>) | null {
-  if (protocol !== 'mysql') return null;
+  if (!protocol || !PROTOCOLS[protocol].pingSettles) return null;
   const ping = DRIVERS[driver].ping as ((handle: DriverHandle<D>) => Promise<void>) | null;
   return async () => {
     const conn = own();

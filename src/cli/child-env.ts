@@ -1,8 +1,16 @@
 import type { SessionConnection } from '../capture/connection';
+import { CAPABILITIES } from '../backends/capabilities';
 import type { BackendName } from '../backends/types';
+import { PROTOCOLS } from '../backends/protocols';
 
 /** The variables that carry a secret: masked whenever the environment is printed. */
-export const SECRET_VARIABLES: ReadonlySet<string> = new Set(['DATABASE_URL', 'SQLTALLY_URL', 'SQLTALLY_PASSWORD', 'PGPASSWORD', 'MYSQL_PWD', 'SQLTALLY_CONTROL_TOKEN']);
+export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
+  'DATABASE_URL',
+  'SQLTALLY_URL',
+  'SQLTALLY_PASSWORD',
+  ...Object.values(PROTOCOLS).map((p) => p.clientPasswordVariable),
+  'SQLTALLY_CONTROL_TOKEN',
+]);
 
 const MASK = '***';
 
@@ -47,11 +55,8 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
     SQLTALLY_JDBC_URL: `jdbc:${JDBC_SCHEME[backend.name]}://${host}:${connection.port}/${encodeURIComponent(connection.database)}`,
     DATABASE_URL: connection.url,
   });
-  if (backend.name === 'postgres') {
-    Object.assign(env, { PGHOST: connection.host, PGPORT: String(connection.port), PGUSER: connection.user, PGPASSWORD: connection.password, PGDATABASE: connection.database });
-  } else {
-    Object.assign(env, { MYSQL_HOST: connection.host, MYSQL_TCP_PORT: String(connection.port), MYSQL_PWD: connection.password, MYSQL_USER: connection.user, MYSQL_DATABASE: connection.database });
-  }
+  const protocol = CAPABILITIES[backend.name].wireProtocol;
+  if (protocol) Object.assign(env, PROTOCOLS[protocol].clientEnv(connection));
   return env;
 }
 

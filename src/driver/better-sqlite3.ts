@@ -491,6 +491,8 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
   packageName: 'better-sqlite3',
   backends: ['sqlite'],
   dialect: 'sqlite',
+  embedded: true,
+  isClosed: (h) => (h as { open?: unknown }).open === false,
   releases: [],
   accepts: 'a better-sqlite3 Database (new Database(file))',
   recognises: isDatabase,
@@ -504,7 +506,7 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
       'better-sqlite3',
       opts.backend,
     );
-    const db = new Database(connection.filename, opts.driverOptions);
+    const db = new Database(connection.filename, opts.readOnly ? { readonly: true, ...opts.driverOptions } : opts.driverOptions);
     return {
       handle: db,
       connectionId: null,

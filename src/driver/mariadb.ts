@@ -214,6 +214,8 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
   packageName: 'mariadb',
   backends: ['mariadb', 'mysql'],
   dialect: 'mysql',
+  embedded: false,
+  isClosed: () => false,
   releases: ['mariadb-3.3'],
   accepts: "a mariadb promise connection or pool (require('mariadb').createConnection/createPool)",
   recognises: (value: unknown) =>

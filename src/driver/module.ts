@@ -21,6 +21,8 @@ export interface OpenOptions {
    * (`mariadb-3.3` for `npm:mariadb@3.3.2`), so two releases run side by side in one report.
    */
   driverPackage?: string;
+  /** Open it read-only where the driver can (a SQLite file); network drivers ignore it. */
+  readOnly?: boolean;
 }
 
 /**
@@ -120,8 +122,16 @@ export interface DriverModule<D extends DriverName, H extends object> {
   readonly packageName: string;
   /** Backends it talks to, in the order the default driver of a backend is picked. */
   readonly backends: readonly BackendName[];
-  /** Lexical rules for its SQL (classification, placeholders, fingerprints). */
+  /** Lexical rules for its SQL (classification, placeholders, fingerprints, identifier quoting). */
   readonly dialect: SqlDialect;
+  /**
+   * Whether a handle of it is the server itself (an in-process engine): the probe then reads the engine's counters
+   * through that very handle (SQLite's `total_changes()`), so capture keeps every one counted into a session, and
+   * drops it once {@link isClosed} says so. False for a driver that talks to a server over a connection.
+   */
+  readonly embedded: boolean;
+  /** Whether a handle has been closed (asked only of {@link embedded} drivers). */
+  isClosed(handle: H): boolean;
   /**
    * Further releases installed beside the default under npm aliases (package.json:
    * `"mariadb-3.3": "npm:mariadb@3.3.2"`); the main job runs each installed one side by side.

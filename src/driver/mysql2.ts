@@ -445,6 +445,8 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
   packageName: 'mysql2',
   backends: ['mariadb', 'mysql'],
   dialect: 'mysql',
+  embedded: false,
+  isClosed: () => false,
   releases: [],
   accepts: 'a mysql2 connection or pool, promise or callback API (mysql2.createConnection/createPool, mysql2/promise)',
   recognises: (value: unknown) => value !== null && typeof value === 'object' && shapeOfTarget(value) !== null,

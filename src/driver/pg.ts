@@ -339,6 +339,8 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
   packageName: 'pg',
   backends: ['postgres'],
   dialect: 'postgres',
+  embedded: false,
+  isClosed: () => false,
   releases: [],
   accepts: 'a pg Client or Pool (new pg.Client(...), new pg.Pool(...)) or a client from pool.connect()',
   recognises: isPgObject,

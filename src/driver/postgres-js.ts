@@ -556,6 +556,8 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
   packageName: 'postgres',
   backends: ['postgres'],
   dialect: 'postgres',
+  embedded: false,
+  isClosed: () => false,
   releases: [],
   accepts: "a postgres.js sql instance (postgres(...)), a transaction's sql or a reserved one",
   recognises: isSql,

@@ -17,9 +17,14 @@ import { failureOf, type ReportInput } from '../report/output';
 import type { Report } from '../report/schema';
 import { makeRows } from '../workload/rows';
 import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
-import { createTableSql, dropTableSql, workloadTable } from '../workload/table';
+import { createTableSql, dropTableSql, workloadTable, type WorkloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
+
+/** The workload table as a capture names it: schema-qualified where the server has schemas. */
+function tableOf(table: WorkloadTable): { schema?: string; name: string } {
+  return { ...(table.dialect.defaultSchema ? { schema: table.dialect.defaultSchema } : {}), name: table.name };
+}
 
 export { DEFAULT_HOT_ROWS, DEFAULT_REPEATS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, RunPlanSchema } from './plan';
 export type { RunPlan } from './plan';
@@ -70,7 +75,7 @@ async function bounded<T>(work: Promise<T>, ms: number, onTimeout: () => Sqltall
 function checkStrategies(names: readonly string[], backends: readonly string[]): void {
   const requested = backends.map((id) => parseBackendId(id).name);
   for (const name of names) {
-    if (!requested.some((b) => strategiesFor(b).some((s) => s.name === name))) findStrategy(name, requested[0] ?? 'sqlite');
+    if (!requested.some((b) => strategiesFor(b).some((s) => s.name === name))) findStrategy(name, requested[0] ?? BACKEND_NAMES[0]);
   }
 }
 
@@ -382,7 +387,7 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           driver: strategy.driver,
           ...(pinned ? {} : { driverPackage: release }),
           driverOptions: strategy.connectionOptions as Record<string, unknown> | undefined,
-          table: { ...(description.name === 'postgres' ? { schema: 'public' } : {}), name: workloadTable(description.name).name },
+          table: tableOf(workloadTable(description.name)),
         });
         try {
           const points: [number, boolean][] = [

@@ -1,12 +1,13 @@
 import { SqltallyError } from '../shared/errors';
 import type { ConnectionInfo, Flavour, NetworkConnection, StartedBackend } from '../backends/types';
 import { MARIADB_TRAITS } from './mariadb';
-import { MysqlFamilySource } from './mysql-family';
+import { MYSQL_FAMILY_WINDOW_CHECKS, MysqlFamilySource } from './mysql-family';
 import { MYSQL_TRAITS } from './mysql';
-import { PostgresSource } from './postgres';
+import { POSTGRES_WINDOW_CHECKS, PostgresSource } from './postgres';
 import type { ProbeOptions, ServerProbe } from './probe';
 import { SnapshotProbe, type SnapshotSource } from './snapshot-probe';
-import { SqliteSource } from './sqlite';
+import { SQLITE_WINDOW_CHECKS, SqliteSource } from './sqlite';
+import type { WindowCheck } from './types';
 
 export type { OpenWindow, ProbeCost, ProbeOptions, ServerProbe, WindowContext } from './probe';
 export * from './types';
@@ -23,13 +24,25 @@ function network(backend: StartedBackend): NetworkConnection {
   return c;
 }
 
+/** What the probes know about one server flavour: how to read it, and what the verdict compares on its counters. */
+export interface ProbeSourceModule {
+  create(backend: StartedBackend, opts: ProbeOptions): SnapshotSource;
+  /** Comparisons of the server's counters with the window's own work (run by the verdict's `beyondWindow`). */
+  readonly windowChecks: readonly WindowCheck[];
+}
+
 /** One source per server flavour: the flavour the server reported, not the name it was addressed by. */
 const SOURCES = {
-  mysql: (b, _opts) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS),
-  mariadb: (b, _opts) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS),
-  postgres: (b, opts) => new PostgresSource(b.description, network(b), opts),
-  sqlite: (b, _opts) => new SqliteSource(b.description),
-} satisfies Record<Flavour, (backend: StartedBackend, opts: ProbeOptions) => SnapshotSource>;
+  mysql: { create: (b) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
+  mariadb: { create: (b) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
+  postgres: { create: (b, opts) => new PostgresSource(b.description, network(b), opts), windowChecks: POSTGRES_WINDOW_CHECKS },
+  sqlite: { create: (b) => new SqliteSource(b.description), windowChecks: SQLITE_WINDOW_CHECKS },
+} satisfies Record<Flavour, ProbeSourceModule>;
+
+/** The comparisons the verdict makes on a server of this flavour (see {@link ProbeSourceModule.windowChecks}). */
+export function windowChecksOf(flavour: Flavour): readonly WindowCheck[] {
+  return SOURCES[flavour].windowChecks;
+}
 
 /**
  * Opens a server probe for a started backend, on its own connection (SQLite reads through the workload's handle,
@@ -37,7 +50,7 @@ const SOURCES = {
  * connect at all; counters it cannot read make the layer incomplete or add a note instead.
  */
 export async function createProbe(backend: StartedBackend, opts: ProbeOptions = {}): Promise<ServerProbe> {
-  const source = SOURCES[backend.description.flavour](backend, opts);
+  const source = SOURCES[backend.description.flavour].create(backend, opts);
   await source.open();
   return new SnapshotProbe(source, opts);
 }

@@ -5,7 +5,7 @@ import type { WindowContext } from './probe';
 import { classifyCached } from '../sql/statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
-import type { ServerSummary } from './types';
+import { connectionsOpenedCheck, type ServerSummary, type WindowCheck } from './types';
 import { sumStatements, type ServerWorkCapabilities, type ServerWorkFigure, type WorkDeltas, type WorkReading } from './server-work';
 import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
@@ -579,3 +579,23 @@ export class MysqlFamilySource implements SnapshotSource {
     await conn?.close();
   }
 }
+
+/**
+ * MySQL/MariaDB: with performance_schema attributing per connection, the global summary (Questions, Com_insert,
+ * Innodb_rows_inserted / Handler_write, ...) against the window connections' own.
+ */
+export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
+  ({ server }) => {
+    if (!(server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema')) return [];
+    const whole = server.globalSummary;
+    const own = server.summary;
+    return [
+      { counter: 'Questions (statements)', server: whole.statements, window: own.statements },
+      { counter: 'Com_insert (inserts)', server: whole.inserts, window: own.inserts },
+      { counter: `${server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global ?? 'rows'} (rows inserted)`, server: whole.rowsInserted, window: own.rowsInserted },
+      { counter: 'Com_stmt_prepare (prepares)', server: whole.prepares, window: own.prepares },
+      { counter: 'Com_commit (commits)', server: whole.commits, window: own.commits },
+    ];
+  },
+  connectionsOpenedCheck(() => 'Connections'),
+];

@@ -5,12 +5,12 @@ import { classifyCached } from '../sql/statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { ProbeOptions, WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
-import type { ServerSummary } from './types';
+import { connectionsOpenedCheck, type ServerSummary, type WindowCheck } from './types';
 import type { ServerWorkCapabilities, ServerWorkFigure, WorkDeltas, WorkReading } from './server-work';
 import { sumStatements } from './server-work';
 import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
-import { POSTGRES_SETTLE_SQL } from '../wire/proxy';
+import { POSTGRES_SETTLE_SQL } from '../wire/postgres';
 
 /** `pg_stat_force_next_flush()` and `stats_fetch_consistency` arrived in 15; before that a collector process ran. */
 const FORCED_FLUSH_MIN_VERSION = 150000;
@@ -417,3 +417,26 @@ export class PostgresSource implements SnapshotSource {
     await client?.close();
   }
 }
+
+/**
+ * PostgreSQL: pg_stat_statements calls against the statements the window's connections sent, the rows all user
+ * tables changed against the rows the wire's answers reported, and the sessions opened against those the proxy saw.
+ */
+export const POSTGRES_WINDOW_CHECKS: readonly WindowCheck[] = [
+  // A statement's pg_stat_statements entry is written when it ends, with no flush delay: executions the window's
+  // connections did not send are someone else's, even before their row counts are flushed.
+  ({ server, wire, explainedStatements }) => {
+    const g = server.global;
+    if (!('statements.calls' in g) || !wire) return [];
+    return [{ counter: 'pg_stat_statements calls (statements)', server: g['statements.calls'], window: Math.max((wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0), explainedStatements ?? 0) }];
+  },
+  // A statement that failed may have changed rows first (a duplicate key fails after its row is written, and
+  // n_tup_ins counts it), which no answer reports: with an ErrorResponse in the window, rows bound nothing.
+  ({ server, wire }) => {
+    const g = server.global;
+    if (!('tables.n_tup_ins' in g) || !wire || wire.rowsAffected === undefined || (wire.serverMessages?.ErrorResponse ?? 0)) return [];
+    const changed = (g['tables.n_tup_ins'] ?? 0) + (g['tables.n_tup_upd'] ?? 0) + (g['tables.n_tup_del'] ?? 0);
+    return [{ counter: 'n_tup_ins + n_tup_upd + n_tup_del (rows changed)', server: changed, window: wire.rowsAffected }];
+  },
+  connectionsOpenedCheck((server) => ('db.sessions' in server.global ? 'pg_stat_database.sessions' : 'Connections')),
+];

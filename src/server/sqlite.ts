@@ -2,7 +2,7 @@ import type { BackendDescription } from '../backends/types';
 import type { WindowContext } from './probe';
 import type { Snapshot, SnapshotSource, WorkSummary } from './snapshot-probe';
 import { SERVER_WORK_FIGURES, type ServerWorkCapabilities, type ServerWorkFigure } from './server-work';
-import type { ServerSummary } from './types';
+import { connectionsOpenedCheck, type ServerSummary, type WindowCheck } from './types';
 import type { Counters } from './window';
 import { messageOf } from '../shared/errors';
 
@@ -108,3 +108,9 @@ export class SqliteSource implements SnapshotSource {
     // The handles belong to the workload.
   }
 }
+
+/** SQLite: a `data_version` that moved means another connection committed to the file. */
+export const SQLITE_WINDOW_CHECKS: readonly WindowCheck[] = [
+  connectionsOpenedCheck(() => 'Connections'),
+  ({ server }) => ((server.global.data_version ?? 0) !== 0 ? [{ counter: 'data_version (commits by another connection)', server: 1, window: 0 }] : []),
+];

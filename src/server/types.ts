@@ -107,3 +107,32 @@ export const ServerLayerSchema = z.object({
   work: ServerWorkSchema.optional(),
 });
 export type ServerLayer = z.infer<typeof ServerLayerSchema>;
+
+/** One server-wide counter beside what the window's own connections account for (either may be unknown). */
+export interface WindowComparison {
+  counter: string;
+  server: number | null | undefined;
+  window: number | null | undefined;
+}
+
+/** What a {@link WindowCheck} reads: the server layer, the wire layer, and what the driver model explains. */
+export interface WindowCheckInput {
+  server: ServerLayer;
+  wire: import('../wire/types').WireCounts | null;
+  /** The most statements the window's counted driver calls can have run, from the driver model. */
+  explainedStatements?: number;
+}
+
+/**
+ * A comparison the verdict makes between a backend's counters and the window's own work, declared by the probe
+ * source that reads those counters (SOURCES in index.ts). The verdict runs each and lists where the server did more.
+ */
+export type WindowCheck = (input: WindowCheckInput) => WindowComparison[];
+
+/** Client connections the server accepted against those the window saw open (a client that came and went). */
+export function connectionsOpenedCheck(counter: (server: ServerLayer) => string): WindowCheck {
+  return ({ server, wire }) =>
+    server.connectionsOpened === null || server.connectionsOpened === undefined
+      ? []
+      : [{ counter: `${counter(server)} (connections opened)`, server: server.connectionsOpened, window: wire?.setup?.connectionsOpened ?? 0 }];
+}

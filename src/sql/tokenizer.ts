@@ -40,6 +40,8 @@ interface DialectRules {
   atParams: boolean;
   /** `?NNN`: SQLite's numbered form. */
   numberedQuestion: boolean;
+  /** The quote sqltally's own SQL puts around an identifier (a doubled one inside stands for itself). */
+  identifierQuote: '`' | '"';
 }
 
 const RULES: Record<SqlDialect, DialectRules> = {
@@ -56,6 +58,7 @@ const RULES: Record<SqlDialect, DialectRules> = {
     colonParams: true,
     atParams: false,
     numberedQuestion: false,
+    identifierQuote: '`',
   },
   postgres: {
     hashComments: false,
@@ -71,6 +74,7 @@ const RULES: Record<SqlDialect, DialectRules> = {
     colonParams: false,
     atParams: false,
     numberedQuestion: false,
+    identifierQuote: '"',
   },
   sqlite: {
     hashComments: false,
@@ -85,6 +89,7 @@ const RULES: Record<SqlDialect, DialectRules> = {
     colonParams: true,
     atParams: true,
     numberedQuestion: true,
+    identifierQuote: '"',
   },
   generic: {
     hashComments: true,
@@ -99,6 +104,7 @@ const RULES: Record<SqlDialect, DialectRules> = {
     colonParams: true,
     atParams: true,
     numberedQuestion: true,
+    identifierQuote: '"',
   },
 };
 
@@ -656,6 +662,12 @@ function classifyWith(lexer: SqlLexer): StatementClass {
  * Statements in a text sent as one simple Query: those separated by `;` outside strings, comments and quoted bodies,
  * empty ones not counted (a trailing `;`). At least 1, as the server counts an empty Query too.
  */
+/** One identifier quoted for `dialect`, whatever it contains. */
+export function quoteIdentifier(dialect: SqlDialect, name: string): string {
+  const q = RULES[dialect].identifierQuote;
+  return `${q}${name.split(q).join(q + q)}${q}`;
+}
+
 export function countStatements(sql: string, dialect: SqlDialect): number {
   if (sql.indexOf(';') === -1) return 1;
   const lexer = new SqlLexer(sql, dialect);

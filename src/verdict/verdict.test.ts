@@ -94,7 +94,7 @@ describe('decideVerdict', () => {
       expect(v.reason).toContain('the server counted 7 Handler_write (rows inserted) where the window\'s connections account for 3 (+4)');
       // No Node driver was counted: the advice names what any client is given, not session.count().
       expect(v.reason).toContain("point every client at the proxy's host and port");
-      expect(beyondWindow(intruded, null)).toEqual([
+      expect(beyondWindow(backend().flavour, intruded, null)).toEqual([
         { counter: 'Questions (statements)', server: 5, window: 1 },
         { counter: 'Com_insert (inserts)', server: 2, window: 1 },
         { counter: 'Handler_write (rows inserted)', server: 7, window: 3 },

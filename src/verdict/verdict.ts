@@ -1,5 +1,6 @@
 import { CAPABILITIES } from '../backends/capabilities';
-import type { BackendDescription } from '../backends/types';
+import type { BackendDescription, Flavour } from '../backends/types';
+import { windowChecksOf } from '../server';
 import type { DriverName } from '../shared/driver-names';
 import type { DriverWindow } from '../driver/driver-layer';
 import type { DriverLayer } from '../sql/events';
@@ -101,48 +102,22 @@ function counterList(counters: Record<string, number>): string {
 }
 
 /**
- * How much the server did beyond the window's own connections, counter by counter, where both sides are known:
- * MySQL/MariaDB the global summary (Questions, Com_insert, Innodb_rows_inserted / Handler_write, ...) against the
- * window connections' per-connection summary; PostgreSQL the rows all user tables changed against the rows the
- * window's connections reported on the wire, and the sessions opened against those the proxy saw open; SQLite a
- * `data_version` that moved (another connection committed to the file). Only the counters that differ are listed.
- * `explainedStatements`: the most statements the window's counted driver calls can have run, from the driver model
- * (a simple Query may carry several); the wire's Execute and Query messages bound them otherwise.
+ * How much the server did beyond the window's own connections, counter by counter, where both sides are known: the
+ * comparisons the probe source of the server's flavour declares (`windowChecks` in src/server/, e.g. MySQL's
+ * global summary against the window connections' own, PostgreSQL's rows changed against the wire's answers).
+ * Only the counters where the server did more are listed. `explainedStatements`: the most statements the window's
+ * counted driver calls can have run, from the driver model (a simple Query may carry several).
  */
-export function beyondWindow(server: ServerLayer, wire: WireCounts | null, explainedStatements?: number): BeyondWindow[] {
+export function beyondWindow(flavour: Flavour, server: ServerLayer, wire: WireCounts | null, explainedStatements?: number): BeyondWindow[] {
   const out: BeyondWindow[] = [];
-  // Only the server doing MORE counts: less (statistics not settled, a prepared COMMIT pg_stat_statements skips) is
-  // a reconciliation matter, not work done elsewhere.
-  const push = (counter: string, serverValue: number | null | undefined, windowValue: number | null | undefined): void => {
-    if (serverValue === null || serverValue === undefined || windowValue === null || windowValue === undefined) return;
-    if (serverValue > windowValue) out.push({ counter, server: serverValue, window: windowValue });
-  };
-  const g = server.global;
-  if (server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema') {
-    const whole = server.globalSummary;
-    const own = server.summary;
-    push('Questions (statements)', whole.statements, own.statements);
-    push('Com_insert (inserts)', whole.inserts, own.inserts);
-    push(`${server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global ?? 'rows'} (rows inserted)`, whole.rowsInserted, own.rowsInserted);
-    push('Com_stmt_prepare (prepares)', whole.prepares, own.prepares);
-    push('Com_commit (commits)', whole.commits, own.commits);
+  for (const check of windowChecksOf(flavour)) {
+    for (const { counter, server: serverValue, window: windowValue } of check({ server, wire, ...(explainedStatements === undefined ? {} : { explainedStatements }) })) {
+      // Only the server doing MORE counts: less (statistics not settled, a prepared COMMIT pg_stat_statements skips)
+      // is a reconciliation matter, not work done elsewhere.
+      if (serverValue === null || serverValue === undefined || windowValue === null || windowValue === undefined) continue;
+      if (serverValue > windowValue) out.push({ counter, server: serverValue, window: windowValue });
+    }
   }
-  // PostgreSQL writes a statement's pg_stat_statements entry when it ends, with no flush delay: executions the
-  // window's connections did not send are someone else's, even before their row counts are flushed.
-  if ('statements.calls' in g && wire?.protocol === 'postgres') {
-    push('pg_stat_statements calls (statements)', g['statements.calls'], Math.max((wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0), explainedStatements ?? 0));
-  }
-  // A statement that failed may have changed rows first (a duplicate key fails after its row is written, and
-  // n_tup_ins counts it), which no answer reports: with an ErrorResponse in the window, rows bound nothing.
-  if ('tables.n_tup_ins' in g && wire && wire.rowsAffected !== undefined && !(wire.serverMessages?.ErrorResponse ?? 0)) {
-    const changed = (g['tables.n_tup_ins'] ?? 0) + (g['tables.n_tup_upd'] ?? 0) + (g['tables.n_tup_del'] ?? 0);
-    push('n_tup_ins + n_tup_upd + n_tup_del (rows changed)', changed, wire.rowsAffected);
-  }
-  // Connections the server accepted against those the window saw open (a client that came and went shows here).
-  if (server.connectionsOpened !== null && server.connectionsOpened !== undefined) {
-    push(`${'db.sessions' in g ? 'pg_stat_database.sessions' : 'Connections'} (connections opened)`, server.connectionsOpened, wire?.setup?.connectionsOpened ?? 0);
-  }
-  if ((g.data_version ?? 0) !== 0) out.push({ counter: 'data_version (commits by another connection)', server: 1, window: 0 });
   return out;
 }
 
@@ -168,7 +143,7 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
   if (!backend.capabilities.privateServer) {
     reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen${noAttributionWhy(backend)}`);
   }
-  for (const b of beyondWindow(server, wire, explainedStatements)) {
+  for (const b of beyondWindow(backend.flavour, server, wire, explainedStatements)) {
     reasons.push(`the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`);
   }
   return reasons;
@@ -322,7 +297,7 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
   }
   // Layers that disagree in a way the driver model cannot explain are not an assert, whatever the attribution.
   const disagree = rec.discrepancies.length > 0 ? `the layers disagree where the driver model cannot explain it: ${rec.discrepancies.join('; ')}` : null;
-  const beyond = beyondWindow(server, input.wire, explained);
+  const beyond = beyondWindow(backend.flavour, server, input.wire, explained);
   const bypass = (what: string): Verdict => {
     const via = input.via ? ` (the window saw ${input.via})` : '';
     // With no other session, no connection opened beside the window's and a still control window, the counters alone

@@ -1,5 +1,6 @@
 import { rangeText, UNBOUNDED, type Range } from '../driver/module';
 import type { ServerLayer, ServerSummary } from '../server/types';
+import type { WireProtocol } from '../wire/tally';
 import type { WireCounts, WireStatements } from '../wire/types';
 
 /** What the wire model predicts for the server and how the layers line up, in the shape the verdict reads. */
@@ -79,6 +80,25 @@ function mysqlExpectations(wire: WireCounts, s: WireStatements, summary: ServerS
   ];
 }
 
+/** What one protocol's statements predict for the server's counters. */
+interface WireModel {
+  /** The most statements the wire's requests explain (see {@link WireReconciliation.explainedStatements}). */
+  explained(wire: WireCounts, s: WireStatements): number;
+  expectations(wire: WireCounts, s: WireStatements, server: ServerLayer): Expectation[];
+}
+
+/** The wire model of each protocol, keyed so that a new protocol cannot be left without one. */
+const WIRE_MODELS = {
+  mysql: {
+    explained: (wire, s) => s.completed + s.failed + (wire.commands.COM_INIT_DB ?? 0),
+    expectations: (wire, s, server) => mysqlExpectations(wire, s, server.summary),
+  },
+  postgres: {
+    explained: (_wire, s) => s.completed - s.namedRepeats + s.suspended,
+    expectations: (_wire, s, server) => postgresExpectations(s, server),
+  },
+} satisfies Record<WireProtocol, WireModel>;
+
 /**
  * The wire as a model of its own, for a window whose work no counted driver explains (a client in another language,
  * an ORM's own pool): what the server's answers said it ran, statement by statement, against what the server's
@@ -102,10 +122,11 @@ export function reconcileWire(wire: WireCounts, server: ServerLayer | null): Wir
   if (s.textsUnread > 0) gaps.push(`${s.textsUnread} request text(s) longer than the proxy keeps: their statements are counted from the answers, their classes may be unknown`);
   if (s.rowsUnsplit > 0) gaps.push(`${s.rowsUnsplit} statement(s) (MERGE, an upsert, bulk unit results) changed rows the answers do not split into inserted, updated and deleted: rows are not compared`);
   if (s.suspended > 0) gaps.push(`${s.suspended} Execute(s) suspended by a row limit: their statements count on the server when they end`);
-  const explained = wire.protocol === 'postgres' ? s.completed - s.namedRepeats + s.suspended : s.completed + s.failed + (wire.commands.COM_INIT_DB ?? 0);
+  const model: WireModel = WIRE_MODELS[wire.protocol];
+  const explained = model.explained(wire, s);
   if (!server) return { reconciliation: [...lines, ...gaps.map((g) => `not modelled: ${g}`)], discrepancies: [], explainedStatements: explained };
 
-  const expectations = wire.protocol === 'postgres' ? postgresExpectations(s, server) : mysqlExpectations(wire, s, server.summary);
+  const expectations = model.expectations(wire, s, server);
   const parts: string[] = [];
   const discrepancies: string[] = [];
   for (const e of expectations) {

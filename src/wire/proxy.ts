@@ -3,15 +3,15 @@ import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { SqltallyError } from '../shared/errors';
 import { noteDeparture } from '../shared/departures';
-import { MysqlSession } from './mysql-protocol';
-import { PgSession } from './pg-protocol';
+import { WIRE_SESSIONS } from './protocols';
+import type { ReplyReader, SettleRequest } from './settle';
 import { connectionRecord, diffWireSnapshots } from './tally';
 import type { WireProtocol, WireSession } from './tally';
 import type { WireConnection, WireCounts, WireSnapshot } from './types';
 
 /** How `startWireProxy` is configured. */
 export interface WireProxyOptions {
-  protocol: 'mysql' | 'postgres';
+  protocol: WireProtocol;
   /** The real server the proxy forwards to. */
   target: { host: string; port: number };
   /**
@@ -54,7 +54,7 @@ export type ClosingHook = (connection: WireConnection, settle: () => Promise<boo
  * large write or merge two quick ones.
  */
 export interface WireProxy extends AsyncDisposable {
-  readonly protocol: 'mysql' | 'postgres';
+  readonly protocol: WireProtocol;
   /** Always 127.0.0.1. */
   readonly host: string;
   /** The port drivers connect to instead of the server's. */
@@ -92,122 +92,6 @@ export interface WireProxy extends AsyncDisposable {
   /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
   close(): Promise<void>;
 }
-
-/** Reads the server's answer to the proxy's own request out of the byte stream, so the client never sees it. */
-interface ReplyReader {
-  /**
-   * Consumes bytes of the answer from `chunk`; returns how many it used, whether the answer is complete, and bytes
-   * in it that belong to the client after all (asynchronous messages the server may send at any time).
-   */
-  read(chunk: Buffer): { used: number; done: boolean; passthrough: Buffer | null };
-}
-
-/** The request a protocol settles a connection with, and how its answer is framed. */
-interface SettleRequest {
-  bytes: Buffer;
-  reader(): ReplyReader;
-}
-
-/** MySQL: COM_PING (sequence 0), answered by one OK or ERR packet. */
-function mysqlPingReader(): ReplyReader {
-  const header = Buffer.alloc(4);
-  let headerFill = 0;
-  let remaining = -1;
-  return {
-    read(chunk) {
-      let i = 0;
-      while (i < chunk.length) {
-        if (remaining < 0) {
-          const take = Math.min(4 - headerFill, chunk.length - i);
-          chunk.copy(header, headerFill, i, i + take);
-          headerFill += take;
-          i += take;
-          if (headerFill < 4) continue;
-          remaining = header.readUIntLE(0, 3);
-        }
-        const take = Math.min(remaining, chunk.length - i);
-        i += take;
-        remaining -= take;
-        if (remaining === 0) return { used: i, done: true, passthrough: null };
-      }
-      return { used: i, done: false, passthrough: null };
-    },
-  };
-}
-
-/** PostgreSQL backend messages that may arrive between any two others: they belong to the client. */
-const PG_ASYNC = new Set([0x41 /* A NotificationResponse */, 0x4e /* N NoticeResponse */, 0x53 /* S ParameterStatus */]);
-
-/** PostgreSQL: a simple Query, answered by messages up to and including ReadyForQuery. */
-function pgQueryReader(): ReplyReader {
-  const header = Buffer.alloc(5);
-  let headerFill = 0;
-  let remaining = -1;
-  let type = 0;
-  let keep: Buffer[] | null = null;
-  let kept: Buffer[] = [];
-  return {
-    read(chunk) {
-      let i = 0;
-      while (i < chunk.length) {
-        if (remaining < 0) {
-          const take = Math.min(5 - headerFill, chunk.length - i);
-          chunk.copy(header, headerFill, i, i + take);
-          headerFill += take;
-          i += take;
-          if (headerFill < 5) continue;
-          type = header[0] as number;
-          remaining = header.readInt32BE(1) - 4;
-          headerFill = 0;
-          keep = PG_ASYNC.has(type) ? [Buffer.from(header)] : null;
-        }
-        const take = Math.min(remaining, chunk.length - i);
-        if (keep && take > 0) keep.push(chunk.subarray(i, i + take));
-        i += take;
-        remaining -= take;
-        if (remaining === 0) {
-          remaining = -1;
-          if (keep) kept.push(...keep);
-          keep = null;
-          if (type === 0x5a /* Z ReadyForQuery */) {
-            const passthrough = kept.length > 0 ? Buffer.concat(kept) : null;
-            kept = [];
-            return { used: i, done: true, passthrough };
-          }
-        }
-      }
-      return { used: i, done: false, passthrough: null };
-    },
-  };
-}
-
-function pgQuery(sql: string): Buffer {
-  const text = Buffer.from(`${sql}\0`, 'utf8');
-  const out = Buffer.alloc(5 + text.length);
-  out[0] = 0x51; // Q
-  out.writeInt32BE(4 + text.length, 1);
-  text.copy(out, 5);
-  return out;
-}
-
-/**
- * The statement the proxy settles a PostgreSQL connection with. The server counts it like any other in
- * pg_stat_statements, on the user's connection: the probe knows it by this text as sqltally's own.
- */
-export const POSTGRES_SETTLE_SQL = 'SELECT pg_stat_force_next_flush()';
-
-/** The settle request of each protocol (see {@link WireProxy}). */
-const SETTLE = {
-  mysql: { bytes: Buffer.from([1, 0, 0, 0, 0x0e]), reader: mysqlPingReader },
-  // A failed flush (PostgreSQL before 15 has no such function) is answered and swallowed the same way.
-  postgres: { bytes: pgQuery(POSTGRES_SETTLE_SQL), reader: pgQueryReader },
-} satisfies Record<WireProtocol, SettleRequest>;
-
-/** The protocol parser of each wire protocol, keyed so that a new protocol cannot be left without one. */
-const SESSIONS = {
-  mysql: (tls) => new MysqlSession({ tls }),
-  postgres: (tls) => new PgSession({ tls }),
-} satisfies Record<WireProtocol, (tls: 'refuse' | 'passthrough') => WireSession>;
 
 /** How long a closing connection waits for the closing hook before its server side is closed anyway. */
 const CLOSING_HOOK_TIMEOUT_MS = 10_000;
@@ -248,8 +132,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * server side only once the closing hook has run).
  */
 function relay(id: number, client: ClientSide, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
-  const session = SESSIONS[options.protocol](options.tls ?? 'refuse');
-  const settleRequest: SettleRequest = SETTLE[options.protocol];
+  const session = WIRE_SESSIONS[options.protocol].session(options.tls ?? 'refuse');
+  const settleRequest: SettleRequest = WIRE_SESSIONS[options.protocol].settle;
   const upstream = net.connect({ host: options.target.host, port: options.target.port });
   if (client instanceof net.Socket) client.setNoDelay(true);
   upstream.setNoDelay(true);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { WireProtocolSchema } from '../backends/types';
 
 /**
  * Handshake traffic (MySQL greeting/auth, PostgreSQL startup/auth up to the first ReadyForQuery), kept apart from
@@ -61,7 +62,7 @@ export type WireStatements = z.infer<typeof WireStatementsSchema>;
  * (`COM_QUERY`, `COM_STMT_EXECUTE`, `Parse`, `Bind`, `Sync`, ...); unknown MySQL commands are `COM_0xNN`.
  */
 export const WireCountsSchema = z.object({
-  protocol: z.enum(['mysql', 'postgres']),
+  protocol: WireProtocolSchema,
   /** Client commands (MySQL) or frontend messages (PostgreSQL) by name, after the handshake. */
   commands: z.record(z.string(), z.number().int().nonnegative()),
   commandsTotal: z.number().int().nonnegative(),
@@ -121,7 +122,7 @@ export const WireSnapshotSchema = z.object({
   /** Identifies the proxy, so snapshots of different proxies are never diffed. */
   proxyId: z.string(),
   /** The proxy's protocol: what an empty window's counts are counts of. */
-  protocol: z.enum(['mysql', 'postgres']),
+  protocol: WireProtocolSchema,
   takenAtNs: z.number().int().nonnegative(),
   connections: z.array(WireConnectionSchema),
 });

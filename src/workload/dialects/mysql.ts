@@ -7,6 +7,7 @@ const NEEDS_HEX = /[\\]/;
 
 export const MYSQL_DIALECT: Dialect = {
   name: 'mysql',
+  defaultSchema: null,
   quoteIdent: (name) => `\`${name}\``,
   placeholder: () => '?',
   createTableSql: (table) =>

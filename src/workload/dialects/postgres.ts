@@ -3,6 +3,7 @@ import type { Dialect } from './types';
 
 export const POSTGRES_DIALECT: Dialect = {
   name: 'postgres',
+  defaultSchema: 'public',
   quoteIdent: (name) => `"${name}"`,
   placeholder: (index) => `$${index}`,
   createTableSql: (table) =>

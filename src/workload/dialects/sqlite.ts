@@ -41,6 +41,7 @@ function exactDoubleExpression(x: number): string {
 
 export const SQLITE_DIALECT: Dialect = {
   name: 'sqlite',
+  defaultSchema: null,
   quoteIdent: (name) => `"${name}"`,
   placeholder: () => '?',
   createTableSql: (table) =>

@@ -7,6 +7,8 @@ import type { Row } from '../rows';
  */
 export interface Dialect {
   readonly name: 'mysql' | 'postgres' | 'sqlite';
+  /** The schema the workload table is created in, where the server has schemas (its per-table counters name it). */
+  readonly defaultSchema: string | null;
   /** Quotes an identifier that {@link assertTableName} already accepted. */
   quoteIdent(name: string): string;
   /** Placeholder for the 1-based parameter `index`. */

@@ -1,0 +1,118 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import ts from 'typescript';
+import { BACKEND_NAMES, FlavourSchema } from './backends/types';
+import { DRIVER_NAMES } from './shared/driver-names';
+import { driverModule } from './driver/registry';
+import { PROTOCOLS } from './backends/protocols';
+
+/**
+ * The registries are closed: a fact about one driver, backend, flavour or protocol lives in its module, and the shared
+ * steps (capture, verdict, report, cli, run, jest) ask the modules. So none of them may name a driver in a string,
+ * compare anything with such a name, switch on one, or default to one (`?? 'mysql'` sends a third protocol down
+ * MySQL's path unseen). Comments may name them.
+ */
+const SHARED = ['capture', 'verdict', 'report', 'cli', 'run', 'jest'];
+const ROOT = __dirname;
+
+/**
+ * What truly must stay, each with why. `file` relative to src/, `text` the offending source text. An entry that
+ * no longer matches anything fails the test too, so the list cannot rot.
+ */
+const ALLOWED: { file: string; text: string; why: string }[] = [];
+
+const DRIVER_WORDS = new Set<string>([...DRIVER_NAMES, ...DRIVER_NAMES.map((d) => driverModule(d).packageName)]);
+const PLACE_WORDS = new Set<string>([...BACKEND_NAMES, ...FlavourSchema.options, ...Object.keys(PROTOCOLS)]);
+const ALL_WORDS = new Set<string>([...DRIVER_WORDS, ...PLACE_WORDS]);
+/** Names that are both a driver and a backend (`mariadb`) or package and backend (`postgres`): only comparisons count. */
+const DRIVER_ONLY = new Set([...DRIVER_WORDS].filter((w) => !PLACE_WORDS.has(w)));
+
+interface Finding {
+  file: string;
+  line: number;
+  text: string;
+  rule: string;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return e.name === 'node_modules' ? [] : sourceFiles(path);
+    return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') && !e.name.endsWith('.fixture.ts') && !e.name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+function literalText(node: ts.Node): string | null {
+  return ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) ? node.text : null;
+}
+
+const COMPARISONS = new Set([
+  ts.SyntaxKind.EqualsEqualsEqualsToken,
+  ts.SyntaxKind.ExclamationEqualsEqualsToken,
+  ts.SyntaxKind.EqualsEqualsToken,
+  ts.SyntaxKind.ExclamationEqualsToken,
+]);
+
+/** What in `text` (a TypeScript file) names a driver, backend, flavour or protocol in code. */
+export function findNameChecks(file: string, text: string): Finding[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const out: Finding[] = [];
+  const report = (node: ts.Node, rule: string): void => {
+    out.push({ file, line: source.getLineAndCharacterOfPosition(node.getStart()).line + 1, text: node.getText(source), rule });
+  };
+  const visit = (node: ts.Node): void => {
+    const literal = literalText(node);
+    if (literal !== null && DRIVER_ONLY.has(literal)) report(node, 'driver name');
+    if (ts.isBinaryExpression(node)) {
+      const left = literalText(node.left);
+      const right = literalText(node.right);
+      const named = (s: string | null): boolean => s !== null && ALL_WORDS.has(s);
+      if (COMPARISONS.has(node.operatorToken.kind) && (named(left) || named(right))) report(node, 'comparison with a name');
+      if (node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken && named(right)) report(node, 'default to a name');
+    }
+    if (ts.isCaseClause(node)) {
+      const label = literalText(node.expression);
+      if (label !== null && ALL_WORDS.has(label)) report(node.expression, 'case on a name');
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
+}
+
+describe('closed registries', () => {
+  const findings = SHARED.flatMap((folder) =>
+    sourceFiles(join(ROOT, folder)).flatMap((path) => findNameChecks(relative(ROOT, path), readFileSync(path, 'utf8'))),
+  );
+  const allowed = (f: Finding): boolean => ALLOWED.some((a) => a.file === f.file && f.text.includes(a.text));
+
+  it('shared code names no driver and branches on no backend, flavour or protocol name', () => {
+    expect(findings.filter((f) => !allowed(f)).map((f) => `${f.file}:${f.line} ${f.rule}: ${f.text}`)).toEqual([]);
+  });
+
+  it('every allowance still matches something', () => {
+    expect(ALLOWED.filter((a) => !findings.some((f) => f.file === a.file && f.text.includes(a.text)))).toEqual([]);
+  });
+
+  it('finds what it is meant to find', () => {
+    const found = findNameChecks(
+      'x.ts',
+      [
+        "import Database from 'better-sqlite3';",
+        "const q = protocol === 'mysql' ? '`' : '\"';",
+        "const p = capabilities.wireProtocol ?? 'mysql';",
+        "switch (flavour) { case 'postgres': break; }",
+        "if ('sqlite' !== backend.name) {}",
+        "// a comment naming pg and mysql2 is fine",
+        "const d = DRIVERS[name];",
+      ].join('\n'),
+    ).map((f) => [f.line, f.rule]);
+    expect(found).toEqual([
+      [1, 'driver name'],
+      [2, 'comparison with a name'],
+      [3, 'default to a name'],
+      [4, 'case on a name'],
+      [5, 'comparison with a name'],
+    ]);
+  });
+});
