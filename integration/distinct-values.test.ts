@@ -49,6 +49,13 @@ type PostgresJsLike = ((strings: TemplateStringsArray, ...values: unknown[]) => 
   reserve(): Promise<PostgresJsLike & { release(): void }>;
 };
 type SqliteLike = { prepare(sql: string): { run(...args: unknown[]): unknown } };
+type Sqlite3StatementLike = { run(...args: unknown[]): unknown };
+type Sqlite3Like = {
+  run(sql: string, ...args: unknown[]): unknown;
+  prepare(sql: string, ...args: unknown[]): Sqlite3StatementLike;
+  serialize(fn: () => void): void;
+  wait(cb: Callback): unknown;
+};
 
 const MYSQL2_FORMS: Form<Mysql2Like>[] = [
   { name: 'query(sql, values)', call: (h, t, v) => h.query(`INSERT INTO ${t} VALUES (?)`, [v]) },
@@ -116,6 +123,24 @@ const SQLITE_FORMS: Form<SqliteLike>[] = [
   { name: 'run({ v })', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (@v)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run({ v }) },
 ];
 
+const SQLITE3_FORMS: Form<Sqlite3Like>[] = [
+  { name: 'run(sql, value, cb)', call: (h, t, v) => settled((cb) => h.run(`INSERT INTO ${t} VALUES (?)`, v, cb)) },
+  { name: 'run(sql, [value], cb)', call: (h, t, v) => settled((cb) => h.run(`INSERT INTO ${t} VALUES (?)`, [v], cb)) },
+  { name: 'run(sql, { $v }, cb)', call: (h, t, v) => settled((cb) => h.run(`INSERT INTO ${t} VALUES ($v)`, { $v: v }, cb)) },
+  // No callback, as code inside serialize() is written: wait() hands back once the queued call has run.
+  { name: 'run(sql, value), no callback', call: (h, t, v) => (h.run(`INSERT INTO ${t} VALUES (?)`, v), settled((cb) => h.wait(cb))) },
+  {
+    name: 'prepare, then run(value, cb)',
+    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)),
+    call: (_h, _t, v, st) => settled((cb) => (st as Sqlite3StatementLike).run(v, cb)),
+  },
+  {
+    name: 'prepare, then run({ $v }, cb)',
+    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES ($v)`)),
+    call: (_h, _t, v, st) => settled((cb) => (st as Sqlite3StatementLike).run({ $v: v }, cb)),
+  },
+];
+
 /** Every driver's forms: a driver added to DRIVER_NAMES without its forms here is a compile error. */
 const FORMS: { [D in DriverName]: Form<unknown>[] } = {
   mysql2: MYSQL2_FORMS as Form<unknown>[],
@@ -123,6 +148,7 @@ const FORMS: { [D in DriverName]: Form<unknown>[] } = {
   pg: PG_FORMS as Form<unknown>[],
   'postgres-js': POSTGRES_JS_FORMS as Form<unknown>[],
   'better-sqlite3': SQLITE_FORMS as Form<unknown>[],
+  sqlite3: SQLITE3_FORMS as Form<unknown>[],
 };
 
 const PLAIN_BACKENDS = new Set(['sqlite', 'mariadb', 'mysql', 'postgres']);
