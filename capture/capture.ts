@@ -910,7 +910,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const ignore = ignoreFilter([...(this.#options.ignore ?? []), ...(opts.ignore ?? [])], this.backend.description.id);
     // A Database closed since (one counted per test, closed after it) has nothing more to read: reading it would make
     // every later window incomplete.
-    for (const [id, handle] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
+    for (const [id, { handle }] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
     this.#measuring = true;
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');
