@@ -1,9 +1,17 @@
 import type { Database, Statement } from 'sqlite3';
 import { COLUMN_COUNT } from '../rows';
 import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
-import type { ExpectedCall, InsertStrategy } from './types';
+import type { ExpectedCall, InsertStrategy, PreparedStep } from './types';
 
 const BACKENDS = ['sqlite'] as const;
+
+/**
+ * node-sqlite3 (5.1.7) binds a JS bigint as NULL, without an error; its decimal text goes into the INTEGER column as
+ * the exact 64-bit integer (SQLite's column affinity converts a well-formed integer text).
+ */
+function bigintsAsText(steps: PreparedStep[]): PreparedStep[] {
+  return steps.map((step) => ({ ...step, params: step.params.map((set) => set.map((v) => (typeof v === 'bigint' ? v.toString() : v))) }));
+}
 
 /** Runs one node-sqlite3 call to its callback. */
 function call(fn: (cb: (err: Error | null) => void) => unknown): Promise<void> {
@@ -23,7 +31,7 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
   backends: BACKENDS,
   summary: 'inside serialize(): run(BEGIN), prepare() once, run() per row queued without waiting, then run(COMMIT)',
   chunking: 'per-row',
-  build: (rows, table) => perRowStep(rows, table),
+  build: (rows, table) => bigintsAsText(perRowStep(rows, table)),
   async run(db, input) {
     for (const step of input.steps) {
       let failure: Error | null = null;
@@ -60,7 +68,7 @@ export const SQLITE3_MULTIROW = defineStrategy({
   backends: BACKENDS,
   summary: 'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
-  build: (rows, table, plan) => placeholderSteps(rows, table, plan.statementRows),
+  build: (rows, table, plan) => bigintsAsText(placeholderSteps(rows, table, plan.statementRows)),
   async run(db, input) {
     const prepared = new Map<string, Statement>();
     try {
