@@ -176,7 +176,12 @@ describe('wrapSqlite3', () => {
     await settled((cb) => statement.run(cb));
     await settled((cb) => statement.run(3, 'z', cb));
     await settled((cb) => statement.finalize(cb));
-    expect(brief(tally.events)).toEqual(['prepare/prepare/insert/0/0/null', 'run/execute/insert/2/1/1', 'run/execute/insert/2/1/1', 'run/execute/insert/2/1/1']);
+    expect(brief(tally.events)).toEqual([
+      'prepare/prepare/insert/0/0/null',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+    ]);
     expect(countSqlite3Params([1, 'a', new Date()])).toBe(3);
     expect(countSqlite3Params([[1, 2, 3, 4]])).toBe(4);
     expect(countSqlite3Params([{ $a: 1, $b: 2 }])).toBe(2);
@@ -231,7 +236,18 @@ describe('wrapSqlite3', () => {
   });
 
   it('models every call that runs SQL as one statement and a prepare as none, with no wire', () => {
-    const group = { kind: 'execute', sql: 'INSERT', statementClass: 'insert', connectionId: null, calls: 5, parameterSets: 5, callsWithParameterSets: 5, callsWithValues: 5, errors: 0, byProtocol: {} } as const;
+    const group = {
+      kind: 'execute',
+      sql: 'INSERT',
+      statementClass: 'insert',
+      connectionId: null,
+      calls: 5,
+      parameterSets: 5,
+      callsWithParameterSets: 5,
+      callsWithValues: 5,
+      errors: 0,
+      byProtocol: {},
+    } as const;
     const ctx = { capabilities: { bulkExecute: false, wireProtocol: null }, driverOptions: {}, claimPrepare: () => 0 };
     expect(SQLITE3_DRIVER.model(group as never, ctx)).toMatchObject({ wire: {}, server: { statements: { min: 5, max: 5 } } });
     expect(SQLITE3_DRIVER.model({ ...group, kind: 'prepare' } as never, ctx)).toMatchObject({ server: { statements: { min: 0, max: 0 } } });

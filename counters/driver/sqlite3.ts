@@ -80,7 +80,15 @@ type Raise = (error: unknown) => void;
  * `each` ends with its completion callback (added after the row callback when the caller gave none); a failure
  * reaches the row callback, or the completion callback when the statement could not be prepared.
  */
-function countedCall(site: CallSite, shape: CallShape, args: unknown[], values: unknown, raise: Raise, invoke: (...a: unknown[]) => unknown, each: boolean): unknown {
+function countedCall(
+  site: CallSite,
+  shape: CallShape,
+  args: unknown[],
+  values: unknown,
+  raise: Raise,
+  invoke: (...a: unknown[]) => unknown,
+  each: boolean,
+): unknown {
   const caller = callerAtCall(site, shape);
   const start = callStart(site);
   let done = false;

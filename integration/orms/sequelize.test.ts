@@ -1,5 +1,6 @@
 import { DataTypes, Sequelize } from 'sequelize';
-import sqlite3 from 'sqlite3';
+import type Sqlite3 from 'sqlite3';
+import { installedReleases } from '../../counters/driver/releases';
 import type { Model, ModelStatic } from 'sequelize';
 import type { CaptureSession } from '../../capture/capture';
 import { PARENTS } from './fixture';
@@ -40,10 +41,11 @@ async function sequelizeOn(session: CaptureSession, dialect: 'postgres' | 'maria
 async function sequelizeOnSqlite(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'file') throw new Error('expected SQLite');
+  const { default: sqlite3 } = (await import('sqlite3')) as unknown as { default: typeof Sqlite3 };
   // The sqlite3 package with one change: each Database Sequelize constructs is counted into the session.
   const dialectModule = {
     ...sqlite3,
-    Database: function CountedDatabase(...args: ConstructorParameters<typeof sqlite3.Database>) {
+    Database: function CountedDatabase(...args: ConstructorParameters<typeof Sqlite3.Database>) {
       return session.count(new sqlite3.Database(...args));
     },
   };
@@ -141,7 +143,9 @@ describeOrm('sequelize', {
   // Driver layer counted: every value written into the text (no bound values), one `run` for the bulk INSERT, and
   // for each read a `PRAGMA table_info` of its table (Sequelize reads the column types before every SELECT on SQLite)
   // then the SELECT. SQLite has no wire and no statement counter: the server layer is total_changes().
-  sqlite: {
+  sqlite: !installedReleases('sqlite3').length
+    ? { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, which is not installed' }
+    : {
     driver: 'sqlite3',
     driverLayer: 'counted',
     open: async (s) => workload(await sequelizeOnSqlite(s)),

@@ -66,7 +66,8 @@ export const SQLITE3_MULTIROW = defineStrategy({
   name: 'sqlite3.multirow',
   driver: 'sqlite3',
   backends: BACKENDS,
-  summary: 'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
+  summary:
+    'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
   build: (rows, table, plan) => bigintsAsText(placeholderSteps(rows, table, plan.statementRows)),
   async run(db, input) {
