@@ -7,8 +7,8 @@ import { departedBefore } from '../shared/departures';
 import type { DriverLayer } from '../sql/events';
 import { openRawConnection, runSql, wrapConnection, type DriverHandle, type OpenedConnection } from '../driver/open';
 import type { DriverName } from '../shared/driver-names';
+import type { SomeDriverModule } from '../driver/module';
 import { driverOf, driversFor, DRIVERS } from '../driver/registry';
-import { BETTER_SQLITE3_DRIVER } from '../driver/better-sqlite3';
 import { markOf } from '../driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../server';
 import { startWireProxy, type WireProxy } from '../wire/proxy';
@@ -455,7 +455,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Driver packages counted into this session (the user's own objects and the session's connections). */
   readonly #counted = new Map<DriverName, CountedDriver>();
   /** SQLite handles counted into the session, by the session's number for them: the probe reads each one. */
-  readonly #sqliteHandles = new Map<number, import('../driver/better-sqlite3').SqliteHandle>();
+  readonly #sqliteHandles = new Map<number, { module: SomeDriverModule<DriverName>; handle: object }>();
   #proxy: WireProxy | null = null;
   /** The last number given to a counted SQLite handle: never reused, though closed handles are dropped. */
   #sqliteNumbers = 0;
@@ -581,8 +581,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // Once per Database: counting it again hands back the same wrapper, and a second number for the same handle
     // would add its total_changes() to the window twice (a Database counted in beforeAll and again in each test
     // read 12000, 18000, 24000 rows for windows of 6000).
-    if (module.name === 'better-sqlite3' && ![...this.#sqliteHandles.values()].includes(target as never)) {
-      this.#sqliteHandles.set(++this.#sqliteNumbers, target as never);
+    if (module.probeReadsHandle && ![...this.#sqliteHandles.values()].some((h) => h.handle === target)) {
+      this.#sqliteHandles.set(++this.#sqliteNumbers, { module, handle: target });
     }
     return wrapped;
   }
@@ -607,7 +607,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     });
     this.#noteCounted(this.driver, this.#options.driverPackage);
     // The session's own SQLite handle is number 0 (replaced when the session reconnects); counted ones from 1.
-    if (this.driver === 'better-sqlite3') this.#sqliteHandles.set(0, opened.handle as never);
+    const module: SomeDriverModule<DriverName> = DRIVERS[this.driver];
+    if (module.probeReadsHandle) this.#sqliteHandles.set(0, { module, handle: opened.handle });
     return { opened, counted: wrapConnection(this.driver, opened.handle, this.#recorder) };
   }
 
@@ -719,8 +720,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       ...(backendConnection.kind === 'network' ? { departedConnectionIds: () => departedBefore(backendConnection, sinceNs) } : {}),
       ...(this.#options.table ? { table: this.#options.table } : {}),
       onWorkloadConnection: async (sql, connectionId) => {
-        const handle = connectionId !== undefined ? this.#sqliteHandles.get(connectionId) : undefined;
-        if (handle) return BETTER_SQLITE3_DRIVER.runSql(handle, sql);
+        const counted = connectionId !== undefined ? this.#sqliteHandles.get(connectionId) : undefined;
+        if (counted) return counted.module.runSql(counted.handle, sql);
         const last = this.#last;
         if (!last) throw new SqltallyError('no session connection to run the probe on', { backend: backendId, phase: 'probe', statement: sql });
         return runSql(this.driver, last.opened.handle, sql);
@@ -909,7 +910,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const ignore = ignoreFilter([...(this.#options.ignore ?? []), ...(opts.ignore ?? [])], this.backend.description.id);
     // A Database closed since (one counted per test, closed after it) has nothing more to read: reading it would make
     // every later window incomplete.
-    for (const [id, handle] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
+    for (const [id, { handle }] of this.#sqliteHandles) if ((handle as { open?: unknown }).open === false) this.#sqliteHandles.delete(id);
     this.#measuring = true;
     try {
       const conn = mode === 'none' ? null : await this.#connection(mode === 'hot');

@@ -524,4 +524,5 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
   rowSource: (h) => ({ all: async (sql, params = []) => h.prepare(sql).safeIntegers(true).all(...params) as Record<string, unknown>[] }),
   model: sqliteModel,
   stableWireBytes: true,
+  probeReadsHandle: true,
 };

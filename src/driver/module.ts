@@ -152,6 +152,12 @@ export interface DriverModule<D extends DriverName, H extends object> {
    * reproduce them, and a gate must not compare them.
    */
   readonly stableWireBytes: boolean;
+  /**
+   * Set when the probe reads the server's counters on each counted handle itself (SQLite's total_changes() is per
+   * handle and there is no server to ask): capture keeps the handles this driver counts and runs the probe's SQL on
+   * them with {@link runSql}.
+   */
+  readonly probeReadsHandle?: true;
 }
 
 /**

@@ -11,6 +11,7 @@ import { truncateStatement } from '../shared/errors';
 import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../report/environment';
 import { installedReleases, releaseVersion } from '../driver/releases';
+import { DRIVERS } from '../driver/registry';
 import { cellFromTally } from '../report/cell';
 import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend, type Timings, type Uninstrumented } from '../report/schema';
 import { failureOf, type ReportInput } from '../report/output';
@@ -375,6 +376,13 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       hooks.started?.(started);
       const runs = strategiesOn(description, plan.strategies).flatMap((strategy) => {
         const releases = installedReleases(strategy.driver);
+        if (releases.length === 0) {
+          // An optional peer dependency the app did not install: its strategies are skipped, by name, not failed.
+          const pkg = DRIVERS[strategy.driver].packageName;
+          const reason = `strategy ${strategy.name} not run: the ${strategy.driver} driver package "${pkg}" is not installed (npm install ${pkg})`;
+          progress(`skip ${description.id} ${reason}`);
+          skipped.push({ backend: description.id, reason, environment: environment.id });
+        }
         return (plan.driverReleases === 'all' ? releases : releases.slice(0, 1)).map((release, i) => ({ strategy, release, pinned: i === 0 }));
       });
       // A window that gave up leaves the server in an unknown state (frozen, still working): nothing more runs on it.

@@ -29,7 +29,7 @@ describe('registry', () => {
       expect(strategy.name).toBe(key);
       expect(key.startsWith(`${strategy.driver}.`)).toBe(true);
     }
-    expect(new Set(STRATEGY_NAMES).size).toBe(22);
+    expect(new Set(STRATEGY_NAMES).size).toBe(25);
   });
 
   it('gives every backend strategies, including its raw-SQL twin', () => {
