@@ -1,6 +1,6 @@
 import { DataTypes, Sequelize } from 'sequelize';
 import type Sqlite3 from 'sqlite3';
-import { installedReleases } from '../../counters/driver/releases';
+import { installedReleases } from '../../src/driver/releases';
 import type { Model, ModelStatic } from 'sequelize';
 import type { CaptureSession } from '../../src/capture/capture';
 import { PARENTS } from './fixture';
