@@ -39,7 +39,7 @@ function compile(all: Block[], page: string): Map<Block, string[]> {
     ...config.options,
     noEmit: true,
     baseUrl: ROOT,
-    paths: { sqltally: ['src/index.ts'], 'sqltally/jest': ['src/jest/matchers.ts'], 'sqltally/vitest': ['src/jest/vitest.ts'] },
+    paths: { sqltally: ['src/index.ts'], 'sqltally/jest': ['src/jest/index.ts'], 'sqltally/vitest': ['src/jest/vitest.ts'], 'sqltally/backends': ['src/backends/public.ts'], 'sqltally/report': ['src/run/public.ts'] },
   };
   const files = new Map(all.map((b, i) => [join(b.dir, `__doc_block_${i}.ts`), b] as const));
   const host = ts.createCompilerHost(options);

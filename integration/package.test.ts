@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import { join } from 'node:path';
 
 /**
@@ -17,7 +18,7 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
   const files = packed!.files.map((f) => f.path);
 
   it('ships the CLI, the library, the report viewer, the README, the docs and the licence', () => {
-    for (const f of ['bin/sqltally.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/jest/matchers.js', 'dist/jest/vitest.js', 'dist/report/viewer/viewer.js', 'README.md', 'LICENSE', 'docs/capture-api.md']) {
+    for (const f of ['bin/sqltally.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/jest/index.js', 'dist/jest/vitest.js', 'dist/backends/public.js', 'dist/run/public.js', 'dist/report/viewer/viewer.js', 'README.md', 'LICENSE', 'docs/capture-api.md']) {
       expect(files).toContain(f);
     }
   });
@@ -31,5 +32,49 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
     expect(said).not.toBeNull();
     const mb = packed!.unpackedSize / 1e6;
     expect(Math.abs(mb - Number(said![1])) / Number(said![1])).toBeLessThanOrEqual(0.25);
+  });
+
+  describe('entry points by audience', () => {
+    const ENTRIES: Record<string, string[]> = {
+      sqltally: ['CaptureSession', 'capture', 'SqltallyError'],
+      'sqltally/jest': ['installSqltallyMatchers', 'sqltallyMatchers', 'windowPerTest', 'checkCounts'],
+      'sqltally/vitest': ['installSqltallyVitestMatchers'],
+      'sqltally/backends': ['startBackend', 'listBackends', 'resolveBackend'],
+      'sqltally/report': ['runMatrix', 'readReportFile', 'compareWithBaseline'],
+    };
+    let app: string;
+    beforeAll(() => {
+      app = mkdtempSync(join(os.tmpdir(), 'sqltally-entries-'));
+      mkdirSync(join(app, 'node_modules'));
+      symlinkSync(ROOT, join(app, 'node_modules', 'sqltally'), 'dir');
+    });
+    afterAll(() => rmSync(app, { recursive: true, force: true }));
+
+    it('each loads from the package name and exports what its audience uses, and no zod schema or matcher twice', () => {
+      const script = `const out = {}; for (const e of ${JSON.stringify(Object.keys(ENTRIES))}) out[e] = Object.keys(require(e)); console.log(JSON.stringify(out));`;
+      const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' })) as Record<string, string[]>;
+      for (const [entry, names] of Object.entries(ENTRIES)) expect({ entry, missing: names.filter((n) => !loaded[entry]!.includes(n)) }).toEqual({ entry, missing: [] });
+      const all = Object.values(loaded).flat();
+      expect(all.filter((n) => /Schema$/.test(n))).toEqual([]);
+      expect(loaded['sqltally']!.filter((n) => /Matchers$/.test(n))).toEqual([]);
+    });
+
+    it.each([
+      ['commonjs', 'node10'],
+      ['node16', 'node16'],
+      ['esnext', 'bundler'],
+    ])('type-check from an app under module %s, moduleResolution %s', (module, resolution) => {
+      const imports = Object.entries(ENTRIES).map(([entry, names], i) => `import { ${names[0]} as n${i} } from '${entry}';`).join('\n');
+      writeFileSync(join(app, 'entries.ts'), `${imports}\nexport const used = [${Object.keys(ENTRIES).map((_, i) => `n${i}`).join(', ')}];\n`);
+      const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+      const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--module', module, '--moduleResolution', resolution, '--types', 'node', '--typeRoots', join(ROOT, 'node_modules', '@types'), join(app, 'entries.ts')];
+      let output = '';
+      try {
+        execFileSync(process.execPath, args, { cwd: app, encoding: 'utf8' });
+      } catch (err) {
+        output = String((err as { stdout?: string }).stdout ?? err);
+      }
+      expect(output).toBe('');
+    });
   });
 });

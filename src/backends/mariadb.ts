@@ -1,16 +1,15 @@
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeBackend, leadingVersion, startedBackend } from './backend';
+import { leadingVersion } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
-import { SqltallyError } from '../shared/errors';
-import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
+import { makePrivateDir, runTool } from './local-process';
 import { rootfsFinder } from './rootfs';
 import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
 import type { TemplateRecipe } from './template';
-import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
+import { isRoot } from '../shared/process';
 
 const SERVER_BINARY = 'mariadbd';
 const INSTALL_DB_BINARY = 'mariadb-install-db';
@@ -24,10 +23,6 @@ const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const REDO_LOG_SIZE = '--innodb-log-file-size=16M';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
-
-function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
 
 /**
  * Where one private MariaDB keeps its files, all inside its private directory. The temporary directory is its own:
@@ -103,57 +98,28 @@ function installTemplate(install: { binary: string; installDb: string }, options
 async function startLocal(install: { binary: string; installDb: string }, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('mariadb', options.env);
   const layout = mariadbLayout(dir.path);
-  const password = randomBytes(12).toString('hex');
-  try {
-    fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
-    const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
-    await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
-    fs.writeFileSync(
-      layout.initFile,
-      [
-        // The install makes root@'::1' and root@'<hostname>' without a password: only the password account on
-        // 127.0.0.1 and the socket's root@localhost (in the 0700 private directory) are kept.
-        `DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`,
-        'FLUSH PRIVILEGES;',
-        // The install may already have made this account without a password: set ours either way.
-        `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
-        `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
-        `GRANT ALL PRIVILEGES ON *.* TO '${USER}'@'127.0.0.1' WITH GRANT OPTION;`,
-        `CREATE DATABASE IF NOT EXISTS ${DATABASE};`,
-        '',
-      ].join('\n'),
-      { mode: 0o600 },
-    );
-  } catch (err) {
-    await dir.remove();
-    throw err;
-  }
-  const connectionFor = loopbackConnection(USER, password, DATABASE);
-  const running = await launchServer({
-    id: options.id,
-    binary: install.binary,
-    args: (port) => mariadbServerArgs(dir.path, port),
-    dir,
-    stopSignal: STOP_SIGNAL,
-    bindFailure: BIND_FAILURE,
-    ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
-    isFatal: isMysqlAuthFailure,
-    env: options.env,
-    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
-  });
-  const connection = connectionFor(running.port);
-  try {
-    const identity = await identifyMysqlFamily(connection);
-    return startedBackend(
-      describeBackend(MARIADB, identity, 'local', install.binary, running.readyAt - running.spawnedAt, true),
-      connection,
-      running.stop,
-      running,
-    );
-  } catch (cause) {
-    await running.stop();
-    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
-  }
+  return startPrivateMysqlFamily(
+    {
+      module: MARIADB,
+      binary: install.binary,
+      dir,
+      initFile: layout.initFile,
+      user: USER,
+      database: DATABASE,
+      prepare: async () => {
+        fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
+        const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
+        await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
+      },
+      // The install makes root@'::1' and root@'<hostname>' without a password: only the password account on
+      // 127.0.0.1 and the socket's root@localhost (in the 0700 private directory) are kept.
+      initPrelude: [`DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`, 'FLUSH PRIVILEGES;'],
+      args: (port) => mariadbServerArgs(dir.path, port),
+      stopSignal: STOP_SIGNAL,
+      bindFailure: BIND_FAILURE,
+    },
+    options,
+  );
 }
 
 /** Finds `mariadbd` + `mariadb-install-db` and asks the binary its version. */

@@ -1,6 +1,12 @@
-import type { ServerIdentity } from './backend';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { describeBackend, startedBackend } from './backend';
+import type { BackendModule, ServerIdentity, StartOptions } from './backend';
+import { launchServer, loopbackConnection } from './local-process';
+import type { PrivateDir } from './local-process';
+import { SqltallyError } from '../shared/errors';
 import { withSqlClient } from './sql-client';
-import type { NetworkConnection } from './types';
+import type { NetworkConnection, StartedBackend } from './types';
 
 /**
  * What MariaDB and MySQL share: the protocol, so one way to ask either what it is. Their counters differ,
@@ -98,4 +104,67 @@ export async function identifyMysqlFamily(connection: NetworkConnection): Promis
 export function isMysqlAuthFailure(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === 'ER_ACCESS_DENIED_ERROR' || code === 'ER_DBACCESS_DENIED_ERROR' || code === 1045 || code === 1044;
+}
+
+/** A private MySQL-family server to start: what differs between MySQL and MariaDB, the rest is {@link startPrivateMysqlFamily}. */
+export interface PrivateMysqlFamily {
+  module: BackendModule;
+  binary: string;
+  dir: PrivateDir;
+  initFile: string;
+  user: string;
+  database: string;
+  /** Makes the data directory (an install, a template copy); the private directory is removed if it throws. */
+  prepare: () => Promise<void>;
+  /** Init-file lines before the account's own (MariaDB removes the accounts its installer made). */
+  initPrelude?: string[];
+  args: (port: number) => string[];
+  stopSignal: NodeJS.Signals;
+  bindFailure: RegExp;
+}
+
+/** Prepares, starts and identifies a private server whose only account is `user`@127.0.0.1 with a fresh password. */
+export async function startPrivateMysqlFamily(server: PrivateMysqlFamily, options: StartOptions): Promise<StartedBackend> {
+  const password = randomBytes(12).toString('hex');
+  const { user, database } = server;
+  try {
+    await server.prepare();
+    fs.writeFileSync(
+      server.initFile,
+      [
+        ...(server.initPrelude ?? []),
+        // The install may already have made this account without a password: set ours either way.
+        `CREATE USER IF NOT EXISTS '${user}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `ALTER USER '${user}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
+        `GRANT ALL PRIVILEGES ON *.* TO '${user}'@'127.0.0.1' WITH GRANT OPTION;`,
+        `CREATE DATABASE IF NOT EXISTS ${database};`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  } catch (err) {
+    await server.dir.remove();
+    throw err;
+  }
+  const connectionFor = loopbackConnection(user, password, database);
+  const running = await launchServer({
+    id: options.id,
+    binary: server.binary,
+    args: server.args,
+    dir: server.dir,
+    stopSignal: server.stopSignal,
+    bindFailure: server.bindFailure,
+    ping: (port) => pingMysqlFamily(connectionFor(port), database),
+    isFatal: isMysqlAuthFailure,
+    env: options.env,
+    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
+  });
+  const connection = connectionFor(running.port);
+  try {
+    const identity = await identifyMysqlFamily(connection);
+    return startedBackend(describeBackend(server.module, identity, 'local', server.binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
+  } catch (cause) {
+    await running.stop();
+    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
+  }
 }

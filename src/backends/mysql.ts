@@ -1,14 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeBackend, leadingVersion, startedBackend } from './backend';
+import { leadingVersion } from './backend';
 import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable, searchDirs, versionOutput } from './binaries';
-import { SqltallyError } from '../shared/errors';
-import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
+import { makePrivateDir, runTool } from './local-process';
 import { provisionCommand, rootfsFinder } from './rootfs';
-import { identifyMysqlFamily, isMysqlAuthFailure, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
+import { isRoot } from '../shared/process';
 
 const SERVER_BINARY = 'mysqld';
 const DEFAULT_IMAGE = 'mysql:8.4';
@@ -19,10 +18,6 @@ const MAX_ALLOWED_PACKET = '64M';
 const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Do you already have another mysqld server running/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
-
-function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
 
 /**
  * Server options for a private MySQL: loopback only, performance_schema on, no binary log, and a temporary
@@ -56,56 +51,33 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
 // --initialize-insecure flow; H7's provider is the tested way to a local MySQL.
 async function startLocal(binary: string, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('mysql', options.env);
-  const password = randomBytes(12).toString('hex');
   const dataDir = path.join(dir.path, 'data');
   const initFile = path.join(dir.path, 'sqltally-init.sql');
   const tmpDir = path.join(dir.path, 'tmp');
-  try {
-    fs.mkdirSync(tmpDir, { mode: 0o700 });
-    // --initialize refuses a non-empty datadir, so the data lives one level below our private directory.
-    await runTool(
-      options.id,
+  return startPrivateMysqlFamily(
+    {
+      module: MYSQL,
       binary,
-      ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ...(isRoot() ? ['--user=root'] : [])],
-      { cwd: dir.path, env: options.env },
-    );
-    fs.writeFileSync(
+      dir,
       initFile,
-      [
-        // The install may already have made this account without a password: set ours either way.
-        `CREATE USER IF NOT EXISTS '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
-        `ALTER USER '${USER}'@'127.0.0.1' IDENTIFIED BY '${password}';`,
-        `GRANT ALL PRIVILEGES ON *.* TO '${USER}'@'127.0.0.1' WITH GRANT OPTION;`,
-        `CREATE DATABASE IF NOT EXISTS ${DATABASE};`,
-        '',
-      ].join('\n'),
-      { mode: 0o600 },
-    );
-  } catch (err) {
-    await dir.remove();
-    throw err;
-  }
-  const connectionFor = loopbackConnection(USER, password, DATABASE);
-  const running = await launchServer({
-    id: options.id,
-    binary,
-    args: (port) => mysqlServerArgs(dataDir, port, initFile, tmpDir),
-    dir,
-    stopSignal: STOP_SIGNAL,
-    bindFailure: BIND_FAILURE,
-    ping: (port) => pingMysqlFamily(connectionFor(port), DATABASE),
-    isFatal: isMysqlAuthFailure,
-    env: options.env,
-    ...(options.pickPort ? { pickPort: options.pickPort } : {}),
-  });
-  const connection = connectionFor(running.port);
-  try {
-    const identity = await identifyMysqlFamily(connection);
-    return startedBackend(describeBackend(MYSQL, identity, 'local', binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
-  } catch (cause) {
-    await running.stop();
-    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
-  }
+      user: USER,
+      database: DATABASE,
+      prepare: async () => {
+        fs.mkdirSync(tmpDir, { mode: 0o700 });
+        // --initialize refuses a non-empty datadir, so the data lives one level below our private directory.
+        await runTool(
+          options.id,
+          binary,
+          ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ...(isRoot() ? ['--user=root'] : [])],
+          { cwd: dir.path, env: options.env },
+        );
+      },
+      args: (port) => mysqlServerArgs(dataDir, port, initFile, tmpDir),
+      stopSignal: STOP_SIGNAL,
+      bindFailure: BIND_FAILURE,
+    },
+    options,
+  );
 }
 
 /** A `mysqld` counts only if its own `--version` says MySQL: Debian's mysqld is a symlink to mariadbd. */

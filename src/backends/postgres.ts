@@ -12,6 +12,7 @@ import type { RunAs } from './local-process';
 import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
 import type { TemplateRecipe } from './template';
 import type { NetworkConnection, StartedBackend } from './types';
+import { isRoot } from '../shared/process';
 
 const DEFAULT_IMAGE = 'postgres:17';
 const DEFAULT_PORT = 5432;
@@ -29,10 +30,6 @@ const CONNECT_TIMEOUT_MS = 3_000;
 const STATEMENTS_EXTENSION = 'pg_stat_statements';
 const LOG_DIRECTORY = 'log';
 const LOG_FILENAME = 'postgresql.log';
-
-function isRoot(): boolean {
-  return typeof process.getuid === 'function' && process.getuid() === 0;
-}
 
 /** Where a private server's logging collector writes, inside its data directory (see {@link postgresServerArgs}). */
 export function postgresLogFile(dataDir: string): string {

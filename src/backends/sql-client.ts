@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import type { NetworkConnection } from './types';
 
 /** The two network protocols sqltally speaks to servers in. */
@@ -29,10 +29,6 @@ export interface SqlClientOptions {
 }
 
 type Opener = (connection: NetworkConnection, opts: Required<Omit<SqlClientOptions, 'backend'>>) => Promise<SqlClient>;
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 function notInstalled(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;

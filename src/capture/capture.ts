@@ -1,4 +1,4 @@
-import { SqltallyError, truncateStatement } from '../shared/errors';
+import { messageOf, SqltallyError, truncateStatement } from '../shared/errors';
 import { startBackend } from '../backends/registry';
 import type { StartedBackend } from '../backends/types';
 import { DriverRecorder, type ShapeFilter } from '../driver/driver-layer';
@@ -325,17 +325,6 @@ function readSafely(value: unknown, key: string): unknown {
     return (value as Record<string, unknown>)[key];
   } catch {
     return undefined;
-  }
-}
-
-function messageOf(err: unknown): string {
-  const message = readSafely(err, 'message');
-  if (typeof message === 'string') return message;
-  try {
-    return String(err);
-  } catch {
-    // An object whose message, toString and Symbol.toPrimitive all throw still ends up in the tally.
-    return 'a thrown value that could not be turned into text';
   }
 }
 
@@ -789,21 +778,23 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
         const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
         open.deferred = await tracker.settle(wait);
-        // Promises and socket requests alone are work only if the database saw something after the function
-        // returned (or a call was still running then): a driver's own promises (a connection's lifetime) and a socket
-        // shut down settle after it returned too, with nothing sent. Timers, ticks and microtasks the code set are.
+        // A promise or socket request that settled in the wait is work only if the database saw something after the
+        // function returned (or a call was still running then): a driver's own promises and a socket shut down settle
+        // after it returned too, with nothing sent. One still pending is work whatever the database did: a query
+        // waiting for a pool connection has sent nothing yet. Timers, ticks and microtasks the code set always are.
         const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
         if (open.deferred && !databaseMoved) {
-          const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type));
+          const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
           open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
         }
-        // A counted call still running that no other work explains (a postgres.js query started with execute()):
-        // the user's promises pending are the line to name; waited for like any other work.
-        const candidates = open.deferred === null && running() ? tracker.pendingPromises() : [];
+        // A counted call running as the function returned that no other work explains (a postgres.js query started
+        // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
+        // waited for like any other work.
+        const candidates = open.deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
         if (candidates.length > 0) {
           for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
-          const still = new Set(tracker.pendingPromises().map((c) => c.site));
-          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: !running() && !still.has(c.site) })) };
+          const still = new Set(tracker.unawaitedPromises().filter((c) => !c.settled).map((c) => c.site));
+          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: c.settled || (!running() && !still.has(c.site)) })) };
         }
       }
     } catch (err) {

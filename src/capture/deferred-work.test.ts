@@ -84,3 +84,47 @@ describe('DeferredWorkTracker', () => {
     expect(left).toBeNull();
   });
 });
+
+describe('what following a promise costs', () => {
+  it('a promise chained (await, then) in the same run as the one it waits on shares its stack: one capture per awaited call', async () => {
+    const capture = jest.spyOn(Error, 'captureStackTrace');
+    const call = async (i: number) => i + 1;
+    try {
+      const left = await leftRunning(async () => {
+        capture.mockClear();
+        for (let i = 0; i < 100; i++) await call(i);
+      });
+      // 100 calls, each an async function's promise and the promise of its await.
+      expect(capture.mock.calls.length).toBeLessThanOrEqual(101);
+      expect(left).toBeNull();
+    } finally {
+      capture.mockRestore();
+    }
+  });
+
+  it('an un-awaited chain still names the line that made it', async () => {
+    const left = await leftRunning(async () => void new Promise((r) => setTimeout(r, 10)).then(() => undefined).then(() => undefined), 300);
+    expect(left?.items.filter((i) => i.type === 'PROMISE').map((i) => i.site)).toEqual(expect.arrayContaining([expect.stringMatching(HERE)]));
+  });
+
+  it('unawaitedPromises: the user\'s promises pending and those that settled after the function returned, observed or not', async () => {
+    const tracker = new DeferredWorkTracker();
+    tracker.open();
+    try {
+      await Promise.resolve().then(() =>
+        tracker.run(async () => {
+          void new Promise((r) => setTimeout(r, 5));
+          void new Promise(() => undefined);
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 30));
+      const items = tracker.unawaitedPromises();
+      expect(items.map((i) => [i.settled, i.site !== null && HERE.test(i.site)])).toEqual([
+        [true, true],
+        [false, true],
+      ]);
+    } finally {
+      tracker.close();
+    }
+  });
+});

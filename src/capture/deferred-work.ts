@@ -67,11 +67,19 @@ const KINDS: Record<string, Kind> = {
 const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers\/promises|internal\/process\/task_queues|async_hooks)(?::|$)/;
 
 
+/** V8's captured frames, formatted (the costly part) only if an entry holding it is still pending when asked. */
+interface Trace {
+  stack?: string;
+  /** The callback run (see `#turn`) it was captured in. */
+  turn: number;
+  /** Its frames once formatted: one trace can be shared by several promises. */
+  frames?: { line: string; async: boolean }[];
+}
+
 interface Entry {
   kind: Kind;
   type: string;
-  /** Holds V8's captured frames; formatted (the costly part) only if the entry is still pending when asked. */
-  trace: { stack?: string };
+  trace: Trace;
   resource: object | null;
   /** Undefined until formatted; null: not the user's work. */
   site?: string | null;
@@ -121,7 +129,8 @@ function isWork(e: Entry): boolean {
  * The captured frames as the environment prints them (source-mapped under Jest, ts-jest, tsx) beside V8's call sites,
  * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
  */
-function framesOf(trace: { stack?: string }): { line: string; async: boolean }[] {
+function framesOf(trace: Trace): { line: string; async: boolean }[] {
+  if (trace.frames) return trace.frames;
   const environment = Error.prepareStackTrace;
   let sites: NodeJS.CallSite[] = [];
   Error.prepareStackTrace = (error, s) => {
@@ -137,7 +146,17 @@ function framesOf(trace: { stack?: string }): { line: string; async: boolean }[]
   const lines = text.split('\n').filter((l) => /^\s*at /.test(l));
   // One printed line per call site; if a printer merged or dropped some, the text's own "async" marks are all there is.
   const aligned = lines.length === sites.length;
-  return lines.map((line, i) => ({ line, async: aligned ? sites[i]?.isAsync?.() === true : / at async /.test(line) }));
+  return (trace.frames = lines.map((line, i) => ({ line, async: aligned ? sites[i]?.isAsync?.() === true : / at async /.test(line) })));
+}
+
+/** The stack here, deep enough for the user's frame under an ORM, and cheap until it is formatted. */
+function capture(turn: number): Trace {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = STACK_FRAMES;
+  const trace: Trace = { turn };
+  Error.captureStackTrace(trace);
+  Error.stackTraceLimit = limit;
+  return trace;
 }
 
 /**
@@ -201,6 +220,9 @@ export class DeferredWorkTracker {
   #seq = 0;
   /** Callbacks run since the window opened; the one the function returned in is `#returnTurn`. */
   #turn = 0;
+  /** The promise created last, and its trace: one chained from it in the same callback run shares that trace. */
+  #lastPromiseId = -1;
+  #lastPromiseTrace: Trace | null = null;
   #returnTurn = -1;
 
   /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
@@ -231,17 +253,22 @@ export class DeferredWorkTracker {
         inside.add(asyncId);
         const kind = KINDS[type];
         if (kind === undefined) return;
+        let trace: Trace | undefined;
         if (type === 'PROMISE') {
           // A promise chained from another (then, await) says something waits for that one.
           const parent = entries.get(trigger);
           if (parent !== undefined) parent.observed = true;
           if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
+          // Chained (then, await) in the same synchronous run as the promise it waits on: made by the same lines,
+          // so that promise's stack is this one's; a stack capture is most of what following a promise costs.
+          const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
+          if (source && source.turn === self.#turn) trace = source;
         }
-        const limit = Error.stackTraceLimit;
-        Error.stackTraceLimit = STACK_FRAMES;
-        const trace: { stack?: string } = {};
-        Error.captureStackTrace(trace);
-        Error.stackTraceLimit = limit;
+        trace ??= capture(self.#turn);
+        if (type === 'PROMISE') {
+          self.#lastPromiseId = asyncId;
+          self.#lastPromiseTrace = trace;
+        }
         entries.set(asyncId, { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ });
       },
       before() {
@@ -270,6 +297,8 @@ export class DeferredWorkTracker {
     this.#returned = false;
     this.#returnedId = -1;
     this.#returnTurn = -1;
+    this.#lastPromiseId = -1;
+    this.#lastPromiseTrace = null;
     this.#hook.enable();
     this.#enabled = true;
     this.#root = new AsyncResource('sqltally.window', { requireManualDestroy: true });
@@ -320,17 +349,18 @@ export class DeferredWorkTracker {
   }
 
   /**
-   * The user's promises still pending, whether or not anything waits on them: the likely culprit when a counted call
-   * is still running at the window's end and no other work is (a postgres.js query started with execute()).
+   * The user's promises still pending, and those that settled after the function returned, whether or not anything
+   * waits on them: the likely culprits when a counted call was running as the function returned and no other work
+   * explains it (a postgres.js query started with execute(), which may have finished by the time this is asked).
    */
-  pendingPromises(): DeferredWorkItem[] {
-    const out: DeferredWorkItem[] = [];
-    for (const e of this.#entries.values()) {
+  unawaitedPromises(): DeferredWorkItem[] {
+    const out: Entry[] = [];
+    for (const e of [...this.#late, ...this.#entries.values()]) {
       if (e.type !== 'PROMISE') continue;
       attribute(e);
-      if (e.user) out.push({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: false });
+      if (e.user) out.push(e);
     }
-    return out;
+    return out.sort((a, b) => a.seq - b.seq).map((e) => ({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: e.settled }));
   }
 
   /**
@@ -360,5 +390,6 @@ export class DeferredWorkTracker {
     this.#inside.clear();
     this.#entries.clear();
     this.#late.length = 0;
+    this.#lastPromiseTrace = null;
   }
 }

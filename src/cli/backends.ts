@@ -4,7 +4,7 @@ import { ProviderKindSchema } from '../backends/types';
 import type { Resolution } from '../backends/types';
 import { describeSweep, sweepStalePrivateDirs } from '../backends/stale';
 import type { Command } from './main';
-import { UsageError, helpPointer, parseFlags } from './usage';
+import { parseFlags, usageExit } from './usage';
 
 const USAGE = `usage: sqltally backends [--check] [--json] [id ...]
 
@@ -123,9 +123,7 @@ export const command: Command = {
         true,
       );
     } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      console.error(`sqltally backends: ${err.line}\n${helpPointer('backends')}`);
-      return 2;
+      return usageExit('backends', err);
     }
     if (parsed.values.help) {
       console.log(USAGE);

@@ -11,7 +11,7 @@ import { parseExecArgs } from './exec-options';
 import type { ExecOptions } from './exec-options';
 import { EXIT, checkBeforeStart, defaultOutDir, finishReport } from './finish';
 import type { Command } from './main';
-import { UsageError, helpPointer } from './usage';
+import { usageExit } from './usage';
 import { MeasuredWindows } from './windows';
 
 const HELP = `usage: sqltally exec [options] -- COMMAND [ARGS...]
@@ -253,9 +253,7 @@ export const command: Command = {
     try {
       opts = parseExecArgs(argv);
     } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      console.error(`sqltally exec: ${err.line}\n${helpPointer('exec')}`);
-      return EXIT.usage;
+      return usageExit('exec', err);
     }
     if (!opts) {
       console.log(HELP);

@@ -1,6 +1,6 @@
 import { SqltallyError } from '../shared/errors';
 import type { Command } from './main';
-import { UsageError, helpPointer, parseFlags } from './usage';
+import { UsageError, parseFlags, usageExit } from './usage';
 import { writeFileAtomic } from '../report/atomic';
 import { approvalBlockers, baselineFromReport, compareWithBaseline, renderApproval, renderGateResult } from '../report/gate';
 import { UnreadableFileError, readBaselineFile, readReportFile, toJson } from '../report/schema';
@@ -40,9 +40,7 @@ async function run(argv: string[]): Promise<number> {
       if (missing.length > 0) throw new UsageError(`${missing.map((f) => `--${f}`).join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required (a report directory or report.json, and the baseline file)`);
     }
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    console.error(`sqltally gate: ${err.line}\n${helpPointer('gate')}`);
-    return EXIT.badInput;
+    return usageExit('gate', err);
   }
   if (opts.help) {
     console.log(USAGE);

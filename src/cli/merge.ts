@@ -1,6 +1,6 @@
 import { SqltallyError } from '../shared/errors';
 import type { Command } from './main';
-import { UsageError, helpPointer, parseFlags } from './usage';
+import { UsageError, parseFlags, usageExit } from './usage';
 import { mergeReports } from '../report/merge';
 import { writeReport } from '../report/output';
 import { readReportFile } from '../report/schema';
@@ -30,9 +30,7 @@ async function run(argv: string[]): Promise<number> {
       if (parsed.positionals.length === 0) throw new UsageError('no reports to merge: name report.json files or run directories after the options');
     }
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    console.error(`sqltally merge: ${err.line}\n${helpPointer('merge')}`);
-    return 2;
+    return usageExit('merge', err);
   }
   const { values, positionals } = parsed;
   if (values.help) {

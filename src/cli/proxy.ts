@@ -10,7 +10,7 @@ import type { ProxyOptions } from './exec-options';
 import { EXIT, checkBeforeStart, defaultOutDir, finishReport } from './finish';
 import type { ExecResult } from './exec';
 import type { Command } from './main';
-import { UsageError, helpPointer } from './usage';
+import { usageExit } from './usage';
 import { MeasuredWindows } from './windows';
 
 const HELP = `usage: sqltally proxy [options]
@@ -106,9 +106,7 @@ export const command: Command = {
     try {
       opts = parseProxyArgs(argv);
     } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      console.error(`sqltally proxy: ${err.line}\n${helpPointer('proxy')}`);
-      return EXIT.usage;
+      return usageExit('proxy', err);
     }
     if (!opts) {
       console.log(HELP);

@@ -1,6 +1,6 @@
 import { SqltallyError } from '../shared/errors';
 import type { Command } from './main';
-import { UsageError, helpPointer, parseFlags } from './usage';
+import { UsageError, parseFlags, usageExit } from './usage';
 import { writeOutputDir } from '../report/atomic';
 import { renderViews } from '../report/output';
 import { readReportFile } from '../report/schema';
@@ -17,9 +17,7 @@ async function run(argv: string[]): Promise<number> {
     parsed = parseFlags(argv, { help: { type: 'boolean', short: 'h', default: false } }, true);
     if (!parsed.values.help && parsed.positionals.length !== 1) throw new UsageError('name one report directory (the one holding report.json)');
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    console.error(`sqltally report: ${err.line}\n${helpPointer('report')}`);
-    return 2;
+    return usageExit('report', err);
   }
   if (parsed.values.help) {
     console.log(USAGE);

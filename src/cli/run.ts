@@ -11,7 +11,7 @@ import { toJson } from '../report/schema';
 import { runMatrix } from '../run/matrix';
 import { summaryLine } from '../run/summary';
 import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOT_ROWS, DEFAULT_REPEATS, MAX_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
-import { UsageError, helpPointer, parseFlags } from './usage';
+import { UsageError, parseFlags, usageExit } from './usage';
 import type { Command } from './main';
 
 const HELP = `usage: sqltally run [options]
@@ -163,9 +163,7 @@ export const command: Command = {
       if (v.out !== undefined && v.out.trim() === '') throw new UsageError('--out is empty: name a directory, or leave --out out for sqltally-report/<timestamp>');
       if (v.out !== undefined && v['no-write']) throw new UsageError(`--out "${v.out}" and --no-write contradict each other: drop one`);
     } catch (err) {
-      if (!(err instanceof UsageError)) throw err;
-      console.error(`sqltally run: ${err.line}\n${helpPointer('run')}`);
-      return 2;
+      return usageExit('run', err);
     }
     const write = !v['no-write'];
     const out = v.out ?? defaultOutDir();

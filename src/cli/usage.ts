@@ -60,3 +60,10 @@ export function parseFlags<O extends Options>(argv: string[], options: O, allowP
 export function helpPointer(command: string): string {
   return `run "sqltally ${command} --help" for the options`;
 }
+
+/** Every command's answer to bad options: the UsageError's line and where the options are, exit code 2; anything else is rethrown. */
+export function usageExit(command: string, err: unknown): 2 {
+  if (!(err instanceof UsageError)) throw err;
+  console.error(`sqltally ${command}: ${err.line}\n${helpPointer(command)}`);
+  return 2;
+}

@@ -1,6 +1,6 @@
 import { CaptureSession, type Captured } from '../capture/capture';
 import { runSql, type DriverHandle } from '../driver/open';
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import { listBackends, parseBackendId, resolveBackend } from '../backends/registry';
 import { BACKEND_NAMES, type BackendDescription, type Resolution, type StartedBackend, type Unavailable } from '../backends/types';
 import type { DriverName } from '../shared/driver-names';
@@ -49,10 +49,6 @@ const CLOSE_AFTER_GIVING_UP_MS = 10_000;
  */
 const WINDOW_GRACE_MS = 60_000;
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** The work, or a SqltallyError from `onTimeout` once `ms` have passed; the work itself is left to settle. */
 async function bounded<T>(work: Promise<T>, ms: number, onTimeout: () => SqltallyError): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -88,7 +84,6 @@ function strategiesOn(backend: BackendDescription, wanted: readonly string[]): A
 function countsKey(cell: Cell): string {
   return JSON.stringify(countsOf(cell));
 }
-
 
 interface CellRun {
   tallies: Captured<void>[];

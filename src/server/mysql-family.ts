@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import { openSqlClient, type SqlClient } from '../backends/sql-client';
 import type { BackendDescription, NetworkConnection } from '../backends/types';
 import type { WindowContext } from './probe';
@@ -164,10 +164,6 @@ interface CounterRow {
   ID: number;
   NAME: string;
   N: string | number;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** Snapshots of a MySQL-protocol server: global status, per-thread `performance_schema`, the process list. */

@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import { openSqlClient, type SqlClient } from '../backends/sql-client';
 import type { BackendDescription, NetworkConnection } from '../backends/types';
 import { classifyCached } from '../sql/statement-cache';
@@ -118,10 +118,6 @@ export const POSTGRES_WORK: ServerWorkCapabilities = {
   statementFigures: ['statementRows', 'sharedBlocksHit', 'sharedBlocksRead', 'tempBlocksWritten'],
 };
 const TABLE_FIGURES = ['rowsExamined', 'fullScans', 'seqRowsRead', 'indexScans', 'indexRowsFetched'] as const;
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /**
  * PostgreSQL snapshots: the workload table's own counters (schema-qualified, bound as parameters), the

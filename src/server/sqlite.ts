@@ -4,6 +4,7 @@ import type { Snapshot, SnapshotSource, WorkSummary } from './snapshot-probe';
 import { SERVER_WORK_FIGURES, type ServerWorkCapabilities, type ServerWorkFigure } from './server-work';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
+import { messageOf } from '../shared/errors';
 
 const NO_WORK_COUNTERS =
   "SQLite keeps its work counters per prepared statement (sqlite3_stmt_status: full-scan steps, sorts, automatic indexes), and better-sqlite3 does not expose them";
@@ -15,10 +16,6 @@ export const SQLITE_WORK: ServerWorkCapabilities = {
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
-}
-
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 function firstNumber(rows: unknown[]): number {

@@ -124,3 +124,19 @@ export class SqltallyError extends Error {
     this.hint = context.hint;
   }
 }
+
+/** The message of anything thrown, without throwing itself (a getter, a `toString` or a primitive conversion may). */
+export function messageOf(err: unknown): string {
+  let message: unknown;
+  try {
+    message = err !== null && (typeof err === 'object' || typeof err === 'function') ? (err as { message?: unknown }).message : undefined;
+  } catch {
+    message = undefined;
+  }
+  if (typeof message === 'string') return message;
+  try {
+    return String(err);
+  } catch {
+    return 'a thrown value that could not be turned into text';
+  }
+}

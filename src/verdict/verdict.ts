@@ -282,7 +282,7 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     const why = nodeDriverCounted(input)
       ? "a query started without await, or a callback after the function's end"
       : `a client (a process the window started, or a connection it opened) had not received its answer when the window ended: wait for the client process to exit, or for its last statement's result, before the window ends${where}`;
-    return verdict('incomplete', `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}; its counts are not the window's`);
+    return verdict('incomplete', `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}${leftRunning}; its counts are not the window's`);
   }
   const incomplete: string[] = [];
   if (input.probeError) incomplete.push(`server probe failed: ${input.probeError}`);
