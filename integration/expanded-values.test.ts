@@ -71,6 +71,7 @@ const FORMS: { [D in DriverName]: Form[] | string } = {
   pg: 'binds each value as one protocol parameter: counted from its values array, no expansion to model',
   'postgres-js': 'binds each value as one protocol parameter: counted from its values array, no expansion to model',
   'better-sqlite3': 'binds each value as one parameter in process: counted from its arguments, no expansion to model',
+  sqlite3: 'binds each value as one parameter in process: counted from its arguments, no expansion to model',
 };
 
 const PLAIN_BACKENDS = new Set(['sqlite', 'mariadb', 'mysql', 'postgres']);

@@ -1,4 +1,6 @@
 import { DataTypes, Sequelize } from 'sequelize';
+import type Sqlite3 from 'sqlite3';
+import { installedReleases } from '../../src/driver/releases';
 import type { Model, ModelStatic } from 'sequelize';
 import type { CaptureSession } from '../../src/capture/capture';
 import { PARENTS } from './fixture';
@@ -8,8 +10,10 @@ import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
  * Sequelize opens its connections itself from the driver package (`dialectModule` takes a package, not a pool or
- * a client): counting the driver layer would take a counting stand-in for the package, shim code. So Sequelize is
- * counted on the wire and the server; the driver layer is null (`tally.driverAbsent` says why).
+ * a client). On SQLite the package is node-sqlite3, whose `Database` Sequelize constructs and keeps: a package whose
+ * `Database` hands back a Database counted with `session.count()` gives it the driver layer. On the network
+ * backends it would take a stand-in for each driver's connect path, so they are counted on the wire and the server;
+ * the driver layer is null (`tally.driverAbsent` says why).
  */
 const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver package (dialectModule); it takes no pool or client to count';
 
@@ -31,6 +35,23 @@ async function sequelizeOn(session: CaptureSession, dialect: 'postgres' | 'maria
   });
   await sequelize.authenticate(); // its start-up queries run here, outside every window
   return sequelize; // sequelize.close() ends its pool
+}
+
+// docs recipe: Sequelize on SQLite (node-sqlite3), its driver layer counted
+async function sequelizeOnSqlite(session: CaptureSession) {
+  const at = session.connection;
+  if (at.kind !== 'file') throw new Error('expected SQLite');
+  const { default: sqlite3 } = (await import('sqlite3')) as unknown as { default: typeof Sqlite3 };
+  // The sqlite3 package with one change: each Database Sequelize constructs is counted into the session.
+  const dialectModule = {
+    ...sqlite3,
+    Database: function CountedDatabase(...args: ConstructorParameters<typeof Sqlite3.Database>) {
+      return session.count(new sqlite3.Database(...args));
+    },
+  };
+  const sequelize = new Sequelize({ dialect: 'sqlite', storage: at.filename, dialectModule, logging: false });
+  await sequelize.authenticate(); // opens the Database; its PRAGMA FOREIGN_KEYS=ON and the check run outside every window
+  return sequelize;
 }
 
 function models(sequelize: Sequelize): { Parent: ModelStatic<Model>; Child: ModelStatic<Model> } {
@@ -119,5 +140,35 @@ describeOrm('sequelize', {
       },
     },
   }),
-  sqlite: { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, not better-sqlite3; sqltally counts better-sqlite3 only, and sqlite3 is not installed' },
+  // Driver layer counted: every value written into the text (no bound values), one `run` for the bulk INSERT, and
+  // for each read a `PRAGMA table_info` of its table (Sequelize reads the column types before every SELECT on SQLite)
+  // then the SELECT. SQLite has no wire and no statement counter: the server layer is total_changes().
+  sqlite: !installedReleases('sqlite3').length
+    ? { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, which is not installed' }
+    : {
+    driver: 'sqlite3',
+    driverLayer: 'counted',
+    open: async (s) => workload(await sequelizeOnSqlite(s)),
+    bulk: {
+      verdict: 'assert',
+      counts: {
+        driver: { calls: 1, byKind: { query: 1 }, byClass: { insert: 1 }, parameterSets: 1, bindValues: 0, rowsAffected: 5000 },
+        server: { rowsInserted: 5000 },
+      },
+    },
+    read: {
+      verdict: 'assert',
+      counts: {
+        driver: { calls: 42, byKind: { query: 42 }, byClass: { select: 21, other: 21 }, parameterSets: 42, bindValues: 0, rowsAffected: 0 },
+        server: { rowsInserted: 0 },
+      },
+      shapes: [
+        ['PRAGMA table_info(parents)', 'query', 1],
+        ['SELECT id, name FROM parents AS parent ORDER BY parent.id ASC LIMIT ?', 'query', 1],
+        ['PRAGMA table_info(children)', 'query', PARENTS],
+        ['SELECT id, name FROM children AS child WHERE child.parent_id = ?', 'query', PARENTS],
+      ],
+      callerUnknown: 'Sequelize runs each SELECT on SQLite after an await inside a serialize() callback that nothing awaits: no user frame on the driver call\'s stack',
+    },
+  },
 });

@@ -140,9 +140,10 @@ export function describeOrm(orm: string, cases: OrmCases): void {
       if (c.driverLayer === 'counted') {
         const shapes = tally.layers.driver?.shapes.map((s) => [s.fingerprint, s.kind, s.calls]);
         expect(shapes).toEqual(c.read.shapes);
-        const loop = tally.layers.driver?.shapes.find((s) => s.calls === PARENTS && s.kind !== 'prepare');
+        // The SELECT's shape: an ORM may run a statement of its own beside each (Sequelize's PRAGMA table_info on SQLite).
+        const loop = tally.layers.driver?.shapes.find((s) => s.calls === PARENTS && s.kind !== 'prepare' && s.statementClass === 'select');
         // Different parameters each time: an N+1, which the repeated-shapes matcher names.
-        expect(loop).toMatchObject({ statementClass: 'select', distinctParameterSets: PARENTS });
+        expect(loop).toMatchObject({ distinctParameterSets: PARENTS });
         // The line of the ORM call that made the shape, as the N+1 message names it: captured when the call is handed
         // to the driver (a callback API, knex and kysely on mysql2, gave none when it was captured on settling).
         if (c.read.callerUnknown === undefined) expect(loop?.caller).toMatch(/^integration\/orms\/[\w.-]+\.ts:\d+:\d+$/);

@@ -6,6 +6,7 @@ import { MYSQL2_DRIVER } from './mysql2';
 import { DRIVER_NAMES, type DriverName } from '../shared/driver-names';
 import { PG_DRIVER } from './pg';
 import { POSTGRES_JS_DRIVER } from './postgres-js';
+import { SQLITE3_DRIVER } from './sqlite3';
 
 /**
  * Every driver, by name. The mapped type makes a name added to DRIVER_NAMES but not here (or a module whose `name`
@@ -17,6 +18,7 @@ export const DRIVERS = {
   pg: PG_DRIVER,
   'better-sqlite3': BETTER_SQLITE3_DRIVER,
   'postgres-js': POSTGRES_JS_DRIVER,
+  sqlite3: SQLITE3_DRIVER,
 } satisfies { [D in DriverName]: SomeDriverModule<D> };
 
 type Drivers = typeof DRIVERS;

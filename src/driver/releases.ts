@@ -17,13 +17,14 @@ function installed(pkg: string): boolean {
 }
 
 /**
- * The packages to load for `driver`: its own package first, then each further release its module knows (npm
- * aliases) that is installed here. The matrix runs them side by side, so a batching change between releases shows
- * in one report as two cells that differ only in driver version.
+ * The packages to load for `driver` that are installed here: its own package first, then each further release its
+ * module knows (npm aliases). The matrix runs them side by side, so a batching change between releases shows in one
+ * report as two cells that differ only in driver version. Empty when the driver is not installed at all (every
+ * driver is an optional peer dependency).
  */
 export function installedReleases(driver: DriverName): string[] {
   const module = DRIVERS[driver];
-  return [module.packageName, ...module.releases.filter(installed)];
+  return [module.packageName, ...module.releases].filter(installed);
 }
 
 /** The version an installed release declares; an alias's package.json keeps the real package's name. */

@@ -19,6 +19,7 @@ describe('collectEnvironment', () => {
       pg: installed('pg'),
       'better-sqlite3': installed('better-sqlite3'),
       'postgres-js': installed('postgres'),
+      sqlite3: installed('sqlite3'),
     });
     expect(env.sqltallyVersion).toBe('0.1.0');
     expect(env.git.commit).toMatch(/^[0-9a-f]{40}$/);

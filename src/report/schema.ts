@@ -48,8 +48,11 @@ export const EnvironmentSchema = z.object({
   memoryBytes: count(),
   node: z.string(),
   sqltallyVersion: z.string(),
-  /** Each driver's installed version as its package.json says; null when it is not installed. */
-  drivers: z.record(DriverNameSchema, z.string().nullable()),
+  /**
+   * Each driver's installed version as its package.json says; null when it is not installed. Partial: a report
+   * written before a driver was added has no key for it, and must still be read.
+   */
+  drivers: z.partialRecord(DriverNameSchema, z.string().nullable()),
   git: z.object({
     commit: z.string().nullable(),
     /** Uncommitted changes in the work tree; null when git could not tell (no git, not a repository). */

@@ -11,6 +11,7 @@ import { truncateStatement } from '../shared/errors';
 import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../report/environment';
 import { installedReleases, releaseVersion } from '../driver/releases';
+import { DRIVERS } from '../driver/registry';
 import { cellFromTally } from '../report/cell';
 import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend, type Timings, type Uninstrumented } from '../report/schema';
 import { failureOf, type ReportInput } from '../report/output';
@@ -18,6 +19,7 @@ import type { Report } from '../report/schema';
 import { makeRows } from '../workload/rows';
 import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable, type WorkloadTable } from '../workload/table';
+import { READ_DRIVER_BY_BACKEND } from '../workload/connect';
 import { verifyRows } from '../workload/verify';
 import type { Verdict } from '../verdict/types';
 
@@ -374,7 +376,24 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
       hooks.started?.(started);
       const runs = strategiesOn(description, plan.strategies).flatMap((strategy) => {
+        const reader = READ_DRIVER_BY_BACKEND[description.name];
+        if (DRIVERS[strategy.driver].embedded && strategy.driver !== reader) {
+          // Two embedded drivers link two copies of the engine: one closing the file under the other's open handles
+          // deletes its WAL and drops its locks (sqlite.org/howtocorrupt.html 2.2.1), and the rows are read back here
+          // through the backend's read driver.
+          const reason = `strategy ${strategy.name} not run: ${strategy.driver} links its own copy of the engine, and the main job reads ${description.id}'s rows back through ${reader}; two copies on one file in one process can corrupt it`;
+          progress(`skip ${description.id} ${reason}`);
+          skipped.push({ backend: description.id, reason, environment: environment.id });
+          return [];
+        }
         const releases = installedReleases(strategy.driver);
+        if (releases.length === 0) {
+          // An optional peer dependency the app did not install: its strategies are skipped, by name, not failed.
+          const pkg = DRIVERS[strategy.driver].packageName;
+          const reason = `strategy ${strategy.name} not run: the ${strategy.driver} driver package "${pkg}" is not installed (npm install ${pkg})`;
+          progress(`skip ${description.id} ${reason}`);
+          skipped.push({ backend: description.id, reason, environment: environment.id });
+        }
         return (plan.driverReleases === 'all' ? releases : releases.slice(0, 1)).map((release, i) => ({ strategy, release, pinned: i === 0 }));
       });
       // A window that gave up leaves the server in an unknown state (frozen, still working): nothing more runs on it.

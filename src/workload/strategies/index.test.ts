@@ -1,7 +1,10 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { SqltallyError } from '../../shared/errors';
 import { BACKEND_NAMES } from '../../backends/types';
-import { rowSource } from '../connect';
+import { executeSql, openPlainConnection, rowSource } from '../connect';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { makeRows } from '../rows';
 import type { Row } from '../rows';
 import { createTableSql, workloadTable } from '../table';
@@ -29,7 +32,7 @@ describe('registry', () => {
       expect(strategy.name).toBe(key);
       expect(key.startsWith(`${strategy.driver}.`)).toBe(true);
     }
-    expect(new Set(STRATEGY_NAMES).size).toBe(22);
+    expect(new Set(STRATEGY_NAMES).size).toBe(25);
   });
 
   it('gives every backend strategies, including its raw-SQL twin', () => {
@@ -270,16 +273,29 @@ describe('prepare', () => {
 describe('SQLite strategies run for real (in-memory database)', () => {
   const backend = 'sqlite';
   for (const strategy of strategiesFor(backend)) {
+    // A file, written through the strategy's own driver and closed, then read back through better-sqlite3 (exact
+    // 64-bit integers): two SQLite copies never have the file open at once.
     it.each([1, 100, 5_000, 10_001])(`${strategy.name} inserts %i rows that verify`, async (count) => {
-      const db = new BetterSqlite3(':memory:');
+      const dir = mkdtempSync(join(tmpdir(), 'sqltally-strategy-'));
+      const filename = join(dir, 'rows.db');
       try {
         const table = workloadTable(backend, 'rows_t');
-        db.exec(createTableSql(table));
-        const input = strategy.prepare(makeRows(count), table, strategy.plan(count, SQLITE_CAPS));
-        await runStrategy(strategy, db, input);
-        await expect(verifyRowsWith(rowSource('better-sqlite3', db), table, count)).resolves.toBe(count);
+        const conn = await openPlainConnection(strategy.driver, { kind: 'file', filename });
+        try {
+          await executeSql(strategy.driver, conn.handle, createTableSql(table));
+          const input = strategy.prepare(makeRows(count), table, strategy.plan(count, SQLITE_CAPS));
+          await runStrategy(strategy, conn.handle as never, input);
+        } finally {
+          await conn.close();
+        }
+        const db = new BetterSqlite3(filename, { readonly: true });
+        try {
+          await expect(verifyRowsWith(rowSource('better-sqlite3', db), table, count)).resolves.toBe(count);
+        } finally {
+          db.close();
+        }
       } finally {
-        db.close();
+        rmSync(dir, { recursive: true, force: true });
       }
     });
   }

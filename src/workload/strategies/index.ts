@@ -8,6 +8,7 @@ import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_LOAD_DATA, MARIADB_QUERY_
 import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_LOAD_DATA, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
 import { PG_COPY, PG_PER_ROW_TX, PG_QUERY_MULTIROW, PG_RAW_SQL, PG_UNNEST } from './pg';
 import { POSTGRES_JS_COPY, POSTGRES_JS_MULTIROW, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_UNNEST } from './postgres-js';
+import { SQLITE3_MULTIROW, SQLITE3_PER_ROW_TX, SQLITE3_RAW_SQL } from './sqlite3';
 import type { AnyInsertStrategy, DriverHandle, InsertStrategy, PreparedInput } from './types';
 
 export type * from './types';
@@ -37,6 +38,9 @@ export const STRATEGIES = {
   'better-sqlite3.per-row-tx': SQLITE_PER_ROW_TX,
   'better-sqlite3.multirow': SQLITE_MULTIROW,
   'better-sqlite3.raw-sql': SQLITE_RAW_SQL,
+  'sqlite3.per-row-tx': SQLITE3_PER_ROW_TX,
+  'sqlite3.multirow': SQLITE3_MULTIROW,
+  'sqlite3.raw-sql': SQLITE3_RAW_SQL,
 } as const satisfies Record<string, AnyInsertStrategy>;
 
 export type StrategyName = keyof typeof STRATEGIES;
