@@ -3,11 +3,11 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runExec, type ExecIo } from '../cli/exec';
-import { parseExecArgs } from '../cli/exec-options';
-import { withSqlClient } from '../containers/sql-client';
-import type { NetworkConnection, StartedBackend } from '../containers/types';
-import type { Window } from '../reports/schema';
+import { runExec, type ExecIo } from '../src/cli/exec';
+import { parseExecArgs } from '../src/cli/exec-options';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import type { Window } from '../src/report/schema';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 
 /**
