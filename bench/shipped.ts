@@ -49,3 +49,4 @@ export const { COLUMN_COUNT, makeRows } = load<typeof import('../src/workload/ro
 export const { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } = load<typeof import('../src/workload/table')>('workload/table');
 export const { startBackend } = load<typeof import('../src/backends/registry')>('backends/registry');
 export const { CaptureSession } = load<typeof import('../src/capture/capture')>('capture/capture');
+export const { createProbe } = load<typeof import('../src/server')>('server');

@@ -4,7 +4,7 @@ import { CaptureSession } from '../src/capture/capture';
 import type { Tally } from '../src/capture/tally';
 import type { BackendName } from '../src/backends/types';
 import type { ServerWorkFigure } from '../src/server/server-work';
-import { installSqltallyMatchers } from '../src/jest/matchers';
+import { createSqltallyMatchers, installSqltallyMatchers, type SnapshotMatcher } from '../src/jest/matchers';
 import { describeEachBackend, withBackend } from './harness';
 
 installSqltallyMatchers();
@@ -37,10 +37,10 @@ interface NetworkScenario {
    */
   joinFullScans: { analyze: number; window: number };
   /**
-   * MySQL-family `ROWS_EXAMINED` of that join, where measured: MariaDB leaves out the rows a join-buffer join reads
-   * from the buffered side, so it is not ANALYZE's rows read. Null: not measured on this backend yet (logged).
+   * MySQL-family `ROWS_EXAMINED` of that join of `rows` + 10 rows: MariaDB leaves out the rows a join-buffer join
+   * reads from the buffered side, so it is not ANALYZE's rows read; MySQL's is. Null: not a MySQL-family figure.
    */
-  joinRowsExamined: number | null;
+  joinRowsExamined: (rows: number) => number | null;
 }
 
 function collect(node: unknown, visit: (o: Record<string, unknown>) => void): void {
@@ -60,7 +60,7 @@ const MARIADB: NetworkScenario = {
   p: () => '?',
   rowsFigure: 'rowsExamined',
   joinFullScans: { analyze: 2, window: 1 },
-  joinRowsExamined: 10,
+  joinRowsExamined: () => 10,
   async analyze(db, sql, values) {
     const [row] = rowsOf(await db.query(`ANALYZE FORMAT=JSON ${sql}`, values));
     const plan = JSON.parse(String(Object.values(row!)[0]));
@@ -77,7 +77,7 @@ const MARIADB: NetworkScenario = {
 
 const MYSQL: NetworkScenario = {
   ...MARIADB,
-  joinRowsExamined: null,
+  joinRowsExamined: (rows) => rows + 10,
   async analyze(db, sql, values) {
     const [row] = rowsOf(await db.query(`EXPLAIN ANALYZE ${sql}`, values));
     const tree = String(Object.values(row!)[0]);
@@ -98,7 +98,7 @@ const POSTGRES: NetworkScenario = {
   p: (n) => `$${n}`,
   rowsFigure: 'seqRowsRead',
   joinFullScans: { analyze: 2, window: 2 },
-  joinRowsExamined: null,
+  joinRowsExamined: () => null,
   async analyze(db, sql, values) {
     const [row] = rowsOf(await db.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, values));
     let rowsRead = 0;
@@ -117,6 +117,27 @@ const NETWORK: Record<Exclude<BackendName, 'sqlite'>, NetworkScenario> = { maria
 
 const SIZES = [20_000, 10] as const;
 const PER_ROW_INSERTS = 20;
+
+/**
+ * toMatchCountSnapshot({ serverWork: true }) on a snapshot store of its own (the first window writes, the next ones
+ * compare), so that no snapshot file of this suite depends on the machine's server versions.
+ */
+function snapshotStore(): { match(tally: Tally): { pass: boolean; message: string }; stored(): string } {
+  let stored: string | undefined;
+  const store: SnapshotMatcher = (received) => {
+    if (stored === undefined) stored = String(received);
+    const pass = stored === received;
+    return { pass, message: () => `stored:\n${stored}\nreceived:\n${String(received)}` };
+  };
+  const m = createSqltallyMatchers(() => store);
+  return {
+    match(tally) {
+      const r = m.toMatchCountSnapshot.call({ isNot: false }, tally, { serverWork: true });
+      return { pass: r.pass, message: r.message() };
+    },
+    stored: () => stored ?? '',
+  };
+}
 
 function workOf(tally: Tally) {
   const work = tally.layers.server?.work;
@@ -143,6 +164,21 @@ describeEachBackend((b) => {
         expect(() => on.toHaveServerWork({ rowsExamined: { max: 10 } })).toThrow(/rowsExamined: expected at most 10, unknown: SQLite keeps its work counters per prepared statement .*better-sqlite3 does not expose them/);
         expect(() => on.toUseIndexes()).toThrow(/better-sqlite3 does not expose them/);
       }
+    });
+
+    it('a count snapshot with serverWork names every figure unknown with the reason, none as 0, and is the same on a rerun', async () => {
+      await using session = await CaptureSession.open({ backend: backend(), driver: 'better-sqlite3' });
+      await session.measure((db: SqliteDb) => db.exec('DROP TABLE IF EXISTS w; CREATE TABLE w (a INTEGER)'));
+      const store = snapshotStore();
+      for (let run = 0; run < 2; run++) {
+        const tally = await session.measure((db: SqliteDb) => db.prepare('INSERT INTO w (a) VALUES (?), (?), (?)').run(1, 2, 3));
+        expect(tally.verdict.kind).toBe('assert');
+        expect(store.match(tally)).toEqual({ pass: true, message: expect.any(String) });
+      }
+      const text = store.stored();
+      expect(text).toMatch(/^server\.work\.rowsExamined: unknown \(SQLite keeps its work counters per prepared statement.*better-sqlite3 does not expose them\)$/m);
+      expect(text).toMatch(/^server\.work\.statements: unknown \(/m);
+      expect(text).not.toMatch(/^server\.work\.\w+: \d/m);
     });
     return;
   }
@@ -223,9 +259,7 @@ describeEachBackend((b) => {
         if (isPg) expect(work.figures.seqRowsRead).toBe(actual.rowsRead);
         else {
           expect(tally).toHaveServerWork({ fullJoins: 1, tempDiskTables: 0 });
-          if (s.joinRowsExamined !== null) {
-            expect({ window: work.figures.rowsExamined, analyze: actual.rowsRead }).toEqual({ window: s.joinRowsExamined, analyze: rows + 10 });
-          } else console.log(`${b.id} join of ${rows}+10 rows: ROWS_EXAMINED ${work.figures.rowsExamined}, ANALYZE rows read ${actual.rowsRead}`);
+          expect({ window: work.figures.rowsExamined, analyze: actual.rowsRead }).toEqual({ window: s.joinRowsExamined(rows), analyze: rows + 10 });
         }
       });
 
@@ -253,6 +287,36 @@ describeEachBackend((b) => {
         expect(() => expect(loop).toWriteInBatches()).toThrow(new RegExp(`✗ ${PER_ROW_INSERTS} INSERT calls of one row each[\\s\\S]*called from integration/server-work\\.test\\.ts:\\d+`));
         const multi = await session.measure((db: Db) => db.query(`INSERT INTO w (a) VALUES (${s.p(1)}), (${s.p(2)}), (${s.p(3)})`, [1, 2, 3]));
         expect(multi).toWriteInBatches();
+      });
+
+      it('a count snapshot with serverWork holds what ANALYZE reads, is the same on a rerun, and changes when the plan does', async () => {
+        const sql = `SELECT a FROM t WHERE b = ${s.p(1)}`;
+        const store = snapshotStore();
+        for (let run = 0; run < 3; run++) {
+          const tally = await session.measure((db: Db) => db.query(sql, [5]));
+          expect(tally.verdict).toMatchObject({ kind: 'assert' });
+          const r = store.match(tally);
+          if (!r.pass) throw new Error(`run ${run + 1}: ${r.message}`);
+        }
+        const actual = await actualsOf(sql, [5]);
+        const text = store.stored();
+        expect(text).toContain(`server.work.${s.rowsFigure}: ${actual.rowsRead}`);
+        expect(text).toContain(`server.work.fullScans: ${actual.fullScans}`);
+        expect(text).toMatch(isPg ? /^server\.work\.lockTimeNs: unknown \(PostgreSQL keeps no per-statement lock time\)$/m : /^server\.work\.lockTimeNs: left out \(/m);
+        // Every figure has its line: a value, or why there is none.
+        for (const line of text.split('\n').filter((l) => l.startsWith('server.work.') && !l.startsWith('server.work.statements') && !l.startsWith('server.work.tables'))) {
+          expect(line).toMatch(/^server\.work\.\w+: (\d+|unknown \(.+\)|left out \(.+\))$/);
+        }
+        if (isPg) expect(text).toMatch(/^ {2}public\.t seqScans=1 seqRowsRead=\d+ /m);
+        else expect(text).toMatch(new RegExp(`^ {2}SELECT a FROM t WHERE b = \\? calls=1 rowsExamined=${rows}\\b`, 'm'));
+        // The same code after CREATE INDEX is another snapshot (on a one-page PostgreSQL table the scan stays, by plan).
+        await session.measure((db: Db) => db.query('CREATE INDEX t_b ON t (b)'));
+        try {
+          const indexed = await session.measure((db: Db) => db.query(sql, [5]));
+          expect(store.match(indexed).pass).toBe(isPg && rows < 100);
+        } finally {
+          await session.measure((db: Db) => db.query(isPg ? 'DROP INDEX t_b' : 'DROP INDEX t_b ON t'));
+        }
       });
     });
   }

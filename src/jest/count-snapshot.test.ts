@@ -23,7 +23,7 @@ function testFile(extraStatement: boolean): string {
   const from = (path: string): string => relative(dir, join(REPO, path)).split('\\').join('/');
   return `
 import { sqltallyMatchers } from '${from('src/jest/matchers')}';
-import { shapeOf, tallyFixture, withShapes } from '${from('src/jest/tally.fixture')}';
+import { serverWorkFixture, shapeOf, tallyFixture, withShapes, withWork } from '${from('src/jest/tally.fixture')}';
 
 expect.extend(sqltallyMatchers);
 
@@ -31,6 +31,11 @@ test('an insert window', () => {
   const shapes = [shapeOf('INSERT INTO t (a, b) VALUES (1, 2)', { calls: 2, parameterSets: 2, distinctParameterSets: 2 })];
   ${extraStatement ? "shapes.push(shapeOf('SELECT count(*) FROM t', { statementClass: 'select', rows: 1 }));" : ''}
   expect(withShapes(tallyFixture(), shapes)).toMatchCountSnapshot();
+});
+
+test('a window with server work', () => {
+  const work = serverWorkFixture(${extraStatement ? '{ figures: { ...serverWorkFixture().figures, rowsExamined: 20002, lockTimeNs: 5 } }' : ''});
+  expect(withWork(tallyFixture(), work)).toMatchCountSnapshot({ serverWork: true }, 'with server work');
 });
 `;
 }
@@ -76,7 +81,7 @@ describe('toMatchCountSnapshot on Jest snapshots', () => {
   it('writes the snapshot on the first run, with the format line', () => {
     const run = jest('--ci=false');
     expect(run).toMatchObject({ status: 0 });
-    expect(run.output).toMatch(/1 snapshot written/);
+    expect(run.output).toMatch(/2 snapshots written/);
     const stored = readFileSync(snapFile(), 'utf8');
     expect(stored).toContain('exports[`an insert window 1`]');
     expect(stored).toContain('sqltally-count-snapshot v1');
@@ -85,12 +90,16 @@ describe('toMatchCountSnapshot on Jest snapshots', () => {
     // Caller lines and versions stay out of the stored counts.
     expect(stored).not.toContain('app.test.ts');
     expect(stored).not.toContain('10.11');
+    expect(stored).toContain('exports[`a window with server work: with server work 1`]');
+    expect(stored).toContain('server.work.rowsExamined: 20001');
+    expect(stored).toContain('server.work.seqRowsRead: unknown (MySQL and MariaDB keep no per-table scan counters)');
+    expect(stored).toContain('server.work.lockTimeNs: left out (a time, not a count: it differs on every run)');
   });
 
   it('passes on the second run, under --ci too', () => {
     const run = jest('--ci');
     expect(run).toMatchObject({ status: 0 });
-    expect(run.output).toMatch(/1 passed/);
+    expect(run.output).toMatch(/2 passed/);
   });
 
   it('fails with a line-by-line diff when a statement is added, and on a missing snapshot under --ci', () => {
@@ -104,6 +113,9 @@ describe('toMatchCountSnapshot on Jest snapshots', () => {
     expect(run.output).toMatch(/- shapes: 1\n\s*\+ shapes: 2\n/);
     expect(run.output).toMatch(/\+ {3}[0-9a-f]{12} select\/query calls=1 parameterSets=1: SELECT count\(\*\) FROM t\n/);
     expect(run.output).toMatch(/- Snapshot {2}- 2\n\s*\+ Received {2}\+ 3/);
+    // A server-work figure that moved is one line of the diff; the lock time, which differs on every run, is none.
+    expect(run.output).toMatch(/- server\.work\.rowsExamined: 20001\n\s*\+ server\.work\.rowsExamined: 20002\n/);
+    expect(run.output).not.toMatch(/[-+] server\.work\.lockTimeNs/);
     expect(run.output).toContain('toMatchCountSnapshot: no snapshot is stored for this test, and this run writes none (--ci, or CI set)');
     expect(existsSync(join(dir, '__snapshots__', 'fresh.test.ts.snap'))).toBe(false);
     expect(readFileSync(snapFile(), 'utf8')).toContain('driver.calls: 2');
@@ -113,7 +125,7 @@ describe('toMatchCountSnapshot on Jest snapshots', () => {
     rmSync(join(dir, 'fresh.test.ts'));
     const update = jest('--ci=false', '-u');
     expect(update).toMatchObject({ status: 0 });
-    expect(update.output).toMatch(/1 snapshot updated/);
+    expect(update.output).toMatch(/2 snapshots updated/);
     const stored = readFileSync(snapFile(), 'utf8');
     expect(stored).toContain('driver.calls: 3');
     expect(stored).toContain('SELECT count(*) FROM t');

@@ -1,4 +1,7 @@
 import type { Tally } from '../capture/tally';
+import type { Flavour } from '../backends/types';
+import { fingerprint } from '../sql/fingerprint';
+import { SERVER_WORK_FIGURES, type ServerWork, type ServerWorkFigure } from '../server/server-work';
 import { ShapeStatsSchema } from '../sql/shapes';
 import type { DriverLayerWithShapes, ShapeStat } from '../sql/shapes';
 
@@ -12,6 +15,61 @@ const FORMAT_LINE = /sqltally-count-snapshot v(\d+)/;
 
 /** The snapshot text of a tally, or why no snapshot can be taken (then the matcher fails with and without `.not`). */
 export type CountSnapshot = { ok: true; text: string } | { ok: false; reason: string };
+
+/** What a count snapshot holds beyond the counts and shapes. */
+export interface CountSnapshotOptions {
+  /**
+   * The server-work section too (docs/server-work.md): each figure the server gives exactly, each unknown one
+   * named with its reason, per statement entry and per table. Off by default, so existing snapshots stay as they are.
+   */
+  serverWork?: boolean;
+}
+
+/**
+ * Figures that are exact for the window but not reproduced by a rerun of the same code: a snapshot of them would
+ * change on every run. They are named in the snapshot as left out, with this reason.
+ */
+const NOT_REPRODUCED: Partial<Record<ServerWorkFigure, string>> = {
+  lockTimeNs: 'a time, not a count: it differs on every run',
+  sharedBlocksHit: 'depends on what the buffer cache held before the window',
+  sharedBlocksRead: 'depends on what the buffer cache held before the window',
+};
+
+const DIALECTS = { mysql: 'mysql', mariadb: 'mysql', postgres: 'postgres', sqlite: 'sqlite' } as const satisfies Record<Flavour, string>;
+
+// Reasons can carry connection ids and per-run figures ("#4711", "3/4"): masked so that the line names the reason only.
+function stableReason(reason: string): string {
+  return reason.replace(/\b\d+\b/g, 'N');
+}
+
+function workFigures(figures: Partial<Record<string, number>>): string {
+  return SERVER_WORK_FIGURES.filter((f) => !NOT_REPRODUCED[f] && typeof figures[f] === 'number')
+    .map((f) => `${f}=${figures[f]}`)
+    .join(' ');
+}
+
+/** The server-work lines: one per figure (value, unknown with its reason, or left out with why), statements, tables. */
+function serverWorkLines(lines: string[], work: ServerWork, flavour: Flavour): void {
+  for (const f of SERVER_WORK_FIGURES) {
+    const value = work.figures[f];
+    const notReproduced = NOT_REPRODUCED[f];
+    if (typeof value === 'number') lines.push(notReproduced ? `server.work.${f}: left out (${notReproduced})` : `server.work.${f}: ${value}`);
+    else lines.push(`server.work.${f}: unknown (${stableReason(work.unknown[f] ?? 'not read in this window')})`);
+  }
+  if (!work.statements) {
+    lines.push(`server.work.statements: unknown (${stableReason(work.statementsUnknown ?? 'not read in this window')})`);
+  } else {
+    const entries = work.statements
+      .map((e) => `  ${fingerprint(e.text, DIALECTS[flavour])} calls=${e.calls}${workFigures(e.figures) ? ` ${workFigures(e.figures)}` : ''}`)
+      .sort(compare);
+    lines.push(`server.work.statements: ${entries.length}`, ...entries);
+  }
+  if (work.tables) {
+    const tables = [...work.tables].sort((a, b) => compare(a.table, b.table));
+    lines.push(`server.work.tables: ${tables.length}`);
+    for (const t of tables) lines.push(`  ${t.table} seqScans=${t.seqScans} seqRowsRead=${t.seqRowsRead} indexScans=${t.indexScans} indexRowsFetched=${t.indexRowsFetched}`);
+  }
+}
 
 function counter(lines: string[], path: string, value: number | null | undefined, absent: string): void {
   lines.push(`${path}: ${typeof value === 'number' ? value : `n/a (${absent})`}`);
@@ -44,6 +102,9 @@ function shapeLine(s: ShapeStat): string {
  * Out: anything a rerun does not reproduce: caller lines, timings, connection and thread ids, ports, server
  * versions, bytes (they carry version strings), socket writes (they depend on the kernel), verdict reasons.
  *
+ * With `serverWork`: the server-work figures of an `assert` window, each unknown one named with its reason (ids and
+ * figures in reasons masked), per statement entry (by fingerprint) and per table; lock time and buffer-cache
+ * blocks are named as left out, since a rerun does not reproduce them.
  * Refused (no snapshot): a value that is not a tally, a window whose code threw, an incomplete layer, shapes that
  * do not parse.
  */
@@ -57,7 +118,7 @@ export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>):
   return tally.layers.driver ? tally.driver : 'no counted driver';
 }
 
-export function countSnapshotOf(tally: Tally): CountSnapshot {
+export function countSnapshotOf(tally: Tally, options: CountSnapshotOptions = {}): CountSnapshot {
   if (tally.workloadError) {
     return { ok: false, reason: `the captured code threw (phase ${tally.workloadError.phase}: ${tally.workloadError.message}), so its counts are not a baseline` };
   }
@@ -93,6 +154,13 @@ export function countSnapshotOf(tally: Tally): CountSnapshot {
     lines.push(`server: left out, the verdict is ${tally.verdict.kind}, not assert`);
   } else {
     for (const [key, value] of Object.entries(server.summary)) counter(lines, `server.${key}`, value, 'this server cannot tell');
+  }
+  if (options.serverWork) {
+    // The same rule as the summary: only an `assert` window's server figures are the window's own.
+    if (!server) lines.push('server.work: not captured');
+    else if (tally.verdict.kind !== 'assert') lines.push(`server.work: left out, the verdict is ${tally.verdict.kind}, not assert`);
+    else if (!server.work) lines.push('server.work: not read (this server layer has no server-work section)');
+    else serverWorkLines(lines, server.work, tally.backend.flavour);
   }
   if (driver) {
     const raw = (driver as DriverLayerWithShapes).shapes;

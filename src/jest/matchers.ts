@@ -1,6 +1,6 @@
 import type { Tally } from '../capture/tally';
 import type { VerdictKind } from '../verdict/types';
-import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, countedVia, storedSnapshotFormat } from './count-snapshot';
+import { COUNT_SNAPSHOT_FORMAT, COUNT_SNAPSHOT_VERSION, countSnapshotOf, countedVia, storedSnapshotFormat, type CountSnapshotOptions } from './count-snapshot';
 import { checkCounts, countSpecProblems, describeChecks, describeEvidence, type Comparison, type CountSpec } from './expectations';
 import { describeRepeatedShapes, judgeRepeatedShapes, type RepeatedShapesOptions } from './repeated-shapes';
 import {
@@ -48,9 +48,11 @@ export interface SqltallyMatchers<R> {
   toHaveVerdict(kind: VerdictKind): R;
   /**
    * The deterministic counts and statement shapes, against the test file's snapshot: written on the first run,
-   * compared exactly afterwards, updated with `-u`, missing fails under `--ci`.
+   * compared exactly afterwards, updated with `-u`, missing fails under `--ci`. `{ serverWork: true }` adds the
+   * server-work figures the server gives exactly, and names the ones it cannot give.
    */
   toMatchCountSnapshot(hint?: string): R;
+  toMatchCountSnapshot(options: CountSnapshotOptions, hint?: string): R;
   /** No statement shape ran `threshold` (default 2) or more times: N+1 loops and duplicates fail, with their lines. */
   toHaveNoRepeatedShapes(options?: RepeatedShapesOptions): R;
   /**
@@ -128,6 +130,26 @@ function countsMatcher(name: string, comparison: Comparison) {
 }
 
 const VERDICT_KINDS: readonly string[] = ['assert', 'report', 'incomplete'];
+const SNAPSHOT_OPTIONS: readonly string[] = ['serverWork'];
+
+/** `toMatchCountSnapshot(hint?)` or `toMatchCountSnapshot(options, hint?)`, checked. */
+function snapshotArguments(first: unknown, second: unknown): { ok: true; options: CountSnapshotOptions; hint: string | undefined } | { ok: false; reason: string } {
+  const hintProblem = (h: unknown): string | null => (h === undefined || typeof h === 'string' ? null : `the hint must be a string, received ${typeof h}`);
+  if (first === undefined || typeof first === 'string') {
+    if (second !== undefined) return { ok: false, reason: 'a hint comes last: toMatchCountSnapshot(hint) or toMatchCountSnapshot({ serverWork }, hint)' };
+    return { ok: true, options: {}, hint: first };
+  }
+  if (first === null || typeof first !== 'object' || Array.isArray(first)) {
+    return { ok: false, reason: `the first argument must be a hint (string) or options { serverWork?: boolean }, received ${first === null ? 'null' : Array.isArray(first) ? 'an array' : typeof first}` };
+  }
+  const unknown = Object.keys(first).filter((k) => !SNAPSHOT_OPTIONS.includes(k));
+  if (unknown.length > 0) return { ok: false, reason: `unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}: the known options are ${SNAPSHOT_OPTIONS.join(', ')}` };
+  const serverWork = (first as { serverWork?: unknown }).serverWork;
+  if (serverWork !== undefined && typeof serverWork !== 'boolean') return { ok: false, reason: `serverWork must be a boolean, received ${typeof serverWork}` };
+  const problem = hintProblem(second);
+  if (problem) return { ok: false, reason: problem };
+  return { ok: true, options: serverWork === undefined ? {} : { serverWork }, hint: second as string | undefined };
+}
 const SNAPSHOT_NAME = 'toMatchCountSnapshot';
 
 /** jest-snapshot, loaded only when a count snapshot is taken under Jest, so Vitest users never need it. */
@@ -159,12 +181,14 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       };
     },
 
-    toMatchCountSnapshot(this: SqltallyMatcherContext | undefined, received: unknown, hint?: string): SqltallyMatcherResult {
+    toMatchCountSnapshot(this: SqltallyMatcherContext | undefined, received: unknown, optionsOrHint?: unknown, hintAfterOptions?: unknown): SqltallyMatcherResult {
       if (!isTally(received)) return notATally(this, SNAPSHOT_NAME, received);
-      if (hint !== undefined && typeof hint !== 'string') return cannotCheck(this, SNAPSHOT_NAME, `the hint must be a string, received ${typeof hint}`);
+      const args = snapshotArguments(optionsOrHint, hintAfterOptions);
+      if (!args.ok) return cannotCheck(this, SNAPSHOT_NAME, args.reason);
+      const { options, hint } = args;
       const failed = workloadFailure(this, SNAPSHOT_NAME, received);
       if (failed) return failed;
-      const snapshot = countSnapshotOf(received);
+      const snapshot = countSnapshotOf(received, options);
       if (!snapshot.ok) return cannotCheck(this, SNAPSHOT_NAME, snapshot.reason, received);
       if (this?.isNot) return cannotCheck(this, SNAPSHOT_NAME, 'a snapshot cannot be matched with .not: there is no "any other counts" to store');
       let match: SnapshotMatcher;

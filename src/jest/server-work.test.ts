@@ -1,38 +1,20 @@
 import type { ServerWork } from '../server/server-work';
 import { ServerLayerSchema } from '../server/types';
+import { countSnapshotOf } from './count-snapshot';
 import { createSqltallyMatchers, type SqltallyMatcherResult } from './matchers';
-import { asTally, shapeOf, tallyFixture, withShapes, type ShapedTally } from './tally.fixture';
+import { asTally, serverWorkFixture, shapeOf, tallyFixture, withShapes, withWork, type ShapedTally } from './tally.fixture';
 
 const matchers = createSqltallyMatchers();
 const SELECT_UNINDEXED = 'SELECT a FROM t WHERE b = ?';
 const SELECT_INDEXED = 'SELECT b FROM t WHERE a = ?';
 
-/** A MariaDB window of two SELECTs: one by an indexed column, one scanning 20 000 rows. */
-function mariadbWork(overrides: Partial<ServerWork> = {}): ServerWork {
-  return {
-    figures: { rowsExamined: 20001, rowsSent: 2, fullScans: 1, noGoodIndex: 0, fullJoins: 0, sortRows: 0, sortMergePasses: 0, tempTables: 0, tempDiskTables: 0, lockTimeNs: 1000 },
-    unknown: { seqRowsRead: 'MySQL and MariaDB keep no per-table scan counters' },
-    tables: null,
-    statements: [
-      { key: 'a', text: 'SELECT `a` FROM `t` WHERE `b` = ? ', calls: 1, figures: { rowsExamined: 20000, fullScans: 1, tempDiskTables: 0 } },
-      { key: 'b', text: 'SELECT `b` FROM `t` WHERE `a` = ? ', calls: 1, figures: { rowsExamined: 1, fullScans: 0, tempDiskTables: 0 } },
-    ],
-    statementsUnknown: null,
-    statementFigures: ['rowsExamined', 'fullScans', 'tempDiskTables'],
-    unindexedScans: [{ table: null, statement: 'SELECT `a` FROM `t` WHERE `b` = ? ', scans: 1, rowsRead: 20000, basis: 'rows examined by the statement, through any table' }],
-    scansUnknown: null,
-    notes: [],
-    ...overrides,
-  };
-}
+const mariadbWork = serverWorkFixture;
 
 function tallyWithWork(work: ServerWork | undefined, shapes = [
   shapeOf(SELECT_UNINDEXED, { statementClass: 'select', caller: 'test/app.test.ts:20:5' }),
   shapeOf(SELECT_INDEXED, { statementClass: 'select', caller: 'test/app.test.ts:21:5' }),
 ]): ShapedTally {
-  const base = withShapes(tallyFixture(), shapes);
-  const server = { ...base.layers.server!, ...(work ? { work } : {}) };
-  return { ...base, layers: { ...base.layers, server } };
+  return withWork(withShapes(tallyFixture(), shapes), work);
 }
 
 function run(name: 'toHaveServerWork' | 'toUseIndexes' | 'toWriteInBatches', tally: unknown, isNot: boolean, ...args: unknown[]): SqltallyMatcherResult {
@@ -170,5 +152,121 @@ describe('toWriteInBatches', () => {
     const noDriver = { ...tally, layers: { ...tally.layers, driver: null } };
     expect(run('toWriteInBatches', noDriver, true).pass).toBe(true);
     expect(run('toWriteInBatches', noDriver, true).message()).toContain('the driver layer was not captured');
+  });
+});
+
+describe('count snapshots with serverWork', () => {
+  const snapshotOf = (tally: ShapedTally, options?: { serverWork?: boolean }): string => {
+    const s = countSnapshotOf(asTally(tally), options);
+    if (!s.ok) throw new Error(s.reason);
+    return s.text;
+  };
+  /** Hands back what the snapshot machinery was given, as a stored snapshot that always matches. */
+  function capturing(): { seen: unknown[]; matchers: ReturnType<typeof createSqltallyMatchers> } {
+    const seen: unknown[] = [];
+    const m = createSqltallyMatchers(() =>
+      function (this: unknown, received: unknown, hint?: string) {
+        seen.push(hint === undefined ? [received] : [received, hint]);
+        return { pass: true, message: () => '' };
+      },
+    );
+    return { seen, matchers: m };
+  }
+
+  it('is opt-in: without it the snapshot is the v1 text it always was', () => {
+    const tally = tallyWithWork(mariadbWork());
+    expect(snapshotOf(tally)).toBe(snapshotOf(tallyWithWork(undefined)));
+    expect(snapshotOf(tally)).not.toContain('server.work');
+    expect(snapshotOf(tally, { serverWork: false })).toBe(snapshotOf(tally));
+  });
+
+  it('has every figure: exact ones with their value, unknown ones named with the reason, unreproducible ones named as left out', () => {
+    const text = snapshotOf(tallyWithWork(mariadbWork()), { serverWork: true });
+    const work = text.slice(text.indexOf('server.work.'), text.indexOf('\nshapes:')).split('\n');
+    expect(work).toEqual([
+      'server.work.rowsExamined: 20001',
+      'server.work.rowsSent: 2',
+      'server.work.statementRows: unknown (not read in this window)',
+      'server.work.fullScans: 1',
+      'server.work.noGoodIndex: 0',
+      'server.work.fullJoins: 0',
+      'server.work.sortRows: 0',
+      'server.work.sortMergePasses: 0',
+      'server.work.tempTables: 0',
+      'server.work.tempDiskTables: 0',
+      'server.work.lockTimeNs: left out (a time, not a count: it differs on every run)',
+      'server.work.seqRowsRead: unknown (MySQL and MariaDB keep no per-table scan counters)',
+      'server.work.indexScans: unknown (not read in this window)',
+      'server.work.indexRowsFetched: unknown (not read in this window)',
+      // Left out only where the server gave it: a figure it cannot give is unknown, whatever it is.
+      'server.work.sharedBlocksHit: unknown (not read in this window)',
+      'server.work.sharedBlocksRead: unknown (not read in this window)',
+      'server.work.tempBlocksWritten: unknown (not read in this window)',
+      'server.work.statements: 2',
+      // By fingerprint, as the driver layer's shapes are: the server's quoting is not part of the counts.
+      '  SELECT a FROM t WHERE b = ? calls=1 rowsExamined=20000 fullScans=1 tempDiskTables=0',
+      '  SELECT b FROM t WHERE a = ? calls=1 rowsExamined=1 fullScans=0 tempDiskTables=0',
+    ]);
+    // A figure the window does not have never reads as 0.
+    expect(text).not.toMatch(/statementRows: 0/);
+  });
+
+  it('masks ids and run figures in reasons, sorts statements and tables, and says why statements are unknown', () => {
+    const a = mariadbWork({
+      unknown: { seqRowsRead: 'window connection(s) #4711 sat in an open transaction' },
+      statements: null,
+      statementsUnknown: '2 other client session(s) were on the server',
+      tables: [
+        { table: 'public.u', seqScans: 1, seqRowsRead: 10, indexScans: 0, indexRowsFetched: 0 },
+        { table: 'public.t', seqScans: 1, seqRowsRead: 20000, indexScans: 2, indexRowsFetched: 2 },
+      ],
+    });
+    const b = { ...a, unknown: { seqRowsRead: 'window connection(s) #12 sat in an open transaction' }, tables: [...a.tables!].reverse() };
+    const text = snapshotOf(tallyWithWork(a), { serverWork: true });
+    expect(text).toContain('server.work.seqRowsRead: unknown (window connection(s) #N sat in an open transaction)');
+    expect(text).toContain('server.work.statements: unknown (N other client session(s) were on the server)');
+    expect(text).toContain('server.work.tables: 2\n  public.t seqScans=1 seqRowsRead=20000 indexScans=2 indexRowsFetched=2\n  public.u seqScans=1');
+    expect(snapshotOf(tallyWithWork(b), { serverWork: true })).toBe(text);
+    // A figure that moved shows as its own line.
+    const more = mariadbWork({ figures: { ...mariadbWork().figures, rowsExamined: 20002 } });
+    expect(snapshotOf(tallyWithWork(more), { serverWork: true })).toContain('server.work.rowsExamined: 20002');
+    // Digits inside names stay.
+    const named = mariadbWork({ unknown: { seqRowsRead: 'better-sqlite3 does not expose them' } });
+    expect(snapshotOf(tallyWithWork(named), { serverWork: true })).toContain('server.work.seqRowsRead: unknown (better-sqlite3 does not expose them)');
+  });
+
+  it('leaves the section out, saying why, when the verdict is not assert or the layer has none', () => {
+    const reported = { ...tallyWithWork(mariadbWork()), verdict: { kind: 'report' as const, reason: 'x', reconciliation: [], discrepancies: [] } };
+    expect(snapshotOf(reported, { serverWork: true })).toContain('server.work: left out, the verdict is report, not assert');
+    expect(snapshotOf(tallyWithWork(undefined), { serverWork: true })).toContain('server.work: not read (this server layer has no server-work section)');
+    const noServer = tallyWithWork(undefined);
+    expect(snapshotOf({ ...noServer, layers: { ...noServer.layers, server: null } }, { serverWork: true })).toContain('server.work: not captured');
+  });
+
+  it('toMatchCountSnapshot takes { serverWork } with or without a hint, and a hint alone as before', () => {
+    const { seen, matchers: m } = capturing();
+    const tally = tallyWithWork(mariadbWork());
+    expect(m.toMatchCountSnapshot.call({ isNot: false }, tally, { serverWork: true }).pass).toBe(true);
+    expect(m.toMatchCountSnapshot.call({ isNot: false }, tally, { serverWork: true }, 'after import').pass).toBe(true);
+    expect(m.toMatchCountSnapshot.call({ isNot: false }, tally, 'plain').pass).toBe(true);
+    expect(seen[0]).toEqual([expect.stringContaining('server.work.rowsExamined: 20001')]);
+    expect(seen[1]).toEqual([expect.stringContaining('server.work.rowsExamined: 20001'), 'after import']);
+    expect(seen[2]).toEqual([expect.not.stringContaining('server.work'), 'plain']);
+  });
+
+  it.each([
+    ['an unknown option, listing the known ones', [{ serverwork: true }], /unknown option "serverwork": the known options are serverWork/],
+    ['serverWork not a boolean', [{ serverWork: 'yes' }], /serverWork must be a boolean, received string/],
+    ['a hint that is not a string', [{ serverWork: true }, 3], /the hint must be a string, received number/],
+    ['a number in place of options', [3], /a hint \(string\) or options \{ serverWork\?: boolean \}, received number/],
+    ['a hint before options', ['hint', { serverWork: true }], /a hint comes last/],
+  ])('fails with and without .not on bad input: %s', (_name, args, why) => {
+    const { seen, matchers: m } = capturing();
+    for (const isNot of [false, true]) {
+      const r = (m.toMatchCountSnapshot as (this: unknown, ...a: unknown[]) => SqltallyMatcherResult).call({ isNot }, tallyWithWork(mariadbWork()), ...args);
+      expect(r.pass).toBe(isNot);
+      expect(r.message()).toMatch(why);
+    }
+    expect(seen).toEqual([]);
   });
 });

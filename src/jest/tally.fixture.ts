@@ -1,5 +1,6 @@
 import type { Tally } from '../capture/tally';
 import { fingerprint, fingerprintId } from '../sql/fingerprint';
+import type { ServerWork } from '../server/server-work';
 import type { SqlDialect } from '../sql/tokenizer';
 import { shownFingerprint } from '../sql/shapes';
 import type { DriverLayerWithShapes, ShapeStat } from '../sql/shapes';
@@ -158,4 +159,29 @@ export function nPlusOneTally(loop = 20): ShapedTally {
 /** The tally as a plain `Tally`, for functions that take one (the extra `shapes` field is what the rewrite adds). */
 export function asTally(tally: ShapedTally): Tally {
   return tally as Tally;
+}
+
+/** A MariaDB window's server work: two SELECTs, one by an indexed column, one scanning 20 000 rows. */
+export function serverWorkFixture(overrides: Partial<ServerWork> = {}): ServerWork {
+  return {
+    figures: { rowsExamined: 20001, rowsSent: 2, fullScans: 1, noGoodIndex: 0, fullJoins: 0, sortRows: 0, sortMergePasses: 0, tempTables: 0, tempDiskTables: 0, lockTimeNs: 1000 },
+    unknown: { seqRowsRead: 'MySQL and MariaDB keep no per-table scan counters' },
+    tables: null,
+    statements: [
+      { key: 'a', text: 'SELECT `a` FROM `t` WHERE `b` = ? ', calls: 1, figures: { rowsExamined: 20000, fullScans: 1, tempDiskTables: 0 } },
+      { key: 'b', text: 'SELECT `b` FROM `t` WHERE `a` = ? ', calls: 1, figures: { rowsExamined: 1, fullScans: 0, tempDiskTables: 0 } },
+    ],
+    statementsUnknown: null,
+    statementFigures: ['rowsExamined', 'fullScans', 'tempDiskTables'],
+    unindexedScans: [{ table: null, statement: 'SELECT `a` FROM `t` WHERE `b` = ? ', scans: 1, rowsRead: 20000, basis: 'rows examined by the statement, through any table' }],
+    scansUnknown: null,
+    notes: [],
+    ...overrides,
+  };
+}
+
+/** The same tally with a server-work section in its server layer (none: the section removed). */
+export function withWork(tally: ShapedTally, work: ServerWork | undefined): ShapedTally {
+  const { work: _old, ...server } = tally.layers.server!;
+  return { ...tally, layers: { ...tally.layers, server: work ? { ...server, work } : server } };
 }

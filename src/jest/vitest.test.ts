@@ -27,7 +27,7 @@ function testFile(): string {
 import { expect, Snapshots, test } from 'vitest';
 import { captureCaller } from '${from('src/shared/caller')}';
 import { installSqltallyVitestMatchers } from '${from('src/jest/vitest')}';
-import { nPlusOneTally, shapeOf, tallyFixture, withShapes } from '${from('src/jest/tally.fixture')}';
+import { nPlusOneTally, serverWorkFixture, shapeOf, tallyFixture, withShapes, withWork } from '${from('src/jest/tally.fixture')}';
 
 installSqltallyVitestMatchers(expect, Snapshots);
 
@@ -80,6 +80,12 @@ test('count snapshot', () => {
   const shapes = [shapeOf('INSERT INTO t (a, b) VALUES (1, 2)', { calls: 2, parameterSets: 2, distinctParameterSets: 2 })];
   if (process.env.SQLTALLY_EXTRA_STATEMENT) shapes.push(shapeOf('SELECT count(*) FROM t', { statementClass: 'select' }));
   expect(withShapes(tallyFixture(), shapes)).toMatchCountSnapshot();
+});
+
+test('count snapshot with server work', () => {
+  const figures = { ...serverWorkFixture().figures, ...(process.env.SQLTALLY_EXTRA_STATEMENT ? { rowsExamined: 20002, lockTimeNs: 5 } : {}) };
+  expect(withWork(tallyFixture(), serverWorkFixture({ figures }))).toMatchCountSnapshot({ serverWork: true });
+  expect(() => expect(tallyFixture()).toMatchCountSnapshot({ serverWork: 1 } as never)).toThrow(/serverWork must be a boolean/);
 });
 
 test.runIf(process.env.SQLTALLY_FRESH_SNAPSHOT)('a snapshot never written', () => {
@@ -152,11 +158,14 @@ describe('the matchers under Vitest', () => {
 
   it('pass and fail as under Jest, and write the count snapshot on the first run', () => {
     const first = vitest({ CI: undefined, CONTINUOUS_INTEGRATION: undefined });
-    expect({ status: first.status, tail: first.output.slice(-2000) }).toEqual({ status: 0, tail: expect.stringMatching(/Tests\s+7 passed/) });
+    expect({ status: first.status, tail: first.output.slice(-2000) }).toEqual({ status: 0, tail: expect.stringMatching(/Tests\s+8 passed/) });
     const stored = readFileSync(join(dir, '__snapshots__', 'sqltally.test.ts.snap'), 'utf8');
     expect(stored).toContain('exports[`count snapshot 1`]');
     expect(stored).toContain('sqltally-count-snapshot v1');
     expect(stored).toContain('driver.calls: 2');
+    expect(stored).toContain('exports[`count snapshot with server work 1`]');
+    expect(stored).toContain('server.work.rowsExamined: 20001');
+    expect(stored).toContain('server.work.tempBlocksWritten: unknown (not read in this window)');
   });
 
   it('fail the snapshot with a diff when a statement is added, and a missing one under CI', () => {
@@ -166,7 +175,9 @@ describe('the matchers under Vitest', () => {
     expect(second.output).toMatch(/- driver\.calls: 2\n\s*\+ driver\.calls: 3\n/);
     expect(second.output).toMatch(/\+ {3}[0-9a-f]{12} select\/query calls=1 parameterSets=1: SELECT count\(\*\) FROM t"?\n/);
     expect(second.output).toContain('toMatchCountSnapshot: no snapshot is stored for this test');
-    expect(second.output).toMatch(/Tests\s+2 failed \| 6 passed/);
+    expect(second.output).toMatch(/- server\.work\.rowsExamined: 20001\n\s*\+ server\.work\.rowsExamined: 20002\n/);
+    expect(second.output).not.toMatch(/[-+] server\.work\.lockTimeNs/);
+    expect(second.output).toMatch(/Tests\s+3 failed \| 6 passed/);
     expect(readFileSync(join(dir, '__snapshots__', 'sqltally.test.ts.snap'), 'utf8')).toContain('driver.calls: 2');
   });
 });

@@ -1,6 +1,6 @@
 import type { Tally } from '../capture/tally';
 import { makeCell } from './schema';
-import type { Cell, Environment, Timings, Uninstrumented } from './schema';
+import type { Cell, Environment, ReadBack, Timings, Uninstrumented } from './schema';
 
 /** What a cell adds to a capture window's tally: where it sits in the matrix and how long it took. */
 export interface CellPlacement {
@@ -15,6 +15,8 @@ export interface CellPlacement {
   timings: Timings | null;
   /** The same insert timed with counting off, when the run took such timings. */
   uninstrumented?: Uninstrumented;
+  /** The read cap path measured after the inserts, when the cell's row count is the read cap. */
+  readBack?: ReadBack;
   /** Why the run gave up on the window (cell timeout, interrupt), naming the statement in flight; null otherwise. */
   gaveUp?: { message: string; statement: string | null } | null;
 }
@@ -49,10 +51,38 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     ...(tally.findings.length > 0 ? { findings: tally.findings } : {}),
     timings: placement.timings,
     ...(placement.uninstrumented ? { uninstrumented: placement.uninstrumented } : {}),
+    ...(placement.readBack ? { readBack: placement.readBack } : {}),
     ...(e ? { error: { message: e.message, phase: e.phase, ...(e.statement ? { statement: e.statement } : {}) } } : {}),
     ...(!e && placement.gaveUp
       ? { error: { message: placement.gaveUp.message, phase: 'workload', ...(placement.gaveUp.statement ? { statement: placement.gaveUp.statement } : {}) } }
       : {}),
     ...(tally.lateCommits ? { lateCommits: tally.lateCommits } : {}),
   });
+}
+
+/** What a read-back window's tally says: counts, and the server's rows examined and full scans, or why not. */
+export function readBackFromTally(tally: Tally, rowsRead: number | null): ReadBack {
+  const unknown: Record<string, string> = {};
+  const { driver, server } = tally.layers;
+  const e = tally.workloadError;
+  const known = (key: string, value: number | null | undefined, why: string): number | null => {
+    if (typeof value === 'number') return value;
+    unknown[key] = why;
+    return null;
+  };
+  const serverWhy = !server ? 'the server layer was not captured' : server.incomplete ? `the server layer is incomplete: ${server.incompleteReasons.join('; ')}` : null;
+  const work = serverWhy ? null : (server!.work ?? null);
+  const workWhy = (figure: 'rowsExamined' | 'fullScans'): string =>
+    serverWhy ?? (work ? (work.unknown[figure] ?? 'not read in this window') : 'this server layer has no server-work section');
+  return {
+    rows: e ? null : known('rows', rowsRead, 'the read handed back nothing'),
+    driverCalls: known('driverCalls', driver?.calls, 'the driver layer was not captured'),
+    serverStatements: known('serverStatements', serverWhy ? null : server!.summary.statements, serverWhy ?? 'this server counts no statements'),
+    rowsExamined: known('rowsExamined', work?.figures.rowsExamined, workWhy('rowsExamined')),
+    fullScans: known('fullScans', work?.figures.fullScans, workWhy('fullScans')),
+    unknown,
+    verdict: tally.verdict.kind,
+    reason: tally.verdict.reason,
+    ...(e ? { error: `${e.phase}: ${e.message}` } : {}),
+  };
 }

@@ -224,6 +224,15 @@ function headlineSection(backends: readonly HeadlineBackend[]): string[] {
   return out;
 }
 
+function readBackNotes(c: Cell): string[] {
+  const r = c.readBack;
+  if (!r) return [];
+  return [
+    `- read back (${r.verdict}): ${r.error ? `failed: ${md(r.error)}` : `${show(r.rows)} rows, ${show(r.serverStatements)} server statement(s), ${show(r.rowsExamined)} rows examined, ${show(r.fullScans)} full scan(s)`}`,
+    ...Object.entries(r.unknown).map(([k, why]) => `  - ${k} unknown: ${md(why)}`),
+  ];
+}
+
 function notes(cells: readonly Cell[]): string[] {
   const out: string[] = [];
   for (const c of cells) {
@@ -237,6 +246,7 @@ function notes(cells: readonly Cell[]): string[] {
       ...(c.layers.wire?.incompleteReasons ?? []).map((n) => `- wire incomplete: ${md(n)}`),
       ...(c.layers.server?.incompleteReasons ?? []).map((n) => `- server incomplete: ${md(n)}`),
       ...(c.timings ? [`- timings: ${describePercentile(c.timings.summary, 50)}, ${describePercentile(c.timings.summary, 95)}`] : []),
+      ...readBackNotes(c),
     ];
     out.push('<details>', `<summary><code>${html(c.key)}</code>: ${v.kind}</summary>`, '', ...body, '', '</details>', '');
   }
@@ -281,6 +291,9 @@ export function renderMarkdown(report: Report): string {
       ),
       '',
       'Counts are exact and gated by `sqltally gate`; timings are reported, never gated. `-` = the layer does not exist here or was not measured.',
+      '',
+      'Read back: in each cell whose rows are the read cap, the table is read back in one capped SELECT in a window of its own; the column gives its server statements, the rows the server examined to answer and its scans without an index (MySQL/MariaDB: statements that used no index; PostgreSQL: sequential scans). `?` = the server cannot give that figure exactly, and ' +
+        `${RECONCILIATION_FILE} says why. See docs/server-work.md.`,
       '',
     );
   }

@@ -173,6 +173,35 @@ export function cellLineage(c: CellIdentity): string {
   return [c.backendName, c.driver, c.strategy, String(c.rows), c.hot ? 'hot' : 'cold'].join('|');
 }
 
+/**
+ * The read cap path measured after a cell's inserts: the table read back in one capped SELECT (READ_LIMIT rows), in
+ * a window of its own, with what the server did to answer it. A figure the server cannot give exactly is null, and
+ * `unknown` says why; a null with no reason does not parse.
+ */
+export const ReadBackSchema = z
+  .object({
+    /** Rows the read handed back; null when it failed. */
+    rows: count().nullable(),
+    driverCalls: count().nullable(),
+    serverStatements: count().nullable(),
+    /** The server's rows examined (MySQL/MariaDB `ROWS_EXAMINED`; PostgreSQL `seq_tup_read + idx_tup_fetch`). */
+    rowsExamined: count().nullable(),
+    /** Scans without an index (MySQL/MariaDB statements with `NO_INDEX_USED`; PostgreSQL sequential scans). */
+    fullScans: count().nullable(),
+    /** Why a figure above is null, by its name. */
+    unknown: z.record(z.string(), z.string()),
+    verdict: VerdictKindSchema,
+    reason: z.string(),
+    /** The read's own error, when it threw. */
+    error: z.string().optional(),
+  })
+  .superRefine((r, ctx) => {
+    for (const key of ['rows', 'driverCalls', 'serverStatements', 'rowsExamined', 'fullScans'] as const) {
+      if (r[key] === null && !r.unknown[key] && !(key === 'rows' && r.error)) ctx.addIssue({ code: 'custom', path: [key], message: 'is null with no reason in unknown' });
+    }
+  });
+export type ReadBack = z.infer<typeof ReadBackSchema>;
+
 /** One backend x server version x driver x strategy x rows point of the matrix. */
 export const CellSchema = CellIdentitySchema.extend({
   key: z.string(),
@@ -188,6 +217,8 @@ export const CellSchema = CellIdentitySchema.extend({
   timings: TimingsSchema.nullable(),
   /** Wall time with counting off (see {@link UninstrumentedSchema}); absent in reports written before it existed. */
   uninstrumented: UninstrumentedSchema.optional(),
+  /** The read cap path after the inserts (see {@link ReadBackSchema}); only at READ_LIMIT rows, absent in older reports. */
+  readBack: ReadBackSchema.optional(),
   /** The workload's own error, when it threw: shown instead of a count mismatch. */
   error: CellErrorSchema.optional(),
   /**

@@ -15,6 +15,7 @@ export const CELL_COLUMNS = [
   { key: 'serverRows', title: 'server rows', numeric: true },
   { key: 'verdict', title: 'verdict', numeric: false },
   { key: 'p50', title: 'p50 ms (n)', numeric: true },
+  { key: 'readBack', title: 'read back stmts/examined/scans', numeric: false },
 ] as const;
 export type CellColumn = (typeof CELL_COLUMNS)[number]['key'];
 
@@ -46,7 +47,17 @@ export function cellColumns(cell: Cell): Record<CellColumn, string> {
     serverRows: show(server?.summary.rowsInserted),
     verdict: cell.error ? `${cell.verdict.kind} (error)` : cell.verdict.kind,
     p50: t ? `${formatMs(t.p50Ns)} (${t.n})` : NOT_MEASURED,
+    readBack: readBackColumn(cell),
   };
+}
+
+/** `1 / 5000 / 0`, `?` for a figure the server cannot give (report.md's notes and report.html say why). */
+export function readBackColumn(cell: Pick<Cell, 'readBack'>): string {
+  const r = cell.readBack;
+  if (!r) return NOT_MEASURED;
+  if (r.error) return `failed (${r.verdict})`;
+  const fig = (n: number | null): string => (n === null ? '?' : String(n));
+  return `${fig(r.serverStatements)} / ${fig(r.rowsExamined)} / ${fig(r.fullScans)}${r.verdict === 'assert' ? '' : ` (${r.verdict})`}`;
 }
 
 /** The cells in a stable reading order: backend, driver, strategy, then rows ascending, cold before hot. */

@@ -12,15 +12,16 @@ import { finishReport } from './summary';
 import { collectEnvironment, packageVersion } from '../report/environment';
 import { installedReleases, releaseVersion } from '../driver/releases';
 import { DRIVERS } from '../driver/registry';
-import { cellFromTally } from '../report/cell';
-import { countsOf, type Cell, type Environment, type Matrix, type SkippedBackend, type Timings, type Uninstrumented } from '../report/schema';
+import { cellFromTally, readBackFromTally } from '../report/cell';
+import { countsOf, type Cell, type Environment, type Matrix, type ReadBack, type SkippedBackend, type Timings, type Uninstrumented } from '../report/schema';
 import { failureOf, type ReportInput } from '../report/output';
 import type { Report } from '../report/schema';
 import { makeRows } from '../workload/rows';
 import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable, type WorkloadTable } from '../workload/table';
-import { READ_DRIVER_BY_BACKEND } from '../workload/connect';
 import { verifyRows } from '../workload/verify';
+import { READ_DRIVER_BY_BACKEND, rowSource } from '../workload/connect';
+import { READ_LIMIT, readRowsFrom, readSql } from '../workload/read';
 import type { Verdict } from '../verdict/types';
 
 /** The workload table as a capture names it: schema-qualified where the server has schemas. */
@@ -101,6 +102,8 @@ interface CellRun {
   warmupNs: number[];
   verifiedRows: number | null;
   eventLoop: ReturnType<EventLoopDelayRecorder['result']> | null;
+  /** The read cap path after the inserts, at READ_LIMIT rows only. */
+  readBack: ReadBack | null;
 }
 
 /**
@@ -141,7 +144,7 @@ async function runCell<D extends DriverName>(
     await runSql(session.driver, handle, `DELETE FROM ${table.quoted}`);
   };
   const firstStatement = truncateStatement(input.steps[0]?.sql ?? `INSERT INTO ${table.quoted}`);
-  const result: CellRun = { tallies: [], uninstrumentedNs: [], uninstrumentedError: null, gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null };
+  const result: CellRun = { tallies: [], uninstrumentedNs: [], uninstrumentedError: null, gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null, readBack: null };
   const loop = new EventLoopDelayRecorder();
   const measure = async (extra: Parameters<CaptureSession<D>['measure']>[1]): Promise<Captured<void> | null> => {
     const tally = await step(
@@ -203,6 +206,20 @@ async function runCell<D extends DriverName>(
     if (measured && !uninstrumentedFirst) await timeUninstrumented();
   }
   result.eventLoop = loop.result();
+  // The read cap path, once per cell where the table holds exactly the cap: what reading it all back costs the server.
+  if (rows === READ_LIMIT && !signal?.aborted) {
+    const sql = readSql(table, READ_LIMIT);
+    let rowsRead: number | null = null;
+    const tally = await step(
+      session.measure(async (h) => {
+        rowsRead = (await readRowsFrom(rowSource(session.driver, h), table)).length;
+      }, { timeoutMs, ...(signal ? { signal } : {}) }),
+      'workload',
+      sql,
+      `the read back of ${table.name} at ${rows} rows`,
+    );
+    result.readBack = readBackFromTally(tally, rowsRead);
+  }
   return result;
 }
 
@@ -275,7 +292,7 @@ function cellFrom(
     verdict = { ...verdict, kind: 'report', reason: `the cell differs from its strategy's plan: ${[...new Set(differences)].slice(0, 10).join('; ')}; ${verdict.reason}` };
   }
   const timings = timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop);
-  return cellFromTally({ ...first, verdict }, { ...place, timings, uninstrumented: uninstrumentedOf(run, first, timings) });
+  return cellFromTally({ ...first, verdict }, { ...place, timings, uninstrumented: uninstrumentedOf(run, first, timings), ...(run.readBack ? { readBack: run.readBack } : {}) });
 }
 
 /** The uninstrumented timings beside the counted ones, with what counting added per call and per round trip. */

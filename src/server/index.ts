@@ -33,8 +33,8 @@ export interface ProbeSourceModule {
 
 /** One source per server flavour: the flavour the server reported, not the name it was addressed by. */
 const SOURCES = {
-  mysql: { create: (b) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
-  mariadb: { create: (b) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
+  mysql: { create: (b, opts) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS, opts), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
+  mariadb: { create: (b, opts) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS, opts), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
   postgres: { create: (b, opts) => new PostgresSource(b.description, network(b), opts), windowChecks: POSTGRES_WINDOW_CHECKS },
   sqlite: { create: (b) => new SqliteSource(b.description), windowChecks: SQLITE_WINDOW_CHECKS },
 } satisfies Record<Flavour, ProbeSourceModule>;

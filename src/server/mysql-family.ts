@@ -1,7 +1,7 @@
 import { messageOf, SqltallyError } from '../shared/errors';
 import { openSqlClient, type SqlClient } from '../backends/sql-client';
 import type { BackendDescription, NetworkConnection } from '../backends/types';
-import type { WindowContext } from './probe';
+import type { ProbeOptions, WindowContext } from './probe';
 import { classifyCached } from '../sql/statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
@@ -186,10 +186,13 @@ export class MysqlFamilySource implements SnapshotSource {
   /** Why per-digest figures cannot be read, or null when they can. */
   #digestsUnknown: string | null = 'performance_schema is not readable';
 
-  constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits) {
+  readonly #serverWork: boolean;
+
+  constructor(description: BackendDescription, connection: NetworkConnection, traits: MysqlFamilyTraits, opts: ProbeOptions = {}) {
     this.description = description;
     this.#connection = connection;
     this.#traits = traits;
+    this.#serverWork = opts.serverWork !== false;
   }
 
   /** Digests are server-wide; the per-thread summaries are the window's own. */
@@ -438,7 +441,7 @@ export class MysqlFamilySource implements SnapshotSource {
     if (this.#perfSchema !== 'on') return { counters: null, prepared: null, work: null };
     const counters = (await this.#readPerThread([connectionId])).get(connectionId) ?? null;
     const prepared = await this.#readPrepared([connectionId]);
-    const work = (await this.#readWorkPerThread([connectionId], counters ? [connectionId] : [])).get(connectionId) ?? null;
+    const work = this.#serverWork ? ((await this.#readWorkPerThread([connectionId], counters ? [connectionId] : [])).get(connectionId) ?? null) : null;
     return { counters, prepared: prepared ? [...prepared.values()] : null, work };
   }
 
@@ -504,7 +507,7 @@ export class MysqlFamilySource implements SnapshotSource {
     }
     let work: WorkReading | undefined;
     try {
-      work = await this.#readWork(ids, perConnection ? perConnection.keys() : []);
+      if (this.#serverWork) work = await this.#readWork(ids, perConnection ? perConnection.keys() : []);
     } catch (err) {
       notes.push(`server work not read: ${messageOf(err)}`);
     }

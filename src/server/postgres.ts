@@ -38,7 +38,7 @@ const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
  * flushes its own into whatever window is open, so no window can have them exact (measured on 15: one autocommit
  * INSERT read 4 to 13 commits).
  */
-function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
+function mainReadSql(forcedFlush: boolean, sessions: boolean, work: boolean): string {
   return [
     'SELECT',
     sessions ? "(SELECT json_build_object('sessions', sessions) FROM pg_stat_database WHERE datname = current_database()) AS db," : "NULL::json AS db,",
@@ -46,8 +46,10 @@ function mainReadSql(forcedFlush: boolean, sessions: boolean): string {
     "  'relids', coalesce(json_agg(relid::text ORDER BY relid), '[]'::json)) FROM pg_stat_user_tables) AS tables,",
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
     '  FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2) AS tbl,',
-    "(SELECT coalesce(json_agg(json_build_object('t', schemaname || '.' || relname, 's', coalesce(seq_scan, 0), 'sr', coalesce(seq_tup_read, 0),",
-    "  'i', coalesce(idx_scan, 0), 'if', coalesce(idx_tup_fetch, 0))), '[]'::json) FROM pg_stat_user_tables) AS work_tables,",
+    work
+      ? "(SELECT coalesce(json_agg(json_build_object('t', schemaname || '.' || relname, 's', coalesce(seq_scan, 0), 'sr', coalesce(seq_tup_read, 0),\n" +
+        "  'i', coalesce(idx_scan, 0), 'if', coalesce(idx_tup_fetch, 0))), '[]'::json) FROM pg_stat_user_tables) AS work_tables,"
+      : 'NULL::json AS work_tables,',
     "(SELECT coalesce(json_agg(json_build_object('pid', pid, 'backend_type', backend_type, 'usename', usename,",
     `  'client_addr', client_addr::text, 'state', state, 'query', left(query, ${QUERY_CHARS}))), '[]'::json) FROM pg_stat_activity) AS activity`,
     forcedFlush ? ', pg_stat_force_next_flush() AS flushed' : '',
@@ -146,10 +148,13 @@ export class PostgresSource implements SnapshotSource {
   #statementStats: 'on' | string = 'on';
   #unregister: () => void = () => undefined;
 
+  readonly #serverWork: boolean;
+
   constructor(description: BackendDescription, connection: NetworkConnection, opts: ProbeOptions = {}) {
     this.description = description;
     this.#connection = connection;
     this.#settleTimeoutMs = opts.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS;
+    this.#serverWork = opts.serverWork !== false;
   }
 
   get connectionsKey(): string | null {
@@ -201,7 +206,7 @@ export class PostgresSource implements SnapshotSource {
 
   async #readMain(ctx: WindowContext): Promise<MainRow> {
     if (!this.#client) throw this.#fail('probe connection is not open', 'read', undefined);
-    const sql = mainReadSql(this.#forcedFlush, this.#versionNum >= SESSIONS_MIN_VERSION);
+    const sql = mainReadSql(this.#forcedFlush, this.#versionNum >= SESSIONS_MIN_VERSION, this.#serverWork);
     const [row] = await this.#client.query<MainRow>(sql, [ctx.table?.schema ?? 'public', ctx.table?.name ?? '']);
     if (!row) throw this.#fail('statistics read returned no row', sql, undefined);
     return row;

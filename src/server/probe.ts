@@ -94,6 +94,8 @@ export interface ProbeOptions {
   calibrationPairs?: number;
   /** PostgreSQL before 15 has no forced flush: the longest wait for statistics before the layer is incomplete. */
   settleTimeoutMs?: number;
+  /** Read the server-work counters at the window's edges (default true); off, the layer has no work section. */
+  serverWork?: boolean;
 }
 
 /** The window's connection ids at this moment, sorted and without duplicates. */

@@ -234,11 +234,13 @@ export class SnapshotProbe implements ServerProbe {
   /** What an empty window moves in each work figure, and the figures whose cost was not stable. */
   #workCost: { figures: Counters; unstable: Record<string, number[]> } = { figures: {}, unstable: {} };
   #closed = false;
+  readonly #serverWork: boolean;
 
   /** `source` must already be open (see `createProbe`). */
   constructor(source: SnapshotSource, opts: ProbeOptions = {}) {
     this.#source = source;
     this.#pairs = Math.max(2, opts.calibrationPairs ?? DEFAULT_CALIBRATION_PAIRS);
+    this.#serverWork = opts.serverWork !== false;
   }
 
   get cost(): ProbeCost | null {
@@ -499,7 +501,7 @@ export class SnapshotProbe implements ServerProbe {
   ): ServerWork | null {
     const caps = this.#source.work;
     const summarize = this.#source.summarizeWork?.bind(this.#source);
-    if (!caps || !summarize) return null;
+    if (!caps || !summarize || !this.#serverWork) return null;
     const missing: { perConnection?: string; tables?: string; statements?: string } = {};
     const a = start.work;
     const b = end.work;

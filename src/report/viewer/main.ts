@@ -3,6 +3,7 @@
 import { headline, type HeadlineBackend } from '../headline';
 import type { Cell, Report } from '../schema';
 import { countsChart } from '../svg';
+import { readBackColumn } from '../table';
 import { formatMs } from '../timings';
 
 /** What the page needs of a report, checked field by field so a damaged file names what is wrong. */
@@ -73,6 +74,20 @@ function headlineSection(h: HeadlineBackend): HTMLElement {
   return el('section', { class: 'backend' }, el('h3', {}, `${h.backend} (${h.serverVersion}), ${h.rows} rows`), el('p', { class: 'finding' }, h.finding), table, chart);
 }
 
+/** The read cap path's figures, each with why it is unknown where it is. */
+function readBackFacts(cell: Cell): [string, string][] {
+  const r = cell.readBack;
+  if (!r) return [];
+  const fig = (key: string, n: number | null): string => (n === null ? `unknown: ${r.unknown[key] ?? r.error ?? 'not read'}` : String(n));
+  return [
+    ['read back rows', fig('rows', r.rows)],
+    ['read back server statements', fig('serverStatements', r.serverStatements)],
+    ['read back rows examined', fig('rowsExamined', r.rowsExamined)],
+    ['read back full scans', fig('fullScans', r.fullScans)],
+    ['read back verdict', `${r.verdict}: ${r.reason}`],
+  ];
+}
+
 function details(cell: Cell): HTMLElement {
   const v = cell.verdict;
   const layers = cell.layers ?? { driver: null, wire: null, server: null };
@@ -83,6 +98,7 @@ function details(cell: Cell): HTMLElement {
     ['server statements', show(layers.server?.summary?.statements)],
     ['server rows', show(layers.server?.summary?.rowsInserted)],
     ['p50 ms', ms(cell.timings?.summary?.p50Ns)],
+    ...readBackFacts(cell),
   ];
   const list = (title: string, lines: readonly string[] | undefined) =>
     lines && lines.length > 0 ? [el('h4', {}, title), el('ul', {}, ...lines.map((l) => el('li', {}, l)))] : [];
@@ -103,7 +119,7 @@ function cellTable(cells: readonly Cell[], detailsBox: HTMLElement): HTMLElement
   const filter = el('input', { type: 'search', placeholder: 'filter: backend, strategy, driver, verdict…', 'aria-label': 'filter cells', 'data-testid': 'filter' });
   const verdicts = el('select', { 'aria-label': 'verdict', 'data-testid': 'verdict-filter' }, ...['all verdicts', 'assert', 'report', 'incomplete'].map((v) => el('option', { value: v }, v)));
   const count = el('span', { class: 'count', 'data-testid': 'shown' });
-  const header = ['backend', 'driver', 'strategy', 'rows', 'driver calls', 'wire cmds', 'round trips', 'server stmts', 'server rows', 'verdict', 'p50 ms'];
+  const header = ['backend', 'driver', 'strategy', 'rows', 'driver calls', 'wire cmds', 'round trips', 'server stmts', 'server rows', 'verdict', 'p50 ms', 'read back stmts/examined/scans'];
   const body = el('tbody');
   const rows = cells.map((c) => {
     const l = c.layers ?? { driver: null, wire: null, server: null };
@@ -121,6 +137,7 @@ function cellTable(cells: readonly Cell[], detailsBox: HTMLElement): HTMLElement
       el('td', { class: 'num' }, show(l.server?.summary?.rowsInserted)),
       el('td', { class: `verdict ${c.verdict.kind}` }, c.verdict.kind),
       el('td', { class: 'num' }, ms(c.timings?.summary?.p50Ns)),
+      el('td', { class: 'num', 'data-field': 'readBack' }, readBackColumn(c)),
     );
     const open = () => {
       detailsBox.replaceChildren(details(c));
