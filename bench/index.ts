@@ -17,6 +17,7 @@ const BENCHES = {
   },
   'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
   deferred: { file: 'deferred-cost.ts', what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite" },
+  'driver-paths': { file: 'driver-paths.ts', what: "each driver's fast path against its plain one (SQLTALLY_DRIVER_PATH=plain): plain/fast CPU per counted call beside a fast/fast control" },
   'deferred-control': { file: 'deferred-cost.ts', args: ['--control'], what: 'the same untracked on both sides: its noise floor' },
   'driver-jest': {
     file: 'driver-jest.ts',

@@ -986,7 +986,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const wire: WireCounts | null = this.#proxy && wireBefore && wireAtReturn ? this.#proxy.diff(wireBefore, wireAtReturn) : null;
     const late = this.#proxy && wireAtReturn && wireAfterProbe && !gaveUpWhy ? this.#proxy.diff(wireAtReturn, wireAfterProbe) : null;
 
-    const drivers = [...this.#counted.values()];
+    const drivers = [...this.#counted.values()].map((d): CountedDriver => {
+      const path = this.#recorder.paths.pathOf(d.name);
+      return path === undefined ? d : { ...d, path };
+    });
     const driver: DriverLayer | null = drivers.length > 0 ? driverWindow.layer : null;
     const modelDriver = driverWindow.drivers.length === 1 ? driverWindow.drivers[0] : drivers.length === 1 ? drivers[0]?.name : undefined;
     const unfinished = {

@@ -4,6 +4,7 @@ import { DriverNameSchema } from '../shared/driver-names';
 import { DriverLayerSchema } from '../sql/events';
 import { WireCountsSchema } from '../wire/types';
 import { ServerLayerSchema } from '../server/types';
+import { DriverPathSchema } from '../driver/compat/path';
 import { FindingSchema, VerdictSchema } from '../verdict/types';
 import { DeferredWorkSchema } from './deferred-work';
 import { LateCommitsSchema } from './late-commits';
@@ -38,8 +39,11 @@ export const WorkloadErrorSchema = z.object({
   causes: z.array(z.string()),
 });
 
-/** A driver package counted into a session, and the version the app installed. */
-export const CountedDriverSchema = z.object({ name: DriverNameSchema, version: z.string().nullable() });
+/**
+ * A driver package counted into a session, the version the app installed, and which path counted it (fast features,
+ * plain ones with their reason; absent for a driver counted through its public API alone, and in older reports).
+ */
+export const CountedDriverSchema = z.object({ name: DriverNameSchema, version: z.string().nullable(), path: DriverPathSchema.optional() });
 export type CountedDriver = z.infer<typeof CountedDriverSchema>;
 
 /** One counter compared between the whole server and the window's own connections (see src/verdict/verdict.ts). */

@@ -1,3 +1,4 @@
+import { itOnFastPath } from './compat/path.fixture';
 import Database from 'better-sqlite3';
 import { DriverRecorder, DriverTally } from './driver-layer';
 import { StatementEventSchema } from '../sql/events';
@@ -401,7 +402,7 @@ describe('wrapBetterSqlite3 steady counting', () => {
     return out;
   }
 
-  it('counts every call, row, value and error as record does once the window keeps nothing else of them', () => {
+  itOnFastPath('counts every call, row, value and error as record does once the window keeps nothing else of them', () => {
     // Counters are asked for once the process has sent enough calls through record for V8 to have optimized it.
     const warm = wrapBetterSqlite3(open(), new DriverTally()).prepare('SELECT 1');
     for (let i = 0; i < CALLS_BEFORE_COUNTERS; i++) warm.get();

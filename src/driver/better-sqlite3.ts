@@ -6,6 +6,7 @@ import type { CallShape, CallSite, MethodHooks, WrapOptions, WrapperMark } from 
 import { countedProxy, emit, isPlainObject, markOf, nowNs, toCount, track, WRAPPED, wrapOnce } from './counted';
 import { SqltallyError } from '../shared/errors';
 import { loadDriverPackage } from './load';
+import { StatementPaths } from './compat/better-sqlite3';
 import type { DriverModel, DriverModule } from './module';
 import { arraySlice, isArray, objectKeys } from '../shared/intrinsics';
 
@@ -113,6 +114,7 @@ function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValue
 export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: StatementSink, opts?: WrapOptions): T {
   return wrapOnce(DRIVER, db, sink, () => {
     const site = siteFor(sink, opts);
+    const paths = new StatementPaths(sink);
     const mark: WrapperMark = { driver: DRIVER, sink, target: db };
     const hooks: MethodHooks<T> = {
       prepare: (original) =>
@@ -121,7 +123,9 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
           const caller = callerFor(sink, sql, PREPARE_CALLER);
           const shape = shapeOf('prepare', 'prepare', sql, 0, 0);
           const stmt = track(site, shape, () => original(...args), noRows, undefined, caller);
-          return wrapStatement(stmt as BetterSqlite3Statement, sink, site, shape.statementClass);
+          const statement = stmt as BetterSqlite3Statement;
+          if (markOf(statement) === undefined && !paths.fast(statement)) return plainStatement(statement, sink, site, shape.statementClass);
+          return wrapStatement(statement, sink, site, shape.statementClass);
         },
       exec: (original, _target, wrapper) =>
         function exec(...args: unknown[]) {
@@ -175,8 +179,51 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
   // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
   // (`instanceof`, every other method and getter). `statement.database` stays the raw Database, so calls made
   // through it are not counted.
-  Object.setPrototypeOf(stmt, countingPrototype(Object.getPrototypeOf(stmt) as object));
+  StatementPaths.adopt(stmt, countingPrototype);
   return stmt;
+}
+
+/**
+ * The plain path for a statement (compat/better-sqlite3.ts): a counting Proxy over its public methods. Same events as
+ * the counting prototype (rows from `run`'s `changes`, values bound by `bind` counted on executions that pass none).
+ */
+function plainStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, statementClass: CallShape['statementClass']): BetterSqlite3Statement {
+  return wrapOnce(DRIVER, stmt, sink, () => {
+    const sql = stmt.source;
+    let boundValues = 0;
+    const execution =
+      (method: ExecutionMethod) =>
+      (original: (...a: unknown[]) => unknown) => {
+        const rowsOf = COUNTED[method].rowsOf;
+        let last: CallShape | undefined;
+        // As the counting prototype: values handed over for the first calls of each window only.
+        let seenEpoch: number | undefined = -1;
+        let valuesLeft = 0;
+        return function counted(...args: unknown[]): unknown {
+          const bind = args.length === 0 ? boundValues : countSqliteParams(args);
+          const shape = last !== undefined && last.bindValues === bind ? last : (last = { method, kind: 'execute', sql, statementClass, bindValues: bind, parameterSets: 1 });
+          if (sink.epoch !== seenEpoch) {
+            seenEpoch = sink.epoch;
+            valuesLeft = VALUES_PER_WINDOW;
+          }
+          const values = valuesLeft > 0 ? (valuesLeft--, args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
+          return track(site, shape, () => original(...args), rowsOf, values);
+        };
+      };
+    const hooks: MethodHooks<BetterSqlite3Statement> = {
+      run: execution('run'),
+      get: execution('get'),
+      all: execution('all'),
+      iterate: execution('iterate'),
+      bind: (original, target, wrapper) =>
+        function bind(...args: unknown[]) {
+          const result = original(...args);
+          boundValues = countSqliteParams(args);
+          return result === target ? wrapper : result;
+        },
+    };
+    return countedProxy(stmt, { driver: DRIVER, sink, target: stmt }, hooks);
+  });
 }
 
 /** A wrapped statement's counting state, an own property under {@link STATE}. */
@@ -494,6 +541,7 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
   embedded: true,
   isClosed: (h) => (h as { open?: unknown }).open === false,
   releases: [],
+  compatReleases: ['better-sqlite3-11.10', 'better-sqlite3-12.11'],
   accepts: 'a better-sqlite3 Database (new Database(file))',
   recognises: isDatabase,
   wrap: <T extends object>(target: T, sink: StatementSink): T => wrapBetterSqlite3(target as T & BetterSqlite3Database, sink),

@@ -1,6 +1,6 @@
 import type { DriverName } from '../shared/driver-names';
 import { SqltallyError } from '../shared/errors';
-import { functionToString, getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../shared/intrinsics';
+import { getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../shared/intrinsics';
 import type { CallProtocol, CallShape, StatementSink } from '../sql/events';
 import { captureCaller } from '../shared/caller';
 import { classifyCached } from '../sql/statement-cache';
@@ -117,27 +117,6 @@ export function callerAtCall(site: CallSite, shape: CallShape): string | null | 
 
 /** The last shape {@link callerAtCall} asked a sink about, and in which of its windows (it keeps that one sink alive). */
 const lastAsk: { shape: CallShape | null; sink: StatementSink | null; epoch: number | undefined } = { shape: null, sink: null, epoch: undefined };
-
-/**
- * A driver method's source text, or null where it has none to read: read once per function (a driver's methods sit
- * on its prototypes, shared by every connection, and a pool hands out a new promise connection at every checkout).
- * Wrappers that take a faster path only where the driver's code reads as expected ask here.
- */
-export function sourceOf(method: unknown): string | null {
-  if (typeof method !== 'function') return null;
-  let source = SOURCES.get(method);
-  if (source === undefined) {
-    try {
-      source = functionToString.call(method);
-    } catch {
-      source = '';
-    }
-    SOURCES.set(method, source);
-  }
-  return source === '' ? null : source;
-}
-
-const SOURCES = new WeakMap<object, string>();
 
 /** A wrapper's last call shape (see {@link memoShape}). */
 export interface ShapeMemo {

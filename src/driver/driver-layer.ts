@@ -8,6 +8,7 @@ import { CallKindSchema, shownFingerprintText, STATEMENT_CLASSES } from '../sql/
 import type { CallKind, CallShape, DriverLayer, ShapeStat, StatementClass, StatementEvent, StatementSink, SteadyCounter } from '../sql/events';
 import { fingerprintCached } from '../sql/statement-cache';
 import { DateClass, isArray, mathMax, mathRound, objectEntries } from '../shared/intrinsics';
+import { PathLedger } from './compat/path';
 
 const DEFAULT_MAX_EVENTS = 200;
 const SQL_SHOWN_CHARS = 200;
@@ -743,6 +744,13 @@ export class DriverRecorder implements StatementSink {
 
   constructor(opts: SummarizeOptions = {}) {
     this.#opts = opts;
+  }
+
+  /** Which path counted each driver (see counters/driver/compat/path.ts), over the whole session. */
+  readonly paths = new PathLedger();
+
+  notePath(driver: DriverName, feature: string, reason: string | null): void {
+    this.paths.note(driver, feature, reason);
   }
 
   record(

@@ -217,6 +217,7 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
   embedded: false,
   isClosed: () => false,
   releases: ['mariadb-3.3'],
+  compatReleases: [],
   accepts: "a mariadb promise connection or pool (require('mariadb').createConnection/createPool)",
   recognises: (value: unknown) =>
     value !== null && typeof value === 'object' && typeof (value as Loose).query === 'function' && typeof (value as Loose).batch === 'function',

@@ -137,6 +137,12 @@ export interface DriverModule<D extends DriverName, H extends object> {
    * `"mariadb-3.3": "npm:mariadb@3.3.2"`); the main job runs each installed one side by side.
    */
   readonly releases: readonly string[];
+  /**
+   * Older and newer releases installed under npm aliases for the compatibility tests alone
+   * (integration/driver-paths.test.ts runs each on the fast and the plain path, src/driver/compat); the main job
+   * does not run them, so its default matrix stays as long as it was.
+   */
+  readonly compatReleases: readonly string[];
   /** Opens one raw connection (never a pool) to the backend, with sqltally's defaults under `driverOptions`. */
   open(connection: ConnectionInfo, opts: OpenOptions): Promise<Opened<H>>;
   /** Counts every call on a driver object into `sink`; same type and behaviour out, idempotent. */

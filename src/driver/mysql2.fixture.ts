@@ -2,7 +2,7 @@
  * mysql2 3.x's promise wrappers as `lib/promise/connection.js` and `prepared_statement_info.js` build them, over a
  * callback connection of the caller's: `query` and `execute` make one `new this.Promise(...)` around a call of
  * `this.connection`, a prepared statement's `execute` one around `this.statement`. The unit tests of the wrapper and
- * the benches' stand-ins share it, so both meet the structure the wrapper reads (see mysql2.ts, readsCore).
+ * the benches' stand-ins share it, so both meet the structure the wrapper reads (see compat/mysql2.ts).
  */
 export type Mysql2Callback = (error: Error | null, rows?: unknown, fields?: unknown) => void;
 

@@ -1,7 +1,8 @@
 import { DriverRecorder } from './driver-layer';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
-import { readsCore, wrapMysql2 } from './mysql2';
+import { wrapMysql2 } from './mysql2';
+import { readsCore } from './compat/mysql2';
 import { PromiseConnection, type Mysql2Callback } from './mysql2.fixture';
 
 const HEADER = { fieldCount: 0, affectedRows: 2, insertId: 0 };

@@ -11,7 +11,6 @@ import {
   emit,
   memoShape,
   nowNs,
-  sourceOf,
   toCount,
   track,
   trackCallback,
@@ -21,6 +20,7 @@ import { loadDriverPackage, networkTarget } from './load';
 import type { DriverModule } from './module';
 import { mysqlProtocolModel } from './mysql-model';
 import { isArray, objectCreate, reflectGet, toText } from '../shared/intrinsics';
+import { promiseViewMethods } from './compat/mysql2';
 
 const DRIVER = 'mysql2';
 
@@ -168,7 +168,7 @@ function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape
  * as mysql2's (a spy, another release) keeps its own promise, chained; the values are found once per call.
  */
 function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
-  const through = viewHooks(target, core, ['query', 'execute'], (raw) => {
+  const through = viewHooks(sink, target, core, ['query', 'execute'], (raw) => {
     const kind = shapeOfTarget(raw);
     if (kind !== 'callbackConnection' && kind !== 'callbackPool') return null;
     const rawSite: CallSite = { driver: DRIVER, sink, connectionId: kind === 'callbackConnection' ? () => threadIdOf(raw) : () => null };
@@ -188,16 +188,17 @@ function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target:
  * Hooks that run the promise object's own `methods` on a receiver whose callback object (`this.<core>`) is a view
  * of the raw one, `Object.create`d from it, with those methods counted (`counted(raw)`: null when the raw object is
  * not one this module counts); the rest of either object reads through to it. Only for the methods that read as
- * mysql2's (readsCore); none when no method does, and then nothing is built. A Proxy in place of the view cost more
+ * mysql2's (compat/mysql2.ts); none when no method does, and then nothing is built. A Proxy in place of the view cost more
  * per call in its traps than the promise saved (+2391 instructions against +2193 chained).
  */
 function viewHooks<T extends object>(
+  sink: StatementSink,
   target: T,
   core: 'connection' | 'pool' | 'statement',
   methods: readonly string[],
   counted: (raw: Loose) => Partial<Record<string, MethodHook<Loose>>> | null,
 ): MethodHooks<T> {
-  const reading = methods.filter((m) => readsCore(reflectGet(target, m), core));
+  const reading = promiseViewMethods(sink, target, core, methods);
   const raw = (target as Loose)[core];
   if (reading.length === 0 || raw === null || typeof raw !== 'object') return {};
   const rawCore = raw as Loose;
@@ -218,16 +219,6 @@ function viewHooks<T extends object>(
 }
 
 type AnyMethod = (this: unknown, ...a: unknown[]) => unknown;
-
-/**
- * A promise method built as mysql2's (3.x): one `new this.Promise(...)` around a call of its callback object, reached
- * as `this.<core>`, and no `#private` state of its own. The view answers reads of everything else from the raw object,
- * which is all such a method does with it besides the counted call.
- */
-export function readsCore(method: unknown, core: 'connection' | 'pool' | 'statement'): boolean {
-  const source = sourceOf(method);
-  return source !== null && source.includes(`this.${core}`) && source.includes('new this.Promise(') && !source.includes('this.#');
-}
 
 const TRANSACTION_CONTROL = {
   beginTransaction: 'START TRANSACTION',
@@ -400,7 +391,7 @@ function wrapPromiseStatement(statement: object, sink: StatementSink, site: Call
   return wrapOnce(DRIVER, statement, sink, () => {
     // A loop of executes hands the window one shape: found by identity, its text asked about once per window.
     const memo: ShapeMemo = { last: null };
-    const through = viewHooks(statement, 'statement', ['execute'], () => ({ execute: callbackStatementExecute(site, sql, memo) }));
+    const through = viewHooks(sink, statement, 'statement', ['execute'], () => ({ execute: callbackStatementExecute(site, sql, memo) }));
     const hooks: MethodHooks<object> = {
       execute:
         through.execute ??
@@ -448,6 +439,7 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
   embedded: false,
   isClosed: () => false,
   releases: [],
+  compatReleases: ['mysql2-3.11', 'mysql2-3.26'],
   accepts: 'a mysql2 connection or pool, promise or callback API (mysql2.createConnection/createPool, mysql2/promise)',
   recognises: (value: unknown) => value !== null && typeof value === 'object' && shapeOfTarget(value) !== null,
   wrap: (target, sink) => wrapMysql2(target, sink),

@@ -1,6 +1,7 @@
 import { DriverRecorder } from './driver-layer';
 import pg from 'pg';
-import { ownPromiseOf, wrapPg } from './pg';
+import { wrapPg } from './pg';
+import { ownPromiseMismatch } from './compat/pg';
 
 type Callback = (error: Error | null, result?: unknown) => void;
 type Config = { text: string; values?: unknown[]; callback?: Callback };
@@ -127,8 +128,8 @@ describe('pg promise-form calls, made through the callback form', () => {
 // The fast path is taken only where the driver's code reads as expected: the installed pg must, or an upgrade has
 // quietly put every promise-form call back on the chained path.
 it("the installed pg's Client and Pool build the promise throughCallback replaces", () => {
-  expect(ownPromiseOf(new pg.Client() as never, false)).toEqual({ Promise, restacks: true });
+  expect(ownPromiseMismatch(new pg.Client() as never, false)).toEqual({ own: { Promise, restacks: true } });
   const pool = new pg.Pool();
-  expect(ownPromiseOf(pool as never, true)).toEqual({ Promise, restacks: true });
+  expect(ownPromiseMismatch(pool as never, true)).toEqual({ own: { Promise, restacks: true } });
   void pool.end();
 });

@@ -1,11 +1,12 @@
 import { SqltallyError } from '../shared/errors';
 import type { CallProtocol, StatementSink } from '../sql/events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
-import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, sourceOf, toCount, track, trackCallback, wrapOnce } from './counted';
+import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, toCount, track, trackCallback, wrapOnce } from './counted';
 import { classCounts, UNBOUNDED, type CallGroup, type Contribution, type DriverModel, type DriverModule, type ModelContext, type Range } from './module';
 import { postgresServerCounts, withCopyIn, type ByProtocol } from './postgres-model';
 import { loadDriverPackage, networkTarget } from './load';
 import { ErrorClass, hasOwn, isArray } from '../shared/intrinsics';
+import { isPgPool, ownPromiseOf, type OwnPromise } from './compat/pg';
 
 const DRIVER = 'pg';
 
@@ -142,28 +143,6 @@ function trackCopyIn(site: CallSite, shape: CallShape, stream: CopyInStream, arg
   }
 }
 
-/**
- * The promise pg builds around a query, read once per wrap from the `query` it runs: a Client builds
- * `new this._Promise(...)` and a Pool `promisify(this.Promise, cb)`, each settled by the query's callback. pg 8.12 on
- * and pg-pool 3.6.2 on then `.catch` it to re-capture a failed query's stack; a Pool's is not in `query`'s text, and
- * a caret range on pg 8 installs a pg-pool that does. Where that is what `query` does, a promise-form call goes
- * through the callback form inside one such promise of ours (see throughCallback); anything else keeps its own
- * promise, chained by `track`.
- */
-export function ownPromiseOf(target: Loose, isPool: boolean): OwnPromise | null {
-  const ctor = isPool ? target.Promise : target._Promise;
-  const source = sourceOf(target.query);
-  if (typeof ctor !== 'function' || source === null) return null;
-  if (!source.includes(isPool ? 'promisify(this.Promise' : 'new this._Promise(')) return null;
-  return { Promise: ctor as PromiseConstructor, restacks: isPool || source.includes('captureStackTrace') };
-}
-
-interface OwnPromise {
-  readonly Promise: PromiseConstructor;
-  /** Whether pg re-captures a failed query's stack (see restack). */
-  readonly restacks: boolean;
-}
-
 /** A config object carrying its own callback makes pg run the callback form and return nothing: left as it is. */
 function callbackInConfig(config: unknown): boolean {
   return config !== null && typeof config === 'object' && typeof (config as Loose).callback === 'function';
@@ -238,8 +217,8 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
     if (typeof o.query !== 'function' || typeof o.connect !== 'function') {
       throw new SqltallyError('not a pg Client or Pool', { phase: 'wrap', hint: 'pass a `new pg.Client(...)` or `new pg.Pool(...)`' });
     }
-    // pg-pool keeps its clients in `_clients`; a Client has `processID` (null until connected).
-    const isPool = isArray(o._clients) || ('totalCount' in o && 'idleCount' in o);
+    // A Client has `processID` (null until connected).
+    const isPool = isPgPool(o);
     const site: CallSite = {
       driver: DRIVER,
       sink,
@@ -250,7 +229,7 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
             return typeof pid === 'number' ? pid : null;
           },
     };
-    const hooks: MethodHooks<T> = { query: countedQuery(site, ownPromiseOf(o, isPool)) };
+    const hooks: MethodHooks<T> = { query: countedQuery(site, ownPromiseOf(sink, o, isPool)) };
     if (isPool) {
       hooks.connect = (original) =>
         function connect(...args: unknown[]) {
@@ -274,7 +253,7 @@ export function wrapPg<T extends object>(target: T, sink: StatementSink, _opts?:
 function isPgObject(value: unknown): boolean {
   if (value === null || typeof value !== 'object') return false;
   const o = value as Loose;
-  return typeof o.query === 'function' && typeof o.connect === 'function' && ('processID' in o || 'totalCount' in o || isArray(o._clients));
+  return typeof o.query === 'function' && typeof o.connect === 'function' && ('processID' in o || isPgPool(o));
 }
 
 /**
@@ -342,6 +321,7 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
   embedded: false,
   isClosed: () => false,
   releases: [],
+  compatReleases: ['pg-8.11'],
   accepts: 'a pg Client or Pool (new pg.Client(...), new pg.Pool(...)) or a client from pool.connect()',
   recognises: isPgObject,
   wrap: (target, sink) => wrapPg(target, sink),

@@ -1,3 +1,4 @@
+import { itOnFastPath } from './compat/path.fixture';
 import postgres from 'postgres';
 import { DriverTally } from './driver-layer';
 import { wrapPostgresJs } from './postgres-js';
@@ -29,7 +30,7 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
       (e: unknown) => e as Error & { code?: string },
     );
 
-  it('leaves a query built and never run with the properties raw postgres.js gives it, and records nothing', () =>
+  itOnFastPath('leaves a query built and never run with the properties raw postgres.js gives it, and records nothing', () =>
     withCounted(async (sql, raw, tally) => {
       const shape = (q: object): PropertyKey[] => Reflect.ownKeys(q).sort((a, b) => String(a).localeCompare(String(b)));
       const built = sql`SELECT ${1}::int AS n` as unknown as Built;

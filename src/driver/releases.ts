@@ -27,6 +27,11 @@ export function installedReleases(driver: DriverName): string[] {
   return [module.packageName, ...module.releases].filter(installed);
 }
 
+/** Every installed release of `driver` the project lists: the matrix's, then those installed for the compat tests. */
+export function compatReleases(driver: DriverName): string[] {
+  return [...installedReleases(driver), ...DRIVERS[driver].compatReleases.filter(installed)];
+}
+
 /** The version an installed release declares; an alias's package.json keeps the real package's name. */
 export function releaseVersion(pkg: string): string | null {
   const file = manifestOf(pkg);

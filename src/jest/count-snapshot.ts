@@ -4,6 +4,7 @@ import { fingerprint } from '../sql/fingerprint';
 import { SERVER_WORK_FIGURES, type ServerWork, type ServerWorkFigure } from '../server/server-work';
 import { ShapeStatsSchema } from '../sql/shapes';
 import type { DriverLayerWithShapes, ShapeStat } from '../sql/shapes';
+import { pathLabel } from '../driver/compat/path';
 
 /**
  * The first line of every count snapshot. A stored snapshot with another version is refused by name: its lines
@@ -112,9 +113,13 @@ function shapeLine(s: ShapeStat): string {
  * The drivers a tally's counts came through: those counted into the session, not the session's own default, so a
  * window of an ORM that brought its own driver (Sequelize on the mariadb connector) is not labelled with another.
  */
-export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>): string {
-  const names = [...new Set((tally.drivers ?? []).map((d) => d.name))];
-  if (names.length > 0) return names.join(', ');
+export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>, opts: { paths?: boolean } = {}): string {
+  const drivers = tally.drivers ?? [];
+  if (drivers.length > 0) {
+    // Names only in a snapshot: the same counts on the fast and the plain path make the same snapshot.
+    if (!opts.paths) return [...new Set(drivers.map((d) => d.name))].join(', ');
+    return drivers.map((d) => `${d.name} (${pathLabel(d.path)})`).join(', ');
+  }
   return tally.layers.driver ? tally.driver : 'no counted driver';
 }
 

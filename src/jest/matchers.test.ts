@@ -247,6 +247,19 @@ describe('count snapshot text', () => {
     expect(countedVia({ ...base, drivers: [] })).toBe('mysql2');
   });
 
+  it('says which path counted each driver in a message, and leaves it out of the snapshot (the same counts on both)', () => {
+    const base = tallyFixture();
+    const drivers = [
+      { name: 'mysql2' as const, version: '3.24.6', path: { fast: ['promise-view connection.query'], plain: [] } },
+      { name: 'pg' as const, version: '8.23.1', path: { fast: [], plain: [{ feature: 'own-promise Client.query', reason: 'forced by SQLTALLY_DRIVER_PATH=plain' }] } },
+      { name: 'mariadb' as const, version: '3.5.4' },
+    ];
+    expect(countedVia({ ...base, drivers }, { paths: true })).toBe(
+      'mysql2 (fast path), pg (plain path: own-promise Client.query: forced by SQLTALLY_DRIVER_PATH=plain), mariadb (public API)',
+    );
+    expect(countedVia({ ...base, drivers })).toBe('mysql2, pg, mariadb');
+  });
+
   it('has the format line, one line per counter, and the shapes without callers', () => {
     const snapshot = countSnapshotOf(asTally(nPlusOneTally(3)));
     expect(snapshot.ok).toBe(true);

@@ -119,7 +119,7 @@ function countsMatcher(name: string, comparison: Comparison) {
       return cannotCheck(this, name, `${blocked.length} of the counts cannot be read\n${describeChecks(checks, comparison)}`, received);
     }
     const pass = checks.every((c) => c.ok);
-    const backend = `${received.backend.id} (${received.backend.serverVersion}) via ${countedVia(received)}`;
+    const backend = `${received.backend.id} (${received.backend.serverVersion}) via ${countedVia(received, { paths: true })}`;
     return {
       pass,
       message: () =>

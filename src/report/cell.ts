@@ -1,3 +1,4 @@
+import type { DriverPath } from '../driver/compat/path';
 import type { Tally } from '../capture/tally';
 import { makeCell } from './schema';
 import type { Cell, Environment, ReadBack, Timings, Uninstrumented } from './schema';
@@ -31,6 +32,12 @@ function withoutProbeConstants(server: NonNullable<Tally['layers']['server']>): 
   return rest;
 }
 
+/** The path the cell's own driver was counted on, when it has a fast path to take. */
+function driverPathOf(tally: Tally): { driverPath?: DriverPath } {
+  const path = tally.drivers.find((d) => d.name === tally.driver)?.path;
+  return path ? { driverPath: path } : {};
+}
+
 /** Turns a capture window's tally into a report cell (key derived, validated). */
 export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
   const e = tally.workloadError;
@@ -49,6 +56,7 @@ export function cellFromTally(tally: Tally, placement: CellPlacement): Cell {
     verifiedRows: placement.verifiedRows,
     verdict: tally.verdict,
     ...(tally.findings.length > 0 ? { findings: tally.findings } : {}),
+    ...driverPathOf(tally),
     timings: placement.timings,
     ...(placement.uninstrumented ? { uninstrumented: placement.uninstrumented } : {}),
     ...(placement.readBack ? { readBack: placement.readBack } : {}),

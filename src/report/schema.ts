@@ -1,3 +1,4 @@
+import { DriverPathSchema } from '../driver/compat/path';
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
@@ -213,6 +214,8 @@ export const CellSchema = CellIdentitySchema.extend({
   verdict: VerdictSchema,
   /** What the numbers show about the code, beside the verdict (a bulk fallback, late work); absent in older reports. */
   findings: z.array(FindingSchema).optional(),
+  /** Which path counted the cell's driver (src/driver/compat): fast features, plain ones with their reason; absent for a driver with no fast path and in older reports. */
+  driverPath: DriverPathSchema.optional(),
   /** Wall time of the counted windows: the instrument (wire proxy, counting wrapper) is in it. */
   timings: TimingsSchema.nullable(),
   /** Wall time with counting off (see {@link UninstrumentedSchema}); absent in reports written before it existed. */

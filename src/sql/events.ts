@@ -130,6 +130,11 @@ export interface StatementSink {
    */
   letGo?(delta: 1 | -1): void;
   /**
+   * Told which path a wrapper took for one of its fast-path features (src/driver/compat): `reason` null for the
+   * fast path, else why the plain one (forced, or what differs in this driver release).
+   */
+  notePath?(driver: DriverName, feature: string, reason: string | null): void;
+  /**
    * False when the sink will not keep the next call's times (its event list is full, or no window is open): the
    * wrapper may then skip reading the clock and pass 0. A clock reading is the largest cost of a counted call.
    */
