@@ -11,12 +11,15 @@ const ROOT = path.resolve(__dirname, '..', '..');
  * statements and `catch` blocks are not, errors being rare.
  */
 const PER_CALL: Record<string, readonly string[]> = {
-  'src/driver/counted.ts': ['emit', 'callStart', 'callEnd', 'sourceOf', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countList', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
+  'src/driver/counted.ts': ['emit', 'callStart', 'callEnd', 'track', 'trackCallback', 'isThenable', 'countExpandedValues', 'countList', 'countObject', 'callerAtCall', 'memoShape', 'countParameterValues', 'isPlainObject', 'toCount', 'get'],
+  'src/driver/compat/path.ts': ['sourceOf'],
   'src/driver/better-sqlite3.ts': ['countSqliteParams', 'firstOf', 'scalar', 'objectParams', 'countedExecution', 'countedBind', 'objectAmong', 'runChanges', 'askSteady', 'callerFor'],
-  'src/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'viewHooks', 'readsCore', 'callbackCalls', 'callbackCall', 'callbackStatementExecute', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
+  'src/driver/mysql2.ts': ['mysql2RowsAffected', 'isResultSetHeader', 'promiseRows', 'promiseCalls', 'viewHooks', 'callbackCalls', 'callbackCall', 'callbackStatementExecute', 'valuesOf', 'queryShape', 'executeShape', 'wrapPromiseStatement', 'wrapCallbackStatement', 'sqlOf'],
+  'src/driver/compat/mysql2.ts': ['readsCore'],
   'src/driver/mariadb.ts': ['mariadbRowsAffected', 'isOkPacket', 'countBatch', 'commonHooks', 'wrapStatement', 'valuesOf', 'sqlOf'],
   'src/driver/pg.ts': ['pgRowsAffected', 'queryShape', 'countedQuery', 'pgProtocol', 'callbackInConfig', 'throughCallback', 'restack'],
-  'src/driver/postgres-js.ts': ['callerAtBuild', 'askedText', 'countWhenRun', 'countingHandler', 'startRun', 'isPromiseLike', 'settle', 'protocolOf', 'rowsOf', 'isQuery', 'keepOrigin', 'originKey', 'templateOrigin', 'templateOf'],
+  'src/driver/postgres-js.ts': ['isPromiseLike'],
+  'src/driver/compat/postgres-js.ts': ['callerAtBuild', 'askedText', 'countWhenRun', 'countingHandler', 'startRun', 'settle', 'protocolOf', 'rowsOf', 'keepOrigin', 'originKey', 'templateOrigin', 'templateOf'],
   'src/driver/driver-layer.ts': ['toNs', 'comparableValues', 'scalarList', 'comparable', 'sameValues', 'add', '#keep', 'record', 'inFlight', 'letGo', 'needsCaller', 'askAnswered', 'steadyCounter', 'count', 'open'],
   'src/shared/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'src/wire/mysql-protocol.ts': ['parse', 'fromClient', 'fromServer', '#clientFrame', '#command', '#serverFrame', '#reply', '#firstPacket', '#row', '#columnUntilEof', '#intermediateEof', '#endOfResult', '#nextStep', '#finish', '#checkClientSeq', '#checkServerSeq'],
