@@ -149,7 +149,7 @@ describe('two ids for one server', () => {
 describe('standard output that cannot be written (> /dev/full)', () => {
   it('run --json --no-write: a clear message on stderr, exit 1, no stack', async () => {
     const full = fs.openSync('/dev/full', 'w');
-    const code = `require('./cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '10', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
+    const code = `require('./src/cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '10', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
     const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env: process.env, stdio: ['ignore', full, 'pipe'] });
     fs.closeSync(full);
     let err = '';
@@ -172,7 +172,7 @@ describe('sqltally run ends with a summary line', () => {
 describe(`Ctrl-C during a long workload (better-sqlite3.multirow at the ${MAX_ROWS_PER_CELL} row maximum)`, () => {
   it('stops the run at the window in flight: a failed report on stdout, exit 130, no data directory behind', async () => {
     const env = { ...process.env, SQLTALLY_RUN_ID: `${process.env['SQLTALLY_RUN_ID'] ?? 'bad'}int${process.pid}` };
-    const code = `require('./cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '${MAX_ROWS_PER_CELL}', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
+    const code = `require('./src/cli/main').main(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '${MAX_ROWS_PER_CELL}', '--hot-rows', '', '--no-write', '--json']).then((c) => { process.exitCode = c; });`;
     const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     let out = '';

@@ -376,8 +376,8 @@ describeEachBackend(
           const info = network(backend().connection);
           const code = `
             const pg = require('pg');
-            const { DriverTally } = require('./counters/driver-layer');
-            const { wrapPg } = require('./counters/driver/pg');
+            const { DriverTally } = require('./src/driver/driver-layer');
+            const { wrapPg } = require('./src/driver/pg');
             const info = ${JSON.stringify({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database })};
             process.on('unhandledRejection', (e) => { console.log('unhandled ' + e.code); process.exit(0); });
             (async () => {

@@ -288,7 +288,7 @@ describe('sqlite', () => {
     const out = path.join(scratch, 'interrupted');
     const loop = `sqlite3 "$SQLTALLY_SQLITE_PATH" 'CREATE TABLE t(i)'; while :; do sqlite3 "$SQLTALLY_SQLITE_PATH" 'INSERT INTO t VALUES (1)'; done`;
     const argv = ['exec', '--backend', 'sqlite', '--table', 't', '--out', out, '--', 'sh', '-c', loop];
-    const code = `require('./cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
+    const code = `require('./src/cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
     const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));

@@ -72,7 +72,7 @@ eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
     const env = childEnv('sweeps');
     const strategy = strategiesFor(id)[0]!.name;
     const child = spawnTs(
-      `require('./cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
+      `require('./src/cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
       env,
     );
     let err = '';

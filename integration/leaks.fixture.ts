@@ -70,7 +70,7 @@ export async function settledLeaks(env: NodeJS.ProcessEnv): Promise<string[]> {
 }
 
 export const HOLD = (id: string): string => `
-  const { startBackend } = require('./containers/registry');
+  const { startBackend } = require('./src/backends/registry');
   startBackend(${JSON.stringify(id)}).then((b) => {
     console.log(JSON.stringify({ pid: b.pid ?? null, dataDir: b.dataDir ?? null }));
     setInterval(() => undefined, 1000);

@@ -53,7 +53,7 @@ const START_POLL_MS = 10;
 eachId(servers.map((b) => b.id), 'sqltally backends --check %s', (id) => {
   it('leaves nothing behind when interrupted with SIGINT mid-check', async () => {
     const env = childEnv('signals');
-    const child = spawnTs(`require('./cli/main').main(['backends', '--check', ${JSON.stringify(id)}]).then((c) => { process.exitCode = c; });`, env);
+    const child = spawnTs(`require('./src/cli/main').main(['backends', '--check', ${JSON.stringify(id)}]).then((c) => { process.exitCode = c; });`, env);
     const exited = exitOf(child);
     // Interrupt as soon as the server process exists: the worst moment, mid-start.
     const deadline = Date.now() + START_TIMEOUT_MS / 2;

@@ -30,7 +30,7 @@ describeEachBackend((b) => {
     const out = path.join(dir, 'out');
     try {
       const argv = ['run', '--backends', b.id, '--strategies', target.strategy, '--rows', `${FIRST_ROWS},${FAULT_ROWS}`, '--hot-rows', '', '--driver-releases', 'default', '--out', out];
-      const code = `require('./cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
+      const code = `require('./src/cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
       const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr.on('data', (c: Buffer) => (err += c.toString()));
