@@ -23,7 +23,7 @@ describe('docs recipes', () => {
   const all = recipes();
 
   it('there is one per client and backend family the tests run', () => {
-    expect(all.map((r) => r.name)).toHaveLength(17);
+    expect(all.map((r) => r.name)).toHaveLength(18);
   });
 
   it.each(all.map((r) => [r.name, r] as const))('%s: the page shows the function the tests run, as written', (_name, recipe) => {

@@ -1,4 +1,5 @@
 import { CaptureSession } from '../../src/capture/capture';
+import { DRIVERS } from '../../src/driver/registry';
 import type { Captured } from '../../src/capture/capture';
 import type { BackendName } from '../../src/backends/types';
 import type { DriverName } from '../../src/shared/driver-names';
@@ -117,7 +118,9 @@ export function describeOrm(orm: string, cases: OrmCases): void {
 
     beforeAll(async () => {
       await createTables(backend());
-      session = await CaptureSession.open({ backend: backend(), table: { name: 'children', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
+      // An in-process engine's driver is the session's too: two SQLite copies must not hold one file open at once.
+      const own = DRIVERS[c.driver].embedded ? { driver: c.driver } : {};
+      session = await CaptureSession.open({ backend: backend(), ...own, table: { name: 'children', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
       under = await c.open(session);
     });
 
