@@ -69,11 +69,14 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
 
 /**
  * Releases whose counts the driver model does not explain on this workload, on either path (so not a path's doing):
- * their verdict is `report`, with this reason in it. Keyed `driver@version`.
+ * their verdict is `report`, with this reason in it. Keyed `driver@version`, or `backend:driver@version` where one server only.
  */
 const MODEL_GAPS: Record<string, RegExp> = {
   // mysql2 3.26 prepares again on `prepare()` a text `execute()` has prepared on the connection; 3.24 reused it.
   'mysql2@3.26.1': /2 COM_STMT_PREPARE, model predicts 0-1/,
+  // Seen on MySQL 9.7 only (MariaDB asserts): the server counts 2 Com_stmt_prepare where the wire carried 1; not
+  // explained yet, so the window stays report.
+  'mysql:mysql2@3.11.5': /the server counted 2 Com_stmt_prepare \(prepares\) where the window's connections account for 1/,
 };
 
 async function setup(driver: DriverName, handle: any): Promise<void> {
@@ -108,7 +111,7 @@ describeEachBackend((b) => {
         const plainPath = plain.drivers.find((d) => d.name === driver)?.path;
         // The path each took, in the test log: an older or newer release may take the plain path by itself.
         console.log(`${b.id} ${driver} ${releaseVersion(pkg)}: auto -> ${pathLabel(fastPath)}; forced -> ${pathLabel(plainPath)}`);
-        const gap = MODEL_GAPS[`${driver}@${releaseVersion(pkg)}`];
+        const gap = MODEL_GAPS[`${b.backend}:${driver}@${releaseVersion(pkg)}`] ?? MODEL_GAPS[`${driver}@${releaseVersion(pkg)}`];
         if (gap) expect(fast.verdict).toMatchObject({ kind: 'report', reason: expect.stringMatching(gap) });
         else expect({ verdict: fast.verdict.kind, reason: fast.verdict.kind === 'assert' ? null : fast.verdict.reason }).toEqual({ verdict: 'assert', reason: null });
         expect(plain.verdict.kind).toBe(fast.verdict.kind);
