@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { leadingVersion } from './backend';
@@ -121,7 +122,8 @@ export const MYSQL = {
     reuse: false,
     containerPort: DEFAULT_PORT,
     user: USER,
-    password: 'sqltally',
+    // A fresh password per container: a known one would let any local process in through the published port.
+    password: randomBytes(18).toString('base64url'),
     database: DATABASE,
   }),
 } satisfies BackendModule;

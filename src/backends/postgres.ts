@@ -347,7 +347,8 @@ export const POSTGRES = {
     reuse: false,
     containerPort: DEFAULT_PORT,
     user: SUPERUSER,
-    password: 'sqltally',
+    // A fresh password per container: a known one would let any local process in through the published port.
+    password: randomBytes(18).toString('base64url'),
     database: DATABASE,
   }),
 } satisfies BackendModule;

@@ -37,6 +37,15 @@ describe('container plans (checked without an engine)', () => {
     }
   });
 
+  it('gives every container a fresh password of its own, never a known one', () => {
+    for (const module of [MARIADB, MYSQL, POSTGRES]) {
+      const [a, b] = [containerPlanFor(module, undefined, {}), containerPlanFor(module, undefined, {})];
+      expect(a?.password).not.toBe(b?.password);
+      expect(a?.password.length).toBeGreaterThanOrEqual(20);
+      expect(a?.password).not.toBe('sqltally');
+    }
+  });
+
   it('has no plan for the embedded SQLite', () => {
     expect(containerPlanFor(SQLITE, undefined, {})).toBeUndefined();
   });
