@@ -24,7 +24,12 @@ export function summaryLine(report: Report): string {
   const c = verdictCounts(report.cells);
   const parts = [`${report.cells.length} cell(s): ${c.assert} assert, ${c.report} report, ${c.incomplete} incomplete`];
   if (c.errored > 0) parts.push(`${c.errored} with a workload error`);
-  if (report.skipped.length > 0) parts.push(`${report.skipped.length} backend(s) skipped (${report.skipped.map((s) => s.backend).join(', ')})`);
+  if (report.skipped.length > 0) {
+    // A skip is a backend or one strategy on it: counted per backend, so three strategies are not three backends.
+    const perBackend = new Map<string, number>();
+    for (const s of report.skipped) perBackend.set(s.backend, (perBackend.get(s.backend) ?? 0) + 1);
+    parts.push(`${report.skipped.length} skipped (${[...perBackend].map(([b, n]) => (n > 1 ? `${b}: ${n}` : b)).join(', ')})`);
+  }
   if (report.status === 'failed') parts.push('run FAILED');
   else if (c.incomplete > 0) parts.push(`the ${c.incomplete} incomplete cell(s) fail sqltally gate`);
   else if (c.report > 0) parts.push('report cells show their server counts without gating them');
