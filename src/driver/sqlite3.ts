@@ -19,8 +19,8 @@ type Callback = (this: unknown, ...args: unknown[]) => unknown;
  * - `run`/`get`/`all`/`each`/`map(sql, ...params, cb)`: one `query` event each (the driver prepares, steps and
  *   finalizes a statement of its own); rows affected from the callback's `this.changes` for `run`.
  * - `exec(sql, cb)`: one `query` event, however many statements the text holds (as better-sqlite3's `exec`).
- * - `prepare(sql, ...params, cb)`: one `prepare` event, recorded as the call is made (node-sqlite3 calls its callback
- *   only on failure when no values are bound); the statement it returns is counted too.
+ * - `prepare(sql, ...params, cb)`: one `prepare` event, recorded as the call is made, not when the statement is
+ *   prepared; the statement it returns is counted too.
  */
 export interface Sqlite3DatabaseLike {
   run(sql: string, ...params: unknown[]): unknown;

@@ -38,8 +38,8 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
       const keep = (err: Error | null): void => {
         failure ??= err;
       };
-      // BEGIN awaited before prepare(): the wrapper records a prepare when it is called (its callback comes only on
-      // failure), so a BEGIN still queued would be recorded after it.
+      // BEGIN awaited before prepare(): the wrapper records a prepare when it is called, so a BEGIN still queued
+      // would be recorded after it.
       await call((cb) => db.run('BEGIN', cb));
       await new Promise<void>((resolve) => {
         db.serialize(() => {
