@@ -74,9 +74,6 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
 const MODEL_GAPS: Record<string, RegExp> = {
   // mysql2 3.26 prepares again on `prepare()` a text `execute()` has prepared on the connection; 3.24 reused it.
   'mysql2@3.26.1': /2 COM_STMT_PREPARE, model predicts 0-1/,
-  // Seen on MySQL 9.7 only (MariaDB asserts): the server counts 2 Com_stmt_prepare where the wire carried 1; not
-  // explained yet, so the window stays report.
-  'mysql:mysql2@3.11.5': /the server counted 2 Com_stmt_prepare \(prepares\) where the window's connections account for 1/,
 };
 
 async function setup(driver: DriverName, handle: any): Promise<void> {

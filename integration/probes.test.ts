@@ -173,6 +173,25 @@ describeEachBackend(
       expect(verdictOf(get(), layer).kind).toBe('assert');
     });
 
+    it('a statement the server prepares again by itself (its table changed after the prepare) is not a prepare the window sent', async () => {
+      const table = tableName();
+      await createTable(table);
+      const statement = await writer.prepare(`INSERT INTO ${table} (a, b) VALUES (?, ?)`);
+      await writer.query(`ALTER TABLE ${table} ADD COLUMN c INT NULL`);
+      try {
+        const win = await probe.begin(ctxFor(writer.threadId, table));
+        await statement.execute([1, 'x']);
+        const layer = await win.end();
+        // Com_stmt_prepare moves with the re-prepare; the prepares the window's clients sent are 0 on either reading.
+        expect({ prepare: layer.global.Com_stmt_prepare, reprepare: layer.global.Com_stmt_reprepare }).toEqual({ prepare: 1, reprepare: 1 });
+        expect({ own: layer.summary.prepares, whole: layer.globalSummary?.prepares, executes: layer.summary.executes }).toEqual({ own: 0, whole: 0, executes: 1 });
+        expect(layer.notes.join('\n')).toMatch(/re-prepared 1 statement/);
+        expect(verdictOf(get(), layer).kind).toBe('assert');
+      } finally {
+        statement.close();
+      }
+    });
+
     it('asserts exact counts for a transaction around a multi-row INSERT', async () => {
       const table = tableName();
       await createTable(table);

@@ -13,6 +13,9 @@ import { toNumber, toText } from '../shared/intrinsics';
 
 const INTEGER = /^-?\d+$/;
 
+/** The server's own re-prepares of a prepared statement, also counted in Com_stmt_prepare and the statement's Com_*. */
+export const REPREPARE = 'Com_stmt_reprepare';
+
 /**
  * What differs between MySQL and MariaDB, as data. The shared code below never asks which server it is; it reads
  * these tables and what the server itself reports (a counter is used only if `SHOW GLOBAL STATUS` has it).
@@ -546,6 +549,8 @@ export class MysqlFamilySource implements SnapshotSource {
           );
         }
       }
+      const reprepares = g(REPREPARE);
+      if (reprepares) notes.push(reprepareNote(reprepares));
       return {
         summary: {
           statements: p('Questions'),
@@ -560,18 +565,22 @@ export class MysqlFamilySource implements SnapshotSource {
         notes,
       };
     }
+    const notes = this.#rowCounter ? [] : ['no inserted-rows counter on this server'];
+    const reprepares = g(REPREPARE);
+    const prepared = g('Com_stmt_prepare');
+    if (reprepares) notes.push(reprepareNote(reprepares));
     return {
       summary: {
         statements: g('Questions'),
         inserts: g('Com_insert'),
-        prepares: g('Com_stmt_prepare'),
+        prepares: prepared === null ? null : prepared - (reprepares ?? 0),
         executes: g('Com_stmt_execute'),
         bulkExecutes: g('Com_stmt_bulk_execute'),
         commits: g('Com_commit'),
         rowsInserted: this.#rowCounter ? g(this.#rowCounter) : null,
       },
       source: 'global',
-      notes: this.#rowCounter ? [] : ['no inserted-rows counter on this server'],
+      notes,
     };
   }
 
@@ -583,6 +592,11 @@ export class MysqlFamilySource implements SnapshotSource {
   }
 }
 
+/** The server's own re-prepares are work a prepare caused, not prepares a client sent, so they are named apart. */
+function reprepareNote(reprepares: number): string {
+  return `the server re-prepared ${reprepares} statement(s) by itself (Com_stmt_reprepare: a bound parameter's type differed from the one derived at prepare, or a table changed); counted apart from prepares`;
+}
+
 /**
  * MySQL/MariaDB: with performance_schema attributing per connection, the global summary (Questions, Com_insert,
  * Innodb_rows_inserted / Handler_write, ...) against the window connections' own.
@@ -592,11 +606,13 @@ export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
     if (!(server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema')) return [];
     const whole = server.globalSummary;
     const own = server.summary;
+    // A re-prepare counts its statement's class again (Com_insert for an INSERT) with no question asked.
+    const reprepares = server.global[REPREPARE] ?? 0;
     return [
       { counter: 'Questions (statements)', server: whole.statements, window: own.statements },
-      { counter: 'Com_insert (inserts)', server: whole.inserts, window: own.inserts },
+      { counter: reprepares ? `Com_insert (inserts, ${reprepares} of them possibly re-prepares)` : 'Com_insert (inserts)', server: whole.inserts, window: own.inserts === null ? null : own.inserts + reprepares },
       { counter: `${server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global ?? 'rows'} (rows inserted)`, server: whole.rowsInserted, window: own.rowsInserted },
-      { counter: 'Com_stmt_prepare (prepares)', server: whole.prepares, window: own.prepares },
+      { counter: 'Com_stmt_prepare - Com_stmt_reprepare (prepares)', server: whole.prepares, window: own.prepares },
       { counter: 'Com_commit (commits)', server: whole.commits, window: own.commits },
     ];
   },

@@ -13,6 +13,9 @@ export const MYSQL_FAMILY_TRACKED_STATUS = [
   'Com_select',
   'Com_set_option',
   'Com_stmt_prepare',
+  // A statement the server prepares again by itself (a bound parameter's type differs from the one it derived at
+  // prepare, a table changed) adds to Com_stmt_prepare too, though no client sent a prepare.
+  'Com_stmt_reprepare',
   'Com_stmt_execute',
   'Com_stmt_close',
   'Com_stmt_reset',
