@@ -39,6 +39,17 @@ describe('reconcile', () => {
     expect(r.discrepancies).toEqual([]);
   });
 
+  it('names a group of several calls in the plural: queries, not querys', () => {
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer([1, 2].map(() => event({ method: 'query', kind: 'query', bindValues: 2, rowsAffected: 1 }))),
+      wire: wire({ COM_QUERY: 2 }),
+      server: server({ statements: 2, inserts: 2, prepares: 0, executes: 0, rowsInserted: 2 }),
+    });
+    expect(r.reconciliation[0]).toBe('2 driver queries [insert] -> each 1 COM_QUERY -> 1 statement');
+  });
+
   it('a mysql2 execute per row prepares once per connection and SQL, then executes N times', () => {
     const events = Array.from({ length: 5 }, () => event({ method: 'execute', kind: 'execute' }));
     const r = reconcile({

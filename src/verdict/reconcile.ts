@@ -127,7 +127,7 @@ export function predict(input: ReconcileInput): Prediction {
     const [kind, cls] = key.split('|');
     const sets = kind === 'batch' ? ` (${g.sets} parameter sets)` : '';
     const failed = g.failed === 0 ? '' : `, ${g.failed === g.calls ? (g.calls === 1 ? 'failed' : 'all failed') : `${g.failed} failed`}`;
-    return `${g.calls} driver ${kind}${g.calls === 1 ? '' : 's'} [${cls}]${sets}${failed} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
+    return `${g.calls} driver ${g.calls === 1 ? kind : plural(kind ?? '')} [${cls}]${sets}${failed} -> ${g.calls === 1 ? '' : 'each '}${g.wireWords} -> ${g.serverWords}`;
   });
   const batchGroups = all.map((x) => x.g).filter((g) => g.kind === 'batch');
   const batches = { calls: batchGroups.reduce((n, g) => n + g.calls, 0), parameterSets: batchGroups.reduce((n, g) => n + g.parameterSets, 0) };
@@ -312,4 +312,11 @@ export function reconcile(input: ReconcileInput): Reconciliation {
   }
   for (const gap of prediction.gaps) reconciliation.push(`not modelled: ${gap}`);
   return { reconciliation, discrepancies, findings, prediction };
+}
+
+/** `query` -> `queries`, `batch` -> `batches`, `execute` -> `executes`. */
+function plural(word: string): string {
+  if (word.endsWith('y')) return `${word.slice(0, -1)}ies`;
+  if (word.endsWith('ch') || word.endsWith('sh') || word.endsWith('s')) return `${word}es`;
+  return `${word}s`;
 }
