@@ -1,0 +1,95 @@
+// @waits 30: the README's first test, run twice by a Jest of its own, each starting a private PostgreSQL.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { START_TIMEOUT_MS, describeEachBackend } from './harness';
+
+/**
+ * The README's first test, as a user copies it: run by Jest in a folder of its own (`sqltally` and `sqltally/jest`
+ * mapped to the sources), once beside `docs/fixtures/orders.ts` (one statement per order: it passes) and once beside
+ * a `saveOrder` that writes one INSERT per line (it fails). The failure output must hold every line of the README's
+ * failure example (a line ending in ` ...` as the start of one), so the example is what sqltally prints, not what it
+ * once printed.
+ */
+jest.setTimeout(START_TIMEOUT_MS);
+
+const ROOT = path.join(__dirname, '..');
+const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+
+/** The first block of `lang` after the heading. */
+function block(heading: string, lang: string, after = 0): string {
+  const at = README.indexOf(`\n${heading}\n`);
+  if (at < 0) throw new Error(`README.md has no heading "${heading}"`);
+  const fence = '```' + lang + '\n';
+  const start = README.indexOf(fence, at + after);
+  if (start < 0) throw new Error(`no \`\`\`${lang} block under "${heading}" in README.md`);
+  const end = README.indexOf('\n```', start + fence.length);
+  return README.slice(start + fence.length, end);
+}
+
+const PER_LINE = `import type pg from 'pg';
+import type { Order } from './orders.fixture';
+export { createOrderTables } from './orders.fixture';
+
+/** The regression the README's failure example shows: one INSERT per line. */
+export async function saveOrder(pool: pg.Pool, order: Order): Promise<void> {
+  for (const l of order.lines) await pool.query('INSERT INTO order_lines (order_id, sku, quantity) VALUES ($1, $2, $3)', [order.id, l.sku, l.quantity]);
+}
+`;
+
+function runFirstTest(orders: 'fixture' | 'per-line'): { status: number | null; output: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-readme-'));
+  try {
+    fs.copyFileSync(path.join(ROOT, 'docs', 'fixtures', 'orders.ts'), path.join(dir, 'orders.fixture.ts'));
+    fs.writeFileSync(path.join(dir, 'orders.ts'), orders === 'fixture' ? "export * from './orders.fixture';\n" : PER_LINE);
+    fs.writeFileSync(path.join(dir, 'first.test.ts'), block('## A first test', 'ts'));
+    const config = {
+      rootDir: dir,
+      testEnvironment: 'node',
+      testMatch: ['<rootDir>/first.test.ts'],
+      transform: { '^.+\\.ts$': path.join(ROOT, 'integration', 'esbuild-transform.js') },
+      moduleNameMapper: { '^sqltally$': path.join(ROOT, 'src', 'index.ts'), '^sqltally/jest$': path.join(ROOT, 'src', 'jest', 'index.ts') },
+      moduleDirectories: ['node_modules', path.join(ROOT, 'node_modules')],
+      testTimeout: START_TIMEOUT_MS,
+    };
+    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--ci', '--colors=false'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, FORCE_COLOR: '0' },
+      timeout: START_TIMEOUT_MS,
+    });
+    return { status: r.status, output: `${r.stdout}\n${r.stderr}` };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describeEachBackend(
+  () => {
+    it('passes as written, with the fixture orders code (one statement per order)', () => {
+      const { status, output } = runFirstTest('fixture');
+      expect({ status, output: status === 0 ? '' : output }).toEqual({ status: 0, output: '' });
+    });
+
+    it("fails on a one-INSERT-per-line saveOrder with every line of the README's failure example", () => {
+      const { status, output } = runFirstTest('per-line');
+      expect(status).toBe(1);
+      const example = block('## A first test', 'text');
+      const printed = output.split('\n').map((l) => l.trim());
+      const missing = example
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '' && l !== '...')
+        .filter((line) => {
+          // The server's version in the first line is this machine's; a line ending in ' ...' is the start of one.
+          const cut = line.endsWith(' ...') ? line.slice(0, -4) : line;
+          const escaped = cut.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/postgres@\d+ \\\(.*?\\\)\\\) via/, 'postgres@\\d+ \\(.*\\) via');
+          const pattern = new RegExp(`^${escaped}${cut === line ? '$' : ''}`);
+          return !printed.some((p) => pattern.test(p));
+        });
+      expect({ missing, output: missing.length ? output : '' }).toEqual({ missing: [], output: '' });
+    });
+  },
+  (b) => b.backend === 'postgres',
+);
