@@ -191,6 +191,15 @@ const UNNAMED: Partial<Record<BackendName, Record<string, RegExp>>> = {
 /** The cases a begin()/end() or windowPerTest window is tried with: its code runs in the test body's own context. */
 const WINDOW_CASES = ['a knex insert (counted pool, the README recipe)', 'a knex insert (knex with its own pool)', 'a query from setTimeout(50)'];
 
+/**
+ * Left running by a test body and finished before the runner's afterEach ended the window: knex over a counted
+ * better-sqlite3 handle runs its insert synchronously a few microtasks after the call, so the window holds all of it
+ * (the awaited counts) and nothing was pending when it ended.
+ */
+const FINISHED_BEFORE_AFTER_EACH: Partial<Record<BackendName, string[]>> = {
+  sqlite: ['a knex insert (counted pool, the README recipe)'],
+};
+
 function describeVerdict(t: Tally): string {
   return `${t.verdict.kind}: ${t.verdict.reason}`;
 }
@@ -330,7 +339,16 @@ describeEachBackend((b) => {
   });
 
   it('windowPerTest windows the runner ended after a test left work running: never assert, named', () => {
-    for (const name of WINDOW_CASES) expectNotAssert(name, endedByRunner.get(name));
+    for (const name of WINDOW_CASES) {
+      const tally = endedByRunner.get(name);
+      if (!FINISHED_BEFORE_AFTER_EACH[b.backend]?.includes(name)) {
+        expectNotAssert(name, tally);
+        continue;
+      }
+      expect(tally && describeVerdict(tally)).toMatch(/^assert: /);
+      const counts = awaitedCounts.get(name);
+      if (counts) expect({ calls: tally?.layers.driver?.calls, rows: tally?.layers.driver?.rowsAffected }).toEqual(counts);
+    }
   });
 
   // Issue 36, item 3: the same code counted 1 or 2 calls from run to run, under `assert`, and a gate on it flapped.
