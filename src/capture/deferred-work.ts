@@ -10,6 +10,8 @@ export const MAX_DEFERRED_WAIT_MS = 600_000;
 const POLL_MS = 5;
 /** Deep enough to reach the user's frame under an ORM's query builder (knex: about 15 frames). */
 const STACK_FRAMES = 40;
+/** The hook's frames and Node's (about 4), and the few calls nearest the resource's creation. */
+const SHALLOW_FRAMES = 10;
 
 /** One piece of asynchronous work the measured function started and had not finished when it returned. */
 export const DeferredWorkItemSchema = z.object({
@@ -170,21 +172,43 @@ function capture(turn: number): Trace {
 /** Hands V8's call sites back as they are: the stack as objects, not formatted. */
 const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
 
-/** The stack here as call sites (no formatting): a begin() window reads it at once to tell the user's work. */
+/**
+ * The stack here as call sites (no formatting), for a begin() window, which tells the user's work when it is made.
+ * Reading the sites costs more than a lazy capture's formatting never done, so a measured function's work is not
+ * read this way. A few frames first: the hook's own and Node's, then nearly always the
+ * user's frame or the first asynchronous one, past which attribution never looks; the deep capture only when
+ * neither was among them (an ORM's promise made some 15 frames under the user's call). A frame walked is most of a
+ * capture's cost.
+ */
 function captureSites(turn: number): Trace {
   const environment = Error.prepareStackTrace;
   const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = STACK_FRAMES;
   Error.prepareStackTrace = AS_SITES;
-  const holder: { stack?: unknown } = {};
   try {
-    Error.captureStackTrace(holder);
-    const sites = holder.stack;
-    return Array.isArray(sites) ? { turn, sites: sites as NodeJS.CallSite[] } : { turn };
+    let sites = sitesHere(SHALLOW_FRAMES);
+    if (sites !== null && sites.length >= SHALLOW_FRAMES && !reachesUser(sites)) sites = sitesHere(STACK_FRAMES);
+    return sites === null ? { turn } : { turn, sites };
   } finally {
     Error.prepareStackTrace = environment;
     Error.stackTraceLimit = limit;
   }
+}
+
+function sitesHere(frames: number): NodeJS.CallSite[] | null {
+  Error.stackTraceLimit = frames;
+  const holder: { stack?: unknown } = {};
+  Error.captureStackTrace(holder, captureSites);
+  return Array.isArray(holder.stack) ? (holder.stack as NodeJS.CallSite[]) : null;
+}
+
+/** Whether the frames reach as far as attribution reads: a frame of the user's code, or the first asynchronous one. */
+function reachesUser(sites: NodeJS.CallSite[]): boolean {
+  for (const site of sites) {
+    if (site.isAsync()) return true;
+    const file = siteFile(site);
+    if (file !== null && isUserFile(file)) return true;
+  }
+  return false;
 }
 
 function siteFile(site: NodeJS.CallSite): string | null {
@@ -366,7 +390,8 @@ export class DeferredWorkTracker {
           if (parent !== undefined) parent.observed = true;
           if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
           // Chained (then, await) in the same synchronous run as the promise it waits on: made by the same lines,
-          // so that promise's stack is this one's; a stack capture is most of what following a promise costs.
+          // so that promise's stack is this one's; a stack capture is most of what following a promise costs. A
+          // begin() window reads its call sites (see `madeByFunction`), which a measured function's need not have.
           const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
           if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
         }
