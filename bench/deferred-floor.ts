@@ -61,13 +61,13 @@ async function hookSide(frames: number): Promise<number> {
 async function main(): Promise<void> {
   const added: number[] = [];
   const ratios: number[] = [];
-  const hook: Record<string, number[]> = { '0': [], '6': [], '40': [] };
+  const hook: Record<string, number[]> = { '0': [], '1': [], '3': [], '6': [], '40': [] };
   for (let pair = 0; pair < PAIRS + 1; pair++) {
     const first = pair % 2 === 0;
     const a = await trackerSide(!CONTROL && first);
     const b = await trackerSide(!CONTROL && !first);
     const [tracked, untracked] = first ? [a, b] : [b, a];
-    const per = { '0': await hookSide(0), '6': await hookSide(6), '40': await hookSide(40) };
+    const per = { '0': await hookSide(0), '1': await hookSide(1), '3': await hookSide(3), '6': await hookSide(6), '40': await hookSide(40) };
     if (pair === 0) continue;
     added.push(tracked - untracked);
     ratios.push(tracked / untracked);
@@ -75,7 +75,8 @@ async function main(): Promise<void> {
   }
   const tag = CONTROL ? 'control (untracked on both sides): ' : '';
   console.log(`${tag}tracking cost per awaited call, no database: ${Math.round(median(added))} ns, tracked/untracked ${median(ratios).toFixed(1)}`);
-  console.log(`per promise made under a hook: counting only ${Math.round(median(hook['0']!))} ns, with a 6-frame capture ${Math.round(median(hook['6']!))} ns, 40-frame ${Math.round(median(hook['40']!))} ns`);
+  const at = (k: string): number => Math.round(median(hook[k]!));
+  console.log(`per promise made under a hook: counting only ${at('0')} ns; with a capture of 1 frame ${at('1')} ns, 3 frames ${at('3')} ns, 6 frames ${at('6')} ns, 40 frames ${at('40')} ns`);
 }
 
 void main().catch((err: unknown) => {
