@@ -134,10 +134,10 @@ describe("a begin() window (no function of its own: the caller's context)", () =
   async function window(body: (end: () => Promise<unknown>) => Promise<unknown>, waitMs = 300) {
     const tracker = new DeferredWorkTracker();
     tracker.open(true);
-    let result: Awaited<ReturnType<DeferredWorkTracker['settle']>> = null;
+    const ended: { left: Awaited<ReturnType<DeferredWorkTracker['settle']>> } = { left: null };
     try {
-      await body(() => tracker.ending(async () => (result = await tracker.settle(waitMs))));
-      return result;
+      await body(() => tracker.ending(async () => (ended.left = await tracker.settle(waitMs))));
+      return ended.left;
     } finally {
       tracker.close();
     }
