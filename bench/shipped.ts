@@ -46,6 +46,7 @@ export const { openCountedConnection, openRawConnection, runSql } = load<typeof 
 export const { findStrategy, runStrategy, strategiesFor } = load<typeof import('../src/workload/strategies')>('workload/strategies');
 export const { flatValues } = load<typeof import('../src/workload/strategies/shared')>('workload/strategies/shared');
 export const { COLUMN_COUNT, makeRows } = load<typeof import('../src/workload/rows')>('workload/rows');
+export const { DeferredWorkTracker } = load<typeof import('../src/capture/deferred-work')>('capture/deferred-work');
 export const { createTableSql, dropTableSql, insertHead, placeholderRows, workloadTable } = load<typeof import('../src/workload/table')>('workload/table');
 export const { startBackend } = load<typeof import('../src/backends/registry')>('backends/registry');
 export const { CaptureSession } = load<typeof import('../src/capture/capture')>('capture/capture');

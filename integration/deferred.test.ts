@@ -17,7 +17,9 @@ import postgres from 'postgres';
 import { CaptureSession } from '../src/capture/capture';
 import type { Captured } from '../src/capture/capture';
 import type { BackendName, NetworkConnection } from '../src/backends/types';
+import type { Tally } from '../src/capture/tally';
 import { installSqltallyMatchers } from '../src/jest/matchers';
+import { windowPerTest } from '../src/jest/window';
 import { describeEachBackend, withBackend } from './harness';
 import { createTables } from './orms/fixture';
 
@@ -186,7 +188,19 @@ const UNNAMED: Partial<Record<BackendName, Record<string, RegExp>>> = {
   sqlite: { 'a knex insert (knex with its own pool)': /data_version/ },
 };
 
-function describeVerdict(t: Captured<unknown>): string {
+/** The cases a begin()/end() or windowPerTest window is tried with: its code runs in the test body's own context. */
+const WINDOW_CASES = ['a knex insert (counted pool, the README recipe)', 'a knex insert (knex with its own pool)', 'a query from setTimeout(50)'];
+
+/**
+ * Left running by a test body and finished before the runner's afterEach ended the window: knex over a counted
+ * better-sqlite3 handle runs its insert synchronously a few microtasks after the call, so the window holds all of it
+ * (the awaited counts) and nothing was pending when it ended.
+ */
+const FINISHED_BEFORE_AFTER_EACH: Partial<Record<BackendName, string[]>> = {
+  sqlite: ['a knex insert (counted pool, the README recipe)'],
+};
+
+function describeVerdict(t: Tally): string {
   return `${t.verdict.kind}: ${t.verdict.reason}`;
 }
 
@@ -239,6 +253,103 @@ describeEachBackend((b) => {
       expect(tally.deferredWork?.items.length).toBeGreaterThan(0);
     });
   }
+
+  /** A window the test body's code ran in, not awaited: never assert, and where it can be, named with its line. */
+  function expectNotAssert(name: string, tally: Tally | undefined): void {
+    expect(tally).toBeDefined();
+    const t = tally!;
+    expect(t.verdict.kind).not.toBe('assert');
+    const unnamed = UNNAMED[b.backend]?.[name];
+    if (unnamed) {
+      expect(t.verdict.reason).toMatch(unnamed);
+      return;
+    }
+    expect(t.verdict.reason).toMatch(HERE);
+    expect(t.verdict.reason).toMatch(/^the measured function returned (before|while) work it started/);
+    expect(t.deferredWork?.items.length).toBeGreaterThan(0);
+  }
+
+  function expectAwaited(name: string, tally: Tally): void {
+    const expected = AWAITED_NOT_ASSERT[b.backend]?.[name];
+    if (expected) expect(describeVerdict(tally)).toMatch(expected);
+    else expect(describeVerdict(tally)).toMatch(/^assert: /);
+    expect(tally.deferredWork).toBeNull();
+    const counts = awaitedCounts.get(name);
+    if (counts) expect({ calls: tally.layers.driver?.calls, rows: tally.layers.driver?.rowsAffected }).toEqual(counts);
+  }
+
+  // begin()/end() has no function to run in a context of its own: the code between them is the test body's.
+  for (const name of WINDOW_CASES) {
+    const c = CASES.find((x) => x.name === name)!;
+    it(`begin()/end(): ${name}, awaited: assert, the same counts as measure()`, async () => {
+      const open = await session.begin();
+      await c.start(clients!);
+      expectAwaited(name, await open.end());
+    });
+
+    it(`begin()/end(): ${name}, not awaited: never assert, the reason names the pending work and its line`, async () => {
+      const open = await session.begin();
+      const pending = c.start(clients!);
+      const tally = await open.end();
+      await pending;
+      expectNotAssert(name, tally);
+    });
+  }
+
+  it('begin()/end() called from an async helper the window started: the helper waiting for the end is not work', async () => {
+    const open = await session.begin();
+    const helper = async () => {
+      await clients!.insert('helper');
+      return open.end();
+    };
+    const tally = await helper();
+    expect(describeVerdict(tally)).toMatch(/^assert: /);
+    expect(tally.deferredWork).toBeNull();
+  });
+
+  /** Tallies of windowPerTest windows the runner's afterEach ended, by case: the test body had returned by then. */
+  const endedByRunner = new Map<string, Tally>();
+  describe('windowPerTest', () => {
+    let current: string | null = null;
+    const windows = windowPerTest(() => session, {
+      check: (t) => {
+        if (current !== null) endedByRunner.set(current, t);
+        current = null;
+      },
+    });
+    for (const name of WINDOW_CASES) {
+      const c = CASES.find((x) => x.name === name)!;
+      it(`${name}, awaited, tally() in the test: assert, the same counts as measure()`, async () => {
+        await c.start(clients!);
+        expectAwaited(name, await windows.tally());
+      });
+
+      it(`${name}, not awaited, tally() in the test: never assert, the reason names the pending work and its line`, async () => {
+        const pending = c.start(clients!);
+        const tally = await windows.tally();
+        await pending;
+        expectNotAssert(name, tally);
+      });
+
+      it(`${name}, not awaited, the window ended by afterEach: never assert (checked in the next test)`, () => {
+        current = name;
+        void c.start(clients!).catch(() => undefined);
+      });
+    }
+  });
+
+  it('windowPerTest windows the runner ended after a test left work running: never assert, named', () => {
+    for (const name of WINDOW_CASES) {
+      const tally = endedByRunner.get(name);
+      if (!FINISHED_BEFORE_AFTER_EACH[b.backend]?.includes(name)) {
+        expectNotAssert(name, tally);
+        continue;
+      }
+      expect(tally && describeVerdict(tally)).toMatch(/^assert: /);
+      const counts = awaitedCounts.get(name);
+      if (counts) expect({ calls: tally?.layers.driver?.calls, rows: tally?.layers.driver?.rowsAffected }).toEqual(counts);
+    }
+  });
 
   // Issue 36, item 3: the same code counted 1 or 2 calls from run to run, under `assert`, and a gate on it flapped.
   it('a counted call started by setTimeout(0) after an awaited one: every window counts both, none asserts', async () => {

@@ -413,6 +413,13 @@ function within<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
 /** Work the code asked Node for itself (a timer, a tick, a microtask): work whether or not the database moved. */
 const DIRECT_WORK = new Set(['Timeout', 'Immediate', 'TickObject', 'Microtask']);
 
+/** The counters read at the moment the window's code returned (or asked for the window's end). */
+interface AtReturn {
+  calls: number;
+  wire: number;
+  running: boolean;
+}
+
 /** A wait in ms as given, or a config error naming the value: a window must neither skip its wait by NaN nor hang. */
 function deferredWaitOf(ms: unknown, backend: string): number {
   if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > MAX_DEFERRED_WAIT_MS) {
@@ -731,6 +738,49 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     };
   }
 
+  /** Reads the counters at the function's return (see tracker.onReturn), before work it left has run. */
+  #readAtReturn(tracker: DeferredWorkTracker | null): { value: AtReturn | null } {
+    const at: { value: AtReturn | null } = { value: null };
+    if (tracker) {
+      const recorder = this.#recorder;
+      tracker.onReturn = () => {
+        let wire = 0;
+        for (const c of this.#proxy?.connections() ?? []) wire += c.counts.commandsTotal;
+        at.value = { calls: recorder.recordedInWindow, wire, running: recorder.callsInFlightInWindow > recorder.callsLetGoInWindow };
+      };
+    }
+    return at;
+  }
+
+  /** Waits for the work the window's code left running and says what of it is work (null: nothing). */
+  async #settleDeferred(tracker: DeferredWorkTracker, wait: number, atReturn: AtReturn | null): Promise<DeferredWork | null> {
+    const recorder = this.#recorder;
+    const running = () => recorder.callsInFlightInWindow > recorder.callsLetGoInWindow;
+    const wireCommands = () => (this.#proxy?.connections() ?? []).reduce((n, c) => n + c.counts.commandsTotal, 0);
+    // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
+    const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
+    let deferred = await tracker.settle(wait);
+    // A promise or socket request that settled in the wait is work only if the database saw something after the
+    // function returned (or a call was still running then): a driver's own promises and a socket shut down settle
+    // after it returned too, with nothing sent. One still pending is work whatever the database did: a query
+    // waiting for a pool connection has sent nothing yet. Timers, ticks and microtasks the code set always are.
+    const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
+    if (deferred && !databaseMoved) {
+      const items = deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
+      deferred = items.length > 0 ? { ...deferred, items } : null;
+    }
+    // A counted call running as the function returned that no other work explains (a postgres.js query started
+    // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
+    // waited for like any other work.
+    const candidates = deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
+    if (candidates.length > 0) {
+      for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
+      const still = new Set(tracker.unawaitedPromises().filter((c) => !c.settled).map((c) => c.site));
+      deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: c.settled || (!running() && !still.has(c.site)) })) };
+    }
+    return deferred;
+  }
+
   /**
    * One counted window around `fn`. The server probe's control window runs first; the user's error, if any, is kept
    * in the tally (and makes the verdict incomplete) rather than thrown, so a matcher can show it.
@@ -760,46 +810,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       }
       open.durationNs = Number(process.hrtime.bigint() - started);
     };
-    let atReturn: { calls: number; wire: number; running: boolean } | null = null;
-    if (tracker) {
-      const recorder = this.#recorder;
-      tracker.onReturn = () => {
-        let wire = 0;
-        for (const c of this.#proxy?.connections() ?? []) wire += c.counts.commandsTotal;
-        atReturn = { calls: recorder.recordedInWindow, wire, running: recorder.callsInFlightInWindow > recorder.callsLetGoInWindow };
-      };
-    }
+    const atReturn = this.#readAtReturn(tracker);
     tracker?.open();
     try {
       await (opts.around ? opts.around(timed) : timed());
       // A function given up on is still running: what it left is listed, not waited for.
-      if (tracker) {
-        const wait = thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs;
-        const recorder = this.#recorder;
-        const running = () => recorder.callsInFlightInWindow > recorder.callsLetGoInWindow;
-        const wireCommands = () => (this.#proxy?.connections() ?? []).reduce((n, c) => n + c.counts.commandsTotal, 0);
-        // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
-        const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
-        open.deferred = await tracker.settle(wait);
-        // A promise or socket request that settled in the wait is work only if the database saw something after the
-        // function returned (or a call was still running then): a driver's own promises and a socket shut down settle
-        // after it returned too, with nothing sent. One still pending is work whatever the database did: a query
-        // waiting for a pool connection has sent nothing yet. Timers, ticks and microtasks the code set always are.
-        const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
-        if (open.deferred && !databaseMoved) {
-          const items = open.deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
-          open.deferred = items.length > 0 ? { ...open.deferred, items } : null;
-        }
-        // A counted call running as the function returned that no other work explains (a postgres.js query started
-        // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
-        // waited for like any other work.
-        const candidates = open.deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
-        if (candidates.length > 0) {
-          for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
-          const still = new Set(tracker.unawaitedPromises().filter((c) => !c.settled).map((c) => c.site));
-          open.deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: c.settled || (!running() && !still.has(c.site)) })) };
-        }
-      }
+      if (tracker) open.deferred = await this.#settleDeferred(tracker, thrown !== NOTHING && gaveUp(thrown) ? 0 : waitMs, atReturn.value);
     } catch (err) {
       // `around` itself failed: the window still closes, and the error is the tally's.
       thrown = err;
@@ -879,16 +895,30 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * `beforeEach` and `afterEach`, see `windowPerTest` in jest/). Nothing is handed over; the window covers whatever
    * ran, as `measure` with `connection: 'none'` does. Only one window is open on a session at a time.
    */
-  async begin(opts: Pick<MeasureOptions, 'ignore'> = {}): Promise<OpenCapture> {
+  async begin(opts: Pick<MeasureOptions, 'ignore' | 'deferredWaitMs'> = {}): Promise<OpenCapture> {
+    const waitMs = deferredWaitOf(opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS, this.backend.description.id);
     const open = await this.#open('none', opts);
     const started = process.hrtime.bigint();
     let ended: Promise<Tally> | null = null;
+    const tracker = this.#deferred;
+    const atReturn = this.#readAtReturn(tracker);
+    // The code under the window runs in its caller's context (a test body): work is told by the frames that made it.
+    tracker?.open(true);
+    const close = async (error: unknown): Promise<Tally> => {
+      open.durationNs = Number(process.hrtime.bigint() - started);
+      try {
+        if (tracker) open.deferred = await this.#settleDeferred(tracker, waitMs, atReturn.value);
+      } finally {
+        tracker?.close();
+      }
+      return this.#close(open, error === undefined ? NOTHING : error, opts);
+    };
     return {
-      end: (error?: unknown) =>
-        (ended ??= (async () => {
-          open.durationNs = Number(process.hrtime.bigint() - started);
-          return this.#close(open, error === undefined ? NOTHING : error, opts);
-        })()),
+      end: (error?: unknown) => {
+        if (ended) return ended;
+        const run = () => (ended = close(error));
+        return tracker ? tracker.ending(run) : run();
+      },
     };
   }
 

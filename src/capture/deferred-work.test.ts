@@ -128,3 +128,50 @@ describe('what following a promise costs', () => {
     }
   });
 });
+
+describe("a begin() window (no function of its own: the caller's context)", () => {
+  /** Opens an ambient window, runs `body` as a test body would, and ends it from inside the body. */
+  async function window(body: (end: () => Promise<unknown>) => Promise<unknown>, waitMs = 300) {
+    const tracker = new DeferredWorkTracker();
+    tracker.open(true);
+    const ended: { left: Awaited<ReturnType<DeferredWorkTracker['settle']>> } = { left: null };
+    try {
+      await body(() => tracker.ending(async () => (ended.left = await tracker.settle(waitMs))));
+      return ended.left;
+    } finally {
+      tracker.close();
+    }
+  }
+
+  it('a timer and a promise the body started and did not await are named with their line', async () => {
+    const left = await window(async (end) => {
+      setTimeout(() => undefined, 20);
+      void new Promise((r) => setTimeout(r, 30)).then(() => undefined);
+      await end();
+    });
+    expect(left?.items.map((i) => [i.type, HERE.test(i.site ?? '')])).toEqual(expect.arrayContaining([['Timeout', true], ['PROMISE', true]]));
+  });
+
+  it('awaited work, and the async functions waiting for the end, leave nothing behind', async () => {
+    const left = await window(async (end) => {
+      await new Promise((r) => setTimeout(r, 5));
+      const helper = async () => {
+        await new Promise((r) => setTimeout(r, 5));
+        return end();
+      };
+      await helper();
+    });
+    expect(left).toBeNull();
+  });
+
+  it("a library's own timer, made while the window is open, is not the user's work", async () => {
+    const { PassThrough } = await import('node:stream');
+    const s = new PassThrough();
+    s.resume();
+    const left = await window(async (end) => {
+      await new Promise<void>((r) => s.write('x', () => r()));
+      await end();
+    });
+    expect(left).toBeNull();
+  });
+});

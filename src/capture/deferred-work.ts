@@ -10,6 +10,8 @@ export const MAX_DEFERRED_WAIT_MS = 600_000;
 const POLL_MS = 5;
 /** Deep enough to reach the user's frame under an ORM's query builder (knex: about 15 frames). */
 const STACK_FRAMES = 40;
+/** The hook's frames and Node's (about 4), and the few calls nearest the resource's creation. */
+const SHALLOW_FRAMES = 10;
 
 /** One piece of asynchronous work the measured function started and had not finished when it returned. */
 export const DeferredWorkItemSchema = z.object({
@@ -70,6 +72,8 @@ const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers
 /** V8's captured frames, formatted (the costly part) only if an entry holding it is still pending when asked. */
 interface Trace {
   stack?: string;
+  /** V8's call sites, when they were read at creation (a begin() window decides there whether it is the user's). */
+  sites?: NodeJS.CallSite[];
   /** The callback run (see `#turn`) it was captured in. */
   turn: number;
   /** Its frames once formatted: one trace can be shared by several promises. */
@@ -132,16 +136,22 @@ function isWork(e: Entry): boolean {
 function framesOf(trace: Trace): { line: string; async: boolean }[] {
   if (trace.frames) return trace.frames;
   const environment = Error.prepareStackTrace;
-  let sites: NodeJS.CallSite[] = [];
-  Error.prepareStackTrace = (error, s) => {
-    sites = s;
-    return environment ? environment(error, s) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
-  };
+  let sites: NodeJS.CallSite[] = trace.sites ?? [];
+  const print = (error: Error, s: NodeJS.CallSite[]): string =>
+    environment ? String(environment(error, s)) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
   let text: string;
-  try {
-    text = String(trace.stack ?? '');
-  } finally {
-    Error.prepareStackTrace = environment;
+  if (trace.sites) {
+    text = print(trace as unknown as Error, trace.sites);
+  } else {
+    Error.prepareStackTrace = (error, s) => {
+      sites = s;
+      return print(error, s);
+    };
+    try {
+      text = String(trace.stack ?? '');
+    } finally {
+      Error.prepareStackTrace = environment;
+    }
   }
   const lines = text.split('\n').filter((l) => /^\s*at /.test(l));
   // One printed line per call site; if a printer merged or dropped some, the text's own "async" marks are all there is.
@@ -157,6 +167,104 @@ function capture(turn: number): Trace {
   Error.captureStackTrace(trace);
   Error.stackTraceLimit = limit;
   return trace;
+}
+
+/** Hands V8's call sites back as they are: the stack as objects, not formatted. */
+const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
+
+/**
+ * The stack here as call sites (no formatting), for a begin() window, which tells the user's work when it is made.
+ * Reading the sites costs more than a lazy capture's formatting never done, so a measured function's work is not
+ * read this way. A few frames first: the hook's own and Node's, then nearly always the
+ * user's frame or the first asynchronous one, past which attribution never looks; the deep capture only when
+ * neither was among them (an ORM's promise made some 15 frames under the user's call). A frame walked is most of a
+ * capture's cost.
+ */
+function captureSites(turn: number): Trace {
+  const environment = Error.prepareStackTrace;
+  const limit = Error.stackTraceLimit;
+  Error.prepareStackTrace = AS_SITES;
+  try {
+    let sites = sitesHere(SHALLOW_FRAMES);
+    if (sites !== null && sites.length >= SHALLOW_FRAMES && !reachesUser(sites)) sites = sitesHere(STACK_FRAMES);
+    return sites === null ? { turn } : { turn, sites };
+  } finally {
+    Error.prepareStackTrace = environment;
+    Error.stackTraceLimit = limit;
+  }
+}
+
+function sitesHere(frames: number): NodeJS.CallSite[] | null {
+  Error.stackTraceLimit = frames;
+  const holder: { stack?: unknown } = {};
+  Error.captureStackTrace(holder, captureSites);
+  return Array.isArray(holder.stack) ? (holder.stack as NodeJS.CallSite[]) : null;
+}
+
+/** Whether the frames reach as far as attribution reads: a frame of the user's code, or the first asynchronous one. */
+function reachesUser(sites: NodeJS.CallSite[]): boolean {
+  for (const site of sites) {
+    if (site.isAsync()) return true;
+    const file = siteFile(site);
+    if (file !== null && isUserFile(file)) return true;
+  }
+  return false;
+}
+
+function siteFile(site: NodeJS.CallSite): string | null {
+  const name = site.getFileName();
+  if (!name) return null;
+  return name.startsWith('file://') ? name.slice('file://'.length) : name;
+}
+
+/** The async_hooks machinery between a resource's creation and the hook (and the hook itself). */
+function isHookFrame(file: string): boolean {
+  return file.startsWith('node:internal/async_hooks') || isOwn(file);
+}
+
+/**
+ * Whether call sites read at creation show the user's work, by the rule `attribute` applies to printed frames: the
+ * first frame of the user's code among the synchronous callers, and for `direct` kinds nothing but Node's timer and
+ * tick files in between. Positions are those of the code that runs, which is enough to tell whose file it is.
+ */
+function isUserSites(sites: NodeJS.CallSite[], kind: Kind): boolean {
+  let direct = true;
+  for (const site of sites) {
+    if (site.isAsync()) return false;
+    const file = siteFile(site);
+    if (file === null) continue;
+    if (isOwn(file)) continue;
+    if (file.startsWith('node:')) {
+      if (!API_FILES.test(file)) direct = false;
+      continue;
+    }
+    if (isUserFile(file)) return !kind.direct || direct;
+    direct = false;
+  }
+  return false;
+}
+
+/** A function of the user's code, by its file and where it begins (`file:line:column` of its first character). */
+function functionOf(site: NodeJS.CallSite): string | null {
+  const file = siteFile(site);
+  if (file === null || !isUserFile(file)) return null;
+  const s = site as NodeJS.CallSite & { getEnclosingLineNumber?: () => number | null; getEnclosingColumnNumber?: () => number | null };
+  const line = s.getEnclosingLineNumber?.();
+  const column = s.getEnclosingColumnNumber?.();
+  return line == null || column == null ? null : `${file}:${line}:${column}`;
+}
+
+/**
+ * For a promise made by a user's function itself (its own promise, an await's), with no call in between: that
+ * function. Such a promise is in the chain that awaits the window's end when the function is on that chain.
+ */
+function madeByFunction(trace: Trace): string | null {
+  for (const site of trace.sites ?? []) {
+    const file = siteFile(site);
+    if (file !== null && isHookFrame(file)) continue;
+    return functionOf(site);
+  }
+  return null;
 }
 
 /**
@@ -224,6 +332,18 @@ export class DeferredWorkTracker {
   #lastPromiseId = -1;
   #lastPromiseTrace: Trace | null = null;
   #returnTurn = -1;
+  /**
+   * A begin() window: no function to run in a context of its own, so a resource created anywhere is followed when a
+   * frame of the user's code made it (see `isUserSites`), and what that starts, transitively.
+   */
+  #ambient = false;
+  /** The window's end was asked for: nothing new is followed but what the work already followed starts. */
+  #closing = false;
+  /** The end's own synchronous code runs: what it creates, and what is chained from that, awaits the end. */
+  #ending = false;
+  readonly #excluded = new Set<number>();
+  /** The user's functions on the stack that asked for the end: their own promises wait for it, they are not work. */
+  readonly #chain = new Set<string>();
 
   /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
   onReturn: (() => void) | null = null;
@@ -249,22 +369,33 @@ export class DeferredWorkTracker {
     };
     this.#hook = createHook({
       init(asyncId, type, trigger, resource) {
-        if (!inside.has(executionAsyncId())) return;
+        if (self.#ending || (self.#excluded.size > 0 && self.#excluded.has(trigger))) {
+          self.#excluded.add(asyncId);
+          return;
+        }
+        let trace: Trace | undefined;
+        if (!inside.has(executionAsyncId())) {
+          if (!self.#ambient || self.#closing) return;
+          const rootKind = KINDS[type];
+          if (rootKind === undefined) return;
+          trace = captureSites(self.#turn);
+          if (trace.sites === undefined || !isUserSites(trace.sites, rootKind)) return;
+        }
         inside.add(asyncId);
         const kind = KINDS[type];
         if (kind === undefined) return;
-        let trace: Trace | undefined;
         if (type === 'PROMISE') {
           // A promise chained from another (then, await) says something waits for that one.
           const parent = entries.get(trigger);
           if (parent !== undefined) parent.observed = true;
           if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
           // Chained (then, await) in the same synchronous run as the promise it waits on: made by the same lines,
-          // so that promise's stack is this one's; a stack capture is most of what following a promise costs.
+          // so that promise's stack is this one's; a stack capture is most of what following a promise costs. A
+          // begin() window reads its call sites (see `madeByFunction`), which a measured function's need not have.
           const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
-          if (source && source.turn === self.#turn) trace = source;
+          if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
         }
-        trace ??= capture(self.#turn);
+        trace ??= self.#ambient ? captureSites(self.#turn) : capture(self.#turn);
         if (type === 'PROMISE') {
           self.#lastPromiseId = asyncId;
           self.#lastPromiseTrace = trace;
@@ -288,8 +419,17 @@ export class DeferredWorkTracker {
     });
   }
 
-  /** Starts tracking; `run` then runs the measured function in the window's own async context. */
-  open(): void {
+  /**
+   * Starts tracking; `run` then runs the measured function in the window's own async context. `ambient`: a begin()
+   * window, whose code runs in the caller's context (a test body): the user's work is told by the frames that made it,
+   * and `ending()` marks where it ends.
+   */
+  open(ambient = false): void {
+    this.#ambient = ambient;
+    this.#closing = false;
+    this.#ending = false;
+    this.#excluded.clear();
+    this.#chain.clear();
     this.#inside.clear();
     this.#entries.clear();
     this.#late.length = 0;
@@ -301,6 +441,7 @@ export class DeferredWorkTracker {
     this.#lastPromiseTrace = null;
     this.#hook.enable();
     this.#enabled = true;
+    if (ambient) return;
     this.#root = new AsyncResource('sqltally.window', { requireManualDestroy: true });
     this.#inside.add(this.#root.asyncId());
   }
@@ -332,6 +473,36 @@ export class DeferredWorkTracker {
     return result;
   }
 
+  /**
+   * A begin() window's end is asked for, synchronously, by the code that called it: that is the function's return.
+   * `during` runs the end's own synchronous part (it creates the promise the caller will await); what it creates,
+   * and whatever is chained from that, waits for the end and is not work. So are the own promises of the user's
+   * functions on the stack now (sync or awaiting): a test body that reads its tally waits for it.
+   */
+  ending<T>(during: () => T): T {
+    if (!this.#enabled || !this.#ambient) return during();
+    this.#closing = true;
+    const trace = captureSites(this.#turn);
+    for (const site of trace.sites ?? []) {
+      const fn = functionOf(site);
+      if (fn !== null) this.#chain.add(fn);
+    }
+    this.#markReturned();
+    this.#ending = true;
+    try {
+      return during();
+    } finally {
+      this.#ending = false;
+    }
+  }
+
+  /** Waits for the end (see `ending`): not the user's work. */
+  #awaitsEnd(e: Entry): boolean {
+    if (this.#chain.size === 0 || e.type !== 'PROMISE') return false;
+    const fn = madeByFunction(e.trace);
+    return fn !== null && this.#chain.has(fn);
+  }
+
   /** The user's work pending now. */
   #pending(): Entry[] {
     const out: Entry[] = [];
@@ -341,7 +512,7 @@ export class DeferredWorkTracker {
         this.#entries.delete(id);
         continue;
       }
-      if (!isWork(e)) continue;
+      if (!isWork(e) || this.#awaitsEnd(e)) continue;
       attribute(e);
       if (e.user) out.push(e);
     }
@@ -356,7 +527,7 @@ export class DeferredWorkTracker {
   unawaitedPromises(): DeferredWorkItem[] {
     const out: Entry[] = [];
     for (const e of [...this.#late, ...this.#entries.values()]) {
-      if (e.type !== 'PROMISE') continue;
+      if (e.type !== 'PROMISE' || this.#awaitsEnd(e)) continue;
       attribute(e);
       if (e.user) out.push(e);
     }
@@ -372,7 +543,7 @@ export class DeferredWorkTracker {
     // The function's promise was not a native one (a thenable): it has returned by the time it is awaited.
     this.#markReturned();
     const started = Date.now();
-    const late = (): Entry[] => this.#late.filter((e) => isWork(e) && (attribute(e), e.user));
+    const late = (): Entry[] => this.#late.filter((e) => isWork(e) && !this.#awaitsEnd(e) && (attribute(e), e.user));
     if (this.#pending().length === 0 && late().length === 0) return null;
     while (this.#pending().length > 0 && Date.now() - started < waitMs) await new Promise((r) => setTimeout(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq);
@@ -391,5 +562,9 @@ export class DeferredWorkTracker {
     this.#entries.clear();
     this.#late.length = 0;
     this.#lastPromiseTrace = null;
+    this.#excluded.clear();
+    this.#chain.clear();
+    this.#ambient = false;
+    this.#closing = false;
   }
 }
