@@ -21,7 +21,7 @@ function call(fn: (cb: (err: Error | null) => void) => unknown): Promise<void> {
 }
 
 /**
- * node-sqlite3's documented bulk insert: BEGIN, then inside `serialize()` one `prepare`, `run` per row queued without
+ * node-sqlite3's documented bulk insert: inside `serialize()`, BEGIN, one `prepare`, `run` per row queued without
  * waiting, `finalize`; then COMMIT, or ROLLBACK when a row failed (every queued call has run by then, so the choice
  * is made on the outcome, not at queue time).
  */
@@ -29,7 +29,7 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
   name: 'sqlite3.per-row-tx',
   driver: 'sqlite3',
   backends: BACKENDS,
-  summary: 'run(BEGIN), then inside serialize(): prepare() once, run() per row queued without waiting, then run(COMMIT)',
+  summary: 'inside serialize(): run(BEGIN), prepare() once, run() per row queued without waiting, then run(COMMIT)',
   chunking: 'per-row',
   build: (rows, table) => bigintsAsText(perRowStep(rows, table)),
   async run(db, input) {
@@ -38,11 +38,9 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
       const keep = (err: Error | null): void => {
         failure ??= err;
       };
-      // BEGIN awaited before prepare(): the wrapper records a prepare when it is called, so a BEGIN still queued
-      // would be recorded after it.
-      await call((cb) => db.run('BEGIN', cb));
       await new Promise<void>((resolve) => {
         db.serialize(() => {
+          db.run('BEGIN', keep);
           const statement = db.prepare(step.sql, keep);
           for (const params of step.params) statement.run(params as unknown[], keep);
           statement.finalize(() => resolve());
