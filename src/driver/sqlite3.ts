@@ -301,7 +301,8 @@ export const SQLITE3_DRIVER: DriverModule<'sqlite3', Sqlite3Handle> = {
   // `all` runs one statement and hands back its rows (none for DDL or a write); sqltally's own SQL is one statement.
   runSql: (h, sql) => promised<unknown[]>((cb) => h.all(sql, cb)),
   ping: null,
-  rowSource: (h) => ({ all: (sql, params = []) => promised<Record<string, unknown>[]>((cb) => h.all(sql, [...params], cb)) }),
+  // node-sqlite3 reads every INTEGER as a double.
+  rowSource: (h) => ({ all: (sql, params = []) => promised<Record<string, unknown>[]>((cb) => h.all(sql, [...params], cb)), lossyInt64: true }),
   model: sqlite3Model,
   stableWireBytes: true,
   embedded: true,
