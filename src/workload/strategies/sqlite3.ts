@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'sqlite3';
 import { COLUMN_COUNT } from '../rows';
-import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
-import type { ExpectedCall, InsertStrategy, PreparedStep } from './types';
+import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps, preparedPerSizeCalls, runPreparedPerSize } from './shared';
+import type { InsertStrategy, PreparedStep } from './types';
 
 const BACKENDS = ['sqlite'] as const;
 
@@ -70,35 +70,13 @@ export const SQLITE3_MULTIROW = defineStrategy({
     'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
   build: (rows, table, plan) => bigintsAsText(placeholderSteps(rows, table, plan.statementRows)),
-  async run(db, input) {
-    const prepared = new Map<string, Statement>();
-    try {
-      for (const step of input.steps) {
-        let statement = prepared.get(step.sql);
-        if (!statement) {
-          statement = db.prepare(step.sql);
-          prepared.set(step.sql, statement);
-        }
-        const s = statement;
-        // An array binds as anonymous parameters: no 30000-argument spread.
-        await call((cb) => s.run(step.params[0] as unknown[], cb));
-      }
-    } finally {
-      for (const statement of prepared.values()) await call((cb) => statement.finalize(cb));
-    }
-  },
-  calls(plan) {
-    const calls: ExpectedCall[] = [];
-    const seen = new Set<number>();
-    for (const n of plan.statementRows) {
-      if (!seen.has(n)) {
-        seen.add(n);
-        calls.push(expectedCall('prepare', 'prepare', 'insert', 0, 0));
-      }
-      calls.push(expectedCall('run', 'execute', 'insert', n * COLUMN_COUNT));
-    }
-    return calls;
-  },
+  run: (db, input) =>
+    runPreparedPerSize<Statement>(input.steps, {
+      prepare: (sql) => db.prepare(sql),
+      run: (statement, values) => call((cb) => statement.run(values, cb)),
+      finalize: (statement) => call((cb) => statement.finalize(cb)),
+    }),
+  calls: preparedPerSizeCalls,
 });
 
 /** The raw-SQL twin: literals escaped for SQLite, `exec(sql)`. */
