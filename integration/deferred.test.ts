@@ -8,7 +8,7 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import { knex, KnexPool } from 'knex';
 import type { Knex } from 'knex';
 import { Kysely, MysqlDialect, PostgresDialect, sql as kyselySql, SqliteDialect } from 'kysely';
-import type { Generated } from 'kysely';
+import type { Dialect as KyselyDialect, Generated } from 'kysely';
 import * as mariadb from 'mariadb';
 import mysql2Callback from 'mysql2';
 import mysql from 'mysql2/promise';
@@ -100,34 +100,10 @@ async function clientsFor(backend: BackendName, session: CaptureSession): Promis
   }
   const at = network(c);
   const options = { host: at.host, port: at.port, user: at.user, password: at.password, database: at.database };
-  if (backend === 'postgres') {
-    const pool = session.count(new pg.Pool({ ...options, max: 2, idleTimeoutMillis: 0 }));
-    const knexCounted = knex({ client: 'pg', connectionPool: pool });
-    const knexOwn = knex({ client: 'pg', connection: options, pool: { min: 1, max: 1, idleTimeoutMillis: 3_600_000 } });
-    const kysely = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: session.count(new pg.Pool({ ...options, max: 1, idleTimeoutMillis: 0 })) }) });
-    const d = drizzlePg({ client: pool });
-    await knexCounted.raw('select 1');
-    await knexOwn.raw('select 1');
-    await kyselySql`select 1`.execute(kysely);
-    return {
-      knexCounted,
-      knexOwn,
-      kysely,
-      drizzle: { insert: (r) => d.insert(drizzleChildren.postgres).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute() },
-      insert: (name) => pool.query('INSERT INTO children (parent_id, name) VALUES (1, $1)', [name]),
-      end: async () => {
-        await knexCounted.destroy();
-        await knexOwn.destroy();
-        await kysely.destroy();
-        await pool.end();
-      },
-    };
-  }
-  const pool = session.count(mysql.createPool({ ...options, connectionLimit: 2 }));
-  const knexCounted = knex({ client: 'mysql2', connectionPool: pool });
-  const knexOwn = knex({ client: 'mysql2', connection: options, pool: { min: 1, max: 1 } });
-  const kysely = new Kysely<Tables>({ dialect: new MysqlDialect({ pool: session.count(mysql2Callback.createPool({ ...options, connectionLimit: 1 })) }) });
-  const d = drizzleMysql({ client: pool });
+  const { pool, knexClient, knexOwnPool, kyselyDialect, drizzleInsert, insertSql } = NETWORK_CLIENTS[backend === 'postgres' ? 'postgres' : 'mysql'](session, options);
+  const knexCounted = knex({ client: knexClient, connectionPool: pool });
+  const knexOwn = knex({ client: knexClient, connection: options, pool: knexOwnPool });
+  const kysely = new Kysely<Tables>({ dialect: kyselyDialect });
   await knexCounted.raw('select 1');
   await knexOwn.raw('select 1');
   await kyselySql`select 1`.execute(kysely);
@@ -135,8 +111,8 @@ async function clientsFor(backend: BackendName, session: CaptureSession): Promis
     knexCounted,
     knexOwn,
     kysely,
-    drizzle: { insert: (r) => d.insert(drizzleChildren.mysql).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute() },
-    insert: (name) => pool.query('INSERT INTO children (parent_id, name) VALUES (1, ?)', [name]),
+    drizzle: { insert: drizzleInsert },
+    insert: (name) => pool.query(insertSql, [name]),
     end: async () => {
       await knexCounted.destroy();
       await knexOwn.destroy();
@@ -145,6 +121,47 @@ async function clientsFor(backend: BackendName, session: CaptureSession): Promis
     },
   };
 }
+
+type NetworkOptions = Omit<NetworkConnection, 'kind'>;
+
+/** What differs between the two protocols' clients: the counted pools, knex's client, Kysely's dialect, drizzle. */
+interface NetworkClients {
+  /** Counted into the session; knex's counted client and drizzle share it. */
+  pool: Knex.ConnectionPool & { query(sql: string, values: unknown[]): Promise<unknown>; end(): Promise<void> };
+  knexClient: string;
+  knexOwnPool: Knex.PoolConfig;
+  /** Over a second counted pool of one connection. */
+  kyselyDialect: KyselyDialect;
+  drizzleInsert: Clients['drizzle']['insert'];
+  insertSql: string;
+}
+
+const NETWORK_CLIENTS: Record<'postgres' | 'mysql', (session: CaptureSession, options: NetworkOptions) => NetworkClients> = {
+  postgres: (session, options) => {
+    const pool = session.count(new pg.Pool({ ...options, max: 2, idleTimeoutMillis: 0 }));
+    const d = drizzlePg({ client: pool });
+    return {
+      pool,
+      knexClient: 'pg',
+      knexOwnPool: { min: 1, max: 1, idleTimeoutMillis: 3_600_000 },
+      kyselyDialect: new PostgresDialect({ pool: session.count(new pg.Pool({ ...options, max: 1, idleTimeoutMillis: 0 })) }),
+      drizzleInsert: (r) => d.insert(drizzleChildren.postgres).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute(),
+      insertSql: 'INSERT INTO children (parent_id, name) VALUES (1, $1)',
+    };
+  },
+  mysql: (session, options) => {
+    const pool = session.count(mysql.createPool({ ...options, connectionLimit: 2 }));
+    const d = drizzleMysql({ client: pool });
+    return {
+      pool,
+      knexClient: 'mysql2',
+      knexOwnPool: { min: 1, max: 1 },
+      kyselyDialect: new MysqlDialect({ pool: session.count(mysql2Callback.createPool({ ...options, connectionLimit: 1 })) }),
+      drizzleInsert: (r) => d.insert(drizzleChildren.mysql).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute(),
+      insertSql: 'INSERT INTO children (parent_id, name) VALUES (1, ?)',
+    };
+  },
+};
 
 /** Work started one way, awaited or not. */
 interface Case {

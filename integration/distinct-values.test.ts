@@ -126,6 +126,13 @@ const SQLITE_FORMS: Form<SqliteLike>[] = [
   { name: 'run({ v })', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (@v)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run({ v }) },
 ];
 
+/** A statement once node-sqlite3 has prepared it (its callback), so the prepare is done before the window opens. */
+function prepared(h: Sqlite3Like, sql: string): Promise<Sqlite3StatementLike> {
+  return new Promise((resolve, reject) => {
+    const statement = h.prepare(sql, (err: Error | null) => (err ? reject(err) : resolve(statement as Sqlite3StatementLike)));
+  });
+}
+
 const SQLITE3_FORMS: Form<Sqlite3Like>[] = [
   { name: 'run(sql, value, cb)', call: (h, t, v) => settled((cb) => h.run(`INSERT INTO ${t} VALUES (?)`, v, cb)) },
   { name: 'run(sql, [value], cb)', call: (h, t, v) => settled((cb) => h.run(`INSERT INTO ${t} VALUES (?)`, [v], cb)) },
@@ -134,13 +141,13 @@ const SQLITE3_FORMS: Form<Sqlite3Like>[] = [
   { name: 'run(sql, value), no callback', call: (h, t, v) => (h.run(`INSERT INTO ${t} VALUES (?)`, v), settled((cb) => h.wait(cb))) },
   {
     name: 'prepare, then run(value, cb)',
-    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)),
+    prepare: (h, t) => prepared(h, `INSERT INTO ${t} VALUES (?)`),
     call: (_h, _t, v, st) => settled((cb) => (st as Sqlite3StatementLike).run(v, cb)),
     release: (st) => settled((cb) => (st as Sqlite3StatementLike).finalize(cb)),
   },
   {
     name: 'prepare, then run({ $v }, cb)',
-    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES ($v)`)),
+    prepare: (h, t) => prepared(h, `INSERT INTO ${t} VALUES ($v)`),
     call: (_h, _t, v, st) => settled((cb) => (st as Sqlite3StatementLike).run({ $v: v }, cb)),
     release: (st) => settled((cb) => (st as Sqlite3StatementLike).finalize(cb)),
   },

@@ -34,6 +34,17 @@ const EXPECTED: Record<BackendName, Record<string, CellExpectation>> = {
       expect(c.layers.driver?.byKind).toMatchObject({ execute: 1 });
       expect(c.layers.server?.summary.rowsInserted).toBe(ROWS);
     },
+    // node-sqlite3 in the same run, on the same file: its rows are reset, checked and read back through its own copy
+    // of SQLite, never better-sqlite3's.
+    'sqlite3.per-row-tx': (c) => {
+      expect(c.layers.driver?.calls).toBe(ROWS + 3);
+      expect(c.layers.driver?.byKind).toMatchObject({ prepare: 1, query: 2, execute: ROWS });
+      expect(c.layers.server?.summary.rowsInserted).toBe(ROWS);
+    },
+    'sqlite3.multirow': (c) => {
+      expect(c.layers.driver?.byKind).toMatchObject({ prepare: 1, execute: 1 });
+      expect(c.layers.server?.summary.rowsInserted).toBe(ROWS);
+    },
   },
   mariadb: {
     'mariadb.batch': (c) => {

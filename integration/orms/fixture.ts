@@ -1,6 +1,7 @@
 import type { BackendName, StartedBackend } from '../../src/backends/types';
 import { openRawConnection, runSql } from '../../src/driver/open';
-import { READ_DRIVER_BY_BACKEND } from '../../src/workload/connect';
+import { readDriverFor } from '../../src/workload/connect';
+import type { DriverName } from '../../src/shared/driver-names';
 
 /**
  * The data every ORM test works on: PARENTS parents with SEEDED_PER_PARENT children each, made before any ORM is
@@ -33,14 +34,15 @@ interface PlainClient {
 }
 
 /**
- * sqltally's own raw connection (`openRawConnection`) of the driver it reads back with on each backend, which goes
+ * sqltally's own raw connection (`openRawConnection`) of the driver it reads back with (`readDriverFor`: an in-process
+ * engine's through the ORM's own driver, as two SQLite copies must not hold one file open at once), which goes
  * around the proxy like any direct client and is noted as departed when closed: the server lists a session for a
  * moment after its client closed it, and a window opened right after (the next test's) took such a session for a
  * client around the proxy, one Question more than the window's connections sent, and said `report` (typeorm and
  * kysely on MySQL 9.7, about once in twenty runs). Noted, it is waited for.
  */
-async function plainClient(backend: StartedBackend): Promise<PlainClient> {
-  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+async function plainClient(backend: StartedBackend, cellDriver?: DriverName): Promise<PlainClient> {
+  const driver = readDriverFor(backend.description.name, cellDriver);
   const opened = await openRawConnection(driver, backend.connection, { backend: backend.description.id });
   const run = (sql: string): Promise<unknown[]> => runSql(driver, opened.handle as never, sql);
   return {
@@ -76,8 +78,8 @@ const DDL = {
  * it is a window's, and no connection but the ORM's is open when a window starts (on a server sqltally started,
  * any other connection would make the verdict `report`).
  */
-export async function createTables(backend: StartedBackend): Promise<void> {
-  const client = await plainClient(backend);
+export async function createTables(backend: StartedBackend, cellDriver?: DriverName): Promise<void> {
+  const client = await plainClient(backend, cellDriver);
   try {
     await client.exec('DROP TABLE IF EXISTS children');
     await client.exec('DROP TABLE IF EXISTS parents');
@@ -98,8 +100,8 @@ export interface BulkCheck {
   distinctNames: number;
 }
 
-export async function checkBulk(backend: StartedBackend, tag: string): Promise<BulkCheck> {
-  const client = await plainClient(backend);
+export async function checkBulk(backend: StartedBackend, tag: string, cellDriver?: DriverName): Promise<BulkCheck> {
+  const client = await plainClient(backend, cellDriver);
   try {
     const [row] = await client.rows(
       `SELECT COUNT(*) AS n, COALESCE(SUM(parent_id), 0) AS s, COUNT(DISTINCT name) AS d FROM children WHERE name LIKE 'bulk-${tag}-%'`,
@@ -111,8 +113,8 @@ export async function checkBulk(backend: StartedBackend, tag: string): Promise<B
 }
 
 /** How many children the first PARENTS parents have, read through a fresh, uncounted connection. */
-export async function childrenOfParents(backend: StartedBackend): Promise<number> {
-  const client = await plainClient(backend);
+export async function childrenOfParents(backend: StartedBackend, cellDriver?: DriverName): Promise<number> {
+  const client = await plainClient(backend, cellDriver);
   try {
     const [row] = await client.rows(`SELECT COUNT(*) AS n FROM children WHERE parent_id <= ${PARENTS}`);
     return Number(row?.n);

@@ -117,7 +117,7 @@ export function describeOrm(orm: string, cases: OrmCases): void {
     const backend = withBackend(b.id);
 
     beforeAll(async () => {
-      await createTables(backend());
+      await createTables(backend(), c.driver);
       // An in-process engine's driver is the session's too: two SQLite copies must not hold one file open at once.
       const own = DRIVERS[c.driver].embedded ? { driver: c.driver } : {};
       session = await CaptureSession.open({ backend: backend(), ...own, table: { name: 'children', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
@@ -130,7 +130,7 @@ export function describeOrm(orm: string, cases: OrmCases): void {
       const rows = bulkRows(`t${++tag}`);
       const tally = await session!.measure(() => under!.bulkInsert(rows));
       expectTally(tally, c.bulk);
-      expect(await checkBulk(backend(), `t${tag}`)).toEqual({ rows: BULK_ROWS, parentIdSum: BULK_PARENT_ID_SUM, distinctNames: BULK_ROWS });
+      expect(await checkBulk(backend(), `t${tag}`, c.driver)).toEqual({ rows: BULK_ROWS, parentIdSum: BULK_PARENT_ID_SUM, distinctNames: BULK_ROWS });
     });
 
     it(`${orm} (${what}): an N+1 read loop (${PARENTS} parents, then the children of each), exact on every layer, one shape of ${PARENTS} calls`, async () => {
@@ -139,7 +139,7 @@ export function describeOrm(orm: string, cases: OrmCases): void {
         read = await under!.readLoop();
       });
       expectTally(tally, c.read);
-      expect(read).toBe(await childrenOfParents(backend()));
+      expect(read).toBe(await childrenOfParents(backend(), c.driver));
       if (c.driverLayer === 'counted') {
         const shapes = tally.layers.driver?.shapes.map((s) => [s.fingerprint, s.kind, s.calls]);
         expect(shapes).toEqual(c.read.shapes);

@@ -1095,7 +1095,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         if (err instanceof NoAnswer) silent = true;
         return null;
       });
-    const atGiveUp = table ? await read(() => countRows(this.backend, table), `counting ${table.name} at the give-up`) : null;
+    const atGiveUp = table ? await read(() => countRows(this.backend, table, this.driver), `counting ${table.name} at the give-up`) : null;
     // Asked to cancel even when the count went unanswered: a server slow under load may still take the cancel, and a
     // statement left running would go on committing rows nobody counts.
     const cancelled = opts.onTimeout === 'wait' ? [] : ((await read(() => cancelRunning(this.backend, running), 'cancelling the running statements')) ?? []);
@@ -1104,7 +1104,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const unresponsive = unread.length > 0;
     if (silent) this.#serverSilent = true;
     const settled = this.#proxy && !unresponsive ? await this.#proxy.settle({ timeoutMs: AFTER_TIMEOUT_SETTLE_MS }) : null;
-    const afterwards = table && !unresponsive ? await read(() => countRows(this.backend, table), `counting ${table.name} afterwards`) : null;
+    const afterwards = table && !unresponsive ? await read(() => countRows(this.backend, table, this.driver), `counting ${table.name} afterwards`) : null;
     const committedAfter = atGiveUp !== null && afterwards !== null ? afterwards - atGiveUp : null;
     const parts = [
       running.length > 0

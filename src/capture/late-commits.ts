@@ -6,6 +6,7 @@ import type { SqlDialect } from '../sql/tokenizer';
 import { quoteIdentifier } from '../sql/tokenizer';
 import { protocolOf } from '../backends/protocols';
 import type { StartedBackend } from '../backends/types';
+import type { DriverName } from '../shared/driver-names';
 
 /** What happened after a measured function gave up (timeout, abort) while the server went on. */
 export const LateCommitsSchema = z.object({
@@ -28,8 +29,12 @@ export const LateCommitsSchema = z.object({
 });
 export type LateCommits = z.infer<typeof LateCommitsSchema>;
 
-/** Rows in `table`, read through a fresh connection of sqltally's own (never one of the window's). */
-export async function countRows(backend: StartedBackend, table: { schema?: string; name: string }): Promise<number> {
+/**
+ * Rows in `table`, read through a fresh connection of sqltally's own (never one of the window's). An in-process
+ * engine's file is read through `driver` when it is one of that engine's drivers: the window's handles are still
+ * open, and a second copy of the engine must not open the file beside them.
+ */
+export async function countRows(backend: StartedBackend, table: { schema?: string; name: string }, driver?: DriverName): Promise<number> {
   const sql = (dialect: SqlDialect): string => {
     const quote = (name: string): string => quoteIdentifier(dialect, name);
     return `SELECT count(*) AS n FROM ${table.schema ? `${quote(table.schema)}.${quote(table.name)}` : quote(table.name)}`;
@@ -43,9 +48,10 @@ export async function countRows(backend: StartedBackend, table: { schema?: strin
     });
   }
   // An in-process engine: a read-only handle of its own embedded driver, never one of the window's.
-  const driver = driversFor(backend.description.name).find((d) => driverModule(d).embedded);
-  if (!driver) throw new SqltallyError(`no embedded driver reads ${backend.description.name}`, { backend: backend.description.id, phase: 'verify' });
-  const module = driverModule(driver);
+  const candidates = driversFor(backend.description.name).filter((d) => driverModule(d).embedded);
+  const reader = driver !== undefined && candidates.includes(driver) ? driver : candidates[0];
+  if (!reader) throw new SqltallyError(`no embedded driver reads ${backend.description.name}`, { backend: backend.description.id, phase: 'verify' });
+  const module = driverModule(reader);
   const opened = await module.open(c, { readOnly: true, backend: backend.description.id });
   try {
     const [row] = (await module.runSql(opened.handle, sql(module.dialect))) as Record<string, unknown>[];

@@ -1,7 +1,7 @@
 import type { StdioOptions } from 'node:child_process';
 import { countRows } from '../capture/late-commits';
 import { SqltallyError, redactSecrets } from '../shared/errors';
-import { deferSignalCleanup } from '../backends/live';
+import { interruptible } from './interrupt';
 import type { StartedBackend } from '../backends/types';
 import type { CommandRun, Failure, Report, Window } from '../report/schema';
 import { exitCodeOf, resolveCommand, startChild } from './child';
@@ -212,38 +212,23 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
   return finishReport(measured, run, failure, verdict, { ...opts, out }, baseline, io.progress);
 }
 
-/** Ctrl-C and SIGTERM for the CLI: the first stops the command and reports; a second kills its group and leaves. */
-function interruptible(progress: (line: string) => void): { signal: AbortSignal; onChild: (pgid: number | null) => void; release: () => void } {
-  const interrupt = new AbortController();
+/** Ctrl-C and SIGTERM for exec: the first stops the command and reports; a second kills its group and leaves. */
+function interruptibleExec(progress: (line: string) => void): { signal: AbortSignal; onChild: (pgid: number | null) => void; release: () => void } {
   let group: number | null = null;
   // The servers must outlive the first signal: the rows committed anyway are counted on them.
-  const undefer = deferSignalCleanup();
-  const on = (signal: NodeJS.Signals): void => {
-    if (interrupt.signal.aborted) {
-      if (group !== null) {
-        try {
-          process.kill(-group, 'SIGKILL');
-        } catch {
-          // Gone already.
-        }
+  const interrupt = interruptible(progress, {
+    first: (signal) => `stopping the command; the report keeps what was measured (${signal} again to kill it and stop at once)`,
+    second: () => {
+      if (group === null) return;
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {
+        // Gone already.
       }
-      release();
-      process.kill(process.pid, signal);
-      return;
-    }
-    progress(`${signal}: stopping the command; the report keeps what was measured (${signal} again to kill it and stop at once)`);
-    interrupt.abort(signal);
-  };
-  const onSigint = (): void => on('SIGINT');
-  const onSigterm = (): void => on('SIGTERM');
-  const release = (): void => {
-    process.off('SIGINT', onSigint);
-    process.off('SIGTERM', onSigterm);
-    undefer();
-  };
-  process.on('SIGINT', onSigint);
-  process.on('SIGTERM', onSigterm);
-  return { signal: interrupt.signal, onChild: (pgid) => (group = pgid), release };
+    },
+    keepBackends: true,
+  });
+  return { signal: interrupt.signal, onChild: (pgid) => (group = pgid), release: interrupt.release };
 }
 
 export const command: Command = {
@@ -260,7 +245,7 @@ export const command: Command = {
       return EXIT.ok;
     }
     const progress = (line: string): void => void process.stderr.write(`sqltally: ${line}\n`);
-    const interrupt = interruptible(progress);
+    const interrupt = interruptibleExec(progress);
     try {
       const result = await runExec(opts, opts.backend, { env: process.env, stdio: 'inherit', signal: interrupt.signal, onChild: interrupt.onChild, progress });
       return result.exitCode;

@@ -1,7 +1,7 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { deferSignalCleanup } from '../backends/live';
+import { interruptible } from './interrupt';
 import type { StartedBackend } from '../backends/types';
 import type { CommandRun } from '../report/schema';
 import { connectionEnv, exportLines } from './child-env';
@@ -113,31 +113,15 @@ export const command: Command = {
       return EXIT.ok;
     }
     const progress = (line: string): void => void process.stderr.write(`sqltally: ${line}\n`);
-    const stop = new AbortController();
     // Ctrl-C is how the proxy ends: its server must stay up until the open windows are read and the report written.
-    const undefer = deferSignalCleanup();
-    const on = (signal: NodeJS.Signals): void => {
-      if (stop.signal.aborted) {
-        release();
-        process.kill(process.pid, signal);
-        return;
-      }
-      progress(`${signal}: ending open windows and writing the report (${signal} again to stop at once)`);
-      stop.abort(signal);
-    };
-    const onSigint = (): void => on('SIGINT');
-    const onSigterm = (): void => on('SIGTERM');
-    const release = (): void => {
-      process.off('SIGINT', onSigint);
-      process.off('SIGTERM', onSigterm);
-      undefer();
-    };
-    process.on('SIGINT', onSigint);
-    process.on('SIGTERM', onSigterm);
+    const stop = interruptible(progress, {
+      first: (signal) => `ending open windows and writing the report (${signal} again to stop at once)`,
+      keepBackends: true,
+    });
     try {
       return (await runProxy(opts, opts.backend, { env: process.env, signal: stop.signal, progress, print: (line) => console.log(line) })).exitCode;
     } finally {
-      release();
+      stop.release();
     }
   },
 };

@@ -13,6 +13,7 @@ import { summaryLine } from '../run/summary';
 import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOT_ROWS, DEFAULT_REPEATS, MAX_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
 import { UsageError, parseFlags, usageExit } from './usage';
 import type { Command } from './main';
+import { interruptible } from './interrupt';
 
 const HELP = `usage: sqltally run [options]
 
@@ -183,27 +184,15 @@ export const command: Command = {
     for (const line of describeSweep(await sweepStalePrivateDirs(process.env))) progress(line);
     // Ctrl-C: the window in flight gives up, nothing more starts, and the report of the cells done so far is written
     // (status failed). A second Ctrl-C is not caught: the process ends by the signal, and live.ts stops the servers.
-    const interrupt = new AbortController();
-    const onInterrupt = (signal: NodeJS.Signals): void => {
-      if (interrupt.signal.aborted) {
-        process.off('SIGINT', onSigint);
-        process.off('SIGTERM', onSigterm);
-        process.kill(process.pid, signal);
-        return;
-      }
-      progress(`${signal}: stopping after the window in flight; the report keeps the cells done so far (${signal} again to stop at once)`);
-      interrupt.abort(signal);
-    };
-    const onSigint = (): void => onInterrupt('SIGINT');
-    const onSigterm = (): void => onInterrupt('SIGTERM');
-    process.on('SIGINT', onSigint);
-    process.on('SIGTERM', onSigterm);
+    const interrupt = interruptible(progress, {
+      first: (signal) => `stopping after the window in flight; the report keeps the cells done so far (${signal} again to stop at once)`,
+      keepBackends: false,
+    });
     let report: Awaited<ReturnType<typeof runMatrix>>;
     try {
       report = await runMatrix(plan, { progress, signal: interrupt.signal });
     } finally {
-      process.off('SIGINT', onSigint);
-      process.off('SIGTERM', onSigterm);
+      interrupt.release();
     }
     let unwritten = false;
     if (write) {

@@ -39,6 +39,11 @@ export interface Opened<H> {
 export interface RowSource {
   /** Runs a SELECT with positional parameters (`?` or `$n`, as the dialect writes them) and returns its rows. */
   all(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>;
+  /**
+   * True when the driver hands back a 64-bit integer as a JS number, which loses digits above 2^53: a reader selects
+   * such columns as text instead.
+   */
+  readonly lossyInt64?: boolean;
 }
 
 /** What the model expects a count to be: prepares may be cached from before the window, bulk may be chunked. */

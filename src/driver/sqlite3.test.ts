@@ -142,6 +142,67 @@ describe('wrapSqlite3', () => {
     expect(tally.events.at(-1)!.error).toMatch(/no such table/);
   });
 
+  it('records a prepare when the driver has prepared it, in the order the driver ran the calls', async () => {
+    const tally = new DriverTally();
+    const db = wrapSqlite3(await fresh(), tally);
+    const failures: unknown[] = [];
+    const keep = (err: Error | null): void => {
+      if (err) failures.push(err);
+    };
+    await new Promise<void>((resolve) => {
+      db.serialize(() => {
+        // node-sqlite3's documented bulk insert: the BEGIN queued, not awaited, before the prepare.
+        db.run('BEGIN', keep);
+        const statement = db.prepare('INSERT INTO t (a, b) VALUES (?, ?)', keep);
+        for (let i = 0; i < 3; i++) statement.run(i, 'r', keep);
+        statement.finalize(() => undefined);
+        db.run('COMMIT', () => resolve());
+      });
+    });
+    expect(failures).toEqual([]);
+    expect(brief(tally.events)).toEqual([
+      'run/query/begin/0/1/0',
+      'prepare/prepare/insert/0/0/null',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      'run/execute/insert/2/1/1',
+      // SQLite's changes() is left as the last INSERT set it: COMMIT does not reset it.
+      'run/query/commit/0/1/1',
+    ]);
+    // Without a callback the prepare is in flight until the driver has prepared it.
+    const recorder = new DriverRecorder();
+    const counted = wrapSqlite3(await fresh(), recorder);
+    recorder.begin();
+    const statement = counted.prepare('SELECT 1');
+    expect(recorder.callsInFlightInWindow).toBe(1);
+    await settled((cb) => statement.finalize(cb));
+    expect(recorder.callsInFlightInWindow).toBe(0);
+    expect(recorder.end().layer.calls).toBe(1);
+  });
+
+  it('raises a prepare that fails as the driver does: to the callback once, or as an error event on the statement', async () => {
+    const tally = new DriverTally();
+    const db = wrapSqlite3(await fresh(), tally);
+    const calls: unknown[] = [];
+    await new Promise<void>((resolve) => {
+      db.prepare('INSERT INTO missing VALUES (?)', 1, (err: Error | null) => {
+        calls.push(err);
+        setImmediate(resolve);
+      });
+    });
+    expect(calls).toHaveLength(1);
+    expect((calls[0] as Error).message).toMatch(/no such table: missing/);
+    const onStatement: unknown[] = [];
+    const statement = db.prepare('SELECT * FROM missing');
+    statement.on('error', (err: unknown) => onStatement.push(err));
+    await settled((cb) => db.wait(cb));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(onStatement).toHaveLength(1);
+    expect((onStatement[0] as Error).message).toMatch(/no such table: missing/);
+    expect(brief(tally.events)).toEqual(['prepare/prepare/insert/0/0/null', 'prepare/prepare/select/0/0/null']);
+    expect(tally.events.map((e) => e.error)).toEqual([(calls[0] as Error).message, (onStatement[0] as Error).message]);
+  });
+
   it('ends each() at its completion, added when the caller gave only a row callback', async () => {
     const tally = new DriverTally();
     const db = wrapSqlite3(await fresh(), tally);

@@ -19,8 +19,8 @@ type Callback = (this: unknown, ...args: unknown[]) => unknown;
  * - `run`/`get`/`all`/`each`/`map(sql, ...params, cb)`: one `query` event each (the driver prepares, steps and
  *   finalizes a statement of its own); rows affected from the callback's `this.changes` for `run`.
  * - `exec(sql, cb)`: one `query` event, however many statements the text holds (as better-sqlite3's `exec`).
- * - `prepare(sql, ...params, cb)`: one `prepare` event, recorded as the call is made, not when the statement is
- *   prepared; the statement it returns is counted too.
+ * - `prepare(sql, ...params, cb)`: one `prepare` event, recorded when the driver calls back (it calls back on
+ *   success too, once the statement is prepared and bound); the statement it returns is counted too.
  */
 export interface Sqlite3DatabaseLike {
   run(sql: string, ...params: unknown[]): unknown;
@@ -197,19 +197,17 @@ export function wrapSqlite3<T extends Sqlite3DatabaseLike>(db: T, sink: Statemen
     hooks.prepare = (original) =>
       function prepare(this: unknown, ...args: unknown[]) {
         const sql = String(args[0]);
-        const params = paramsOf(args.slice(1));
+        const rest = args.slice(1);
+        const params = paramsOf(rest);
         const shape = shapeOf('prepare', 'prepare', sql, 0);
-        const caller = callerAtCall(site, shape);
-        const start = callStart(site);
-        let stmt: unknown;
-        try {
-          stmt = original(...args);
-        } catch (error) {
-          callEnd(site, shape, start, null, error, undefined, caller);
-          throw error;
-        }
-        callEnd(site, shape, start, null, null, undefined, caller);
-        return wrapStatement(stmt as Sqlite3StatementLike, sql, countSqlite3Params(params), site, db, wrapper);
+        // The statement exists only once the driver hands it back, but its failure is raised after that, on it.
+        const made: { stmt?: object } = {};
+        const raise: Raise = (error) => {
+          if (made.stmt) emitterRaise(made.stmt)(error);
+          else throw error;
+        };
+        made.stmt = countedCall(site, shape, rest, undefined, raise, (...a) => original(sql, ...a), false) as object;
+        return wrapStatement(made.stmt as Sqlite3StatementLike, sql, countSqlite3Params(params), site, db, wrapper);
       };
     const wrapper: T = countedProxy(db, mark, hooks);
     return wrapper;
@@ -303,7 +301,8 @@ export const SQLITE3_DRIVER: DriverModule<'sqlite3', Sqlite3Handle> = {
   // `all` runs one statement and hands back its rows (none for DDL or a write); sqltally's own SQL is one statement.
   runSql: (h, sql) => promised<unknown[]>((cb) => h.all(sql, cb)),
   ping: null,
-  rowSource: (h) => ({ all: (sql, params = []) => promised<Record<string, unknown>[]>((cb) => h.all(sql, [...params], cb)) }),
+  // node-sqlite3 reads every INTEGER as a double.
+  rowSource: (h) => ({ all: (sql, params = []) => promised<Record<string, unknown>[]>((cb) => h.all(sql, [...params], cb)), lossyInt64: true }),
   model: sqlite3Model,
   stableWireBytes: true,
   embedded: true,

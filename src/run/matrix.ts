@@ -20,7 +20,7 @@ import { makeRows } from '../workload/rows';
 import { findStrategy, strategiesFor, type AnyInsertStrategy, type ExpectedDriverCounts, type InsertStrategy } from '../workload/strategies';
 import { createTableSql, dropTableSql, workloadTable, type WorkloadTable } from '../workload/table';
 import { verifyRows } from '../workload/verify';
-import { READ_DRIVER_BY_BACKEND, rowSource } from '../workload/connect';
+import { rowSource } from '../workload/connect';
 import { READ_LIMIT, readRowsFrom, readSql } from '../workload/read';
 import type { Verdict } from '../verdict/types';
 
@@ -173,7 +173,7 @@ async function runCell<D extends DriverName>(
         firstStatement,
         `the uninstrumented ${strategy.name} run at ${rows} rows`,
       );
-      const found = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
+      const found = await step(verifyRows(backend, table, rows, { cellDriver: strategy.driver }), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
       if (found !== rows) throw new Error(`a fresh connection found ${found} rows after it, the plan inserts ${rows}`);
       result.uninstrumentedNs.push(...times.samplesNs);
     } catch (err) {
@@ -200,7 +200,7 @@ async function runCell<D extends DriverName>(
       result.tallies = [tally.workloadError.statement ? tally : { ...tally, workloadError: { ...tally.workloadError, statement: firstStatement } }];
       return result;
     }
-    result.verifiedRows = await step(verifyRows(backend, table, rows), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
+    result.verifiedRows = await step(verifyRows(backend, table, rows, { cellDriver: strategy.driver }), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
     if (measured) result.tallies.push(tally);
     else result.warmupNs.push(tally.durationNs);
     if (measured && !uninstrumentedFirst) await timeUninstrumented();
@@ -393,16 +393,6 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
       progress(`ready ${description.id} ${description.serverVersion} in ${Math.round(description.readyMs)} ms`);
       hooks.started?.(started);
       const runs = strategiesOn(description, plan.strategies).flatMap((strategy) => {
-        const reader = READ_DRIVER_BY_BACKEND[description.name];
-        if (DRIVERS[strategy.driver].embedded && strategy.driver !== reader) {
-          // Two embedded drivers link two copies of the engine: one closing the file under the other's open handles
-          // deletes its WAL and drops its locks (sqlite.org/howtocorrupt.html 2.2.1), and the rows are read back here
-          // through the backend's read driver.
-          const reason = `strategy ${strategy.name} not run: ${strategy.driver} links its own copy of the engine, and the main job reads ${description.id}'s rows back through ${reader}; two copies on one file in one process can corrupt it`;
-          progress(`skip ${description.id} ${reason}`);
-          skipped.push({ backend: description.id, reason, environment: environment.id });
-          return [];
-        }
         const releases = installedReleases(strategy.driver);
         if (releases.length === 0) {
           // An optional peer dependency the app did not install: its strategies are skipped, by name, not failed.

@@ -25,6 +25,16 @@ export const READ_DRIVER_BY_BACKEND = {
 } as const satisfies Record<BackendName, DriverName>;
 
 /**
+ * The driver that reads back, resets or checks the table a cell of `driver` writes: the cell's own when it is an
+ * in-process engine, else the backend's read driver. Two copies of an engine in one process must never have one file
+ * open at once: the last connection of one copy to close deletes the WAL under the other's (sqlite.org/howtocorrupt.html
+ * 2.2.1).
+ */
+export function readDriverFor(backend: BackendName, driver?: DriverName): DriverName {
+  return driver !== undefined && driverModule(driver).embedded ? driver : READ_DRIVER_BY_BACKEND[backend];
+}
+
+/**
  * Opens a plain connection of `driver` to a started backend's connection info. Failures become a connect-phase
  * SqltallyError (password never shown). These connections are not counted; counted ones come from src/driver/.
  */
@@ -49,11 +59,11 @@ export async function executeSql<D extends DriverName>(driver: D, handle: Driver
 }
 
 /**
- * Drops and creates the workload table through a fresh connection of the backend's read driver, so the workload's
- * own (possibly counted) connection never carries the DDL.
+ * Drops and creates the workload table through a fresh connection of {@link readDriverFor}, so the workload's own
+ * (possibly counted) connection never carries the DDL.
  */
-export async function recreateTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
-  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+export async function recreateTable(backend: StartedBackend, table: WorkloadTable, cellDriver?: DriverName): Promise<void> {
+  const driver = readDriverFor(backend.description.name, cellDriver);
   const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
   try {
     for (const sql of [dropTableSql(table), createTableSql(table)]) {
@@ -68,9 +78,9 @@ export async function recreateTable(backend: StartedBackend, table: WorkloadTabl
   }
 }
 
-/** Drops the workload table through a fresh connection; a missing table is fine. */
-export async function dropTable(backend: StartedBackend, table: WorkloadTable): Promise<void> {
-  const driver = READ_DRIVER_BY_BACKEND[backend.description.name];
+/** Drops the workload table through a fresh connection of {@link readDriverFor}; a missing table is fine. */
+export async function dropTable(backend: StartedBackend, table: WorkloadTable, cellDriver?: DriverName): Promise<void> {
+  const driver = readDriverFor(backend.description.name, cellDriver);
   const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
   try {
     await executeSql(driver, opened.handle, dropTableSql(table));

@@ -19,7 +19,7 @@ export type { Dialect, WorkloadTable } from './table';
 export { findStrategy, RAW_SQL_TWIN, runStrategy, STRATEGIES, STRATEGY_NAMES, strategiesFor } from './strategies';
 export type * from './strategies/types';
 export type { StrategyName } from './strategies';
-export { dropTable, executeSql, openPlainConnection, READ_DRIVER_BY_BACKEND, recreateTable, rowSource } from './connect';
+export { dropTable, executeSql, openPlainConnection, READ_DRIVER_BY_BACKEND, readDriverFor, recreateTable, rowSource } from './connect';
 export type { PlainConnection, RowSource } from './connect';
 export { READ_LIMIT, readRows, readRowsFrom } from './read';
 export type { ReadOptions } from './read';

@@ -1,6 +1,7 @@
 import { SqltallyError } from '../shared/errors';
 import type { StartedBackend } from '../backends/types';
-import { openPlainConnection, READ_DRIVER_BY_BACKEND, rowSource } from './connect';
+import { openPlainConnection, readDriverFor, rowSource } from './connect';
+import type { DriverName } from '../shared/driver-names';
 import type { RowSource } from './connect';
 import { COLUMN_NAMES } from './rows';
 import type { Row } from './rows';
@@ -14,6 +15,8 @@ export const READ_LIMIT = 5000;
 export interface ReadOptions {
   /** At most {@link READ_LIMIT}; a smaller cap is allowed. */
   maxRows?: number;
+  /** The driver the rows were written with: an in-process engine's are read through it (see readDriverFor). */
+  cellDriver?: DriverName;
 }
 
 function toInteger(value: unknown, column: string, table: WorkloadTable): number {
@@ -55,8 +58,16 @@ export function toRow(record: Record<string, unknown>, table: WorkloadTable): Ro
   ];
 }
 
-export function readSql(table: WorkloadTable, maxRows: number): string {
-  return `SELECT ${COLUMN_NAMES.join(', ')} FROM ${table.quoted} ORDER BY id LIMIT ${maxRows + 1}`;
+/** The 64-bit column: read as text through a source that would hand it back as a lossy number. */
+const INT64_COLUMN = 'c5';
+
+/** The select list of the workload's columns, each named as itself, exact through `source`. */
+export function selectColumns(table: WorkloadTable, source?: Pick<RowSource, 'lossyInt64'>): string {
+  return COLUMN_NAMES.map((c) => (c === INT64_COLUMN && source?.lossyInt64 ? `${table.dialect.asText(c)} AS ${c}` : c)).join(', ');
+}
+
+export function readSql(table: WorkloadTable, maxRows: number, source?: Pick<RowSource, 'lossyInt64'>): string {
+  return `SELECT ${selectColumns(table, source)} FROM ${table.quoted} ORDER BY id LIMIT ${maxRows + 1}`;
 }
 
 /**
@@ -68,7 +79,7 @@ export async function readRowsFrom(source: RowSource, table: WorkloadTable, opti
   if (!Number.isSafeInteger(maxRows) || maxRows < 1 || maxRows > READ_LIMIT) {
     throw new SqltallyError(`maxRows must be an integer from 1 to ${READ_LIMIT}, got ${String(maxRows)}`, { backend: table.backend, phase: 'config' });
   }
-  const sql = readSql(table, maxRows);
+  const sql = readSql(table, maxRows, source);
   const records = await source.all(sql);
   if (records.length > maxRows) {
     throw new SqltallyError(`refusing to read ${table.name}: it holds more than ${maxRows} rows`, {
@@ -81,11 +92,11 @@ export async function readRowsFrom(source: RowSource, table: WorkloadTable, opti
   return records.map((record) => toRow(record, table));
 }
 
-/** {@link readRowsFrom} through a fresh plain connection of the backend's read driver, closed afterwards. */
+/** {@link readRowsFrom} through a fresh plain connection of {@link readDriverFor}, closed afterwards. */
 export async function readRows(backend: StartedBackend, table: string | WorkloadTable, options: ReadOptions = {}): Promise<Row[]> {
   const name = backend.description.name;
   const target = typeof table === 'string' ? workloadTable(name, table) : table;
-  const driver = READ_DRIVER_BY_BACKEND[name];
+  const driver = readDriverFor(name, options.cellDriver);
   const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
   try {
     return await readRowsFrom(rowSource(driver, opened.handle), target, options);

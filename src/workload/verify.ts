@@ -1,10 +1,10 @@
 import { SqltallyError } from '../shared/errors';
 import type { StartedBackend } from '../backends/types';
 import type { DriverName } from '../shared/driver-names';
-import { openPlainConnection, READ_DRIVER_BY_BACKEND, rowSource } from './connect';
+import { openPlainConnection, readDriverFor, rowSource } from './connect';
 import type { RowSource } from './connect';
-import { READ_LIMIT, toRow } from './read';
-import { checksumOf, COLUMN_NAMES, DEFAULT_SEED, makeRows, rowAt, sampleIndexes } from './rows';
+import { READ_LIMIT, selectColumns, toRow } from './read';
+import { checksumOf, DEFAULT_SEED, makeRows, rowAt, sampleIndexes } from './rows';
 import type { Row, RowsChecksum } from './rows';
 import { workloadTable } from './table';
 import type { WorkloadTable } from './table';
@@ -13,8 +13,8 @@ import { numberIsSafeInteger, objectIs, toBigInt } from '../shared/intrinsics';
 export interface VerifyOptions {
   /** The seed the rows were made with; default {@link DEFAULT_SEED}. */
   seed?: number;
-  /** Read with this driver instead of the backend's default read driver. */
-  driver?: DriverName;
+  /** The driver the rows were written with: an in-process engine's are read through it (see readDriverFor). */
+  cellDriver?: DriverName;
 }
 
 const CHECKSUM_FIELDS = [
@@ -71,7 +71,7 @@ export async function verifyRowsWith(source: RowSource, table: WorkloadTable, ex
   const indexes = whole ? Array.from({ length: expectedRows }, (_, i) => i) : sampleIndexes(expectedRows);
   if (indexes.length > 0) {
     const where = whole ? '' : ` WHERE c1 IN (${indexes.join(', ')})`;
-    const sampleSql = `SELECT ${COLUMN_NAMES.join(', ')} FROM ${table.quoted}${where} ORDER BY c1`;
+    const sampleSql = `SELECT ${selectColumns(table, source)} FROM ${table.quoted}${where} ORDER BY c1`;
     const sampled = (await source.all(sampleSql)).map((record) => toRow(record, table));
     if (sampled.length !== indexes.length) fail(`read ${sampled.length} rows for ${indexes.length} distinct c1 values`, sampleSql);
     sampled.forEach((row, i) => {
@@ -94,7 +94,7 @@ export async function verifyRows(
 ): Promise<number> {
   const name = backend.description.name;
   const target = typeof table === 'string' ? workloadTable(name, table) : table;
-  const driver = options.driver ?? READ_DRIVER_BY_BACKEND[name];
+  const driver = readDriverFor(name, options.cellDriver);
   const opened = await openPlainConnection(driver, backend.connection, {}, backend.description.id);
   try {
     return await verifyRowsWith(rowSource(driver, opened.handle), target, expectedRows, options);

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { COLUMN_COUNT } from '../rows';
-import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
-import type { ExpectedCall, InsertStrategy } from './types';
+import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps, preparedPerSizeCalls, runPreparedPerSize } from './shared';
+import type { InsertStrategy } from './types';
 
 const BACKENDS = ['sqlite'] as const;
 
@@ -44,30 +44,9 @@ export const SQLITE_MULTIROW = defineStrategy({
   summary: 'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
   build: (rows, table, plan) => placeholderSteps(rows, table, plan.statementRows),
-  async run(db, input) {
-    const prepared = new Map<string, BetterSqlite3.Statement>();
-    for (const step of input.steps) {
-      let statement = prepared.get(step.sql);
-      if (!statement) {
-        statement = db.prepare(step.sql);
-        prepared.set(step.sql, statement);
-      }
-      // An array binds as anonymous parameters: no 30000-argument spread.
-      statement.run(step.params[0] as unknown[]);
-    }
-  },
-  calls(plan) {
-    const calls: ExpectedCall[] = [];
-    const seen = new Set<number>();
-    for (const n of plan.statementRows) {
-      if (!seen.has(n)) {
-        seen.add(n);
-        calls.push(expectedCall('prepare', 'prepare', 'insert', 0, 0));
-      }
-      calls.push(expectedCall('run', 'execute', 'insert', n * COLUMN_COUNT));
-    }
-    return calls;
-  },
+  run: (db, input) =>
+    runPreparedPerSize<BetterSqlite3.Statement>(input.steps, { prepare: (sql) => db.prepare(sql), run: (statement, values) => statement.run(values) }),
+  calls: preparedPerSizeCalls,
 });
 
 /** The raw-SQL twin: literals escaped for SQLite, `exec(sql)`. */

@@ -203,3 +203,40 @@ export function literalSteps(rows: readonly Row[], table: WorkloadTable, sizes: 
 export function perRowStep(rows: readonly Row[], table: WorkloadTable): PreparedStep[] {
   return [{ sql: `${insertHead(table)} VALUES ${placeholderRows(table, 1)}`, params: rows, rows: rows.length }];
 }
+
+/**
+ * A multi-row INSERT prepared once per chunk size and run once per chunk, its values as one array (no
+ * 30000-argument spread); every statement it prepared is finalized afterwards where the driver asks for that.
+ */
+export async function runPreparedPerSize<S>(
+  steps: readonly PreparedStep[],
+  driver: { prepare(sql: string): S; run(statement: S, values: unknown[]): unknown; finalize?(statement: S): Promise<void> },
+): Promise<void> {
+  const prepared = new Map<string, S>();
+  try {
+    for (const step of steps) {
+      let statement = prepared.get(step.sql);
+      if (statement === undefined) {
+        statement = driver.prepare(step.sql);
+        prepared.set(step.sql, statement);
+      }
+      await driver.run(statement, step.params[0] as unknown[]);
+    }
+  } finally {
+    if (driver.finalize) for (const statement of prepared.values()) await driver.finalize(statement);
+  }
+}
+
+/** The calls of {@link runPreparedPerSize}: a prepare the first time a chunk size comes up, then one run per chunk. */
+export function preparedPerSizeCalls(plan: InsertPlan): ExpectedCall[] {
+  const calls: ExpectedCall[] = [];
+  const seen = new Set<number>();
+  for (const n of plan.statementRows) {
+    if (!seen.has(n)) {
+      seen.add(n);
+      calls.push(expectedCall('prepare', 'prepare', 'insert', 0, 0));
+    }
+    calls.push(expectedCall('run', 'execute', 'insert', n * COLUMN_COUNT));
+  }
+  return calls;
+}

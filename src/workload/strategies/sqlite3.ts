@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'sqlite3';
 import { COLUMN_COUNT } from '../rows';
-import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps } from './shared';
-import type { ExpectedCall, InsertStrategy, PreparedStep } from './types';
+import { defineStrategy, expectedCall, literalSteps, perRowStep, placeholderSteps, preparedPerSizeCalls, runPreparedPerSize } from './shared';
+import type { InsertStrategy, PreparedStep } from './types';
 
 const BACKENDS = ['sqlite'] as const;
 
@@ -21,7 +21,7 @@ function call(fn: (cb: (err: Error | null) => void) => unknown): Promise<void> {
 }
 
 /**
- * node-sqlite3's documented bulk insert: BEGIN, then inside `serialize()` one `prepare`, `run` per row queued without
+ * node-sqlite3's documented bulk insert: inside `serialize()`, BEGIN, one `prepare`, `run` per row queued without
  * waiting, `finalize`; then COMMIT, or ROLLBACK when a row failed (every queued call has run by then, so the choice
  * is made on the outcome, not at queue time).
  */
@@ -29,7 +29,7 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
   name: 'sqlite3.per-row-tx',
   driver: 'sqlite3',
   backends: BACKENDS,
-  summary: 'run(BEGIN), then inside serialize(): prepare() once, run() per row queued without waiting, then run(COMMIT)',
+  summary: 'inside serialize(): run(BEGIN), prepare() once, run() per row queued without waiting, then run(COMMIT)',
   chunking: 'per-row',
   build: (rows, table) => bigintsAsText(perRowStep(rows, table)),
   async run(db, input) {
@@ -38,11 +38,9 @@ export const SQLITE3_PER_ROW_TX = defineStrategy({
       const keep = (err: Error | null): void => {
         failure ??= err;
       };
-      // BEGIN awaited before prepare(): the wrapper records a prepare when it is called, so a BEGIN still queued
-      // would be recorded after it.
-      await call((cb) => db.run('BEGIN', cb));
       await new Promise<void>((resolve) => {
         db.serialize(() => {
+          db.run('BEGIN', keep);
           const statement = db.prepare(step.sql, keep);
           for (const params of step.params) statement.run(params as unknown[], keep);
           statement.finalize(() => resolve());
@@ -72,35 +70,13 @@ export const SQLITE3_MULTIROW = defineStrategy({
     'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
   build: (rows, table, plan) => bigintsAsText(placeholderSteps(rows, table, plan.statementRows)),
-  async run(db, input) {
-    const prepared = new Map<string, Statement>();
-    try {
-      for (const step of input.steps) {
-        let statement = prepared.get(step.sql);
-        if (!statement) {
-          statement = db.prepare(step.sql);
-          prepared.set(step.sql, statement);
-        }
-        const s = statement;
-        // An array binds as anonymous parameters: no 30000-argument spread.
-        await call((cb) => s.run(step.params[0] as unknown[], cb));
-      }
-    } finally {
-      for (const statement of prepared.values()) await call((cb) => statement.finalize(cb));
-    }
-  },
-  calls(plan) {
-    const calls: ExpectedCall[] = [];
-    const seen = new Set<number>();
-    for (const n of plan.statementRows) {
-      if (!seen.has(n)) {
-        seen.add(n);
-        calls.push(expectedCall('prepare', 'prepare', 'insert', 0, 0));
-      }
-      calls.push(expectedCall('run', 'execute', 'insert', n * COLUMN_COUNT));
-    }
-    return calls;
-  },
+  run: (db, input) =>
+    runPreparedPerSize<Statement>(input.steps, {
+      prepare: (sql) => db.prepare(sql),
+      run: (statement, values) => call((cb) => statement.run(values, cb)),
+      finalize: (statement) => call((cb) => statement.finalize(cb)),
+    }),
+  calls: preparedPerSizeCalls,
 });
 
 /** The raw-SQL twin: literals escaped for SQLite, `exec(sql)`. */
