@@ -359,6 +359,21 @@ describeEachBackend(
   (b) => b.backend === 'postgres',
 );
 
+/**
+ * mysqlslap creates its schema and table inside the window. MySQL keeps its data dictionary in InnoDB tables, and
+ * the rows DDL writes there move the connection's Handler_write but not Innodb_rows_inserted: the window's
+ * per-connection rows are then not the rows its statements inserted, which the verdict must say.
+ */
+const SLAP = {
+  mariadb: { title: 'statements and rows on the wire and the server agree, the rows match a fresh count, assert', verdict: 'assert', discrepancies: [], serverRowsAreTableRows: true },
+  mysql: {
+    title: "the data dictionary's rows in the connections' Handler_write are named, report",
+    verdict: 'report',
+    discrepancies: [expect.stringMatching(/^server layer: Innodb_rows_inserted \(rows inserted\) moved by \d+ server-wide, less than the window's own \d+: .*data dictionary/)],
+    serverRowsAreTableRows: false,
+  },
+} as const;
+
 describeEachBackend(
   (b) => {
     let log: ServerLog | undefined;
@@ -402,7 +417,9 @@ describeEachBackend(
       expectLogAgrees('mysql', tally, logged);
     }, 120_000);
 
-    mariadbCli('INSERT ... RETURNING through the mariadb CLI: the rows come as a result set with no OK packet, and are counted', async () => {
+    // MySQL has no INSERT ... RETURNING: the statement is a syntax error there.
+    const returning = b.backend === 'mariadb' ? mariadbCli : it.skip;
+    returning(`INSERT ... RETURNING through the mariadb CLI: the rows come as a result set with no OK packet, and are counted${b.backend === 'mariadb' ? '' : ` (NOT_SUPPORTED on ${b.backend}: no RETURNING)`}`, async () => {
       await table('returning_items');
       const c = network(session.connection);
       const values = Array.from({ length: 500 }, (_, i) => `(${i})`).join(', ');
@@ -468,7 +485,7 @@ describeEachBackend(
       }, 180_000);
     }
 
-    slap('mysqlslap with a write load: statements and rows on the wire and the server agree, the rows match a fresh count, assert', async () => {
+    slap(`mysqlslap with a write load (its schema and table created inside the window): ${SLAP[b.backend as keyof typeof SLAP].title}`, async () => {
       const c = network(session.connection);
       const args = [
         '--protocol=TCP', '-h', c.host, '-P', String(c.port), '-u', c.user,
@@ -481,11 +498,22 @@ describeEachBackend(
       const rows = await mysqlScalar(backend(), 'SELECT count(*) FROM slap.t1');
       await mysqlScalar(backend(), 'DROP SCHEMA slap');
       const s = tally.layers.wire?.statements;
-      expect(figures(tally)).toMatchObject({ verdict: 'assert', discrepancies: [], statements: { rowsInserted: rows, failed: 0 }, server: { rowsInserted: rows, inserts: s?.completedByClass.insert } });
+      const expected = SLAP[b.backend as keyof typeof SLAP];
+      expect(figures(tally)).toMatchObject({
+        verdict: expected.verdict,
+        discrepancies: expected.discrepancies,
+        statements: { rowsInserted: rows, failed: 0 },
+        server: { inserts: s?.completedByClass.insert, ...(expected.serverRowsAreTableRows ? { rowsInserted: rows } : {}) },
+      });
+      if (!expected.serverRowsAreTableRows) {
+        // The server-wide row counter holds the table's rows exactly; the window connections' Handler_write is more.
+        expect(tally.layers.server?.globalSummary?.rowsInserted).toBe(rows);
+        expect(tally.layers.server?.summary.rowsInserted).toBeGreaterThan(rows);
+      }
       // Questions: every COM_QUERY statement, and the COM_INIT_DB that picks the schema.
       expect(tally.layers.server?.summary.statements).toBe((s?.completed ?? 0) + (tally.layers.wire?.commands.COM_INIT_DB ?? 0));
       expectLogAgrees('mysql', tally, logged);
     }, 180_000);
   },
-  (b) => b.backend === 'mariadb',
+  (b) => b.backend === 'mariadb' || b.backend === 'mysql',
 );
