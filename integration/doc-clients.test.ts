@@ -23,7 +23,33 @@ const PYTHON = '/usr/bin/python3';
 const JAVA_DIR = '/usr/share/java';
 const JUNIT_STANDALONE = path.join(JAVA_DIR, 'junit-platform-console-standalone.jar');
 const JUNIT_API = path.join(JAVA_DIR, 'junit-jupiter-api.jar');
-const PG_JDBC = path.join(JAVA_DIR, 'postgresql.jar');
+/** The client each case connects with, per backend: the ones docs/exec.md names under each recipe. */
+const CLIENTS = {
+  postgres: {
+    pythonModule: 'psycopg2',
+    pythonPackage: 'python3-psycopg2',
+    pythonConnect: "psycopg2.connect(os.environ['DATABASE_URL'])",
+    pythonAutocommit: 'c.autocommit = True',
+    jdbcJar: path.join(JAVA_DIR, 'postgresql.jar'),
+    jdbcPackage: 'libpostgresql-jdbc-java',
+  },
+  mariadb: {
+    pythonModule: 'MySQLdb',
+    pythonPackage: 'python3-mysqldb',
+    pythonConnect: "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
+    pythonAutocommit: 'c.autocommit(True)',
+    jdbcJar: path.join(JAVA_DIR, 'mariadb-java-client.jar'),
+    jdbcPackage: 'libmariadb-java',
+  },
+  mysql: {
+    pythonModule: 'MySQLdb',
+    pythonPackage: 'python3-mysqldb',
+    pythonConnect: "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
+    pythonAutocommit: 'c.autocommit(True)',
+    jdbcJar: path.join(JAVA_DIR, 'mariadb-java-client.jar'),
+    jdbcPackage: 'libmariadb-java',
+  },
+} as const;
 
 /** The `nth` (from 0) code block of `lang` under the heading `heading` of docs/exec.md. */
 function docBlock(markdown: string, heading: string, lang: string, nth = 0): string {
@@ -40,20 +66,22 @@ function missing(checks: [boolean, string][]): string | null {
   return absent.length > 0 ? absent.join('; ') : null;
 }
 
-const pytestMissing = missing([
-  [spawnSync(PYTHON, ['-c', 'import pytest']).status === 0, 'pytest not installed: apt-get install python3-pytest'],
-  [spawnSync(PYTHON, ['-c', 'import psycopg2']).status === 0, 'psycopg2 not installed: apt-get install python3-psycopg2'],
-]);
+const pytestMissing = (name: keyof typeof CLIENTS): string | null =>
+  missing([
+    [spawnSync(PYTHON, ['-c', 'import pytest']).status === 0, 'pytest not installed: apt-get install python3-pytest'],
+    [spawnSync(PYTHON, ['-c', `import ${CLIENTS[name].pythonModule}`]).status === 0, `${CLIENTS[name].pythonModule} not installed: apt-get install ${CLIENTS[name].pythonPackage}`],
+  ]);
 const djangoMissing = missing([
   [spawnSync(PYTHON, ['-c', 'import django']).status === 0, 'Django not installed: apt-get install python3-django'],
   [spawnSync(PYTHON, ['-c', 'import psycopg2']).status === 0, 'psycopg2 not installed: apt-get install python3-psycopg2'],
   [spawnSync(PYTHON, ['-c', 'import MySQLdb']).status === 0, 'mysqlclient not installed: apt-get install python3-mysqldb'],
 ]);
-const junitMissing = missing([
-  [spawnSync('sh', ['-c', 'command -v javac && command -v java']).status === 0, 'no JDK: apt-get install default-jdk-headless'],
-  [fs.existsSync(JUNIT_STANDALONE) && fs.existsSync(JUNIT_API), 'JUnit 5 not installed: apt-get install junit5'],
-  [fs.existsSync(PG_JDBC), 'PgJDBC not installed: apt-get install libpostgresql-jdbc-java'],
-]);
+const junitMissing = (name: keyof typeof CLIENTS): string | null =>
+  missing([
+    [spawnSync('sh', ['-c', 'command -v javac && command -v java']).status === 0, 'no JDK: apt-get install default-jdk-headless'],
+    [fs.existsSync(JUNIT_STANDALONE) && fs.existsSync(JUNIT_API), 'JUnit 5 not installed: apt-get install junit5'],
+    [fs.existsSync(CLIENTS[name].jdbcJar), `the JDBC driver is not installed: apt-get install ${CLIENTS[name].jdbcPackage}`],
+  ]);
 
 function network(b: StartedBackend): NetworkConnection {
   if (b.connection.kind !== 'network') throw new Error(`${b.description.id} is not a network backend`);
@@ -179,25 +207,29 @@ describeEachBackend(
     const log = (): string => path.join(scratch, 'command.log');
     const failedWith = (): string => (fs.existsSync(log()) ? fs.readFileSync(log(), 'utf8').slice(-3000) : '');
 
-    const pgOnly = b.backend === 'postgres' ? null : 'this case connects with psycopg2 and PgJDBC, PostgreSQL clients';
-    const pytestSkip = pytestMissing ?? pgOnly;
-    const junitSkip = junitMissing ?? pgOnly;
+    const clients = CLIENTS[b.backend as keyof typeof CLIENTS];
+    const pytestSkip = pytestMissing(b.backend as keyof typeof CLIENTS);
+    const junitSkip = junitMissing(b.backend as keyof typeof CLIENTS);
+    const createTable = async (table: string): Promise<void> => {
+      await sql(server(), `DROP TABLE IF EXISTS ${table}`);
+      await sql(server(), `CREATE TABLE ${table} (a int)`);
+    };
     (pytestSkip ? it.skip : it)(`the pytest fixture of docs/exec.md: one window per test, named after it, with its rows${pytestSkip ? ` (skipped: ${pytestSkip})` : ''}`, async () => {
       const dir = path.join(scratch, 'pytest');
       fs.mkdirSync(dir);
       fs.writeFileSync(path.join(dir, 'conftest.py'), `${docBlock(markdown, '### A pytest fixture', 'python')}\n`);
       const table = `doc_py_${process.pid}`;
-      await sql(server(), `DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (a int)`);
+      await createTable(table);
       fs.writeFileSync(
         path.join(dir, 'test_items.py'),
         [
-          'import os, psycopg2, pytest',
+          `import os, ${clients.pythonModule}, pytest`,
           '',
           '# Connected before the window begins (fixtures set up in the order named), closed after it ends.',
           '@pytest.fixture',
           'def conn():',
-          "    c = psycopg2.connect(os.environ['DATABASE_URL'])",
-          '    c.autocommit = True',
+          `    c = ${clients.pythonConnect}`,
+          `    ${clients.pythonAutocommit}`,
           '    yield c',
           '    c.close()',
           '',
@@ -239,7 +271,7 @@ describeEachBackend(
       ];
       fs.writeFileSync(path.join(dir, 'SqltallyWindow.java'), `${imports.join('\n')}\n\n${docBlock(markdown, '### A JUnit 5 extension', 'java')}\n`);
       const table = `doc_junit_${process.pid}`;
-      await sql(server(), `DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (a int)`);
+      await createTable(table);
       fs.writeFileSync(
         path.join(dir, 'ItemsTest.java'),
         [
@@ -272,7 +304,7 @@ describeEachBackend(
       const javac = spawnSync('javac', ['-cp', JUNIT_API, '-d', classes, path.join(dir, 'SqltallyWindow.java'), path.join(dir, 'ItemsTest.java')], { encoding: 'utf8' });
       expect({ status: javac.status, stderr: javac.stderr }).toEqual({ status: 0, stderr: '' });
       const out = path.join(scratch, 'junit-report');
-      const argv = ['--named-windows', '--out', out, '--', 'java', '-jar', JUNIT_STANDALONE, '--disable-banner', '--fail-if-no-tests', '-cp', `${classes}:${PG_JDBC}`, '--select-class', 'ItemsTest'];
+      const argv = ['--named-windows', '--out', out, '--', 'java', '-jar', JUNIT_STANDALONE, '--disable-banner', '--fail-if-no-tests', '-cp', `${classes}:${clients.jdbcJar}`, '--select-class', 'ItemsTest'];
       const result = await runExec(execOptions(argv), server(), io(log()));
       expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
       expect(figures(result.report?.windows ?? [])).toEqual([
