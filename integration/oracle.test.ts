@@ -165,7 +165,10 @@ function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sql
 }
 
 /** Server counters the oracle cannot check from a log, and why (each also goes into the closing note's table). */
-const UNCHECKED_KEYS: Record<string, string> = {};
+const UNCHECKED_KEYS: Record<string, string> = {
+  // Checked against an ALTER TABLE between prepare and execute in integration/probes.test.ts instead.
+  Com_stmt_reprepare: 'a statement the server prepares again by itself is no command a client sent: the general log has no line for it',
+};
 
 /** One comparison: what the oracle read, what sqltally counted. */
 interface Check {
