@@ -5,7 +5,7 @@ import type { ProbeOptions, WindowContext } from './probe';
 import { classifyCached } from '../sql/statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { PreparedInstance, SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
-import { connectionsOpenedCheck, type ServerSummary, type WindowCheck } from './types';
+import { connectionsOpenedCheck, type ServerSummary, type WindowCheck, type WindowComparison } from './types';
 import { sumStatements, type ServerWorkCapabilities, type ServerWorkFigure, type WorkDeltas, type WorkReading } from './server-work';
 import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
@@ -598,6 +598,20 @@ function reprepareNote(reprepares: number): string {
 }
 
 /**
+ * Rows inserted server-wide against the window connections' Handler_write. Where the server-wide counter is another
+ * one (MySQL's Innodb_rows_inserted counts table rows only), Handler_write also counts writes that are not table
+ * rows, such as the data dictionary rows DDL writes and internal temporary tables: less server-wide says so.
+ */
+function rowsComparison(globalCounter: string | undefined, whole: number | null, own: number | null): WindowComparison {
+  const comparison: WindowComparison = { counter: `${globalCounter ?? 'rows'} (rows inserted)`, server: whole, window: own };
+  if (globalCounter === undefined || globalCounter === 'Handler_write') return comparison;
+  return {
+    ...comparison,
+    belowMeans: `the window's connections' Handler_write counts writes that are not table rows (the data dictionary rows DDL writes, internal temporary tables), so their rows inserted is not the rows their statements inserted`,
+  };
+}
+
+/**
  * MySQL/MariaDB: with performance_schema attributing per connection, the global summary (Questions, Com_insert,
  * Innodb_rows_inserted / Handler_write, ...) against the window connections' own.
  */
@@ -611,7 +625,7 @@ export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
     return [
       { counter: 'Questions (statements)', server: whole.statements, window: own.statements },
       { counter: reprepares ? `Com_insert (inserts, ${reprepares} of them possibly re-prepares)` : 'Com_insert (inserts)', server: whole.inserts, window: own.inserts === null ? null : own.inserts + reprepares },
-      { counter: `${server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global ?? 'rows'} (rows inserted)`, server: whole.rowsInserted, window: own.rowsInserted },
+      rowsComparison(server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global, whole.rowsInserted, own.rowsInserted),
       { counter: 'Com_stmt_prepare - Com_stmt_reprepare (prepares)', server: whole.prepares, window: own.prepares },
       { counter: 'Com_commit (commits)', server: whole.commits, window: own.commits },
     ];

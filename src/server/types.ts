@@ -113,6 +113,12 @@ export interface WindowComparison {
   counter: string;
   server: number | null | undefined;
   window: number | null | undefined;
+  /**
+   * Set where the two sides are counted differently (MySQL's per-connection Handler_write against the server-wide
+   * Innodb_rows_inserted): the server-wide count holds every row the window's figure should, so a server-wide count
+   * below it means the window's figure counts something else. Why, in words.
+   */
+  belowMeans?: string;
 }
 
 /** What a {@link WindowCheck} reads: the server layer, the wire layer, and what the driver model explains. */

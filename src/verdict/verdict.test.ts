@@ -109,6 +109,28 @@ describe('decideVerdict', () => {
     });
   });
 
+  it("MySQL: the window connections' Handler_write above the server-wide Innodb_rows_inserted (DDL's data-dictionary writes) is not rows inserted: report", () => {
+    const mysql = { ...backend({ rowCounter: 'Innodb_rows_inserted', bulkExecute: false }), name: 'mysql' as const, flavour: 'mysql' as const, id: 'mysql@9.7' };
+    const ddl = serverLayer({
+      global: { Questions: 4, Com_insert: 1, Innodb_rows_inserted: 1 },
+      perConnection: { Questions: 4, Handler_write: 28 },
+      summary: { statements: 4, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 28 },
+      globalSummary: { statements: 4, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 1 },
+      summarySource: 'perConnection',
+      control: { Questions: 0, 'perConnection.Questions': 0 },
+      attribution: { method: 'performance_schema', requested: [7], found: [7], exact: true },
+      comparable: [{ global: 'Innodb_rows_inserted', perConnection: 'Handler_write' }],
+    });
+    const v = decideVerdict({ backend: mysql, driver: null, wire: null, server: ddl });
+    expect(v.kind).toBe('report');
+    expect(v.discrepancies).toEqual([
+      expect.stringMatching(/^server layer: Innodb_rows_inserted \(rows inserted\) moved by 1 server-wide, less than the window's own 28: .*data dictionary/),
+    ]);
+    // The same figures with one counter on both sides (MariaDB's Handler_write) cannot be below: nothing to say.
+    const same = { ...ddl, comparable: [{ global: 'Handler_write', perConnection: 'Handler_write' }] };
+    expect(decideVerdict({ backend: mysql, driver: null, wire: null, server: same }).discrepancies).toEqual([]);
+  });
+
   it('reports when attribution misses a workload connection', () => {
     const v = decideVerdict({
       backend: backend(),

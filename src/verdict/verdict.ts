@@ -121,6 +121,21 @@ export function beyondWindow(flavour: Flavour, server: ServerLayer, wire: WireCo
   return out;
 }
 
+/**
+ * Where a server-wide counter moved less than the window's own connections' figure for it, though it counts every
+ * row that figure should (a {@link WindowComparison} with `belowMeans`): the window's figure counts something else.
+ */
+export function belowWindow(flavour: Flavour, server: ServerLayer, wire: WireCounts | null, explainedStatements?: number): string[] {
+  const out: string[] = [];
+  for (const check of windowChecksOf(flavour)) {
+    for (const c of check({ server, wire, ...(explainedStatements === undefined ? {} : { explainedStatements }) })) {
+      if (c.belowMeans === undefined || c.server === null || c.server === undefined || c.window === null || c.window === undefined) continue;
+      if (c.server < c.window) out.push(`server layer: ${c.counter} moved by ${c.server} server-wide, less than the window's own ${c.window}: ${c.belowMeans}`);
+    }
+  }
+  return out;
+}
+
 /** Why the server-wide counters cannot be attributed to the window alone, in words. Empty when they can. */
 export function globalDisturbances(backend: BackendDescription, server: ServerLayer, wire: WireCounts | null = null, explainedStatements?: number): string[] {
   const reasons: string[] = [];
@@ -216,6 +231,7 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
     rec.discrepancies.push(...wireModel.discrepancies);
   }
   const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : wireModel?.explainedStatements;
+  if (server) rec.discrepancies.push(...belowWindow(backend.flavour, server, input.wire, explainedStatements));
   return { verdict: decide(input, rec, explainedStatements), explainedStatements, findings: rec.findings };
 }
 
