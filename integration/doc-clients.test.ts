@@ -1,4 +1,4 @@
-// @waits 60: pytest, a JUnit 5 run (javac, a JVM) and a Django project under sqltally exec, on private servers.
+// @waits 120: pytest, a JUnit 5 run (javac, a JVM) and a Django project under sqltally exec, on private servers.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
