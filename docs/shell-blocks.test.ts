@@ -10,7 +10,8 @@ import { promisify } from 'node:util';
  * `--listTests`, so the files it would run are known; `npm run`, `npm start` and `npm test` name a script of
  * package.json; `npm install` names sqltally and its peer dependencies; `npx tsx <file>` names a file that declares
  * each flag given. A command with no rule fails. A block that is not to be checked says why on the line above it:
- * `<!-- sh: not run: <reason> -->`, and shows as a skipped test with that reason.
+ * `<!-- sh: not run: <reason> -->`, and shows as a skipped test with that reason. The GitHub Actions workflows of the
+ * docs (```yaml) are checked the same way, for their `run:` steps that call sqltally, npm or jest.
  */
 const ROOT = join(__dirname, '..');
 const PAGES = [
@@ -39,6 +40,31 @@ function shBlocks(): ShBlock[] {
       text: m[2]!,
       notRun: m[1],
     }));
+  });
+}
+
+const YAML_BLOCK = /```yaml\n([\s\S]*?)\n```/g;
+/** The tools a workflow's `run:` step is checked for; its other steps (`cat ... >> $GITHUB_STEP_SUMMARY`) are the CI's. */
+const WORKFLOW_TOOLS = /^(npx sqltally|npm|npx jest) /;
+
+/**
+ * The `run:` steps of the GitHub Actions workflows in the docs that call sqltally, npm or jest, as one sh block per
+ * workflow, `${{ matrix.<name> }}` replaced by each value the matrix lists.
+ */
+function workflowBlocks(): ShBlock[] {
+  return PAGES.flatMap((page) => {
+    const md = readFileSync(join(ROOT, page), 'utf8');
+    return [...md.matchAll(YAML_BLOCK)].map((m) => {
+      const yaml = m[1]!;
+      const matrix = new Map([...yaml.matchAll(/^\s+(\w+): \[(.*)\]$/gm)].map((v) => [v[1]!, v[2]!.split(',').map((x) => x.trim())]));
+      const steps = [...yaml.matchAll(/^\s+(?:- )?run: (.+)$/gm)].map((r) => r[1]!.trim()).filter((r) => WORKFLOW_TOOLS.test(r));
+      const expanded = steps.flatMap((step) => {
+        const name = /\$\{\{ matrix\.(\w+) \}\}/.exec(step)?.[1];
+        const values = name ? (matrix.get(name) ?? [`(no matrix value for ${name})`]) : [undefined];
+        return values.map((v) => (name ? step.replaceAll(`\${{ matrix.${name} }}`, v!) : step));
+      });
+      return { where: `${page}:${md.slice(0, m.index).split('\n').length} (workflow run: steps)`, text: expanded.join('\n'), notRun: undefined };
+    });
   });
 }
 
@@ -225,7 +251,7 @@ describe('shell blocks in the README and docs', () => {
     execFileSync(process.execPath, [join(ROOT, 'scripts', 'ensure-built.js')], { cwd: ROOT, stdio: 'inherit' });
   }, 300_000);
 
-  const all = shBlocks();
+  const all = [...shBlocks(), ...workflowBlocks()];
 
   it('there are blocks to check', () => {
     expect(all.filter((b) => b.notRun === undefined).length).toBeGreaterThanOrEqual(10);
