@@ -40,7 +40,15 @@ export function describeEachBackend(body: (backend: AvailableIntegrationBackend)
     return;
   }
   for (const b of chosen) {
-    if (b.available) describe(b.id, () => body(b));
+    if (b.available)
+      describe(b.id, () => {
+        const releases = collectReleases(() => body(b));
+        // Declared after the body's own afterAll hooks, so it runs after them (Jest runs afterAll in declaration
+        // order): the block's pools and sessions end before their server stops, whichever provider started it.
+        afterAll(async () => {
+          for (const release of releases.reverse()) await release();
+        }, START_TIMEOUT_MS);
+      });
     else
       describe.skip(`${b.id}: skipped: ${b.reason}`, () => {
         it('needs this backend', () => undefined);
@@ -76,6 +84,22 @@ export interface ServerLender {
   borrow(id: string): Promise<string>;
   /** The describe block is done with it; the pool checks it when next borrowed or when the file ends. */
   giveBack(id: string): void;
+}
+
+/** Where withBackend puts its release while a describeEachBackend body is being declared; null outside one. */
+let pendingReleases: (() => Promise<void>)[] | null = null;
+
+/** Runs a describe body and returns the releases of the servers it asked for, in the order asked. */
+function collectReleases(declare: () => void): (() => Promise<void>)[] {
+  const outer = pendingReleases;
+  const releases: (() => Promise<void>)[] = [];
+  pendingReleases = releases;
+  try {
+    declare();
+  } finally {
+    pendingReleases = outer;
+  }
+  return releases;
 }
 
 /** The global through which the test environment hands a file its lender. */
@@ -114,7 +138,8 @@ function lentHandle(id: string, json: string): StartedBackend {
  * after a failed start, whose error Jest already shows). Private servers started from local binaries come from
  * the worker's pool: started once per Jest worker, lent to one file at a time, checked clean (no connection left
  * open, no setting changed) and given an empty test database before the next file gets it. Everything else, and
- * every `{ fresh: true }` block, gets its own server, stopped in `afterAll`.
+ * every `{ fresh: true }` block, gets its own server, stopped in `afterAll`: in a describeEachBackend body, after
+ * the body's own afterAll hooks, wherever they are declared.
  */
 export function withBackend(id: string, options: WithBackendOptions = {}): () => StartedBackend {
   const pool = lender();
@@ -123,11 +148,15 @@ export function withBackend(id: string, options: WithBackendOptions = {}): () =>
   beforeAll(async () => {
     started = pooled ? lentHandle(id, await pool.borrow(id)) : await startBackend(id, options.env ?? process.env);
   }, START_TIMEOUT_MS);
-  afterAll(async () => {
+  const release = async (): Promise<void> => {
     if (pooled) {
       if (started) pool.giveBack(id);
     } else await started?.stop();
-  }, START_TIMEOUT_MS);
+  };
+  // Inside describeEachBackend the server is released after every afterAll of the block; elsewhere, declare the
+  // block's own teardown before calling withBackend.
+  if (pendingReleases) pendingReleases.push(release);
+  else afterAll(release, START_TIMEOUT_MS);
   return () => {
     if (!started) throw new Error(`backend ${id} is not started (beforeAll failed or has not run)`);
     return started;

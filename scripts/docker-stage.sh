@@ -8,6 +8,8 @@
 # usage: scripts/docker-stage.sh [--subset]  build images, run the tests that prove the provider (SUBSET below)
 #        scripts/docker-stage.sh --full      build images, run the whole integration suite through Testcontainers
 #        scripts/docker-stage.sh --images    only build the images (leaves no daemon running)
+#        scripts/docker-stage.sh --files FILE...  build images, run only these integration files through Testcontainers
+#                                             (SQLTALLY_DOCKER_IMAGES=postgres,mariadb narrows the images)
 # Images are kept in the engine's data root between runs and rebuilt only when their inputs change (a label on
 # each image carries the hash of its Dockerfile, entrypoint and base), so a second run builds nothing.
 # Environment: SQLTALLY_DOCKER_ROOT (engine state, default /var/lib/sqltally-docker), SQLTALLY_DOCKER_LOG
@@ -41,7 +43,10 @@ build=''
 main() {
   local root; root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
   local mode="${1:---subset}"
-  case "$mode" in --subset|--full|--images) ;; *) echo "usage: $0 [--subset|--full|--images]" >&2; exit 2 ;; esac
+  case "$mode" in --subset|--full|--images) ;; --files) [ "$#" -gt 1 ] || mode='' ;; *) mode='' ;; esac
+  [ -n "$mode" ] || { echo "usage: $0 [--subset|--full|--images|--files FILE...]" >&2; exit 2; }
+  [ "$#" -gt 0 ] && shift
+  local only_files=("$@")
   local exec_root=/run/sqltally-docker
   local pidfile=/run/sqltally-docker.pid
   local data_root="${SQLTALLY_DOCKER_ROOT:-/var/lib/sqltally-docker}"
@@ -193,7 +198,11 @@ EOF
 
   # Only the backends whose image exists are required; the rest are named above with their reason.
   local backends=() b
-  for b in "${built[@]}"; do b="${b#sqltally/}"; backends+=("${b%%:*}"); done
+  for b in "${built[@]}"; do
+    b="${b#sqltally/}"; b="${b%%:*}"
+    [ -z "${SQLTALLY_DOCKER_IMAGES:-}" ] || [[ ",$SQLTALLY_DOCKER_IMAGES," == *",$b,"* ]] && backends+=("$b")
+  done
+  [ "${#backends[@]}" -gt 0 ] || unavailable 6 "SQLTALLY_DOCKER_IMAGES=$SQLTALLY_DOCKER_IMAGES names none of the images built (${built[*]})"
   local rc=0 tests_started; tests_started=$(date +%s)
   # These files test the local provider's own lifecycle (leaks of spawned servers after their Node process is
   # signalled); this stage has no local server by design.
@@ -201,6 +210,8 @@ EOF
   say "not run here (local-provider lifecycle tests): ${LOCAL_PROVIDER_TESTS[*]}"
   if [ "$mode" = --full ]; then
     run_tests "$(IFS=,; echo "${backends[*]}")" '' || rc=1
+  elif [ "$mode" = --files ]; then
+    run_tests "$(IFS=,; echo "${backends[*]}")" '' "${only_files[@]}" || rc=1
   else
     local group wanted filter files list
     for group in "${SUBSET[@]}"; do

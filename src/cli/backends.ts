@@ -4,7 +4,7 @@ import { ProviderKindSchema } from '../backends/types';
 import type { Resolution } from '../backends/types';
 import { describeSweep, sweepStalePrivateDirs } from '../backends/stale';
 import type { Command } from './main';
-import { parseFlags, usageExit } from './usage';
+import { argsCheckedOnly, parseFlags, usageExit } from './usage';
 
 const USAGE = `usage: sqltally backends [--check] [--json] [id ...]
 
@@ -132,6 +132,7 @@ export const command: Command = {
     const env = process.env;
     // Unknown ids fail here, before anything is started.
     for (const id of parsed.positionals) parseBackendId(id);
+    if (argsCheckedOnly('backends')) return 0;
     // What a killed run left behind goes first, so the listing (and --check) starts from a clean slate.
     const sweep = await sweepStalePrivateDirs(env);
     const resolutions: [string, Resolution][] =

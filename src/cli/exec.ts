@@ -11,7 +11,7 @@ import { parseExecArgs } from './exec-options';
 import type { ExecOptions } from './exec-options';
 import { EXIT, checkBeforeStart, defaultOutDir, finishReport } from './finish';
 import type { Command } from './main';
-import { usageExit } from './usage';
+import { argsCheckedOnly, usageExit } from './usage';
 import { MeasuredWindows } from './windows';
 
 const HELP = `usage: sqltally exec [options] -- COMMAND [ARGS...]
@@ -244,6 +244,7 @@ export const command: Command = {
       console.log(HELP);
       return EXIT.ok;
     }
+    if (argsCheckedOnly('exec')) return EXIT.ok;
     const progress = (line: string): void => void process.stderr.write(`sqltally: ${line}\n`);
     const interrupt = interruptibleExec(progress);
     try {

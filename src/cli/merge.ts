@@ -1,6 +1,6 @@
 import { SqltallyError } from '../shared/errors';
 import type { Command } from './main';
-import { UsageError, parseFlags, usageExit } from './usage';
+import { UsageError, argsCheckedOnly, parseFlags, usageExit } from './usage';
 import { mergeReports } from '../report/merge';
 import { writeReport } from '../report/output';
 import { readReportFile } from '../report/schema';
@@ -38,6 +38,7 @@ async function run(argv: string[]): Promise<number> {
     return 0;
   }
   if (!values.out) return 2;
+  if (argsCheckedOnly('merge')) return 0;
   try {
     const sources = positionals.map((p) => ({ label: p, report: readReportFile(p) }));
     const merged = mergeReports(sources);

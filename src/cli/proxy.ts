@@ -10,7 +10,7 @@ import type { ProxyOptions } from './exec-options';
 import { EXIT, checkBeforeStart, defaultOutDir, finishReport } from './finish';
 import type { ExecResult } from './exec';
 import type { Command } from './main';
-import { usageExit } from './usage';
+import { argsCheckedOnly, usageExit } from './usage';
 import { MeasuredWindows } from './windows';
 
 const HELP = `usage: sqltally proxy [options]
@@ -112,6 +112,7 @@ export const command: Command = {
       console.log(HELP);
       return EXIT.ok;
     }
+    if (argsCheckedOnly('proxy')) return EXIT.ok;
     const progress = (line: string): void => void process.stderr.write(`sqltally: ${line}\n`);
     // Ctrl-C is how the proxy ends: its server must stay up until the open windows are read and the report written.
     const stop = interruptible(progress, {

@@ -1,6 +1,6 @@
 import { SqltallyError } from '../shared/errors';
 import type { Command } from './main';
-import { UsageError, parseFlags, usageExit } from './usage';
+import { UsageError, argsCheckedOnly, parseFlags, usageExit } from './usage';
 import { writeOutputDir } from '../report/atomic';
 import { renderViews } from '../report/output';
 import { readReportFile } from '../report/schema';
@@ -23,6 +23,7 @@ async function run(argv: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (argsCheckedOnly('report')) return 0;
   const dir = parsed.positionals[0]!;
   try {
     const report = readReportFile(dir);

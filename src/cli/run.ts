@@ -11,7 +11,7 @@ import { toJson } from '../report/schema';
 import { runMatrix } from '../run/matrix';
 import { summaryLine } from '../run/summary';
 import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOT_ROWS, DEFAULT_REPEATS, MAX_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
-import { UsageError, parseFlags, usageExit } from './usage';
+import { UsageError, argsCheckedOnly, parseFlags, usageExit } from './usage';
 import type { Command } from './main';
 import { interruptible } from './interrupt';
 
@@ -166,6 +166,7 @@ export const command: Command = {
     } catch (err) {
       return usageExit('run', err);
     }
+    if (argsCheckedOnly('run')) return 0;
     const write = !v['no-write'];
     const out = v.out ?? defaultOutDir();
     // Refuse a bad output directory before minutes of work, not after; like a bad flag, nothing has started.

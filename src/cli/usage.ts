@@ -61,6 +61,20 @@ export function helpPointer(command: string): string {
   return `run "sqltally ${command} --help" for the options`;
 }
 
+/** The environment variable that makes a command stop once its arguments are accepted. */
+export const CHECK_ARGS_ENV = 'SQLTALLY_CLI_CHECK_ARGS';
+
+/**
+ * With SQLTALLY_CLI_CHECK_ARGS=1 a command stops once its arguments are parsed and checked, before it starts,
+ * reads or writes anything, and says so: the documented command lines are checked this way (docs/shell-blocks.test.ts)
+ * without minutes of work each. Returns true when the command must return 0 now.
+ */
+export function argsCheckedOnly(command: string): boolean {
+  if (process.env[CHECK_ARGS_ENV] !== '1') return false;
+  console.error(`sqltally ${command}: arguments accepted (${CHECK_ARGS_ENV}=1: nothing started)`);
+  return true;
+}
+
 /** Every command's answer to bad options: the UsageError's line and where the options are, exit code 2; anything else is rethrown. */
 export function usageExit(command: string, err: unknown): 2 {
   if (!(err instanceof UsageError)) throw err;

@@ -1,0 +1,37 @@
+import fs from 'node:fs';
+import { describeEachBackend, integrationBackends, withBackend } from './harness';
+
+/**
+ * The harness's own promise: a describeEachBackend block's afterAll hooks run while its server is still up,
+ * even when they are declared after withBackend. A lent server outlives the file anyway; a server the block
+ * started itself (every container, every `{ fresh: true }`) would otherwise stop first, and a pool the block
+ * ends afterwards sees its idle connections cut ("Connection terminated unexpectedly" from pg).
+ * SQLite stands in for every provider: its "server" is a folder that stopping removes, so the check is cheap.
+ */
+
+const seenAtTeardown: string[] = [];
+
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id, { fresh: true });
+    afterAll(() => {
+      seenAtTeardown.push(`${b.id}: ${fs.existsSync(backend().dataDir ?? '/nonexistent') ? 'server up' : 'server already stopped'}`);
+    });
+    it('the server is up inside the block', () => {
+      expect(fs.existsSync(backend().dataDir ?? '/nonexistent')).toBe(true);
+    });
+  },
+  (b) => b.backend === 'sqlite',
+);
+
+const sqlite = integrationBackends().filter((b) => b.backend === 'sqlite' && b.available);
+
+describe('after the block', () => {
+  if (sqlite.length === 0) {
+    it.skip(`no SQLite in this run (SQLTALLY_BACKENDS=${process.env['SQLTALLY_BACKENDS'] ?? ''}): nothing to check`, () => undefined);
+    return;
+  }
+  it("an afterAll declared after withBackend ran while the block's server was still up", () => {
+    expect(seenAtTeardown).toEqual(sqlite.map((b) => `${b.id}: server up`));
+  });
+});
