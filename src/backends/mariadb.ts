@@ -8,7 +8,7 @@ import { makePrivateDir, runTool } from './local-process';
 import { rootfsFinder } from './rootfs';
 import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
 import type { TemplateRecipe } from './template';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 import { isRoot } from '../shared/process';
 
@@ -60,9 +60,7 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     // The size the template's redo log was made with: any other and every start rewrote it (10.11 resizes the log
     // to the configured size at startup: 96 MB written per start with the default).
     REDO_LOG_SIZE,
-    // A private throwaway server: durability costs time and buys nothing.
-    '--innodb-flush-log-at-trx-commit=0',
-    '--skip-log-bin',
+    ...THROWAWAY_DURABILITY_OPTIONS,
     ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
     ...(isRoot() ? ['--user=root'] : []),
   ];
@@ -163,6 +161,7 @@ export const MARIADB = {
       '--performance-schema-consumer-events-statements-current=ON',
       `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
       '--local-infile=1',
+      ...THROWAWAY_DURABILITY_OPTIONS,
       ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
     ],
     environment: {},

@@ -46,6 +46,9 @@ const SHARED_MEMORY_OPTIONS = [
   '--performance-schema-hosts-size=32',
 ] as const;
 
+/** Every server sqltally starts is thrown away after the run (a private process or a container): durability costs time and buys nothing. */
+export const THROWAWAY_DURABILITY_OPTIONS = ['--innodb-flush-log-at-trx-commit=0', '--skip-log-bin'] as const;
+
 export const PRIVATE_SERVER_MEMORY_OPTIONS: Record<'mariadb' | 'mysql', readonly string[]> = {
   // 128 MB by default, allocated at start; Aria holds MariaDB's system and internal temporary tables only.
   mariadb: [...SHARED_MEMORY_OPTIONS, '--aria-pagecache-buffer-size=8M'],

@@ -6,7 +6,7 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOp
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { makePrivateDir, runTool } from './local-process';
 import { provisionCommand, rootfsFinder } from './rootfs';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 import { isRoot } from '../shared/process';
 
@@ -41,8 +41,7 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
     `--init-file=${initFile}`,
     // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8.
     '--local-infile=1',
-    '--innodb-flush-log-at-trx-commit=0',
-    '--skip-log-bin',
+    ...THROWAWAY_DURABILITY_OPTIONS,
     ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
     ...(isRoot() ? ['--user=root'] : []),
   ];
@@ -117,7 +116,7 @@ export const MYSQL = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
+    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...THROWAWAY_DURABILITY_OPTIONS, ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -42,15 +42,16 @@ export function postgresLogFile(dataDir: string): string {
  * long messages at once straight into one stderr pipe interleave past PIPE_BUF. Bind failures are logged before the
  * collector starts, so they still reach the start-up tail; later messages are read from the file (ServerLaunch.logFile).
  */
+/** Every server sqltally starts is thrown away after the run (a private process or a container): no durability. */
+const THROWAWAY_DURABILITY = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } as const;
+
 export function postgresServerArgs(dataDir: string, port: number): string[] {
   const settings = {
     listen_addresses: '127.0.0.1',
     port: String(port),
     unix_socket_directories: dataDir,
     shared_preload_libraries: STATEMENTS_EXTENSION,
-    fsync: 'off',
-    synchronous_commit: 'off',
-    full_page_writes: 'off',
+    ...THROWAWAY_DURABILITY,
     max_connections: '100',
     // Dynamic shared memory as files in the data directory, which is removed at stop: the default (posix) puts each
     // segment in /dev/shm, where a server killed by a fault test or a SIGKILL leaves it (115 segments of 1 MB after a
@@ -342,7 +343,7 @@ export const POSTGRES = {
   prepare: preparePostgres,
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: ['-c', `shared_preload_libraries=${STATEMENTS_EXTENSION}`],
+    command: ['-c', `shared_preload_libraries=${STATEMENTS_EXTENSION}`, ...Object.entries(THROWAWAY_DURABILITY).flatMap(([key, value]) => ['-c', `${key}=${value}`])],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

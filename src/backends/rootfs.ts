@@ -7,7 +7,7 @@ import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOp
 import { findExecutable } from './binaries';
 import { SqltallyError } from '../shared/errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS } from './mysql-family';
+import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS } from './mysql-family';
 import { copyTemplate, ensureTemplate, fileIdentity } from './template';
 import type { TemplateRecipe } from './template';
 import type { BackendName, StartedBackend } from './types';
@@ -226,9 +226,7 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
     // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8 and later.
     '--local-infile=1',
-    // A private throwaway server: durability costs time and buys nothing.
-    '--innodb-flush-log-at-trx-commit=0',
-    '--skip-log-bin',
+    ...THROWAWAY_DURABILITY_OPTIONS,
     ...PRIVATE_SERVER_MEMORY_OPTIONS[layout.flavour],
   ];
 }

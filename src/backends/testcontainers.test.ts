@@ -25,7 +25,15 @@ describe('container plans (checked without an engine)', () => {
 
   it('loads pg_stat_statements on PostgreSQL', () => {
     const plan = containerPlanFor(POSTGRES, undefined, {});
-    expect(plan).toMatchObject({ image: 'postgres:17', command: ['-c', 'shared_preload_libraries=pg_stat_statements'], reuse: false, containerPort: 5432 });
+    expect(plan).toMatchObject({ image: 'postgres:17', reuse: false, containerPort: 5432 });
+    expect(plan?.command.slice(0, 2)).toEqual(['-c', 'shared_preload_libraries=pg_stat_statements']);
+  });
+
+  it('turns durability off as on a private server: a container is thrown away too, and fsync per commit slows every window', () => {
+    expect(containerPlanFor(POSTGRES, undefined, {})?.command).toEqual(expect.arrayContaining(['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']));
+    for (const module of [MARIADB, MYSQL]) {
+      expect(containerPlanFor(module, undefined, {})?.command).toEqual(expect.arrayContaining(['--innodb-flush-log-at-trx-commit=0', '--skip-log-bin']));
+    }
   });
 
   it('turns performance_schema on for MariaDB and MySQL, with room for a 22 MB statement', () => {
