@@ -356,6 +356,13 @@ class StreamEnd extends Duplex {
     else this.#pendingWrite = callback;
   }
 
+  // A driver that corks its socket (pg: Parse/Bind/Describe/Execute/Sync) hands over several writes at once. Over TCP
+  // they leave in one writev and arrive as one read; here they become one chunk too, so the proxy forwards them in one
+  // write and `clientWrites` reads the same on both paths.
+  override _writev(chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
+    this._write(chunks.length === 1 ? (chunks[0] as { chunk: Buffer }).chunk : Buffer.concat(chunks.map((c) => c.chunk)), 'buffer', callback);
+  }
+
   override _final(callback: (error?: Error | null) => void): void {
     this.other?.push(null);
     callback();
