@@ -380,9 +380,11 @@ describe('WireProxy with real sockets', () => {
     expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { COM_QUERY: 2 }, roundTrips: 2, connections: 1, incomplete: false });
     expect(proxy.connections()[0]?.serverConnectionId).toBe(1234);
     // The driver's goodbye and close reach the server side, as a socket's would.
+    expect(stream.readyState).toBe('open');
     const closed = new Promise<void>((resolve) => stream.on('close', () => resolve()));
     stream.end(command(0x01));
     await closed;
+    expect(stream.readyState).toBe('closed');
     await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
     expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
     // A stream opened and then cut by close() is destroyed on the driver's side too.
