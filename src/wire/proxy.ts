@@ -33,12 +33,14 @@ export interface SettleResult {
 /**
  * The driver's end of {@link WireProxy.openStream}: a Duplex that also answers the socket methods drivers call on a
  * stream they were given (`connect()` emits 'connect' on the next tick; `setNoDelay`, `setKeepAlive`, `setTimeout`,
- * `ref`, `unref` do nothing).
+ * `ref`, `unref` do nothing; `readyState` and `address()` answer as a loopback socket's).
  */
 export interface WireStream extends Duplex {
   /** As a socket's: `open`, `readOnly`, `writeOnly` or `closed` (postgres.js says goodbye only on an `open` one). */
   readonly readyState: 'open' | 'readOnly' | 'writeOnly' | 'closed';
   connect(...ignored: unknown[]): this;
+  /** The local address a socket to the proxy would have (mariadb 3.3 sends it in its handshake). */
+  address(): { address: string; family: string; port: number };
   setNoDelay(...ignored: unknown[]): this;
   setKeepAlive(...ignored: unknown[]): this;
   setTimeout(...ignored: unknown[]): this;
@@ -412,6 +414,9 @@ class DriverStreamEnd extends StreamEnd implements WireStream {
   connect(): this {
     process.nextTick(() => this.emit('connect'));
     return this;
+  }
+  address(): { address: string; family: string; port: number } {
+    return { address: '127.0.0.1', family: 'IPv4', port: 0 };
   }
   setNoDelay(): this {
     return this;
