@@ -6,7 +6,7 @@
  * decided (verdict/), and the report is written and gated (report/, run/).
  */
 export { capture, CaptureSession } from './capture/capture';
-export type { CaptureOptions, Captured, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection, TimeOptions, UninstrumentedTimes } from './capture/capture';
+export type { CaptureOptions, Captured, ClientOptions, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection, TimeOptions, UninstrumentedTimes } from './capture/capture';
 export type { Tally, Layers, WorkloadError, IgnoredShare, CountedDriver } from './capture/tally';
 export { fingerprint, fingerprintId } from './sql/fingerprint';
 export { captureCaller } from './shared/caller';

@@ -16,7 +16,7 @@ import type { WireCounts, WireSnapshot } from '../wire/types';
 import { ignoredShare } from '../verdict/reconcile';
 import { beyondWindow, judgeWindow, type OtherConnections } from '../verdict/verdict';
 import { connectionUrl, protocolOf } from '../backends/protocols';
-import type { SessionConnection } from './connection';
+import type { ClientOptions, SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
 import { cancelRunning, countRows, type LateCommits } from './late-commits';
 import { ownConnectionSettle } from './own-settle';
@@ -24,7 +24,7 @@ import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, ty
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 import type { Finding } from '../verdict/types';
 
-export type { SessionConnection } from './connection';
+export type { ClientOptions, SessionConnection } from './connection';
 
 /** How to capture: which backend, which driver, which layers. */
 export interface CaptureOptions<D extends DriverName = DriverName> {
@@ -42,6 +42,12 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
   driverPackage?: string;
   /** Route connections through the counting wire proxy; default true where the backend has a wire protocol. */
   wire?: boolean;
+  /**
+   * The session's own connections (a measured function's handle) reach the wire proxy through an in-process stream
+   * where the driver can take one (pg, mysql2, mariadb, postgres.js): default true. False: over a loopback socket,
+   * as a client in another process would, which adds a hop to every round trip.
+   */
+  inProcessStream?: boolean;
   /** Read the server's counters around each window; default true. */
   server?: boolean;
   /**
@@ -183,7 +189,7 @@ function checkCaptureOptions(options: unknown): void {
   if (other !== undefined && !OTHER_CONNECTIONS.includes(other as OtherConnections)) {
     throw configError(`CaptureSession.open(): otherConnections is ${describeValue(other)}`, `use one of ${OTHER_CONNECTIONS.map((v) => `'${v}'`).join(', ')}`);
   }
-  for (const flag of ['wire', 'server'] as const) {
+  for (const flag of ['wire', 'server', 'inProcessStream'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw configError(`CaptureSession.open(): ${flag} is ${describeValue(o[flag])}`, `${flag}: true or false`);
   }
   if (o['ignore'] !== undefined && !Array.isArray(o['ignore'])) {
@@ -550,6 +556,30 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
+   * Options for a `driver` client of your own in this process, to spread into its constructor: `connection`'s
+   * address and credentials and, with a wire proxy, the driver's option for an in-process stream to it (pg, mysql2
+   * and mariadb `stream`, postgres.js `socket`), so each round trip skips the loopback hop to the proxy and is
+   * counted the same. `new pg.Pool({ ...session.clientOptions('pg'), max: 4 })`. Never print it: it holds the
+   * password. On SQLite there is no network client: open `connection.filename`.
+   */
+  clientOptions(driver: DriverName): ClientOptions {
+    this.#assertOpen('connect');
+    const c = this.connection;
+    const backend = this.backend.description;
+    const module = (DRIVERS as Record<string, SomeDriverModule<DriverName> | undefined>)[driver];
+    if (!module || !(module.backends as readonly string[]).includes(backend.name) || c.kind !== 'network') {
+      throw new SqltallyError(`session.clientOptions(): ${describeValue(driver)} is not a network driver for ${backend.name}`, {
+        backend: backend.id,
+        phase: 'config',
+        hint: c.kind === 'network' ? `drivers for ${backend.name}: ${driversFor(backend.name).join(', ')}` : 'open the database file at session.connection.filename',
+      });
+    }
+    const proxy = this.#proxy;
+    const stream = proxy && module.streamOptions ? module.streamOptions(() => proxy.openStream()) : {};
+    return { host: c.host, port: c.port, user: c.user, password: c.password, database: c.database, ...stream };
+  }
+
+  /**
    * Counts a driver object you created into this session's driver layer: a pg `Client`/`Pool`, a mysql2 connection
    * or pool (promise or callback), a mariadb connection or pool, a better-sqlite3 `Database`, a postgres.js `sql`.
    * Returns the same type, behaving the same; counting it twice returns the same wrapper. Connect it to
@@ -597,9 +627,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
 
   /** Opens the session's own connection (through the proxy when on); never counted itself, its calls are. */
   async #connect(): Promise<WorkloadConnection<D>> {
+    const proxy = this.#proxy;
     const opened = await openRawConnection(this.driver, this.backend.connection, {
-      host: this.#proxy?.host,
-      port: this.#proxy?.port,
+      host: proxy?.host,
+      port: proxy?.port,
+      ...(proxy && this.#options.inProcessStream !== false ? { stream: () => proxy.openStream() } : {}),
       driverOptions: this.#options.driverOptions,
       backend: this.backend.description.id,
       ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),

@@ -13,3 +13,20 @@ export type SessionConnection =
       url: string;
     }
   | { kind: 'file'; filename: string };
+
+/**
+ * Options for a client of your own in this process, from {@link CaptureSession.clientOptions}: the address and
+ * credentials of `connection`, and, when the session has a wire proxy and the driver can take one, that driver's
+ * option for an in-process stream to the proxy (pg, mysql2 and mariadb `stream`, postgres.js `socket`), so each round
+ * trip crosses one TCP connection instead of two. Spread it into the driver's options; never print it.
+ */
+export interface ClientOptions {
+  host: string;
+  port: number;
+  user: string;
+  /** The server's password: never print it. */
+  password: string;
+  database: string;
+  /** The driver's own stream option, a function so each connection of a pool opens its own stream. */
+  [driverOption: string]: unknown;
+}

@@ -251,6 +251,8 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
     opened.on('error', () => undefined);
     return { handle: opened, connectionId: opened.threadId, close: () => opened.end() };
   },
+  // The connector takes a stream returned from its callback-style option, and leaves its connecting state on 'connect'.
+  streamOptions: (open) => ({ stream: () => open().connect() }),
   runSql: async (h, sql) => Array.from((await h.query(sql)) as unknown[]),
   ping: (h) => h.ping(),
   rowSource: (h) => ({ all: async (sql, params = []) => [...((await h.execute(sql, [...params])) as Record<string, unknown>[])] }),

@@ -3,6 +3,7 @@ import type { CallKind, CallProtocol, StatementClass, StatementSink } from '../s
 import type { ServerSummary } from '../server/types';
 import type { SqlDialect } from '../sql/tokenizer';
 import type { DriverName } from '../shared/driver-names';
+import type { WireStream } from '../wire/proxy';
 
 /** How to open a connection. */
 export interface OpenOptions {
@@ -23,6 +24,11 @@ export interface OpenOptions {
   driverPackage?: string;
   /** Open it read-only where the driver can (a SQLite file); network drivers ignore it. */
   readOnly?: boolean;
+  /**
+   * Connect through the in-process stream this returns (the wire proxy's `openStream()`) instead of a socket to
+   * host and port, where the driver takes one ({@link DriverModule.streamOptions}); ignored where it does not.
+   */
+  stream?: () => WireStream;
 }
 
 /**
@@ -156,6 +162,12 @@ export interface DriverModule<D extends DriverName, H extends object> {
   recognises(value: unknown): boolean;
   /** A short description of what `wrap` accepts, for the error when something else is handed in. */
   readonly accepts: string;
+  /**
+   * The driver options that make it connect through an in-process stream `open()` returns instead of a socket
+   * (pg's and mysql2's `stream`, postgres.js's `socket`, mariadb's `stream` callback), spread over its other
+   * options; a function, so each connection of a pool gets its own. Null for a driver that cannot take one.
+   */
+  readonly streamOptions: ((open: () => WireStream) => Record<string, unknown>) | null;
   /** Runs sqltally's own SQL on a raw handle and returns the rows (DDL, truncation, a probe's flush). */
   runSql(handle: H, sql: string): Promise<unknown[]>;
   /**

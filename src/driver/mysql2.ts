@@ -463,6 +463,7 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
     handle.on('error', () => undefined);
     return { handle, connectionId: handle.threadId, close: () => handle.end() };
   },
+  streamOptions: (open) => ({ stream: () => open() }),
   runSql: async (h, sql) => (await h.query(sql))[0] as unknown[],
   ping: (h) => h.ping(),
   // The binary protocol on purpose: MariaDB's text protocol prints a DOUBLE with 15 significant digits

@@ -29,7 +29,9 @@ export async function openRawConnection<D extends DriverName>(
   opts: OpenOptions = {},
 ): Promise<OpenedConnection<D>> {
   try {
-    const opened = await driverModule(driver).open(connection, opts);
+    const module = driverModule(driver);
+    const through = opts.stream && module.streamOptions ? module.streamOptions(opts.stream) : null;
+    const opened = await module.open(connection, through ? { ...opts, driverOptions: { ...through, ...opts.driverOptions } } : opts);
     const id = opened.connectionId;
     // A window opened right after may still find the session on the server (departures.ts): note it as sqltally's.
     const close =

@@ -343,6 +343,8 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
     const pid = (client as unknown as { processID?: number | null }).processID;
     return { handle: client, connectionId: typeof pid === 'number' ? pid : null, close: () => client.end() };
   },
+  // pg calls it with its config and then `connect()` on the stream, waiting for 'connect'.
+  streamOptions: (open) => ({ stream: () => open() }),
   runSql: async (h, sql) => (await h.query(sql)).rows,
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => (await h.query(sql, [...params])).rows as Record<string, unknown>[] }),

@@ -328,6 +328,8 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
       throw error;
     }
   },
+  // Given a socket, postgres.js treats it as connected and starts its handshake at once.
+  streamOptions: (open) => ({ socket: () => open() }),
   runSql: async (h, sql) => [...(await h.unsafe(sql))],
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => [...(await h.unsafe(sql, [...params] as never[]))] as Record<string, unknown>[] }),

@@ -1,5 +1,5 @@
 export { startWireProxy } from './proxy';
-export type { WireProxy, WireProxyOptions } from './proxy';
+export type { WireProxy, WireProxyOptions, WireStream } from './proxy';
 export { diffWireSnapshots, emptyWireCounts, sumWireCounts, WireParseError } from './tally';
 export type { WireProtocol, WireSession } from './tally';
 export { MysqlPacketParser, MysqlSession, clearSslInGreeting, mysqlCommandName, MYSQL_MAX_PACKET_PAYLOAD } from './mysql-protocol';

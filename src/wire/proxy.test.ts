@@ -380,9 +380,11 @@ describe('WireProxy with real sockets', () => {
     expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { COM_QUERY: 2 }, roundTrips: 2, connections: 1, incomplete: false });
     expect(proxy.connections()[0]?.serverConnectionId).toBe(1234);
     // The driver's goodbye and close reach the server side, as a socket's would.
+    expect(stream.readyState).toBe('open');
     const closed = new Promise<void>((resolve) => stream.on('close', () => resolve()));
     stream.end(command(0x01));
     await closed;
+    expect(stream.readyState).toBe('closed');
     await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
     expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
     // A stream opened and then cut by close() is destroyed on the driver's side too.
@@ -392,6 +394,30 @@ describe('WireProxy with real sockets', () => {
     await proxy.close();
     await secondClosed;
     expect(second.destroyed).toBe(true);
+  });
+
+  it('openStream(): writes a driver corks leave as one chunk, as one writev over TCP does', async () => {
+    const received: Buffer[] = [];
+    fake = await fakeServer((socket, data) => {
+      received.push(data);
+      if (received.length === 1) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(4321, 1), pg.ready()]));
+      else if (data.includes(pg.sync())) socket.write(Buffer.concat([pg.parseComplete(), pg.bindComplete(), pg.noData(), pg.commandComplete('INSERT 0 1'), pg.ready()]));
+    });
+    proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: fake.port } });
+    const stream = proxy.openStream();
+    const got: Buffer[] = [];
+    stream.on('data', (d: Buffer) => got.push(d));
+    stream.write(pg.startup());
+    await until(() => got.length > 0, 'startup answer');
+    const before = proxy.snapshot();
+    const messages = [pg.parse('', 'INSERT INTO t VALUES ($1)'), pg.bind('', '1'), pg.describePortal(), pg.execute(), pg.sync()];
+    stream.cork();
+    for (const m of messages) stream.write(m);
+    stream.uncork();
+    await until(() => Buffer.concat(got).includes(pg.commandComplete('INSERT 0 1')), 'the answer');
+    expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }, clientWrites: 1, incomplete: false });
+    expect(received.at(-1)?.equals(Buffer.concat(messages))).toBe(true);
+    stream.end();
   });
 
   it('close() ends open connections on both sides and leaks nothing', async () => {

@@ -30,6 +30,24 @@ export interface SettleResult {
   busy: { id: number; serverConnectionId: number | null; why: string }[];
 }
 
+/**
+ * The driver's end of {@link WireProxy.openStream}: a Duplex that also answers the socket methods drivers call on a
+ * stream they were given (`connect()` emits 'connect' on the next tick; `setNoDelay`, `setKeepAlive`, `setTimeout`,
+ * `ref`, `unref` do nothing; `readyState` and `address()` answer as a loopback socket's).
+ */
+export interface WireStream extends Duplex {
+  /** As a socket's: `open`, `readOnly`, `writeOnly` or `closed` (postgres.js says goodbye only on an `open` one). */
+  readonly readyState: 'open' | 'readOnly' | 'writeOnly' | 'closed';
+  connect(...ignored: unknown[]): this;
+  /** The local address a socket to the proxy would have (mariadb 3.3 sends it in its handshake). */
+  address(): { address: string; family: string; port: number };
+  setNoDelay(...ignored: unknown[]): this;
+  setKeepAlive(...ignored: unknown[]): this;
+  setTimeout(...ignored: unknown[]): this;
+  ref(): this;
+  unref(): this;
+}
+
 /** Called before the server side of a connection is closed (see {@link WireProxy.onClosing}). */
 export type ClosingHook = (connection: WireConnection, settle: () => Promise<boolean>) => Promise<void>;
 
@@ -84,9 +102,11 @@ export interface WireProxy extends AsyncDisposable {
    * A connection through the proxy without the loopback hop to it: the driver's end of an in-process stream whose
    * other end the proxy relays and counts like an accepted socket. For drivers in this process that take a stream
    * (pg `stream: () => proxy.openStream()`, mysql2 `stream`): every round trip then crosses one TCP connection, not
-   * two. `connect()` on it is accepted and ignored (pg calls it).
+   * two. Each driver module's `streamOptions` says how its driver takes one. Counted like a socket, with one
+   * difference that only makes counts earlier: a server chunk is counted before the driver reads it, since the
+   * driver reads it in the same call.
    */
-  openStream(): Duplex;
+  openStream(): WireStream;
   /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
   onClosing(hook: ClosingHook | null): void;
   /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
@@ -136,6 +156,9 @@ function relay(id: number, client: ClientSide, options: WireProxyOptions, closin
   const settleRequest: SettleRequest = WIRE_SESSIONS[options.protocol].settle;
   const upstream = net.connect({ host: options.target.host, port: options.target.port });
   if (client instanceof net.Socket) client.setNoDelay(true);
+  // An in-process driver handles a chunk inside our write (a callback API may run user code there): count it first,
+  // so no code ever sees an answer the counts do not hold yet.
+  const countServerFirst = !(client instanceof net.Socket);
   upstream.setNoDelay(true);
   let firstClose: string | null = null;
   let clientClosed = false;
@@ -182,7 +205,7 @@ function relay(id: number, client: ClientSide, options: WireProxyOptions, closin
     if (!client.destroyed && !client.writableEnded && !client.write(out)) upstream.pause();
   };
   const toClient = (chunk: Buffer): void => {
-    if (session.serverPassesThrough()) {
+    if (session.serverPassesThrough() && !countServerFirst) {
       // The usual case: the bytes go on first and are counted after, so counting never delays them.
       sendToClient(chunk);
       try {
@@ -349,11 +372,22 @@ class StreamEnd extends Duplex {
     }
   }
 
+  // Delivered on the next tick: writes made meanwhile wait in the Writable's buffer and leave together through
+  // _writev, so a driver that pipelines many small writes in one turn costs one chunk and one forward, as over TCP.
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    const other = this.other;
-    if (!other || other.destroyed) return callback(new Error('the other end of the stream is closed'));
-    if (other.push(chunk)) callback();
-    else this.#pendingWrite = callback;
+    process.nextTick(() => {
+      const other = this.other;
+      if (!other || other.destroyed) return callback(new Error('the other end of the stream is closed'));
+      if (other.push(chunk)) callback();
+      else this.#pendingWrite = callback;
+    });
+  }
+
+  // A driver that corks its socket (pg: Parse/Bind/Describe/Execute/Sync) hands over several writes at once. Over TCP
+  // they leave in one writev and arrive as one read; here they become one chunk too, so the proxy forwards them in one
+  // write and `clientWrites` reads the same on both paths.
+  override _writev(chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
+    this._write(chunks.length === 1 ? (chunks[0] as { chunk: Buffer }).chunk : Buffer.concat(chunks.map((c) => c.chunk)), 'binary', callback);
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -375,11 +409,18 @@ class StreamEnd extends Duplex {
 }
 
 /** The driver's end: also answers the socket methods drivers call on a stream they were given. */
-class DriverStreamEnd extends StreamEnd {
+class DriverStreamEnd extends StreamEnd implements WireStream {
+  get readyState(): 'open' | 'readOnly' | 'writeOnly' | 'closed' {
+    if (this.readable && this.writable) return 'open';
+    return this.readable ? 'readOnly' : this.writable ? 'writeOnly' : 'closed';
+  }
   /** Already connected: the proxy opens the server connection itself. pg waits for 'connect'. */
   connect(): this {
     process.nextTick(() => this.emit('connect'));
     return this;
+  }
+  address(): { address: string; family: string; port: number } {
+    return { address: '127.0.0.1', family: 'IPv4', port: 0 };
   }
   setNoDelay(): this {
     return this;
@@ -470,7 +511,7 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     return result;
   };
 
-  const openStream = (): Duplex => {
+  const openStream = (): WireStream => {
     const driverEnd = new DriverStreamEnd();
     const proxyEnd = new StreamEnd();
     driverEnd.other = proxyEnd;
