@@ -42,7 +42,7 @@ function main(): void {
     const pkg = join(dir, 'node_modules', 'deep-orm');
     mkdirSync(pkg, { recursive: true });
     writeFileSync(join(pkg, 'index.js'), 'exports.nest = function nest(depth, fn) { return depth === 0 ? fn() : nest(depth - 1, fn); };\n');
-     
+
     const { nest } = require(join(pkg, 'index.js')) as { nest(depth: number, fn: () => unknown): unknown };
     const noop = (): null => null;
     const results = DEPTHS.map((depth) => {

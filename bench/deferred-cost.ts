@@ -12,7 +12,12 @@ import Database from 'better-sqlite3';
 import { CaptureSession, startBackend } from './shipped';
 
 const { values } = parseArgs({
-  options: { pairs: { type: 'string', default: '21' }, calls: { type: 'string', default: '5000' }, windows: { type: 'string', default: '200' }, control: { type: 'boolean', default: false } },
+  options: {
+    pairs: { type: 'string', default: '21' },
+    calls: { type: 'string', default: '5000' },
+    windows: { type: 'string', default: '200' },
+    control: { type: 'boolean', default: false },
+  },
 });
 const PAIRS = Number(values.pairs);
 const CALLS = Number(values.calls);
@@ -83,8 +88,12 @@ async function main(): Promise<void> {
     await backend.stop();
   }
   const tag = CONTROL ? 'control (untracked on both sides): ' : '';
-  console.log(`${tag}tracking cost per awaited call (async function around a counted INSERT, ${CALLS} calls a window, CPU, median of ${PAIRS} pairs): ${Math.round(median(perCall))} ns`);
-  console.log(`${tag}tracking cost per window (an empty window, CPU, ${WINDOWS} windows a side, median of ${PAIRS} pairs): ${Math.round(median(perWindow) / 1000)} us`);
+  console.log(
+    `${tag}tracking cost per awaited call (async function around a counted INSERT, ${CALLS} calls a window, CPU, median of ${PAIRS} pairs): ${Math.round(median(perCall))} ns`,
+  );
+  console.log(
+    `${tag}tracking cost per window (an empty window, CPU, ${WINDOWS} windows a side, median of ${PAIRS} pairs): ${Math.round(median(perWindow) / 1000)} us`,
+  );
   console.log(`${tag}tracked/untracked CPU per awaited call: ${median(ratios).toFixed(2)} (untracked: ${Math.round(median(untrackedCall))} ns a call)`);
   console.log(`verdicts: ${[...verdicts].join(', ')}`);
 }

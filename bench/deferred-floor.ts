@@ -10,7 +10,9 @@ import { createHook } from 'node:async_hooks';
 import { parseArgs } from 'node:util';
 import { DeferredWorkTracker } from './shipped';
 
-const { values } = parseArgs({ options: { pairs: { type: 'string', default: '15' }, calls: { type: 'string', default: '20000' }, control: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { pairs: { type: 'string', default: '15' }, calls: { type: 'string', default: '20000' }, control: { type: 'boolean', default: false } },
+});
 const PAIRS = Number(values.pairs);
 const CALLS = Number(values.calls);
 const CONTROL = values.control === true;
@@ -76,7 +78,9 @@ async function main(): Promise<void> {
   const tag = CONTROL ? 'control (untracked on both sides): ' : '';
   console.log(`${tag}tracking cost per awaited call, no database: ${Math.round(median(added))} ns, tracked/untracked ${median(ratios).toFixed(1)}`);
   const at = (k: string): number => Math.round(median(hook[k]!));
-  console.log(`per promise made under a hook: counting only ${at('0')} ns; with a capture of 1 frame ${at('1')} ns, 3 frames ${at('3')} ns, 6 frames ${at('6')} ns, 40 frames ${at('40')} ns`);
+  console.log(
+    `per promise made under a hook: counting only ${at('0')} ns; with a capture of 1 frame ${at('1')} ns, 3 frames ${at('3')} ns, 6 frames ${at('6')} ns, 40 frames ${at('40')} ns`,
+  );
 }
 
 void main().catch((err: unknown) => {

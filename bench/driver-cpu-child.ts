@@ -55,7 +55,9 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     // Awaited 2-value INSERTs of one text on a stand-in that settles at once (as bench/driver-overhead.ts's
     // own-network per-call figure), one window for all: a network driver's per-call path.
     const standIn = scenario === 'pg-call' ? pgStandIn() : mysql2StandIn();
-    const client = (side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)) as PgStandIn;
+    const client = (
+      side === 'raw' ? standIn : scenario === 'pg-call' ? wrapPg(standIn as never, recorder) : wrapMysql2(standIn as never, recorder)
+    ) as PgStandIn;
     const sql = scenario === 'pg-call' ? STAND_IN_INSERT.pg : STAND_IN_INSERT.mysql2;
     open();
     for (let i = 0; i < warmup + measured; i++) await client.query(sql, [i, 'x']);
@@ -90,7 +92,8 @@ async function child(scenario: string, side: string, warmup: number, measured: n
     // mysql2's callback API, as knex and kysely call it: the stand-in calls back on the next microtask.
     const standIn = mysql2CallbackStandIn();
     const client = side === 'raw' ? standIn : wrapMysql2(standIn as never, recorder);
-    const call = (i: number): Promise<unknown> => new Promise((resolve, reject) => client.query(STAND_IN_INSERT.mysql2, [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
+    const call = (i: number): Promise<unknown> =>
+      new Promise((resolve, reject) => client.query(STAND_IN_INSERT.mysql2, [i, 'x'], (e, r) => (e ? reject(e) : resolve(r))));
     open();
     for (let i = 0; i < warmup + measured; i++) await call(i);
     close();
@@ -122,7 +125,6 @@ async function child(scenario: string, side: string, warmup: number, measured: n
   }
   console.log(String(calls));
 }
-
 
 const [, , scenario, side, warmup, measured] = process.argv;
 void child(scenario!, side!, Number(warmup), Number(measured));

@@ -42,15 +42,57 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const SCENARIOS = ['select', 'per-row', 'per-row-spread', 'prepare-run', 'window', 'bind', 'bind-open', 'pg-call', 'mysql2-call', 'mysql2-callback-call', 'mysql2-prepared-call', 'mysql2-values', 'postgres-js-call'] as const;
+const SCENARIOS = [
+  'select',
+  'per-row',
+  'per-row-spread',
+  'prepare-run',
+  'window',
+  'bind',
+  'bind-open',
+  'pg-call',
+  'mysql2-call',
+  'mysql2-callback-call',
+  'mysql2-prepared-call',
+  'mysql2-values',
+  'postgres-js-call',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const NODE_FLAGS = ['--predictable'];
 /** Measured calls per scenario for R (the second run makes 2R). */
-const DEFAULT_CALLS: Record<Scenario, number> = { select: 20_000, 'per-row': 40_000, 'per-row-spread': 40_000, 'prepare-run': 20_000, window: 500, bind: 20, 'bind-open': 20, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 200, 'postgres-js-call': 10_000 };
+const DEFAULT_CALLS: Record<Scenario, number> = {
+  select: 20_000,
+  'per-row': 40_000,
+  'per-row-spread': 40_000,
+  'prepare-run': 20_000,
+  window: 500,
+  bind: 20,
+  'bind-open': 20,
+  'pg-call': 20_000,
+  'mysql2-call': 20_000,
+  'mysql2-callback-call': 20_000,
+  'mysql2-prepared-call': 20_000,
+  'mysql2-values': 200,
+  'postgres-js-call': 10_000,
+};
 // The per-row side's first ten or so windows of 5000 still carry TurboFan compilations and a major GC, at points that
 // move between runs: measured from window 4 the figure moved between +1455 and +3168 instructions a call over three
 // runs of the same code; from window 12 on, windows 12 to 20 repeat to 0.01% (two runs each side, 2026-12-01).
-const WARMUP: Record<Scenario, number> = { select: 20_000, 'per-row': 60_000, 'per-row-spread': 60_000, 'prepare-run': 20_000, window: 1_000, bind: 5, 'bind-open': 5, 'pg-call': 20_000, 'mysql2-call': 20_000, 'mysql2-callback-call': 20_000, 'mysql2-prepared-call': 20_000, 'mysql2-values': 50, 'postgres-js-call': 10_000 };
+const WARMUP: Record<Scenario, number> = {
+  select: 20_000,
+  'per-row': 60_000,
+  'per-row-spread': 60_000,
+  'prepare-run': 20_000,
+  window: 1_000,
+  bind: 5,
+  'bind-open': 5,
+  'pg-call': 20_000,
+  'mysql2-call': 20_000,
+  'mysql2-callback-call': 20_000,
+  'mysql2-prepared-call': 20_000,
+  'mysql2-values': 50,
+  'postgres-js-call': 10_000,
+};
 
 /** What one measured unit of each scenario is, as printed. */
 const UNIT: Record<Scenario, string> = {
@@ -73,7 +115,15 @@ function instructions(bundle: string, scenario: Scenario, side: string, warmup: 
   const result = spawnSync(
     'valgrind',
     ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, ...NODE_FLAGS, bundle, scenario, side, String(warmup), String(measured)],
-    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NODE_PATH: join(__dirname, '..', 'node_modules'), SQLTALLY_BENCH_ROOT: process.env['SQLTALLY_BENCH_ROOT'] ?? join(__dirname, '..') } },
+    {
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+      env: {
+        ...process.env,
+        NODE_PATH: join(__dirname, '..', 'node_modules'),
+        SQLTALLY_BENCH_ROOT: process.env['SQLTALLY_BENCH_ROOT'] ?? join(__dirname, '..'),
+      },
+    },
   );
   if (result.status !== 0) throw new Error(`valgrind exited ${result.status ?? result.signal}: ${result.stderr.slice(-2000)}`);
   const match = /Collected : (\d+)/.exec(result.stderr);

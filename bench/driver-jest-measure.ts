@@ -149,7 +149,17 @@ export async function measureContext(context: ContextFigures['context'], opts: {
   countedDb.close();
   const network = await networkCost(recorder, opts);
   const { globalLookupNs, bindingNs } = lookupCost();
-  return { context, control: opts.control, rows: opts.rows, perRowTx, select: selectFigures, network, expandedValuesMs: expandedValuesCost(rows), globalLookupNs, bindingNs };
+  return {
+    context,
+    control: opts.control,
+    rows: opts.rows,
+    perRowTx,
+    select: selectFigures,
+    network,
+    expandedValuesMs: expandedValuesCost(rows),
+    globalLookupNs,
+    bindingNs,
+  };
 }
 
 function expandedValuesCost(rows: readonly (readonly unknown[])[]): { cold: number; warm: number } {

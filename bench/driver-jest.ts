@@ -32,7 +32,13 @@ function inJest(rows: number, pairs: number, control: boolean): ContextFigures {
     };
     const jest = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--runInBand'], {
       cwd: ROOT,
-      env: { ...process.env, SQLTALLY_BENCH_OUT: out, SQLTALLY_BENCH_ROWS: String(rows), SQLTALLY_BENCH_PAIRS: String(pairs), SQLTALLY_BENCH_CONTROL: control ? '1' : '0' },
+      env: {
+        ...process.env,
+        SQLTALLY_BENCH_OUT: out,
+        SQLTALLY_BENCH_ROWS: String(rows),
+        SQLTALLY_BENCH_PAIRS: String(pairs),
+        SQLTALLY_BENCH_CONTROL: control ? '1' : '0',
+      },
       encoding: 'utf8',
     });
     if (jest.status !== 0 || !fs.existsSync(out)) throw new Error(`the Jest side failed (${jest.status ?? jest.signal}):\n${jest.stdout}\n${jest.stderr}`);
@@ -76,8 +82,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(line(`${tag}${where}, prepared SELECT 1`, f.select, control));
     console.log(line(`${tag}${where}, an awaited pg call on a stand-in`, f.network.pg, control));
     console.log(line(`${tag}${where}, an awaited mysql2 call on a stand-in`, f.network.mysql2, control));
-    console.log(`${where}: counting one mysql2 VALUES ? call of ${rows} rows x 6 values ${f.expandedValuesMs.cold.toFixed(2)} ms after 3 calls, ${f.expandedValuesMs.warm.toFixed(2)} ms after 200`);
-    console.log(`${where}: one global lookup (Math.imul through Math) ${f.globalLookupNs.toFixed(1)} ns, through a module binding ${f.bindingNs.toFixed(1)} ns`);
+    console.log(
+      `${where}: counting one mysql2 VALUES ? call of ${rows} rows x 6 values ${f.expandedValuesMs.cold.toFixed(2)} ms after 3 calls, ${f.expandedValuesMs.warm.toFixed(2)} ms after 200`,
+    );
+    console.log(
+      `${where}: one global lookup (Math.imul through Math) ${f.globalLookupNs.toFixed(1)} ns, through a module binding ${f.bindingNs.toFixed(1)} ns`,
+    );
   }
   console.log(`load average ${os.loadavg()[0]?.toFixed(1)} on ${os.cpus().length} CPUs while measuring`);
   return 0;

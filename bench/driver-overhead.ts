@@ -143,13 +143,7 @@ async function timedRun<D extends DriverName>(
   return { wallNs, cpuNs: (cpu.user + cpu.system) * 1000, calls };
 }
 
-async function benchStrategy(
-  started: StartedBackend,
-  strategy: AnyInsertStrategy,
-  rows: number,
-  pairs: number,
-  control: boolean,
-): Promise<StrategyFigures> {
+async function benchStrategy(started: StartedBackend, strategy: AnyInsertStrategy, rows: number, pairs: number, control: boolean): Promise<StrategyFigures> {
   const info: ConnectionInfo = started.connection;
   const driverOptions = strategy.connectionOptions ? { ...strategy.connectionOptions } : undefined;
   const recorder = control ? null : new DriverRecorder();
@@ -243,8 +237,7 @@ async function microBench(control: boolean): Promise<MicroFigures> {
   const wrappedDb = new Database(':memory:');
   const recorder = new DriverRecorder();
   const rawStatement = raw.prepare('SELECT 1');
-  const statementOf = (): Getter =>
-    control ? wrappedDb.prepare('SELECT 1') : wrapBetterSqlite3(wrappedDb, recorder).prepare('SELECT 1');
+  const statementOf = (): Getter => (control ? wrappedDb.prepare('SELECT 1') : wrapBetterSqlite3(wrappedDb, recorder).prepare('SELECT 1'));
   // CPU time, not wall time: on a loaded machine wall time bills the proxy for the neighbours' work.
   const loop = (statement: Getter, windowed: boolean): number => {
     if (windowed && !control) recorder.begin();
@@ -511,7 +504,8 @@ function postgresJsBuildBench(control: boolean): BuildFigures {
     gc();
     const cpu0 = cpuNow();
     let sink = 0;
-    for (let i = 0; i < NETWORK_CALLS; i++) sink += (sql`SELECT ${i}::int AS n, ${'x'} AS t FROM t WHERE a = ${i}` as unknown as { strings: string[] }).strings.length;
+    for (let i = 0; i < NETWORK_CALLS; i++)
+      sink += (sql`SELECT ${i}::int AS n, ${'x'} AS t FROM t WHERE a = ${i}` as unknown as { strings: string[] }).strings.length;
     return (cpuNow() - cpu0) / NETWORK_CALLS + (sink < 0 ? 1 : 0);
   };
   for (let i = 0; i < 5; i++) {
@@ -549,7 +543,14 @@ async function networkPerCallBench(control: boolean): Promise<NetworkPerCallFigu
       recorder.end();
       return ns / NETWORK_CALLS;
     };
-    out.push({ driver, ...(await alternateRounds(() => loop(raw), () => loop(counted), 5)) });
+    out.push({
+      driver,
+      ...(await alternateRounds(
+        () => loop(raw),
+        () => loop(counted),
+        5,
+      )),
+    });
   }
   out.push(await postgresJsPerCall(control, recorder));
   return out;
@@ -589,7 +590,11 @@ async function postgresJsPerCall(control: boolean, recorder: InstanceType<typeof
     recorder.end();
     return ns / NETWORK_CALLS;
   };
-  const figures = await alternateRounds(() => loop(raw), () => loop(counted), 3);
+  const figures = await alternateRounds(
+    () => loop(raw),
+    () => loop(counted),
+    3,
+  );
   await raw.end();
   return { driver: 'postgres-js', ...figures };
 }
@@ -599,14 +604,28 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
   const recorder = new DriverRecorder();
   const plain = networkStandIns();
   const formatting = networkStandIns(true);
-  const wrap = (side: typeof plain): typeof plain => (control ? side : { mysql2: wrapMysql2(side.mysql2 as never, recorder), pg: wrapPg(side.pg as never, recorder) });
+  const wrap = (side: typeof plain): typeof plain =>
+    control ? side : { mysql2: wrapMysql2(side.mysql2 as never, recorder), pg: wrapPg(side.pg as never, recorder) };
   const out: NetworkOwnFigures[] = [];
   for (const rows of BIND_ROWS) {
     const rowValues = makeRows(rows);
-    const mysql2Case = { driver: 'mysql2' as const, form: 'VALUES ? with one array per row', sql: `${insertHead(table)} VALUES ?`, values: [rowValues] as unknown[], bound: rows * COLUMN_COUNT };
+    const mysql2Case = {
+      driver: 'mysql2' as const,
+      form: 'VALUES ? with one array per row',
+      sql: `${insertHead(table)} VALUES ?`,
+      values: [rowValues] as unknown[],
+      bound: rows * COLUMN_COUNT,
+    };
     const cases = [
       { ...mysql2Case, formats: false },
-      { driver: 'pg' as const, form: 'a flat $n list', sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`, values: flatValues(rowValues), bound: rows * COLUMN_COUNT, formats: false },
+      {
+        driver: 'pg' as const,
+        form: 'a flat $n list',
+        sql: `${insertHead(table)} VALUES ${placeholderRows(table, rows)}`,
+        values: flatValues(rowValues),
+        bound: rows * COLUMN_COUNT,
+        formats: false,
+      },
       { ...mysql2Case, formats: true },
     ];
     for (const c of cases) {
@@ -632,14 +651,17 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
         await batch(raw, false);
         await batch(counted, true);
       }
-      const floorOf = c.driver === 'mysql2' && !c.formats ? (): number => {
-        let seen = 0;
-        const cpu0 = cpuNow();
-        for (let k = 0; k < OWN_WORK_BATCH; k++) seen += readEachValue(c.values);
-        const ns = (cpuNow() - cpu0) / OWN_WORK_BATCH;
-        if (seen !== c.bound * OWN_WORK_BATCH) throw new Error(`floor: read ${seen / OWN_WORK_BATCH} values, expected ${c.bound}`);
-        return ns;
-      } : null;
+      const floorOf =
+        c.driver === 'mysql2' && !c.formats
+          ? (): number => {
+              let seen = 0;
+              const cpu0 = cpuNow();
+              for (let k = 0; k < OWN_WORK_BATCH; k++) seen += readEachValue(c.values);
+              const ns = (cpuNow() - cpu0) / OWN_WORK_BATCH;
+              if (seen !== c.bound * OWN_WORK_BATCH) throw new Error(`floor: read ${seen / OWN_WORK_BATCH} values, expected ${c.bound}`);
+              return ns;
+            }
+          : null;
       const raws: number[] = [];
       const added: number[] = [];
       const closes: number[] = [];
@@ -652,7 +674,17 @@ async function networkOwnWorkBench(control: boolean): Promise<NetworkOwnFigures[
         closes.push(w.closeNs);
         if (floorOf) floors.push(floorOf());
       }
-      out.push({ driver: c.driver, formats: c.formats, form: c.form, values: c.bound, samples: OWN_WORK_SAMPLES, addedNs: median(added), rawNs: median(raws), windowCloseNs: median(closes), floorNs: floorOf ? median(floors) : null });
+      out.push({
+        driver: c.driver,
+        formats: c.formats,
+        form: c.form,
+        values: c.bound,
+        samples: OWN_WORK_SAMPLES,
+        addedNs: median(added),
+        rawNs: median(raws),
+        windowCloseNs: median(closes),
+        floorNs: floorOf ? median(floors) : null,
+      });
     }
   }
   return out;
@@ -830,10 +862,18 @@ async function main(argv: string[]): Promise<number> {
   }
   const sections = new Set(values.sections.split(',').map((s) => s.trim()));
   const control = values.control;
-  const wanted = values.strategies?.split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = values.strategies
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const results: StrategyFigures[] = [];
   const skipped: { backend: string; reason: string }[] = [];
-  const backendIds = sections.has('strategies') ? values.backends.split(',').map((s) => s.trim()).filter(Boolean) : [];
+  const backendIds = sections.has('strategies')
+    ? values.backends
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : [];
   for (const id of backendIds) {
     let started: StartedBackend;
     try {
@@ -873,7 +913,23 @@ async function main(argv: string[]): Promise<number> {
   if (values.json) {
     console.log(
       JSON.stringify(
-        { rows, pairs, control, targetRatio: TARGET_RATIO, loadAverage: os.loadavg(), cpus: os.cpus().length, results, micro, bind, ownWork, networkOwnWork, networkPerCall, postgresJsBuild, longWindow, skipped },
+        {
+          rows,
+          pairs,
+          control,
+          targetRatio: TARGET_RATIO,
+          loadAverage: os.loadavg(),
+          cpus: os.cpus().length,
+          results,
+          micro,
+          bind,
+          ownWork,
+          networkOwnWork,
+          networkPerCall,
+          postgresJsBuild,
+          longWindow,
+          skipped,
+        },
         null,
         2,
       ),

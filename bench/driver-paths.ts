@@ -102,7 +102,14 @@ async function round(target: { call(i: number): unknown }, recorder: InstanceTyp
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { pairs: { type: 'string', default: '7' }, calls: { type: 'string', default: '4000' }, json: { type: 'boolean', default: false }, drivers: { type: 'string' } } });
+  const { values } = parseArgs({
+    options: {
+      pairs: { type: 'string', default: '7' },
+      calls: { type: 'string', default: '4000' },
+      json: { type: 'boolean', default: false },
+      drivers: { type: 'string' },
+    },
+  });
   const pairs = Number(values.pairs);
   const calls = Number(values.calls);
   if (!(pairs >= 5)) throw new Error('--pairs: at least 5');

@@ -16,15 +16,24 @@ const BENCHES = {
     what: 'driver-layer counting proxy (into a capture window): wrapped / unwrapped 5000-row insert per strategy, proxy cost per call, one call binding 600/6000/30000 values, a window of 1,000,000 calls',
   },
   'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
-  deferred: { file: 'deferred-cost.ts', what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite" },
-  'driver-paths': { file: 'driver-paths.ts', what: "each driver's fast path against its plain one (SQLTALLY_DRIVER_PATH=plain): plain/fast CPU per counted call beside a fast/fast control" },
+  deferred: {
+    file: 'deferred-cost.ts',
+    what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite",
+  },
+  'driver-paths': {
+    file: 'driver-paths.ts',
+    what: "each driver's fast path against its plain one (SQLTALLY_DRIVER_PATH=plain): plain/fast CPU per counted call beside a fast/fast control",
+  },
   'deferred-control': { file: 'deferred-cost.ts', args: ['--control'], what: 'the same untracked on both sides: its noise floor' },
   'driver-jest': {
     file: 'driver-jest.ts',
     what: 'the driver proxy under Jest (its vm context makes each global lookup ~250 ns) beside plain Node: per-row-tx and prepared SELECT 1, counted / raw CPU',
   },
   'driver-jest-control': { file: 'driver-jest.ts', args: ['--control'], what: 'the same with raw on both sides: its noise floor' },
-  'driver-cpu': { file: 'driver-cpu.ts', what: 'driver-layer proxy: callgrind instructions per call (select, per-row) and per 30000-value statement; takes minutes' },
+  'driver-cpu': {
+    file: 'driver-cpu.ts',
+    what: 'driver-layer proxy: callgrind instructions per call (select, per-row) and per 30000-value statement; takes minutes',
+  },
   wire: {
     file: 'wire-overhead.ts',
     what: 'wire proxy: proxied / direct 5000-row insert on MariaDB and PostgreSQL, beside the direct / direct noise floor; proxy CPU per MB and per command',
@@ -37,7 +46,10 @@ const BENCHES = {
     file: 'wire-profile.ts',
     what: 'the wire proxy alone in a child under pgbench -S: node --cpu-prof self time, strace -c -f system calls per round trip',
   },
-  'wire-cpu': { file: 'wire-cpu.ts', what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)' },
+  'wire-cpu': {
+    file: 'wire-cpu.ts',
+    what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)',
+  },
   settle: { file: 'settle.ts', what: 'PostgreSQL statistics settle time after a 5000-row insert' },
   'settle-race': {
     file: 'settle-race.ts',

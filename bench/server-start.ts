@@ -59,7 +59,13 @@ function median(xs: number[]): number {
 
 function row(label: string, samples: Sample[]): string {
   const cpu = median(samples.map((s) => s.cpuMs));
-  return `  ${label.padEnd(38)} CPU ${cpu.toFixed(0).padStart(5)} ms   start ${median(samples.map((s) => s.startMs)).toFixed(0).padStart(5)} ms   stop ${median(samples.map((s) => s.stopMs)).toFixed(0).padStart(5)} ms   resident ${median(samples.map((s) => s.residentMb)).toFixed(0).padStart(4)} MB   (median of ${samples.length})`;
+  return `  ${label.padEnd(38)} CPU ${cpu.toFixed(0).padStart(5)} ms   start ${median(samples.map((s) => s.startMs))
+    .toFixed(0)
+    .padStart(5)} ms   stop ${median(samples.map((s) => s.stopMs))
+    .toFixed(0)
+    .padStart(5)} ms   resident ${median(samples.map((s) => s.residentMb))
+    .toFixed(0)
+    .padStart(4)} MB   (median of ${samples.length})`;
 }
 
 async function main(argv: string[]): Promise<number> {

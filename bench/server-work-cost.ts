@@ -77,7 +77,9 @@ async function main(): Promise<void> {
   const tag = CONTROL ? 'control (no work reads on either side): ' : '';
   const us = (ns: number): string => (ns / 1000).toFixed(0);
   console.log(`${backend.description.id} ${backend.description.serverVersion}; ${WINDOWS} empty windows a side, median of ${PAIRS} alternating pairs`);
-  console.log(`${tag}server-work reads per window: +${us(median(wall))} us wall (pairs ${us(Math.min(...wall))}..${us(Math.max(...wall))}), +${us(median(cpu))} us CPU of this process`);
+  console.log(
+    `${tag}server-work reads per window: +${us(median(wall))} us wall (pairs ${us(Math.min(...wall))}..${us(Math.max(...wall))}), +${us(median(cpu))} us CPU of this process`,
+  );
   console.log(`window without them: ${us(median(withoutWall))} us wall; work section read: ${workSeen}`);
 }
 

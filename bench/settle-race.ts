@@ -72,7 +72,13 @@ interface Writer {
 
 async function mysqlWriter(b: StartedBackend, table: string, mode: Mode, proxy: WireProxy | null): Promise<Writer> {
   const c = network(b);
-  const conn = await mysql.createConnection({ host: proxy?.host ?? c.host, port: proxy?.port ?? c.port, user: c.user, password: c.password, database: c.database });
+  const conn = await mysql.createConnection({
+    host: proxy?.host ?? c.host,
+    port: proxy?.port ?? c.port,
+    user: c.user,
+    password: c.password,
+    database: c.database,
+  });
   return {
     id: conn.threadId,
     insert: async (i) => void (await conn.query(`INSERT INTO ${table} (a) VALUES (${i})`)),
@@ -154,7 +160,8 @@ async function counterReader(backend: StartedBackend, table: string, writerId: n
     // Re-read the shared statistics every time instead of caching the first read in the transaction.
     await client.query('SET stats_fetch_consistency = none');
     return {
-      read: async () => Number((await client.query(`SELECT n_tup_ins AS n FROM pg_stat_user_tables WHERE relid = 'public.${table}'::regclass`)).rows[0]?.n ?? 0),
+      read: async () =>
+        Number((await client.query(`SELECT n_tup_ins AS n FROM pg_stat_user_tables WHERE relid = 'public.${table}'::regclass`)).rows[0]?.n ?? 0),
       close: () => client.end(),
     };
   }
@@ -245,8 +252,12 @@ async function main(argv: string[]): Promise<number> {
         if (n === 0) continue;
         for (const mode of modes) {
           const r = await run(mode);
-          const by = Object.entries(r.missedBy).map(([k, v]) => `${k} ${v}`).join(', ');
-          console.log(`${r.backend} (${r.serverVersion}) ${r.reading.padEnd(5)} ${r.mode.padEnd(11)}: ${r.missed}/${r.windows} readings missed the INSERT${by ? ` (${by})` : ''}`);
+          const by = Object.entries(r.missedBy)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ');
+          console.log(
+            `${r.backend} (${r.serverVersion}) ${r.reading.padEnd(5)} ${r.mode.padEnd(11)}: ${r.missed}/${r.windows} readings missed the INSERT${by ? ` (${by})` : ''}`,
+          );
           if (mode !== 'unsettled') settledMissed += r.missed;
         }
       }

@@ -252,7 +252,14 @@ function pgInserts(name: string, oneStatement: boolean): Workload {
     unit: 'ms',
     inProcess: true,
     async open(server, at) {
-      const client = new Client({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database, ...(at.stream ? { stream: at.stream } : {}) });
+      const client = new Client({
+        host: at.host,
+        port: at.port,
+        user: server.user,
+        password: server.password,
+        database: server.database,
+        ...(at.stream ? { stream: at.stream } : {}),
+      });
       await client.connect();
       const table = `wire_cost_${process.pid}`;
       await client.query(`CREATE TABLE IF NOT EXISTS ${table} (id int NOT NULL, label text NOT NULL)`);
@@ -284,7 +291,14 @@ function mysqlInserts(name: string, oneStatement: boolean): Workload {
     unit: 'ms',
     inProcess: true,
     async open(server, at) {
-      const conn = await mysql.createConnection({ host: at.host, port: at.port, user: server.user, password: server.password, database: server.database, ...(at.stream ? { stream: at.stream } : {}) });
+      const conn = await mysql.createConnection({
+        host: at.host,
+        port: at.port,
+        user: server.user,
+        password: server.password,
+        database: server.database,
+        ...(at.stream ? { stream: at.stream } : {}),
+      });
       const table = `wire_cost_${process.pid}`;
       await conn.query(`CREATE TABLE IF NOT EXISTS ${table} (id INT NOT NULL, label VARCHAR(40) NOT NULL)`);
       const rows = LABELS.map((l, i) => [i, l]);

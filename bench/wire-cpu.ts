@@ -60,12 +60,7 @@ const CALLGRIND_WARMUP_NS = 20e6;
  * 2R measured replays; (I(R) - I(0)) / R and (I(2R) - I(R)) / R are two independent estimates, whose spread shows
  * the noise of the method.
  */
-function callgrindPerReplay(
-  bundle: string,
-  file: string,
-  replayNs: number,
-  expectedCounts: string,
-): { rounds: number; estimates: [number, number] } {
+function callgrindPerReplay(bundle: string, file: string, replayNs: number, expectedCounts: string): { rounds: number; estimates: [number, number] } {
   const rounds = Math.min(5000, Math.max(3, Math.ceil(CALLGRIND_BUDGET_NS / replayNs)));
   const warmup = Math.min(5000, Math.max(2, Math.ceil(CALLGRIND_WARMUP_NS / replayNs)));
   const run = (measured: number): number => {
@@ -116,7 +111,9 @@ async function main(): Promise<number> {
   const streams: RecordedStream[] = [];
   const files = new Map<RecordedStream, string>();
   if (values.streams) {
-    for (const f of readdirSync(values.streams).filter((n) => n.endsWith('.stream')).sort()) {
+    for (const f of readdirSync(values.streams)
+      .filter((n) => n.endsWith('.stream'))
+      .sort()) {
       const s = readStream(join(values.streams, f));
       if (only && !only.includes(s.scenario)) continue;
       streams.push(s);
@@ -189,7 +186,10 @@ async function main(): Promise<number> {
   const relay: RelayFigures[] = [];
   if (!values['skip-relay']) {
     // The two request sizes of the streams above: a 5000-row INSERT, and one prepared execute.
-    for (const [bytes, roundTrips] of [[100_000, 1000], [50, 5000]] as const) {
+    for (const [bytes, roundTrips] of [
+      [100_000, 1000],
+      [50, 5000],
+    ] as const) {
       const r = await measureRelay(bytes, roundTrips);
       relay.push(r);
       if (!values.json) {

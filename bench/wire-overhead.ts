@@ -158,7 +158,13 @@ async function timed(work: () => Promise<void>): Promise<{ wallNs: number; cpuNs
 }
 
 /** Records one connection doing RECORDED_INSERTS inserts through a recording forwarder, for the parser replay. */
-async function recordInserts(name: 'mariadb' | 'postgres', backend: StartedBackend, params: Params, table: string, rows: [number, string][]): Promise<RecordedStream> {
+async function recordInserts(
+  name: 'mariadb' | 'postgres',
+  backend: StartedBackend,
+  params: Params,
+  table: string,
+  rows: [number, string][],
+): Promise<RecordedStream> {
   const bench = BENCHES[name];
   const recorder = await startRecorder({ host: params.host, port: params.port });
   try {

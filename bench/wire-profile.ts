@@ -23,9 +23,24 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = {}): Prom
 }
 
 /** Starts the proxy child under `wrapper`, runs pgbench -S through it, ends it; returns its stderr and tps. */
-async function underProxy(wrapper: string[], nodeFlags: string[], target: { host: string; port: number; user: string; password: string; database: string }, seconds: number) {
+async function underProxy(
+  wrapper: string[],
+  nodeFlags: string[],
+  target: { host: string; port: number; user: string; password: string; database: string },
+  seconds: number,
+) {
   const tsxLoader = join(__dirname, '..', 'node_modules', 'tsx', 'dist', 'loader.mjs');
-  const [command, ...args] = [...wrapper, process.execPath, ...nodeFlags, '--import', tsxLoader, join(__dirname, 'wire-proxy-serve.ts'), 'postgres', target.host, String(target.port)];
+  const [command, ...args] = [
+    ...wrapper,
+    process.execPath,
+    ...nodeFlags,
+    '--import',
+    tsxLoader,
+    join(__dirname, 'wire-proxy-serve.ts'),
+    'postgres',
+    target.host,
+    String(target.port),
+  ];
   const child = spawn(command as string, args, { stdio: ['pipe', 'pipe', 'pipe'] });
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));

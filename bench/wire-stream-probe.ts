@@ -21,17 +21,26 @@ async function main(): Promise<void> {
   try {
     const mode = process.argv[3] ?? 'stream';
     const at = mode === 'stream' ? { stream: () => proxy.openStream() } : {};
-    let run: () => Promise<void>; let end: () => Promise<void>;
+    let run: () => Promise<void>;
+    let end: () => Promise<void>;
     if (which === 'postgres') {
       const c = new Client({ host: '127.0.0.1', port: proxy.port, user: s.user, password: s.password, database: s.database, ...at });
       await c.connect();
       await c.query('CREATE TABLE IF NOT EXISTS probe (id int, label text)');
-      run = async () => { await c.query('BEGIN'); for (let i = 0; i < N; i++) await c.query('INSERT INTO probe (id, label) VALUES ($1, $2)', [i, 'x']); await c.query('COMMIT'); };
+      run = async () => {
+        await c.query('BEGIN');
+        for (let i = 0; i < N; i++) await c.query('INSERT INTO probe (id, label) VALUES ($1, $2)', [i, 'x']);
+        await c.query('COMMIT');
+      };
       end = () => c.end();
     } else {
       const c = await mysql.createConnection({ host: '127.0.0.1', port: proxy.port, user: s.user, password: s.password, database: s.database, ...at });
       await c.query('CREATE TABLE IF NOT EXISTS probe (id int, label text)');
-      run = async () => { await c.query('BEGIN'); for (let i = 0; i < N; i++) await c.query('INSERT INTO probe (id, label) VALUES (?, ?)', [i, 'x']); await c.query('COMMIT'); };
+      run = async () => {
+        await c.query('BEGIN');
+        for (let i = 0; i < N; i++) await c.query('INSERT INTO probe (id, label) VALUES (?, ?)', [i, 'x']);
+        await c.query('COMMIT');
+      };
       end = () => c.end();
     }
     await run();
@@ -40,8 +49,13 @@ async function main(): Promise<void> {
     await run();
     const ms = Number(process.hrtime.bigint() - st) / 1e6;
     const d = proxy.diff(a, proxy.snapshot());
-    console.log(`${which} ${mode}: ${ms.toFixed(1)} ms, ${(ms * 1000 / N).toFixed(1)} us/stmt, clientWrites/stmt ${(d.clientWrites / N).toFixed(2)}, roundTrips ${d.roundTrips}`);
+    console.log(
+      `${which} ${mode}: ${ms.toFixed(1)} ms, ${((ms * 1000) / N).toFixed(1)} us/stmt, clientWrites/stmt ${(d.clientWrites / N).toFixed(2)}, roundTrips ${d.roundTrips}`,
+    );
     await end();
-  } finally { await proxy.close(); await b.stop(); }
+  } finally {
+    await proxy.close();
+    await b.stop();
+  }
 }
 void main();

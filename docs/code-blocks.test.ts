@@ -10,7 +10,13 @@ import ts from 'typescript';
  * `session`, `pool`, a recipe defined further down) is declared in `docs/fixtures/<page>.d.ts`, one per page.
  */
 const ROOT = join(__dirname, '..');
-const PAGES = ['README.md', 'CONTRIBUTING.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const PAGES = [
+  'README.md',
+  'CONTRIBUTING.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 const BLOCK = /(?:<!-- compile-in: (\S+) -->\n)?```ts\n([\s\S]*?)\n```/g;
 
 interface Block {
@@ -39,7 +45,13 @@ function compile(all: Block[], page: string): Map<Block, string[]> {
     ...config.options,
     noEmit: true,
     baseUrl: ROOT,
-    paths: { sqltally: ['src/index.ts'], 'sqltally/jest': ['src/jest/index.ts'], 'sqltally/vitest': ['src/jest/vitest.ts'], 'sqltally/backends': ['src/backends/public.ts'], 'sqltally/report': ['src/run/public.ts'] },
+    paths: {
+      sqltally: ['src/index.ts'],
+      'sqltally/jest': ['src/jest/index.ts'],
+      'sqltally/vitest': ['src/jest/vitest.ts'],
+      'sqltally/backends': ['src/backends/public.ts'],
+      'sqltally/report': ['src/run/public.ts'],
+    },
   };
   const files = new Map(all.map((b, i) => [join(b.dir, `__doc_block_${i}.ts`), b] as const));
   const host = ts.createCompilerHost(options);
@@ -68,7 +80,11 @@ describe('code blocks in the README and docs', () => {
   const all = blocks();
   const errors = new Map<Block, string[]>();
   for (const page of new Set(all.map((b) => b.page))) {
-    for (const [b, e] of compile(all.filter((x) => x.page === page), page)) errors.set(b, e);
+    for (const [b, e] of compile(
+      all.filter((x) => x.page === page),
+      page,
+    ))
+      errors.set(b, e);
   }
 
   it('there are blocks to check on every page that shows TypeScript', () => {

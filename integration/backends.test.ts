@@ -186,7 +186,13 @@ describeEachBackend((b) => {
         if (b.backend !== 'postgres') {
           expect(await refusedConnection({ ...(second.connection as NetworkConnection), password: first.password }, b.backend)).toBe('ER_ACCESS_DENIED_ERROR');
         }
-        expect(await queryN(second.connection as NetworkConnection, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(0);
+        expect(
+          await queryN(
+            second.connection as NetworkConnection,
+            b.backend,
+            "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'",
+          ),
+        ).toBe(0);
         expect(await queryN(first, b.backend, "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name = 'made_by_first'")).toBe(1);
       } finally {
         await second.stop();
@@ -289,9 +295,7 @@ describeEachBackend((b) => {
 });
 
 /** Ids of available backends started from local binaries: the ones whose start-up this machine controls. */
-const localIds = integrationBackends().filter(
-  (b): b is AvailableIntegrationBackend => b.available && b.provider === 'local' && !b.id.includes('@'),
-);
+const localIds = integrationBackends().filter((b): b is AvailableIntegrationBackend => b.available && b.provider === 'local' && !b.id.includes('@'));
 
 describe('bad input', () => {
   it('rejects an unknown backend, listing the known ones', async () => {
@@ -312,7 +316,9 @@ describe('bad input', () => {
     const scheme = name === 'postgres' ? 'postgres' : 'mysql';
     const variable = `SQLTALLY_${name.toUpperCase()}_URL`;
     const err = await rejection(startBackend(name, { ...process.env, [variable]: `${scheme}://u:sekrit@127.0.0.1:${port}/db` }));
-    expect(err.message).toContain(`[backend ${name}, provider external, phase connect] nothing listens on 127.0.0.1:${port} (ECONNREFUSED), from ${variable}=${scheme}://u:***@127.0.0.1:${port}/db`);
+    expect(err.message).toContain(
+      `[backend ${name}, provider external, phase connect] nothing listens on 127.0.0.1:${port} (ECONNREFUSED), from ${variable}=${scheme}://u:***@127.0.0.1:${port}/db`,
+    );
     expect(err.message).toContain(`what to do: start the server or correct the host and port in ${variable}`);
     expect(err.message).not.toContain('sekrit');
   });
@@ -354,45 +360,46 @@ describe('bad input', () => {
     describe.skip('port taken between probe and bind: skipped: no backend runs from local binaries here', () => {
       it('needs a local server', () => undefined);
     });
-  } else describe.each(portRaceCases)('%s: port taken between probe and bind', (id, name) => {
-    let holder: net.Server;
-    let takenPort: number;
-    let started: StartedBackend | undefined;
-    beforeAll(async () => {
-      // Accepts and drops: the port is taken for bind(), and a ping that reaches it fails at once.
-      holder = net.createServer((socket) => socket.destroy());
-      await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
-      takenPort = (holder.address() as net.AddressInfo).port;
-    });
-    afterAll(async () => {
-      await started?.stop();
-      await new Promise<void>((r) => holder.close(() => r()));
-    });
+  } else
+    describe.each(portRaceCases)('%s: port taken between probe and bind', (id, name) => {
+      let holder: net.Server;
+      let takenPort: number;
+      let started: StartedBackend | undefined;
+      beforeAll(async () => {
+        // Accepts and drops: the port is taken for bind(), and a ping that reaches it fails at once.
+        holder = net.createServer((socket) => socket.destroy());
+        await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+        takenPort = (holder.address() as net.AddressInfo).port;
+      });
+      afterAll(async () => {
+        await started?.stop();
+        await new Promise<void>((r) => holder.close(() => r()));
+      });
 
-    it(
-      'retries on another port',
-      async () => {
-        const { installs } = await localInstalls(BACKENDS[name], process.env);
-        const install: LocalInstall | undefined = installs[0];
-        if (!install) throw new Error(`no local install of ${name}`);
-        const picked: number[] = [];
-        // The first pick is a port someone else holds: exactly the race between probing a port and binding it.
-        const pickPort = async (): Promise<number> => {
-          const port = picked.length === 0 ? takenPort : await freePort();
-          picked.push(port);
-          return port;
-        };
-        started = await install.start({ env: process.env, id, pickPort });
-        expect(picked[0]).toBe(takenPort);
-        // At least one retry, and the server on the last port picked. Not exactly one: a free port is the kernel's
-        // pick of an ephemeral one, which other workers' servers and loopback connections draw from too, and a full
-        // run once lost a second race here (picked 3 ports: the retry itself met a port taken in between).
-        expect(picked.length).toBeGreaterThanOrEqual(2);
-        expect(picked.slice(1)).not.toContain(takenPort);
-        expect((started.connection as NetworkConnection).port).toBe(picked[picked.length - 1]);
-        expect(await roundTrip(started.connection, name)).toBe(ROWS);
-      },
-      START_TIMEOUT_MS,
-    );
-  });
+      it(
+        'retries on another port',
+        async () => {
+          const { installs } = await localInstalls(BACKENDS[name], process.env);
+          const install: LocalInstall | undefined = installs[0];
+          if (!install) throw new Error(`no local install of ${name}`);
+          const picked: number[] = [];
+          // The first pick is a port someone else holds: exactly the race between probing a port and binding it.
+          const pickPort = async (): Promise<number> => {
+            const port = picked.length === 0 ? takenPort : await freePort();
+            picked.push(port);
+            return port;
+          };
+          started = await install.start({ env: process.env, id, pickPort });
+          expect(picked[0]).toBe(takenPort);
+          // At least one retry, and the server on the last port picked. Not exactly one: a free port is the kernel's
+          // pick of an ephemeral one, which other workers' servers and loopback connections draw from too, and a full
+          // run once lost a second race here (picked 3 ports: the retry itself met a port taken in between).
+          expect(picked.length).toBeGreaterThanOrEqual(2);
+          expect(picked.slice(1)).not.toContain(takenPort);
+          expect((started.connection as NetworkConnection).port).toBe(picked[picked.length - 1]);
+          expect(await roundTrip(started.connection, name)).toBe(ROWS);
+        },
+        START_TIMEOUT_MS,
+      );
+    });
 });

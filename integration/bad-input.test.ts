@@ -53,30 +53,42 @@ describe(`a URL at a port that is not a database, under SQLTALLY_PROVIDER=${FORC
     ['postgres', 'postgres', 'PostgreSQL', 'silent', 'accepted the connection but sent no answer in'],
     ['mariadb', 'mysql', 'MySQL/MariaDB', 'redisLike', 'answered, but not as a MySQL/MariaDB server (it sent "-ERR'],
     ['postgres', 'postgres', 'PostgreSQL', 'redisLike', 'answered, but not as a PostgreSQL server (it sent "-ERR'],
-  ] as const)('%s: a %s://... URL at a listener that is not a %s server (%s) is a SqltallyError naming backend, phase connect, what answered and the redacted URL', async (backend, scheme, _protocol, behaviour, says) => {
-    const server = await listen(behaviour);
-    try {
-      const { port } = server;
-      const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
-      const err = await startBackend(backend, { ...process.env, [variable]: `${scheme}://u:hunter2@127.0.0.1:${port}/d` }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(SqltallyError);
-      const message = (err as SqltallyError).message;
-      expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:${port} ${says}`);
-      expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:${port}/d`);
-      expect(message).not.toContain('hunter2');
-    } finally {
-      await server.close();
-    }
-  });
+  ] as const)(
+    '%s: a %s://... URL at a listener that is not a %s server (%s) is a SqltallyError naming backend, phase connect, what answered and the redacted URL',
+    async (backend, scheme, _protocol, behaviour, says) => {
+      const server = await listen(behaviour);
+      try {
+        const { port } = server;
+        const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
+        const err = await startBackend(backend, { ...process.env, [variable]: `${scheme}://u:hunter2@127.0.0.1:${port}/d` }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(SqltallyError);
+        const message = (err as SqltallyError).message;
+        expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:${port} ${says}`);
+        expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:${port}/d`);
+        expect(message).not.toContain('hunter2');
+      } finally {
+        await server.close();
+      }
+    },
+  );
 
-  it.each(['testcontainers', 'local'])('SQLTALLY_MARIADB_PROVIDER=%s beside SQLTALLY_MARIADB_URL: sqltally run refuses both as bad usage (exit 2), naming both, the password masked', async (provider) => {
-    const env = { SQLTALLY_MARIADB_PROVIDER: provider, SQLTALLY_MARIADB_URL: 'mariadb://u:hunter2@127.0.0.1:9/d?password=hunter2', SQLTALLY_RUN_ID: `conflict${process.pid}` };
-    const { code, said } = await cli(['run', '--backends', 'mariadb', '--rows', '10', '--hot-rows', '', '--no-write'], env);
-    expect(code).toBe(2);
-    expect(said).toContain(`SQLTALLY_MARIADB_PROVIDER=${provider} and SQLTALLY_MARIADB_URL=mariadb://u:***@127.0.0.1:9/d?password=*** are both set for mariadb`);
-    expect(said).not.toContain('hunter2');
-    expect(findLeaks({ ...process.env, ...env })).toEqual([]);
-  });
+  it.each(['testcontainers', 'local'])(
+    'SQLTALLY_MARIADB_PROVIDER=%s beside SQLTALLY_MARIADB_URL: sqltally run refuses both as bad usage (exit 2), naming both, the password masked',
+    async (provider) => {
+      const env = {
+        SQLTALLY_MARIADB_PROVIDER: provider,
+        SQLTALLY_MARIADB_URL: 'mariadb://u:hunter2@127.0.0.1:9/d?password=hunter2',
+        SQLTALLY_RUN_ID: `conflict${process.pid}`,
+      };
+      const { code, said } = await cli(['run', '--backends', 'mariadb', '--rows', '10', '--hot-rows', '', '--no-write'], env);
+      expect(code).toBe(2);
+      expect(said).toContain(
+        `SQLTALLY_MARIADB_PROVIDER=${provider} and SQLTALLY_MARIADB_URL=mariadb://u:***@127.0.0.1:9/d?password=*** are both set for mariadb`,
+      );
+      expect(said).not.toContain('hunter2');
+      expect(findLeaks({ ...process.env, ...env })).toEqual([]);
+    },
+  );
 });
 
 // A password in the query string of a URL that the server refuses.
@@ -97,25 +109,32 @@ describeEachBackend(
     afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
     // The server only lends its address: the run under test reaches it through the URL, over this run's forced provider.
-    itForProvider(b, ANY_SERVER, `a ?password= in a refused URL never reaches stderr, the failure record or the report, and the run fails (SQLTALLY_PROVIDER=${FORCED})`, async () => {
-      const { connection } = server();
-      if (connection.kind !== 'network') throw new Error('expected a network backend');
-      const scheme = id === 'postgres' ? 'postgres' : 'mariadb';
-      // A user the private server does not have: refused by MariaDB ("access denied") and PostgreSQL (no such role).
-      const url = `${scheme}://nobody@${connection.host}:${connection.port}/sqltally?password=hunter2&sslpassword=hunter2`;
-      const variable = `SQLTALLY_${id.toUpperCase()}_URL`;
-      const out = path.join(scratch, 'report');
-      const strategy = id === 'postgres' ? 'pg.unnest' : 'mariadb.batch';
-      const { code, said } = await cli(['run', '--backends', id, '--strategies', strategy, '--rows', '10', '--hot-rows', '', '--out', out], { [variable]: url });
-      expect(code).toBe(1);
-      expect(said).toContain(`[backend ${id}, provider external, phase connect]`);
-      expect(said).toContain(`${scheme}://nobody@${connection.host}:${connection.port}/sqltally?password=***&sslpassword=***`);
-      expect(said).not.toContain('hunter2');
-      const report = readReportFile(out);
-      expect(report.status).toBe('failed');
-      expect(report.failure).toMatchObject({ backend: id, phase: 'connect' });
-      for (const file of fs.readdirSync(out)) expect(fs.readFileSync(path.join(out, file), 'utf8')).not.toContain('hunter2');
-    });
+    itForProvider(
+      b,
+      ANY_SERVER,
+      `a ?password= in a refused URL never reaches stderr, the failure record or the report, and the run fails (SQLTALLY_PROVIDER=${FORCED})`,
+      async () => {
+        const { connection } = server();
+        if (connection.kind !== 'network') throw new Error('expected a network backend');
+        const scheme = id === 'postgres' ? 'postgres' : 'mariadb';
+        // A user the private server does not have: refused by MariaDB ("access denied") and PostgreSQL (no such role).
+        const url = `${scheme}://nobody@${connection.host}:${connection.port}/sqltally?password=hunter2&sslpassword=hunter2`;
+        const variable = `SQLTALLY_${id.toUpperCase()}_URL`;
+        const out = path.join(scratch, 'report');
+        const strategy = id === 'postgres' ? 'pg.unnest' : 'mariadb.batch';
+        const { code, said } = await cli(['run', '--backends', id, '--strategies', strategy, '--rows', '10', '--hot-rows', '', '--out', out], {
+          [variable]: url,
+        });
+        expect(code).toBe(1);
+        expect(said).toContain(`[backend ${id}, provider external, phase connect]`);
+        expect(said).toContain(`${scheme}://nobody@${connection.host}:${connection.port}/sqltally?password=***&sslpassword=***`);
+        expect(said).not.toContain('hunter2');
+        const report = readReportFile(out);
+        expect(report.status).toBe('failed');
+        expect(report.failure).toMatchObject({ backend: id, phase: 'connect' });
+        for (const file of fs.readdirSync(out)) expect(fs.readFileSync(path.join(out, file), 'utf8')).not.toContain('hunter2');
+      },
+    );
   },
   (b) => b.id === 'mariadb' || b.id === 'postgres',
 );
@@ -132,18 +151,19 @@ describe('two ids for one server', () => {
   const mariadb = integrationBackends().find((b) => b.id === 'mariadb');
   const title = 'mariadb and its own variant id are refused before anything starts';
   if (!mariadb?.available) it.skip(`${title}: skipped: ${mariadb ? mariadb.reason : 'mariadb is not in this run'}`, () => undefined);
-  else itForProvider(mariadb, ONE_INSTALL_TWO_IDS, title, async () => {
-    const plain = await resolveBackend('mariadb');
-    const label = plain.available ? plain.expectedVersion?.split('.').slice(0, 2).join('.') : undefined;
-    if (!label) throw new Error('the local mariadb has no version to name its variant by');
-    // A run id of its own: anything this run leaves is told apart from the servers other test workers start meanwhile.
-    const own = { SQLTALLY_RUN_ID: `twoids${process.pid}` };
-    const { code, said } = await cli(['run', '--backends', `mariadb,mariadb@${label}`, '--no-write'], own);
-    expect(code).toBe(2);
-    expect(said).toContain(`--backends mariadb and mariadb@${label} are the same server here (local ${plain.available ? plain.origin : ''}`);
-    expect(said).not.toContain('start mariadb');
-    expect(findLeaks({ ...process.env, ...own })).toEqual([]);
-  });
+  else
+    itForProvider(mariadb, ONE_INSTALL_TWO_IDS, title, async () => {
+      const plain = await resolveBackend('mariadb');
+      const label = plain.available ? plain.expectedVersion?.split('.').slice(0, 2).join('.') : undefined;
+      if (!label) throw new Error('the local mariadb has no version to name its variant by');
+      // A run id of its own: anything this run leaves is told apart from the servers other test workers start meanwhile.
+      const own = { SQLTALLY_RUN_ID: `twoids${process.pid}` };
+      const { code, said } = await cli(['run', '--backends', `mariadb,mariadb@${label}`, '--no-write'], own);
+      expect(code).toBe(2);
+      expect(said).toContain(`--backends mariadb and mariadb@${label} are the same server here (local ${plain.available ? plain.origin : ''}`);
+      expect(said).not.toContain('start mariadb');
+      expect(findLeaks({ ...process.env, ...own })).toEqual([]);
+    });
 });
 
 describe('standard output that cannot be written (> /dev/full)', () => {
@@ -163,7 +183,19 @@ describe('standard output that cannot be written (> /dev/full)', () => {
 
 describe('sqltally run ends with a summary line', () => {
   it('counting cells by verdict', async () => {
-    const { code, said } = await cli(['run', '--backends', 'sqlite', '--strategies', 'better-sqlite3.multirow', '--rows', '20', '--hot-rows', '', '--no-write', '--json']);
+    const { code, said } = await cli([
+      'run',
+      '--backends',
+      'sqlite',
+      '--strategies',
+      'better-sqlite3.multirow',
+      '--rows',
+      '20',
+      '--hot-rows',
+      '',
+      '--no-write',
+      '--json',
+    ]);
     expect(code).toBe(0);
     expect(said.trimEnd().split('\n').pop()).toBe('sqltally: 1 cell(s): 1 assert, 0 report, 0 incomplete');
   });

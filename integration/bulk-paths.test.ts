@@ -109,16 +109,21 @@ describeEachBackend((b) => {
       const from = loadCopyFrom(started.description.id);
       const rows = makeRows(ROWS);
       const table = workloadTable('postgres');
-      const tally = await session.measure(async (client: any) => {
-        const good = bulkTextStream(rows, 0, 1500);
-        const bad = Readable.from([Buffer.from('not-a-number\t1\tx\t1.5\t1\tx\n')]);
-        const source = Readable.from((async function* () {
-          for await (const chunk of good) yield chunk;
-          for await (const chunk of bad) yield chunk;
-          for await (const chunk of bulkTextStream(rows, 1500, 1000)) yield chunk;
-        })());
-        await pipeline(source, client.query(from(`COPY ${table.quoted} (c1, c2, c3, c4, c5, c6) FROM STDIN`)));
-      }, { hot: true });
+      const tally = await session.measure(
+        async (client: any) => {
+          const good = bulkTextStream(rows, 0, 1500);
+          const bad = Readable.from([Buffer.from('not-a-number\t1\tx\t1.5\t1\tx\n')]);
+          const source = Readable.from(
+            (async function* () {
+              for await (const chunk of good) yield chunk;
+              for await (const chunk of bad) yield chunk;
+              for await (const chunk of bulkTextStream(rows, 1500, 1000)) yield chunk;
+            })(),
+          );
+          await pipeline(source, client.query(from(`COPY ${table.quoted} (c1, c2, c3, c4, c5, c6) FROM STDIN`)));
+        },
+        { hot: true },
+      );
       expect(tally.workloadError?.message).toMatch(/invalid input syntax for type integer: "not-a-number"/);
       expect(tally.layers.driver).toMatchObject({ calls: 1, errors: 1 });
       expect(tally.layers.wire?.commands.Query).toBe(1);
@@ -127,7 +132,9 @@ describeEachBackend((b) => {
       expect(tally.layers.server?.summary.statements).toBe(0);
       expect(tally.verdict.kind).not.toBe('assert');
       expect(await adminSql(started, `SELECT count(*)::int AS n FROM ${table.quoted}`)).toEqual([{ n: 0 }]);
-      process.stdout.write(`${JSON.stringify({ case: 'COPY bad row', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 300) })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ case: 'COPY bad row', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 300) })}\n`,
+      );
     });
 
     it('a COPY whose own stream fails: CopyFail on the wire, the cause as the workload error, nothing committed', async () => {
@@ -138,23 +145,32 @@ describeEachBackend((b) => {
       const from = loadCopyFrom(started.description.id);
       const rows = makeRows(ROWS);
       const table = workloadTable('postgres');
-      const tally = await session.measure(async (client: any) => {
-        const source = Readable.from((async function* () {
-          for await (const chunk of bulkTextStream(rows, 0, 1000)) yield chunk;
-          // Midway: the COPY has started and its first chunk is on the wire.
-          await new Promise((resolve) => setTimeout(resolve, 300));
-          throw new Error('the source of the rows broke');
-        })());
-        await pipeline(source, client.query(from(`COPY ${table.quoted} (c1, c2, c3, c4, c5, c6) FROM STDIN`)));
-      }, { hot: true });
+      const tally = await session.measure(
+        async (client: any) => {
+          const source = Readable.from(
+            (async function* () {
+              for await (const chunk of bulkTextStream(rows, 0, 1000)) yield chunk;
+              // Midway: the COPY has started and its first chunk is on the wire.
+              await new Promise((resolve) => setTimeout(resolve, 300));
+              throw new Error('the source of the rows broke');
+            })(),
+          );
+          await pipeline(source, client.query(from(`COPY ${table.quoted} (c1, c2, c3, c4, c5, c6) FROM STDIN`)));
+        },
+        { hot: true },
+      );
       expect(tally.workloadError?.message).toMatch(/the source of the rows broke/);
       expect(tally.layers.wire?.commands).toMatchObject({ Query: 1, CopyData: 1, CopyFail: 1 });
       expect(tally.layers.wire?.commands.CopyDone ?? 0).toBe(0);
-      process.stdout.write(`${JSON.stringify({ case: 'COPY stream error (before checks)', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 600) })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ case: 'COPY stream error (before checks)', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 600) })}\n`,
+      );
       expect(tally.verdict.kind).toBe('incomplete');
       expect(tally.verdict.reason).toMatch(/the source of the rows broke/);
       expect(await adminSql(started, `SELECT count(*)::int AS n FROM ${table.quoted}`)).toEqual([{ n: 0 }]);
-      process.stdout.write(`${JSON.stringify({ case: 'COPY stream error', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 300) })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ case: 'COPY stream error', ...layersOf(tally), wire: tally.layers.wire?.commands, reason: tally.verdict.reason.slice(0, 300) })}\n`,
+      );
     });
   } else {
     for (const name of ['mysql2.load-data', 'mariadb.load-data'] as const) {
@@ -162,7 +178,11 @@ describeEachBackend((b) => {
         const started = backend();
         await freshTable(started);
         const strategy = STRATEGIES[name] as AnyInsertStrategy;
-        const input = strategy.prepare(makeRows(10), workloadTable(started.description.name), strategy.plan(10, started.description.capabilities, { backend: started.description.name }));
+        const input = strategy.prepare(
+          makeRows(10),
+          workloadTable(started.description.name),
+          strategy.plan(10, started.description.capabilities, { backend: started.description.name }),
+        );
         await adminSql(started, 'SET GLOBAL local_infile = 0');
         try {
           await using session = await sessionFor(started, strategy);

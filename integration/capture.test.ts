@@ -146,7 +146,12 @@ describeEachBackend((b) => {
     // Windows back to back on a warm connection: the reading follows the INSERT's answer as closely as it can.
     for (let i = 0; i < WIRELESS_WINDOWS; i++) {
       const tally = await session.measure(scenario.insertThree, { hot: true });
-      expect({ i, verdict: tally.verdict.kind, reason: tally.verdict.reason, wire: tally.layers.wire }).toEqual({ i, verdict: 'assert', reason: expect.any(String), wire: null });
+      expect({ i, verdict: tally.verdict.kind, reason: tally.verdict.reason, wire: tally.layers.wire }).toEqual({
+        i,
+        verdict: 'assert',
+        reason: expect.any(String),
+        wire: null,
+      });
       expect(tally).toHaveCounts(withoutWire);
     }
   });

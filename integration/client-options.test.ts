@@ -123,7 +123,8 @@ describeEachBackend(
         const viaLoopback = await run(loopback);
         // Through the stream the client opens no socket to the proxy; over loopback it opens one.
         expect({ stream: viaStream.opened, loopback: viaLoopback.opened }).toEqual({ stream: 0, loopback: 1 });
-        for (const { tally } of [viaStream, viaLoopback]) expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ kind: 'assert', reason: expect.any(String) });
+        for (const { tally } of [viaStream, viaLoopback])
+          expect({ kind: tally.verdict.kind, reason: tally.verdict.reason }).toEqual({ kind: 'assert', reason: expect.any(String) });
         const layers = ({ tally }: typeof viaStream) => ({
           driver: tally.layers.driver?.calls,
           commands: tally.layers.wire?.commands,

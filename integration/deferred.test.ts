@@ -42,7 +42,11 @@ interface Tables {
 
 const drizzleChildren = {
   postgres: pgTable('children', { id: serial('id').primaryKey(), parentId: pgInteger('parent_id').notNull(), name: pgText('name').notNull() }),
-  mysql: mysqlTable('children', { id: int('id').autoincrement().primaryKey(), parentId: int('parent_id').notNull(), name: varchar('name', { length: 64 }).notNull() }),
+  mysql: mysqlTable('children', {
+    id: int('id').autoincrement().primaryKey(),
+    parentId: int('parent_id').notNull(),
+    name: varchar('name', { length: 64 }).notNull(),
+  }),
   sqlite: sqliteTable('children', { id: integer('id').primaryKey(), parentId: integer('parent_id').notNull(), name: text('name').notNull() }),
 };
 
@@ -87,7 +91,13 @@ async function clientsFor(backend: BackendName, session: CaptureSession): Promis
       knexCounted,
       knexOwn,
       kysely,
-      drizzle: { insert: (r) => d.insert(drizzleChildren.sqlite).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute() },
+      drizzle: {
+        insert: (r) =>
+          d
+            .insert(drizzleChildren.sqlite)
+            .values(r.map((x) => ({ parentId: x.parent_id, name: x.name })))
+            .execute(),
+      },
       // better-sqlite3 is synchronous: the promise is only there to start it the way an async driver's call is.
       insert: async (name) => insertOne.run(name),
       end: async () => {
@@ -100,7 +110,10 @@ async function clientsFor(backend: BackendName, session: CaptureSession): Promis
   }
   const at = network(c);
   const options = { host: at.host, port: at.port, user: at.user, password: at.password, database: at.database };
-  const { pool, knexClient, knexOwnPool, kyselyDialect, drizzleInsert, insertSql } = NETWORK_CLIENTS[backend === 'postgres' ? 'postgres' : 'mysql'](session, options);
+  const { pool, knexClient, knexOwnPool, kyselyDialect, drizzleInsert, insertSql } = NETWORK_CLIENTS[backend === 'postgres' ? 'postgres' : 'mysql'](
+    session,
+    options,
+  );
   const knexCounted = knex({ client: knexClient, connectionPool: pool });
   const knexOwn = knex({ client: knexClient, connection: options, pool: knexOwnPool });
   const kysely = new Kysely<Tables>({ dialect: kyselyDialect });
@@ -145,7 +158,11 @@ const NETWORK_CLIENTS: Record<'postgres' | 'mysql', (session: CaptureSession, op
       knexClient: 'pg',
       knexOwnPool: { min: 1, max: 1, idleTimeoutMillis: 3_600_000 },
       kyselyDialect: new PostgresDialect({ pool: session.count(new pg.Pool({ ...options, max: 1, idleTimeoutMillis: 0 })) }),
-      drizzleInsert: (r) => d.insert(drizzleChildren.postgres).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute(),
+      drizzleInsert: (r) =>
+        d
+          .insert(drizzleChildren.postgres)
+          .values(r.map((x) => ({ parentId: x.parent_id, name: x.name })))
+          .execute(),
       insertSql: 'INSERT INTO children (parent_id, name) VALUES (1, $1)',
     };
   },
@@ -157,7 +174,11 @@ const NETWORK_CLIENTS: Record<'postgres' | 'mysql', (session: CaptureSession, op
       knexClient: 'mysql2',
       knexOwnPool: { min: 1, max: 1 },
       kyselyDialect: new MysqlDialect({ pool: session.count(mysql2Callback.createPool({ ...options, connectionLimit: 1 })) }),
-      drizzleInsert: (r) => d.insert(drizzleChildren.mysql).values(r.map((x) => ({ parentId: x.parent_id, name: x.name }))).execute(),
+      drizzleInsert: (r) =>
+        d
+          .insert(drizzleChildren.mysql)
+          .values(r.map((x) => ({ parentId: x.parent_id, name: x.name })))
+          .execute(),
       insertSql: 'INSERT INTO children (parent_id, name) VALUES (1, ?)',
     };
   },
@@ -170,8 +191,22 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: 'a knex insert (counted pool, the README recipe)', start: (c) => c.knexCounted('children').insert(rows()).then(() => undefined) },
-  { name: 'a knex insert (knex with its own pool)', start: (c) => c.knexOwn('children').insert(rows()).then(() => undefined) },
+  {
+    name: 'a knex insert (counted pool, the README recipe)',
+    start: (c) =>
+      c
+        .knexCounted('children')
+        .insert(rows())
+        .then(() => undefined),
+  },
+  {
+    name: 'a knex insert (knex with its own pool)',
+    start: (c) =>
+      c
+        .knexOwn('children')
+        .insert(rows())
+        .then(() => undefined),
+  },
   { name: 'a Kysely insert', start: (c) => c.kysely.insertInto('children').values(rows()).execute() },
   { name: 'a drizzle insert', start: (c) => c.drizzle.insert(rows()) },
   { name: 'a query from setTimeout(0)', start: (c) => new Promise((resolve, reject) => setTimeout(() => c.insert('timer-0').then(resolve, reject), 0)) },
@@ -256,7 +291,10 @@ describeEachBackend((b) => {
       await pending;
       if (RUNS_SYNCHRONOUSLY[b.backend]?.includes(c.name)) {
         expect(describeVerdict(tally)).toMatch(/^assert: /);
-        expect({ calls: tally.layers.driver?.calls, rows: tally.layers.driver?.rowsAffected, deferred: tally.deferredWork }).toEqual({ ...awaitedCounts.get(c.name), deferred: null });
+        expect({ calls: tally.layers.driver?.calls, rows: tally.layers.driver?.rowsAffected, deferred: tally.deferredWork }).toEqual({
+          ...awaitedCounts.get(c.name),
+          deferred: null,
+        });
         return;
       }
       expect(tally.verdict.kind).not.toBe('assert');
@@ -393,7 +431,9 @@ describeEachBackend((b) => {
         { deferredWaitMs: 200 },
       );
       expect(tally.verdict.kind).toBe('incomplete');
-      expect(tally.verdict.reason).toMatch(/still pending after a 200 ms wait: a setTimeout\(…, 3600000\) timer created at integration\/deferred\.test\.ts:\d+:\d+ \(still pending\)/);
+      expect(tally.verdict.reason).toMatch(
+        /still pending after a 200 ms wait: a setTimeout\(…, 3600000\) timer created at integration\/deferred\.test\.ts:\d+:\d+ \(still pending\)/,
+      );
       const other = await CaptureSession.open({ backend: backend() });
       await other.measure(async () => void (timer ??= setTimeout(() => undefined, 3_600_000)), { deferredWaitMs: 50 });
       await expect(other.close()).resolves.toBeUndefined();
@@ -407,27 +447,32 @@ describeEachBackend((b) => {
   it.each([
     ['knex with its own pool (1 connection)', (c: Clients) => ({ knex: c.knexOwn, held: 1 })],
     ['knex over the counted pool (the README recipe)', (c: Clients) => ({ knex: c.knexCounted, held: b.backend === 'sqlite' ? 1 : 2 })],
-  ])('an un-awaited insert whose pool connection is held past the wait, %s: incomplete, naming the pending work and its line, whether or not the database moved', async (_name, pick) => {
-    const { knex: k, held } = pick(clients!);
-    const transactions: Knex.Transaction[] = [];
-    for (let i = 0; i < held; i++) transactions.push(await k.transaction());
-    let pending: Promise<unknown> | undefined;
-    let tally: Captured<void> | undefined;
-    try {
-      tally = await session.measure(
-        async () => {
-          pending = k('children').insert(rows(5)).then(() => undefined);
-        },
-        { deferredWaitMs: 300 },
-      );
-    } finally {
-      for (const t of transactions) await t.commit();
-      await pending;
-    }
-    expect(describeVerdict(tally)).toMatch(/^incomplete: the measured function returned while work it started was still pending after a 300 ms wait: /);
-    expect(tally.verdict.reason).toMatch(new RegExp(`a promise ${HERE.source} \\(still pending\\)`));
-    expect(tally.deferredWork?.items.some((i) => i.type === 'PROMISE' && !i.settled)).toBe(true);
-  });
+  ])(
+    'an un-awaited insert whose pool connection is held past the wait, %s: incomplete, naming the pending work and its line, whether or not the database moved',
+    async (_name, pick) => {
+      const { knex: k, held } = pick(clients!);
+      const transactions: Knex.Transaction[] = [];
+      for (let i = 0; i < held; i++) transactions.push(await k.transaction());
+      let pending: Promise<unknown> | undefined;
+      let tally: Captured<void> | undefined;
+      try {
+        tally = await session.measure(
+          async () => {
+            pending = k('children')
+              .insert(rows(5))
+              .then(() => undefined);
+          },
+          { deferredWaitMs: 300 },
+        );
+      } finally {
+        for (const t of transactions) await t.commit();
+        await pending;
+      }
+      expect(describeVerdict(tally)).toMatch(/^incomplete: the measured function returned while work it started was still pending after a 300 ms wait: /);
+      expect(tally.verdict.reason).toMatch(new RegExp(`a promise ${HERE.source} \\(still pending\\)`));
+      expect(tally.deferredWork?.items.some((i) => i.type === 'PROMISE' && !i.settled)).toBe(true);
+    },
+  );
 
   it('a workload that throws after starting work it does not await: incomplete, naming both', async () => {
     let pending: Promise<unknown> | undefined;
@@ -460,7 +505,9 @@ describeEachBackend((b) => {
     });
     // The late INSERT is in neither window: the next one counts its own call alone, and asserts.
     expect({ verdict: second.verdict.kind, calls: second.layers.driver?.calls }).toEqual({ verdict: 'assert', calls: 1 });
-    expect(second.findings).toEqual([{ kind: 'late-work', message: expect.stringMatching(/^late work of window \d+: 1 counted driver call\(s\) .*INSERT INTO children/) }]);
+    expect(second.findings).toEqual([
+      { kind: 'late-work', message: expect.stringMatching(/^late work of window \d+: 1 counted driver call\(s\) .*INSERT INTO children/) },
+    ]);
     expect(() => expect(second).toHaveNoFindings()).toThrow(/late-work: late work of window/);
     expect(session.lateWork.at(-1)).toEqual(second.findings[0]);
     if (b.backend !== 'sqlite') expect(second.findings[0]?.message).toMatch(/the wire saw \d+ command\(s\) on your connections after it ended \(/);
@@ -491,7 +538,9 @@ describeEachBackend((b) => {
             pending = sql`INSERT INTO children (parent_id, name) VALUES (1, ${`pgjs-deferred-${i}`})`.execute();
           });
           await pending;
-          seen.push(`${tally.verdict.kind === 'assert' ? 'assert' : 'not assert'}, ${HERE.test(tally.verdict.reason) ? 'named' : `unnamed: ${tally.verdict.reason}`}`);
+          seen.push(
+            `${tally.verdict.kind === 'assert' ? 'assert' : 'not assert'}, ${HERE.test(tally.verdict.reason) ? 'named' : `unnamed: ${tally.verdict.reason}`}`,
+          );
         }
         expect(seen).toEqual(Array.from({ length: 5 }, () => 'not assert, named'));
       } finally {
@@ -503,7 +552,15 @@ describeEachBackend((b) => {
   if (b.backend === 'mariadb') {
     it('a mariadb batch whose value types change between rows, beside two other calls: assert, the bulk split as a finding', async () => {
       const at = network(session.connection);
-      const raw = mariadb.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1, minDelayValidation: 600_000 });
+      const raw = mariadb.createPool({
+        host: at.host,
+        port: at.port,
+        user: at.user,
+        password: at.password,
+        database: at.database,
+        connectionLimit: 1,
+        minDelayValidation: 600_000,
+      });
       try {
         const pool = session.count(raw);
         await pool.query('SELECT 1');

@@ -121,9 +121,21 @@ const POSTGRES_JS_FORMS: Form<PostgresJsLike>[] = [
 ];
 
 const SQLITE_FORMS: Form<SqliteLike>[] = [
-  { name: 'run(value)', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run(v) },
-  { name: 'run([value])', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run([v]) },
-  { name: 'run({ v })', prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (@v)`)), call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run({ v }) },
+  {
+    name: 'run(value)',
+    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)),
+    call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run(v),
+  },
+  {
+    name: 'run([value])',
+    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (?)`)),
+    call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run([v]),
+  },
+  {
+    name: 'run({ v })',
+    prepare: (h, t) => Promise.resolve(h.prepare(`INSERT INTO ${t} VALUES (@v)`)),
+    call: (_h, _t, v, st) => (st as { run(...a: unknown[]): unknown }).run({ v }),
+  },
 ];
 
 /** A statement once node-sqlite3 has prepared it (its callback), so the prepare is done before the window opens. */
@@ -167,43 +179,46 @@ const PLAIN_BACKENDS = new Set(['sqlite', 'mariadb', 'mysql', 'postgres']);
 
 const TABLE = (driver: DriverName): string => `dv_${driver.replace('-', '_')}`;
 
-describeEachBackend((b) => {
-  const backend = withBackend(b.id);
-  for (const driver of driversFor(b.backend)) {
-    if (installedReleases(driver).length === 0) {
-      it.skip(`${driver}: not installed here (an optional peer dependency)`, () => undefined);
-      continue;
-    }
-    describe(driver, () => {
-      it.each(FORMS[driver].map((form) => [form.name, form] as const))('%s: 1, 2, 2 are two distinct parameter sets of three calls', async (_name, form) => {
-        const recorder = new DriverRecorder();
-        const conn = await openCountedConnection(driver, backend().connection, recorder);
-        const raw = (markOf(conn.handle)?.target ?? conn.handle) as DriverHandle<typeof driver>;
-        const table = TABLE(driver);
-        let prepared: unknown;
-        try {
-          await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
-          await runSql(driver, raw, `CREATE TABLE ${table} (v INT)`);
-          const handle: unknown = conn.handle;
-          prepared = form.prepare ? await form.prepare(handle, table) : undefined;
-          recorder.begin();
-          for (const value of [1, 2, 2]) await form.call(handle, table, value, prepared);
-          const window = recorder.end();
-          const inserts = window.layer.shapes.filter((shape) => shape.statementClass === 'insert');
-          expect(inserts).toHaveLength(1);
-          expect(inserts[0]).toMatchObject({ calls: 3, parameterSets: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
-          // And the line that made the call, in this file (the form's own line in the table above), on every form.
-          expect(inserts[0]!.caller).toMatch(/^integration\/distinct-values\.test\.ts:\d+:\d+$/);
-          expect(window.layer.bindValues).toBe(3);
-          // The three rows are the server's.
-          const [row] = (await runSql(driver, raw, `SELECT COUNT(*) AS n FROM ${table}`)) as Array<{ n: unknown }>;
-          expect(Number(row!.n)).toBe(3);
-        } finally {
-          if (prepared !== undefined) await form.release?.(prepared);
-          await conn.close();
-        }
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    for (const driver of driversFor(b.backend)) {
+      if (installedReleases(driver).length === 0) {
+        it.skip(`${driver}: not installed here (an optional peer dependency)`, () => undefined);
+        continue;
+      }
+      describe(driver, () => {
+        it.each(FORMS[driver].map((form) => [form.name, form] as const))('%s: 1, 2, 2 are two distinct parameter sets of three calls', async (_name, form) => {
+          const recorder = new DriverRecorder();
+          const conn = await openCountedConnection(driver, backend().connection, recorder);
+          const raw = (markOf(conn.handle)?.target ?? conn.handle) as DriverHandle<typeof driver>;
+          const table = TABLE(driver);
+          let prepared: unknown;
+          try {
+            await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
+            await runSql(driver, raw, `CREATE TABLE ${table} (v INT)`);
+            const handle: unknown = conn.handle;
+            prepared = form.prepare ? await form.prepare(handle, table) : undefined;
+            recorder.begin();
+            for (const value of [1, 2, 2]) await form.call(handle, table, value, prepared);
+            const window = recorder.end();
+            const inserts = window.layer.shapes.filter((shape) => shape.statementClass === 'insert');
+            expect(inserts).toHaveLength(1);
+            expect(inserts[0]).toMatchObject({ calls: 3, parameterSets: 3, distinctParameterSets: 2, distinctOf: 3, rows: 3 });
+            // And the line that made the call, in this file (the form's own line in the table above), on every form.
+            expect(inserts[0]!.caller).toMatch(/^integration\/distinct-values\.test\.ts:\d+:\d+$/);
+            expect(window.layer.bindValues).toBe(3);
+            // The three rows are the server's.
+            const [row] = (await runSql(driver, raw, `SELECT COUNT(*) AS n FROM ${table}`)) as Array<{ n: unknown }>;
+            expect(Number(row!.n)).toBe(3);
+          } finally {
+            if (prepared !== undefined) await form.release?.(prepared);
+            await conn.close();
+          }
+        });
       });
-    });
-  }
-  // Call forms are the driver's, not the server version's: the plain backend ids are enough.
-}, (b) => PLAIN_BACKENDS.has(b.id));
+    }
+    // Call forms are the driver's, not the server version's: the plain backend ids are enough.
+  },
+  (b) => PLAIN_BACKENDS.has(b.id),
+);

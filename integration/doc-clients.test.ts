@@ -36,7 +36,8 @@ const CLIENTS = {
   mariadb: {
     pythonModule: 'MySQLdb',
     pythonPackage: 'python3-mysqldb',
-    pythonConnect: "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
+    pythonConnect:
+      "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
     pythonAutocommit: 'c.autocommit(True)',
     jdbcJar: path.join(JAVA_DIR, 'mariadb-java-client.jar'),
     jdbcPackage: 'libmariadb-java',
@@ -44,7 +45,8 @@ const CLIENTS = {
   mysql: {
     pythonModule: 'MySQLdb',
     pythonPackage: 'python3-mysqldb',
-    pythonConnect: "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
+    pythonConnect:
+      "MySQLdb.connect(host=os.environ['MYSQL_HOST'], port=int(os.environ['MYSQL_TCP_PORT']), user=os.environ['MYSQL_USER'], passwd=os.environ['MYSQL_PWD'], db=os.environ['MYSQL_DATABASE'])",
     pythonAutocommit: 'c.autocommit(True)',
     jdbcJar: path.join(JAVA_DIR, 'mariadb-java-client.jar'),
     jdbcPackage: 'libmariadb-java',
@@ -69,7 +71,10 @@ function missing(checks: [boolean, string][]): string | null {
 const pytestMissing = (name: keyof typeof CLIENTS): string | null =>
   missing([
     [spawnSync(PYTHON, ['-c', 'import pytest']).status === 0, 'pytest not installed: apt-get install python3-pytest'],
-    [spawnSync(PYTHON, ['-c', `import ${CLIENTS[name].pythonModule}`]).status === 0, `${CLIENTS[name].pythonModule} not installed: apt-get install ${CLIENTS[name].pythonPackage}`],
+    [
+      spawnSync(PYTHON, ['-c', `import ${CLIENTS[name].pythonModule}`]).status === 0,
+      `${CLIENTS[name].pythonModule} not installed: apt-get install ${CLIENTS[name].pythonPackage}`,
+    ],
   ]);
 const djangoMissing = missing([
   [spawnSync(PYTHON, ['-c', 'import django']).status === 0, 'Django not installed: apt-get install python3-django'],
@@ -214,150 +219,210 @@ describeEachBackend(
       await sql(server(), `DROP TABLE IF EXISTS ${table}`);
       await sql(server(), `CREATE TABLE ${table} (a int)`);
     };
-    (pytestSkip ? it.skip : it)(`the pytest fixture of docs/exec.md: one window per test, named after it, with its rows${pytestSkip ? ` (skipped: ${pytestSkip})` : ''}`, async () => {
-      const dir = path.join(scratch, 'pytest');
-      fs.mkdirSync(dir);
-      fs.writeFileSync(path.join(dir, 'conftest.py'), `${docBlock(markdown, '### A pytest fixture', 'python')}\n`);
-      const table = `doc_py_${process.pid}`;
-      await createTable(table);
-      fs.writeFileSync(
-        path.join(dir, 'test_items.py'),
-        [
-          `import os, ${clients.pythonModule}, pytest`,
-          '',
-          '# Connected before the window begins (fixtures set up in the order named), closed after it ends.',
-          '@pytest.fixture',
-          'def conn():',
-          `    c = ${clients.pythonConnect}`,
-          `    ${clients.pythonAutocommit}`,
-          '    yield c',
-          '    c.close()',
-          '',
-          'def test_insert_one(conn, sqltally_window):',
-          `    conn.cursor().execute("INSERT INTO ${table} VALUES (1)")`,
-          '',
-          'def test_insert_three(conn, sqltally_window):',
-          `    conn.cursor().execute("INSERT INTO ${table} VALUES (1), (2), (3)")`,
-          '',
-        ].join('\n'),
-      );
-      const out = path.join(scratch, 'pytest-report');
-      const argv = ['--named-windows', '--out', out, '--', PYTHON, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '--rootdir', dir, dir];
-      const result = await runExec(execOptions(argv), server(), io(log()));
-      expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
-      expect(figures(result.report?.windows ?? [])).toEqual([
-        { name: 'test_insert_one', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
-        { name: 'test_insert_three', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
-      ]);
-      const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
-      expect(Number(row?.n)).toBe(4);
-    });
+    (pytestSkip ? it.skip : it)(
+      `the pytest fixture of docs/exec.md: one window per test, named after it, with its rows${pytestSkip ? ` (skipped: ${pytestSkip})` : ''}`,
+      async () => {
+        const dir = path.join(scratch, 'pytest');
+        fs.mkdirSync(dir);
+        fs.writeFileSync(path.join(dir, 'conftest.py'), `${docBlock(markdown, '### A pytest fixture', 'python')}\n`);
+        const table = `doc_py_${process.pid}`;
+        await createTable(table);
+        fs.writeFileSync(
+          path.join(dir, 'test_items.py'),
+          [
+            `import os, ${clients.pythonModule}, pytest`,
+            '',
+            '# Connected before the window begins (fixtures set up in the order named), closed after it ends.',
+            '@pytest.fixture',
+            'def conn():',
+            `    c = ${clients.pythonConnect}`,
+            `    ${clients.pythonAutocommit}`,
+            '    yield c',
+            '    c.close()',
+            '',
+            'def test_insert_one(conn, sqltally_window):',
+            `    conn.cursor().execute("INSERT INTO ${table} VALUES (1)")`,
+            '',
+            'def test_insert_three(conn, sqltally_window):',
+            `    conn.cursor().execute("INSERT INTO ${table} VALUES (1), (2), (3)")`,
+            '',
+          ].join('\n'),
+        );
+        const out = path.join(scratch, 'pytest-report');
+        const argv = ['--named-windows', '--out', out, '--', PYTHON, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '--rootdir', dir, dir];
+        const result = await runExec(execOptions(argv), server(), io(log()));
+        expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
+        expect(figures(result.report?.windows ?? [])).toEqual([
+          { name: 'test_insert_one', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
+          { name: 'test_insert_three', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
+        ]);
+        const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
+        expect(Number(row?.n)).toBe(4);
+      },
+    );
 
-    (junitSkip ? it.skip : it)(`the JUnit 5 extension of docs/exec.md: one window per test, named after it, with its rows${junitSkip ? ` (skipped: ${junitSkip})` : ''}`, async () => {
-      const dir = path.join(scratch, 'junit');
-      const classes = path.join(dir, 'classes');
-      fs.mkdirSync(classes, { recursive: true });
-      // The page shows the class without its imports; these are the ones its code needs, nothing else is added.
-      const imports = [
-        'import java.net.URI;',
-        'import java.net.URLEncoder;',
-        'import java.net.http.HttpClient;',
-        'import java.net.http.HttpRequest;',
-        'import java.net.http.HttpResponse;',
-        'import java.nio.charset.StandardCharsets;',
-        'import org.junit.jupiter.api.extension.AfterEachCallback;',
-        'import org.junit.jupiter.api.extension.BeforeEachCallback;',
-        'import org.junit.jupiter.api.extension.ExtensionContext;',
-      ];
-      fs.writeFileSync(path.join(dir, 'SqltallyWindow.java'), `${imports.join('\n')}\n\n${docBlock(markdown, '### A JUnit 5 extension', 'java')}\n`);
-      const table = `doc_junit_${process.pid}`;
-      await createTable(table);
-      fs.writeFileSync(
-        path.join(dir, 'ItemsTest.java'),
-        [
-          'import java.sql.Connection;',
-          'import java.sql.DriverManager;',
-          'import java.sql.Statement;',
-          'import org.junit.jupiter.api.AfterAll;',
-          'import org.junit.jupiter.api.BeforeAll;',
-          'import org.junit.jupiter.api.MethodOrderer;',
-          'import org.junit.jupiter.api.Order;',
-          'import org.junit.jupiter.api.Test;',
-          'import org.junit.jupiter.api.TestMethodOrder;',
-          'import org.junit.jupiter.api.extension.ExtendWith;',
-          '',
-          '@ExtendWith(SqltallyWindow.class)',
-          '@TestMethodOrder(MethodOrderer.OrderAnnotation.class)',
-          'public class ItemsTest {',
-          '  // Connected once, before the first window begins.',
-          '  static Connection conn;',
-          '  @BeforeAll static void open() throws Exception {',
-          '    conn = DriverManager.getConnection(System.getenv("SQLTALLY_JDBC_URL"), System.getenv("SQLTALLY_USER"), System.getenv("SQLTALLY_PASSWORD"));',
-          '  }',
-          '  @AfterAll static void close() throws Exception { conn.close(); }',
-          `  @Test @Order(1) void insertOne() throws Exception { try (Statement s = conn.createStatement()) { s.executeUpdate("INSERT INTO ${table} VALUES (1)"); } }`,
-          `  @Test @Order(2) void insertThree() throws Exception { try (Statement s = conn.createStatement()) { s.executeUpdate("INSERT INTO ${table} VALUES (1), (2), (3)"); } }`,
-          '}',
-          '',
-        ].join('\n'),
-      );
-      const javac = spawnSync('javac', ['-cp', JUNIT_API, '-d', classes, path.join(dir, 'SqltallyWindow.java'), path.join(dir, 'ItemsTest.java')], { encoding: 'utf8' });
-      expect({ status: javac.status, stderr: javac.stderr }).toEqual({ status: 0, stderr: '' });
-      const out = path.join(scratch, 'junit-report');
-      const argv = ['--named-windows', '--out', out, '--', 'java', '-jar', JUNIT_STANDALONE, '--disable-banner', '--fail-if-no-tests', '-cp', `${classes}:${clients.jdbcJar}`, '--select-class', 'ItemsTest'];
-      const result = await runExec(execOptions(argv), server(), io(log()));
-      expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
-      expect(figures(result.report?.windows ?? [])).toEqual([
-        { name: 'insertOne()', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
-        { name: 'insertThree()', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
-      ]);
-      const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
-      expect(Number(row?.n)).toBe(4);
-    });
+    (junitSkip ? it.skip : it)(
+      `the JUnit 5 extension of docs/exec.md: one window per test, named after it, with its rows${junitSkip ? ` (skipped: ${junitSkip})` : ''}`,
+      async () => {
+        const dir = path.join(scratch, 'junit');
+        const classes = path.join(dir, 'classes');
+        fs.mkdirSync(classes, { recursive: true });
+        // The page shows the class without its imports; these are the ones its code needs, nothing else is added.
+        const imports = [
+          'import java.net.URI;',
+          'import java.net.URLEncoder;',
+          'import java.net.http.HttpClient;',
+          'import java.net.http.HttpRequest;',
+          'import java.net.http.HttpResponse;',
+          'import java.nio.charset.StandardCharsets;',
+          'import org.junit.jupiter.api.extension.AfterEachCallback;',
+          'import org.junit.jupiter.api.extension.BeforeEachCallback;',
+          'import org.junit.jupiter.api.extension.ExtensionContext;',
+        ];
+        fs.writeFileSync(path.join(dir, 'SqltallyWindow.java'), `${imports.join('\n')}\n\n${docBlock(markdown, '### A JUnit 5 extension', 'java')}\n`);
+        const table = `doc_junit_${process.pid}`;
+        await createTable(table);
+        fs.writeFileSync(
+          path.join(dir, 'ItemsTest.java'),
+          [
+            'import java.sql.Connection;',
+            'import java.sql.DriverManager;',
+            'import java.sql.Statement;',
+            'import org.junit.jupiter.api.AfterAll;',
+            'import org.junit.jupiter.api.BeforeAll;',
+            'import org.junit.jupiter.api.MethodOrderer;',
+            'import org.junit.jupiter.api.Order;',
+            'import org.junit.jupiter.api.Test;',
+            'import org.junit.jupiter.api.TestMethodOrder;',
+            'import org.junit.jupiter.api.extension.ExtendWith;',
+            '',
+            '@ExtendWith(SqltallyWindow.class)',
+            '@TestMethodOrder(MethodOrderer.OrderAnnotation.class)',
+            'public class ItemsTest {',
+            '  // Connected once, before the first window begins.',
+            '  static Connection conn;',
+            '  @BeforeAll static void open() throws Exception {',
+            '    conn = DriverManager.getConnection(System.getenv("SQLTALLY_JDBC_URL"), System.getenv("SQLTALLY_USER"), System.getenv("SQLTALLY_PASSWORD"));',
+            '  }',
+            '  @AfterAll static void close() throws Exception { conn.close(); }',
+            `  @Test @Order(1) void insertOne() throws Exception { try (Statement s = conn.createStatement()) { s.executeUpdate("INSERT INTO ${table} VALUES (1)"); } }`,
+            `  @Test @Order(2) void insertThree() throws Exception { try (Statement s = conn.createStatement()) { s.executeUpdate("INSERT INTO ${table} VALUES (1), (2), (3)"); } }`,
+            '}',
+            '',
+          ].join('\n'),
+        );
+        const javac = spawnSync('javac', ['-cp', JUNIT_API, '-d', classes, path.join(dir, 'SqltallyWindow.java'), path.join(dir, 'ItemsTest.java')], {
+          encoding: 'utf8',
+        });
+        expect({ status: javac.status, stderr: javac.stderr }).toEqual({ status: 0, stderr: '' });
+        const out = path.join(scratch, 'junit-report');
+        const argv = [
+          '--named-windows',
+          '--out',
+          out,
+          '--',
+          'java',
+          '-jar',
+          JUNIT_STANDALONE,
+          '--disable-banner',
+          '--fail-if-no-tests',
+          '-cp',
+          `${classes}:${clients.jdbcJar}`,
+          '--select-class',
+          'ItemsTest',
+        ];
+        const result = await runExec(execOptions(argv), server(), io(log()));
+        expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
+        expect(figures(result.report?.windows ?? [])).toEqual([
+          { name: 'insertOne()', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
+          { name: 'insertThree()', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
+        ]);
+        const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
+        expect(Number(row?.n)).toBe(4);
+      },
+    );
 
-    (djangoMissing ? it.skip : it)(`the Django recipe of docs/exec.md: bulk_create, save() per row and a fresh connection, each window exact on the wire and the server${djangoMissing ? ` (skipped: ${djangoMissing})` : ''}`, async () => {
-      const name = b.backend as 'postgres' | 'mariadb' | 'mysql';
-      const dir = path.join(scratch, 'django');
-      fs.mkdirSync(path.join(dir, 'items'), { recursive: true });
-      // The page's settings block, and what any Django project has besides.
-      const settings = docBlock(markdown, '### Django', 'python', 0);
-      fs.writeFileSync(path.join(dir, 'settings.py'), `${settings}\nINSTALLED_APPS = ["items"]\nUSE_TZ = True\nSECRET_KEY = "test"\nDEFAULT_AUTO_FIELD = "django.db.models.AutoField"\n`);
-      fs.writeFileSync(path.join(dir, 'sqltally_window.py'), `${docBlock(markdown, '### Django', 'python', 1)}\n`);
-      fs.writeFileSync(path.join(dir, 'items', '__init__.py'), '');
-      fs.writeFileSync(path.join(dir, 'items', 'models.py'), 'from django.db import models\n\nclass Item(models.Model):\n    a = models.IntegerField()\n');
-      fs.writeFileSync(path.join(dir, 'load.py'), DJANGO_LOAD);
-      await sql(server(), 'DROP TABLE IF EXISTS items_item');
-      const out = path.join(scratch, 'django-report');
-      const stdout = path.join(scratch, 'django.out');
-      const fd = fs.openSync(stdout, 'w');
-      const result = await runExec(execOptions(['--named-windows', '--out', out, '--', PYTHON, path.join(dir, 'load.py')]), server(), {
-        env: process.env,
-        stdio: ['ignore', fd, fs.openSync(log(), 'a')],
-        progress: () => undefined,
-      });
-      fs.closeSync(fd);
-      expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
-      // Django's own view: the rows it counts, the keys bulk_create set, and the verdicts the context manager got.
-      const own = JSON.parse(fs.readFileSync(stdout, 'utf8').trim().split('\n').pop() ?? '{}') as { count: number; bulk_ids: number; verdicts: Record<string, string> };
-      expect(own).toEqual({ count: 2 * DJANGO_ROWS, bulk_ids: DJANGO_WORK[name].bulkIds, verdicts: { bulk_create: 'assert', 'save per row': 'assert', connect: 'assert' } });
-      const [row] = await sql(server(), 'SELECT count(*) AS n FROM items_item');
-      expect(Number(Object.values(row ?? {})[0])).toBe(2 * DJANGO_ROWS);
+    (djangoMissing ? it.skip : it)(
+      `the Django recipe of docs/exec.md: bulk_create, save() per row and a fresh connection, each window exact on the wire and the server${djangoMissing ? ` (skipped: ${djangoMissing})` : ''}`,
+      async () => {
+        const name = b.backend as 'postgres' | 'mariadb' | 'mysql';
+        const dir = path.join(scratch, 'django');
+        fs.mkdirSync(path.join(dir, 'items'), { recursive: true });
+        // The page's settings block, and what any Django project has besides.
+        const settings = docBlock(markdown, '### Django', 'python', 0);
+        fs.writeFileSync(
+          path.join(dir, 'settings.py'),
+          `${settings}\nINSTALLED_APPS = ["items"]\nUSE_TZ = True\nSECRET_KEY = "test"\nDEFAULT_AUTO_FIELD = "django.db.models.AutoField"\n`,
+        );
+        fs.writeFileSync(path.join(dir, 'sqltally_window.py'), `${docBlock(markdown, '### Django', 'python', 1)}\n`);
+        fs.writeFileSync(path.join(dir, 'items', '__init__.py'), '');
+        fs.writeFileSync(path.join(dir, 'items', 'models.py'), 'from django.db import models\n\nclass Item(models.Model):\n    a = models.IntegerField()\n');
+        fs.writeFileSync(path.join(dir, 'load.py'), DJANGO_LOAD);
+        await sql(server(), 'DROP TABLE IF EXISTS items_item');
+        const out = path.join(scratch, 'django-report');
+        const stdout = path.join(scratch, 'django.out');
+        const fd = fs.openSync(stdout, 'w');
+        const result = await runExec(execOptions(['--named-windows', '--out', out, '--', PYTHON, path.join(dir, 'load.py')]), server(), {
+          env: process.env,
+          stdio: ['ignore', fd, fs.openSync(log(), 'a')],
+          progress: () => undefined,
+        });
+        fs.closeSync(fd);
+        expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
+        // Django's own view: the rows it counts, the keys bulk_create set, and the verdicts the context manager got.
+        const own = JSON.parse(fs.readFileSync(stdout, 'utf8').trim().split('\n').pop() ?? '{}') as {
+          count: number;
+          bulk_ids: number;
+          verdicts: Record<string, string>;
+        };
+        expect(own).toEqual({
+          count: 2 * DJANGO_ROWS,
+          bulk_ids: DJANGO_WORK[name].bulkIds,
+          verdicts: { bulk_create: 'assert', 'save per row': 'assert', connect: 'assert' },
+        });
+        const [row] = await sql(server(), 'SELECT count(*) AS n FROM items_item');
+        expect(Number(Object.values(row ?? {})[0])).toBe(2 * DJANGO_ROWS);
 
-      const windows = result.report?.windows ?? [];
-      const connect = windows.find((w) => w.name === 'connect')?.layers.wire?.statements;
-      const setUp = connect?.connectTexts ?? [];
-      // Every set-up statement is one Django sends on this backend, none twice; PostgreSQL's is there only off UTC.
-      expect({ setUp, unknown: setUp.filter((t) => !DJANGO_CONNECT[name].some((re) => re.test(t))) }).toEqual({ setUp, unknown: [] });
-      if (name !== 'postgres') expect(setUp).toHaveLength(DJANGO_CONNECT[name].length);
-      const bulk = DJANGO_WORK[name].bulk;
-      const setUpByClass = setUp.length > 0 ? { set: setUp.length } : {};
-      expect(djangoWindows(windows)).toEqual([
-        { name: 'bulk_create', verdict: 'assert', statements: bulk, wireRows: DJANGO_ROWS, serverStatements: sum(bulk), serverInserts: 1, serverRows: DJANGO_ROWS },
-        { name: 'save per row', verdict: 'assert', statements: { insert: DJANGO_ROWS }, wireRows: DJANGO_ROWS, serverStatements: DJANGO_ROWS, serverInserts: DJANGO_ROWS, serverRows: DJANGO_ROWS },
-        { name: 'connect', verdict: 'assert', statements: { ...setUpByClass, select: 1 }, wireRows: 0, serverStatements: setUp.length + 1, serverInserts: 0, serverRows: 0 },
-      ]);
-      expect(connect?.connectStatements).toBe(setUp.length);
-    });
+        const windows = result.report?.windows ?? [];
+        const connect = windows.find((w) => w.name === 'connect')?.layers.wire?.statements;
+        const setUp = connect?.connectTexts ?? [];
+        // Every set-up statement is one Django sends on this backend, none twice; PostgreSQL's is there only off UTC.
+        expect({ setUp, unknown: setUp.filter((t) => !DJANGO_CONNECT[name].some((re) => re.test(t))) }).toEqual({ setUp, unknown: [] });
+        if (name !== 'postgres') expect(setUp).toHaveLength(DJANGO_CONNECT[name].length);
+        const bulk = DJANGO_WORK[name].bulk;
+        const setUpByClass = setUp.length > 0 ? { set: setUp.length } : {};
+        expect(djangoWindows(windows)).toEqual([
+          {
+            name: 'bulk_create',
+            verdict: 'assert',
+            statements: bulk,
+            wireRows: DJANGO_ROWS,
+            serverStatements: sum(bulk),
+            serverInserts: 1,
+            serverRows: DJANGO_ROWS,
+          },
+          {
+            name: 'save per row',
+            verdict: 'assert',
+            statements: { insert: DJANGO_ROWS },
+            wireRows: DJANGO_ROWS,
+            serverStatements: DJANGO_ROWS,
+            serverInserts: DJANGO_ROWS,
+            serverRows: DJANGO_ROWS,
+          },
+          {
+            name: 'connect',
+            verdict: 'assert',
+            statements: { ...setUpByClass, select: 1 },
+            wireRows: 0,
+            serverStatements: setUp.length + 1,
+            serverInserts: 0,
+            serverRows: 0,
+          },
+        ]);
+        expect(connect?.connectStatements).toBe(setUp.length);
+      },
+    );
   },
   (b) => b.backend === 'postgres' || b.backend === 'mariadb' || b.backend === 'mysql',
 );

@@ -17,7 +17,12 @@ const TABLE = 'dp_items';
 const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
   mysql2: async (c) => {
     await c.beginTransaction();
-    await c.query(`INSERT INTO ${TABLE} (id, label) VALUES ?`, [[[1, 'a'], [2, 'b']]]);
+    await c.query(`INSERT INTO ${TABLE} (id, label) VALUES ?`, [
+      [
+        [1, 'a'],
+        [2, 'b'],
+      ],
+    ]);
     await c.execute(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`, [3, 'c']);
     const statement = await c.prepare(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`);
     await statement.execute([4, 'd']);
@@ -27,7 +32,11 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
   mariadb: async (c) => {
     await c.beginTransaction();
     await c.query(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`, [1, 'a']);
-    await c.batch(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`, [[2, 'b'], [3, 'c'], [4, 'd']]);
+    await c.batch(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`, [
+      [2, 'b'],
+      [3, 'c'],
+      [4, 'd'],
+    ]);
     await c.commit();
   },
   pg: async (c) => {
@@ -48,7 +57,8 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
     db.prepare(`SELECT count(*) AS n FROM ${TABLE}`).get();
   },
   sqlite3: async (db) => {
-    const run = (sql: string, ...params: unknown[]) => new Promise<void>((resolve, reject) => db.run(sql, ...params, (e: unknown) => (e ? reject(e) : resolve())));
+    const run = (sql: string, ...params: unknown[]) =>
+      new Promise<void>((resolve, reject) => db.run(sql, ...params, (e: unknown) => (e ? reject(e) : resolve())));
     await run('BEGIN');
     await run(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?), (?, ?)`, 1, 'a', 2, 'b');
     const insert = db.prepare(`INSERT INTO ${TABLE} (id, label) VALUES (?, ?)`);
@@ -59,7 +69,14 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
   },
   'postgres-js': async (sql) => {
     await sql.begin(async (tx: any) => {
-      await tx`INSERT INTO ${tx(TABLE)} ${tx([{ id: 1, label: 'a' }, { id: 2, label: 'b' }], 'id', 'label')}`;
+      await tx`INSERT INTO ${tx(TABLE)} ${tx(
+        [
+          { id: 1, label: 'a' },
+          { id: 2, label: 'b' },
+        ],
+        'id',
+        'label',
+      )}`;
       await tx`INSERT INTO ${tx(TABLE)} (id, label) VALUES (${3}, ${'c'})`;
     });
     await sql.unsafe(`INSERT INTO ${TABLE} (id, label) VALUES ($1, $2)`, [4, 'd']);
@@ -87,7 +104,12 @@ async function counted(backend: ReturnType<ReturnType<typeof withBackend>>, driv
   const before = process.env[DRIVER_PATH_ENV];
   process.env[DRIVER_PATH_ENV] = path;
   try {
-    await using session = await CaptureSession.open({ backend, driver, driverPackage: pkg === DRIVERS[driver].packageName ? undefined : pkg, table: { name: TABLE } });
+    await using session = await CaptureSession.open({
+      backend,
+      driver,
+      driverPackage: pkg === DRIVERS[driver].packageName ? undefined : pkg,
+      table: { name: TABLE },
+    });
     await session.prepare((h) => setup(driver, h), { hot: true });
     const { result: _result, ...tally } = await session.measure((h) => WORKLOADS[driver](h), { hot: true });
     return tally;
@@ -110,7 +132,11 @@ describeEachBackend((b) => {
         console.log(`${b.id} ${driver} ${releaseVersion(pkg)}: auto -> ${pathLabel(fastPath)}; forced -> ${pathLabel(plainPath)}`);
         const gap = MODEL_GAPS[`${b.backend}:${driver}@${releaseVersion(pkg)}`] ?? MODEL_GAPS[`${driver}@${releaseVersion(pkg)}`];
         if (gap) expect(fast.verdict).toMatchObject({ kind: 'report', reason: expect.stringMatching(gap) });
-        else expect({ verdict: fast.verdict.kind, reason: fast.verdict.kind === 'assert' ? null : fast.verdict.reason }).toEqual({ verdict: 'assert', reason: null });
+        else
+          expect({ verdict: fast.verdict.kind, reason: fast.verdict.kind === 'assert' ? null : fast.verdict.reason }).toEqual({
+            verdict: 'assert',
+            reason: null,
+          });
         expect(plain.verdict.kind).toBe(fast.verdict.kind);
         const fastSnapshot = countSnapshotOf(fast);
         expect(fastSnapshot.ok).toBe(true);

@@ -184,7 +184,7 @@ describeEachBackend(
           }
         });
 
-        it('captures a looped template\'s line once a window: a loop of 300 leaves the window\'s captures to the templates after it', async () => {
+        it("captures a looped template's line once a window: a loop of 300 leaves the window's captures to the templates after it", async () => {
           // An ask answered under the `$n` text was forgotten: every build of the template asked again and captured
           // its line again (about 400 ns a query), until the window's 256 captures were gone and a later template
           // named no line.
@@ -206,7 +206,7 @@ describeEachBackend(
           }
         });
 
-        it('counts a template once against the window\'s text cap: its ask under the strings is answered as the $n text is recorded', async () => {
+        it("counts a template once against the window's text cap: its ask under the strings is answered as the $n text is recorded", async () => {
           // With the asks left pending each template counted twice (asked text + recorded text), and the third of
           // three templates under a cap of three was refused its capture at build: it named no line.
           const recorder = new DriverRecorder({ maxTexts: 3 });
@@ -366,7 +366,9 @@ describeEachBackend(
               'select/b0/error',
               'other/b0/error',
             ]);
-            expect(tally.events.slice(0, 3).every((e) => e.connectionId === (other as unknown as { processID: number }).processID && e.durationNs > 0)).toBe(true);
+            expect(tally.events.slice(0, 3).every((e) => e.connectionId === (other as unknown as { processID: number }).processID && e.durationNs > 0)).toBe(
+              true,
+            );
           } finally {
             await Promise.all([raw, other, rawOwn, otherOwn].map((c) => c.end()));
           }
@@ -387,7 +389,11 @@ describeEachBackend(
               wrapPg(client, tally).query('SELECT no_such_column');
               setTimeout(() => { console.log('none after ' + tally.events.length + ' events'); process.exit(1); }, 5000);
             })();`;
-          const { stdout, status } = spawnSync(process.execPath, [...tsChild(), '-e', code], { cwd: path.resolve(__dirname, '..'), encoding: 'utf8', timeout: 30_000 });
+          const { stdout, status } = spawnSync(process.execPath, [...tsChild(), '-e', code], {
+            cwd: path.resolve(__dirname, '..'),
+            encoding: 'utf8',
+            timeout: 30_000,
+          });
           expect(stdout.trim()).toBe('unhandled 42703');
           expect(status).toBe(0);
         });
@@ -487,8 +493,18 @@ describeEachBackend(
         try {
           await raw.handle.query('CREATE TABLE IF NOT EXISTS wrap_m2_same (id INT PRIMARY KEY, label VARCHAR(40))');
           await raw.handle.query('DELETE FROM wrap_m2_same');
-          const [fromWrappedInsert] = await wrapped.query('INSERT INTO wrap_m2_same VALUES ?', [[[1, 'a'], [2, 'b']]]);
-          const [fromRawInsert] = await raw.handle.query('INSERT INTO wrap_m2_same VALUES ?', [[[3, 'c'], [4, 'd']]]);
+          const [fromWrappedInsert] = await wrapped.query('INSERT INTO wrap_m2_same VALUES ?', [
+            [
+              [1, 'a'],
+              [2, 'b'],
+            ],
+          ]);
+          const [fromRawInsert] = await raw.handle.query('INSERT INTO wrap_m2_same VALUES ?', [
+            [
+              [3, 'c'],
+              [4, 'd'],
+            ],
+          ]);
           expect({ ...(fromWrappedInsert as object) }).toEqual({ ...(fromRawInsert as object) });
           const [rawRows, rawFields] = await raw.handle.query('SELECT * FROM wrap_m2_same ORDER BY id');
           const [wrappedRows, wrappedFields] = await wrapped.query('SELECT * FROM wrap_m2_same ORDER BY id');
@@ -523,7 +539,12 @@ describeEachBackend(
           await raw.query('CREATE TABLE IF NOT EXISTS wrap_m2_core (id INT PRIMARY KEY, label VARCHAR(40))');
           await raw.query('DELETE FROM wrap_m2_core');
           const observe = async (c: mysql2.Connection | mysql2.Pool, first: number) => {
-            const inserting = c.query('INSERT INTO wrap_m2_core VALUES ?', [[[first, 'a'], [first + 1, 'b']]]);
+            const inserting = c.query('INSERT INTO wrap_m2_core VALUES ?', [
+              [
+                [first, 'a'],
+                [first + 1, 'b'],
+              ],
+            ]);
             const ownClass = inserting instanceof OwnPromise;
             const [header] = await inserting;
             const [rowsRead, fields] = await c.execute('SELECT label FROM wrap_m2_core WHERE id >= ? ORDER BY id', [first]);
@@ -552,13 +573,23 @@ describeEachBackend(
             const [header] = await executing;
             const error = (await rejectionOf(statement.execute([id, 'dup']))) as Error & { code?: string };
             statement.close();
-            return { ownClass, affected: (header as mysql2.ResultSetHeader).affectedRows, error: error.code, stackLeadsHere: error.stack?.includes('driver-wrap.test.ts') };
+            return {
+              ownClass,
+              affected: (header as mysql2.ResultSetHeader).affectedRows,
+              error: error.code,
+              stackLeadsHere: error.stack?.includes('driver-wrap.test.ts'),
+            };
           };
           const rawPrepared = await prepared(raw, 41);
           expect(rawPrepared).toEqual({ ownClass: true, affected: 1, error: 'ER_DUP_ENTRY', stackLeadsHere: true });
           expect(await prepared(wrapped, 42)).toEqual(rawPrepared);
           // Each call once, on the connection that ran it (the pool's without an id: the pool does not say which).
-          expect(tally.events.map((e) => `${e.method}/${e.statementClass}/b${e.bindValues}/r${e.rowsAffected}/${e.error === null ? 'ok' : 'error'}/${e.connectionId === null ? 'pool' : e.connectionId === other.threadId ? 'conn' : '?'}`)).toEqual([
+          expect(
+            tally.events.map(
+              (e) =>
+                `${e.method}/${e.statementClass}/b${e.bindValues}/r${e.rowsAffected}/${e.error === null ? 'ok' : 'error'}/${e.connectionId === null ? 'pool' : e.connectionId === other.threadId ? 'conn' : '?'}`,
+            ),
+          ).toEqual([
             'query/insert/b4/r2/ok/conn',
             'execute/select/b1/rnull/ok/conn',
             'execute/insert/b2/rnull/error/conn',
@@ -620,7 +651,7 @@ describeEachBackend(
         }
       });
 
-      it('tells a callback-API prepared statement\'s executes apart by their values, and counts each on the server', async () => {
+      it("tells a callback-API prepared statement's executes apart by their values, and counts each on the server", async () => {
         const info = network(backend().connection);
         const core = mysql2Callback.createConnection({ host: info.host, port: info.port, user: info.user, password: info.password, database: info.database });
         const recorder = new DriverRecorder();
@@ -634,7 +665,9 @@ describeEachBackend(
           for (const id of [1, 2, 2]) await run((cb) => statement.execute([id], cb));
           const window = recorder.end();
           statement.close();
-          const [row] = await run<Array<{ n: number }>>((cb) => c.query('SELECT COUNT(*) AS n FROM wrap_m2_cb', (err: unknown, result: unknown) => cb(err, result as Array<{ n: number }>)));
+          const [row] = await run<Array<{ n: number }>>((cb) =>
+            c.query('SELECT COUNT(*) AS n FROM wrap_m2_cb', (err: unknown, result: unknown) => cb(err, result as Array<{ n: number }>)),
+          );
           expect(Number(row!.n)).toBe(3);
           const execute = window.layer.shapes.find((shape) => shape.kind === 'execute');
           // Values 1, 2, 2: a repeat of one set, not three; the window used to see an empty list for every call.
@@ -743,9 +776,7 @@ describeEachBackend(
           await prepared.execute([4, 'd']);
           prepared.close();
           await c.commit();
-          expect(await c.query('SELECT * FROM wrap_mdb_same ORDER BY id')).toEqual(
-            await raw.handle.query('SELECT * FROM wrap_mdb_same ORDER BY id'),
-          );
+          expect(await c.query('SELECT * FROM wrap_mdb_same ORDER BY id')).toEqual(await raw.handle.query('SELECT * FROM wrap_mdb_same ORDER BY id'));
           expect(brief(tally.since(mark))).toEqual([
             'beginTransaction/query/begin/b0/p1/rnull',
             'query/query/insert/b4/p1/r2',

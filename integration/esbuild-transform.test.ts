@@ -1,7 +1,8 @@
 import vm from 'node:vm';
 
- 
-const { transformTs } = require('./esbuild-transform.js') as { transformTs: (source: string, filename: string, sourcemap: 'external' | 'inline') => { code: string } };
+const { transformTs } = require('./esbuild-transform.js') as {
+  transformTs: (source: string, filename: string, sourcemap: 'external' | 'inline') => { code: string };
+};
 
 const SOURCE = ['export let count = 1;', 'export function bump(): void {', '  count++;', '}', 'export const imul = Math.imul;', ''].join('\n');
 

@@ -125,7 +125,12 @@ describeEachBackend(
       expect(result.exitCode).toBe(0);
       const w = only(result.report);
       expect(w.verdict.kind).toBe('assert');
-      expect(w.layers.wire).toMatchObject({ commands: FILE_OF_INSERTS[id].commands, roundTrips: FILE_OF_INSERTS[id].roundTrips, rowsAffected: ROWS, connections: 1 });
+      expect(w.layers.wire).toMatchObject({
+        commands: FILE_OF_INSERTS[id].commands,
+        roundTrips: FILE_OF_INSERTS[id].roundTrips,
+        rowsAffected: ROWS,
+        connections: 1,
+      });
       expect(w.layers.server?.summary).toMatchObject({ statements: ROWS, inserts: ROWS, rowsInserted: ROWS });
       expect(await rowCount(server(), table)).toBe(ROWS);
       expect(result.report?.command).toMatchObject({ mode: 'exec', exitCode: 0, stoppedBy: null, sqltallyExitCode: 0 });
@@ -170,9 +175,17 @@ describeEachBackend(
     });
 
     maybe(`a command that exits 3: its exit code passes through, the report is failed and says so${skipped}`, async () => {
-      const result = await runExec(execOptions(['--no-write', '--', 'sh', '-c', `${RUN_SQL[id](`INSERT INTO ${table} VALUES (1)`)}; exit 3`]), server(), io(scratch));
+      const result = await runExec(
+        execOptions(['--no-write', '--', 'sh', '-c', `${RUN_SQL[id](`INSERT INTO ${table} VALUES (1)`)}; exit 3`]),
+        server(),
+        io(scratch),
+      );
       expect(result.exitCode).toBe(3);
-      expect(result.report).toMatchObject({ status: 'failed', failure: { message: 'the command exited with code 3' }, command: { exitCode: 3, sqltallyExitCode: 3 } });
+      expect(result.report).toMatchObject({
+        status: 'failed',
+        failure: { message: 'the command exited with code 3' },
+        command: { exitCode: 3, sqltallyExitCode: 3 },
+      });
       const w = only(result.report);
       expect(w.error?.message).toBe('the command exited with code 3');
       expect(w.verdict.kind).toBe('incomplete');
@@ -183,10 +196,14 @@ describeEachBackend(
       let group: number | null = null;
       // Ignores SIGTERM, so only SIGKILL after the grace ends it; a statement a second keeps committing meanwhile.
       const loop = `trap '' TERM; while :; do ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1)`)}; done`;
-      const result = await runExec(execOptions(['--no-write', '--table', table, '--timeout-ms', '1500', '--kill-grace-ms', '300', '--', 'sh', '-c', loop]), server(), {
-        ...io(scratch),
-        onChild: (pgid) => (group ??= pgid),
-      });
+      const result = await runExec(
+        execOptions(['--no-write', '--table', table, '--timeout-ms', '1500', '--kill-grace-ms', '300', '--', 'sh', '-c', loop]),
+        server(),
+        {
+          ...io(scratch),
+          onChild: (pgid) => (group ??= pgid),
+        },
+      );
       expect(result.exitCode).toBe(124);
       expect(result.report?.command).toMatchObject({ stoppedBy: 'timeout', signal: 'SIGKILL', sqltallyExitCode: 124 });
       expect(result.report?.failure?.message).toMatch(/^timed out after 1500 ms \(--timeout-ms\): the command was stopped/);
@@ -203,54 +220,66 @@ describeEachBackend(
 
     maybe(`a client connecting straight to the server's own port, around the proxy, is never assert${skipped}`, async () => {
       const direct = id === 'postgres' ? `PGPORT=${network(server()).port}` : `MYSQL_TCP_PORT=${network(server()).port}`;
-      const result = await runExec(execOptions(['--no-write', '--', 'sh', '-c', `${direct} ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1), (2)`)}`]), server(), io(scratch));
+      const result = await runExec(
+        execOptions(['--no-write', '--', 'sh', '-c', `${direct} ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1), (2)`)}`]),
+        server(),
+        io(scratch),
+      );
       const w = only(result.report);
       expect(w.layers.wire?.commandsTotal ?? 0).toBe(0);
       expect(await rowCount(server(), table)).toBe(2);
       expect(w.verdict.kind).not.toBe('assert');
     });
 
-    maybe(`sqltally proxy: prints where to connect with the password masked, writes the environment to a 0600 file, and reports its windows at the stop${skipped}`, async () => {
-      const stop = new AbortController();
-      const printed: string[] = [];
-      let env: Record<string, string> = {};
-      let envFile = '';
-      const serving = runProxy(parseProxyArgs(['--no-write'])!, server(), {
-        env: process.env,
-        signal: stop.signal,
-        progress: (line) => void printed.push(line),
-        print: (line) => void printed.push(line),
-        onReady: (e, f) => {
-          env = e;
-          envFile = f;
-        },
-      });
-      while (!envFile) {
-        const early = await Promise.race([serving, sleep(20)]);
-        if (early) throw new Error(`sqltally proxy ended before serving: ${printed.join('\n')}`);
-      }
-      expect(fs.statSync(envFile).mode & 0o777).toBe(0o600);
-      expect(fs.readFileSync(envFile, 'utf8')).toContain(`export SQLTALLY_PASSWORD='${network(server()).password}'`);
-      const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
-      expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/begin`, { method: 'POST', headers: auth })).status).toBe(201);
-      // Asynchronously: the proxy runs in this process, so a synchronous spawn would hold the very traffic it waits for.
-      const ran = await new Promise<number | null>((resolve) => spawn('sh', ['-c', RUN_SQL[id](`INSERT INTO ${table} VALUES (7)`)], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve));
-      expect(ran).toBe(0);
-      const ended = (await (await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/end`, { method: 'POST', headers: auth })).json()) as { verdict: { kind: string }; counts: { server: Record<string, number> } };
-      expect(ended.verdict.kind).toBe('assert');
-      expect(ended.counts.server['rowsInserted']).toBe(1);
-      stop.abort('SIGINT');
-      const result = await serving;
-      expect(result.exitCode).toBe(0);
-      expect(result.report?.windows?.map((w) => w.name)).toEqual(['one']);
-      expect(result.report?.command?.mode).toBe('proxy');
-      const said = printed.join('\n');
-      const password = network(server()).password;
-      expect(said).toContain(`export ${id === 'postgres' ? 'PGPASSWORD' : 'MYSQL_PWD'}='${password ? '***' : ''}'`);
-      if (password) expect(said).not.toContain(password);
-      expect(said).not.toContain(env['SQLTALLY_CONTROL_TOKEN']);
-      expect(fs.existsSync(envFile)).toBe(false);
-    });
+    maybe(
+      `sqltally proxy: prints where to connect with the password masked, writes the environment to a 0600 file, and reports its windows at the stop${skipped}`,
+      async () => {
+        const stop = new AbortController();
+        const printed: string[] = [];
+        let env: Record<string, string> = {};
+        let envFile = '';
+        const serving = runProxy(parseProxyArgs(['--no-write'])!, server(), {
+          env: process.env,
+          signal: stop.signal,
+          progress: (line) => void printed.push(line),
+          print: (line) => void printed.push(line),
+          onReady: (e, f) => {
+            env = e;
+            envFile = f;
+          },
+        });
+        while (!envFile) {
+          const early = await Promise.race([serving, sleep(20)]);
+          if (early) throw new Error(`sqltally proxy ended before serving: ${printed.join('\n')}`);
+        }
+        expect(fs.statSync(envFile).mode & 0o777).toBe(0o600);
+        expect(fs.readFileSync(envFile, 'utf8')).toContain(`export SQLTALLY_PASSWORD='${network(server()).password}'`);
+        const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
+        expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/begin`, { method: 'POST', headers: auth })).status).toBe(201);
+        // Asynchronously: the proxy runs in this process, so a synchronous spawn would hold the very traffic it waits for.
+        const ran = await new Promise<number | null>((resolve) =>
+          spawn('sh', ['-c', RUN_SQL[id](`INSERT INTO ${table} VALUES (7)`)], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve),
+        );
+        expect(ran).toBe(0);
+        const ended = (await (await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/end`, { method: 'POST', headers: auth })).json()) as {
+          verdict: { kind: string };
+          counts: { server: Record<string, number> };
+        };
+        expect(ended.verdict.kind).toBe('assert');
+        expect(ended.counts.server['rowsInserted']).toBe(1);
+        stop.abort('SIGINT');
+        const result = await serving;
+        expect(result.exitCode).toBe(0);
+        expect(result.report?.windows?.map((w) => w.name)).toEqual(['one']);
+        expect(result.report?.command?.mode).toBe('proxy');
+        const said = printed.join('\n');
+        const password = network(server()).password;
+        expect(said).toContain(`export ${id === 'postgres' ? 'PGPASSWORD' : 'MYSQL_PWD'}='${password ? '***' : ''}'`);
+        if (password) expect(said).not.toContain(password);
+        expect(said).not.toContain(env['SQLTALLY_CONTROL_TOKEN']);
+        expect(fs.existsSync(envFile)).toBe(false);
+      },
+    );
   },
   (b) => b.backend === 'postgres' || b.backend === 'mariadb',
 );

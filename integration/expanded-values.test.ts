@@ -43,23 +43,51 @@ async function columnsSet(query: Query, table: string): Promise<number> {
   return rows[0]!.filter((v) => v !== null).length;
 }
 
-const selectOf = (sql: string, values: unknown): Form['call'] => (query) => query({ sql, rowsAsArray: true }, values);
+const selectOf =
+  (sql: string, values: unknown): Form['call'] =>
+  (query) =>
+    query({ sql, rowsAsArray: true }, values);
 
 const MYSQL2: Form[] = [
-  { name: 'VALUES ? with rows', call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES ?`, [[[1, 'a'], [2, 'b'], [3, null]]]), written: (r) => affected(r) * 2 },
   {
-    name: 'VALUES ? with an object and a Date in rows',
-    call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES ?`, [[[1, { x: 1, y: 2 }], [2, new Date(0)]]]),
+    name: 'VALUES ? with rows',
+    call: (q, t) =>
+      q(`INSERT INTO ${t} (a, b) VALUES ?`, [
+        [
+          [1, 'a'],
+          [2, 'b'],
+          [3, null],
+        ],
+      ]),
     written: (r) => affected(r) * 2,
   },
-  { name: 'SET ? skips a function-valued key', call: (q, t) => q(`INSERT INTO ${t} SET ?`, [{ a: 7, b: 'x', f: () => 1 }]), written: (_r, q, t) => columnsSet(q, t) },
+  {
+    name: 'VALUES ? with an object and a Date in rows',
+    call: (q, t) =>
+      q(`INSERT INTO ${t} (a, b) VALUES ?`, [
+        [
+          [1, { x: 1, y: 2 }],
+          [2, new Date(0)],
+        ],
+      ]),
+    written: (r) => affected(r) * 2,
+  },
+  {
+    name: 'SET ? skips a function-valued key',
+    call: (q, t) => q(`INSERT INTO ${t} SET ?`, [{ a: 7, b: 'x', f: () => 1 }]),
+    written: (_r, q, t) => columnsSet(q, t),
+  },
   { name: 'a flat list', call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES (?, ?), (?, ?)`, [1, 'a', 2, 'b']), written: (r) => affected(r) * 2 },
   { name: 'SELECT ? of a list and a scalar', call: selectOf('SELECT ?, ?', [[1, 2, 3], 'k']), written: selectedColumns },
 ];
 
 const MARIADB: Form[] = [
   { name: 'SELECT ? of a list and a scalar', call: selectOf('SELECT ?, ?', [[1, 2, 3], 'k']), written: selectedColumns },
-  { name: 'an object among the values is one JSON string', call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES (?, ?)`, [1, { x: 1, y: 2 }]), written: (r) => affected(r) * 2 },
+  {
+    name: 'an object among the values is one JSON string',
+    call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES (?, ?)`, [1, { x: 1, y: 2 }]),
+    written: (r) => affected(r) * 2,
+  },
   { name: 'an object inside a list is one JSON string', call: selectOf('SELECT ?', [[1, { x: 1 }, 'k']]), written: selectedColumns },
   { name: 'a flat list', call: (q, t) => q(`INSERT INTO ${t} (a, b) VALUES (?, ?), (?, ?)`, [1, 'a', 2, 'b']), written: (r) => affected(r) * 2 },
 ];
@@ -76,37 +104,40 @@ const FORMS: { [D in DriverName]: Form[] | string } = {
 
 const PLAIN_BACKENDS = new Set(['sqlite', 'mariadb', 'mysql', 'postgres']);
 
-describeEachBackend((b) => {
-  const backend = withBackend(b.id);
-  for (const driver of driversFor(b.backend)) {
-    const forms = FORMS[driver];
-    if (typeof forms === 'string') {
-      it.skip(`${driver}: ${forms}`, () => undefined);
-      continue;
-    }
-    describe(driver, () => {
-      it.each(forms.map((form) => [form.name, form] as const))('%s: the values the window counts are the ones the server got', async (_name, form) => {
-        const recorder = new DriverRecorder();
-        const conn = await openCountedConnection(driver, backend().connection, recorder);
-        const raw = (markOf(conn.handle)?.target ?? conn.handle) as DriverHandle<typeof driver>;
-        const table = `ev_${driver}`;
-        try {
-          await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
-          await runSql(driver, raw, `CREATE TABLE ${table} (a INT, b TEXT)`);
-          const counted = conn.handle as unknown as { query: Query };
-          const uncounted = raw as unknown as { query: Query };
-          recorder.begin();
-          const answer = await form.call((sql, values) => counted.query(sql, values), table);
-          const counts = recorder.end();
-          const written = await form.written(answer, (sql, values) => uncounted.query(sql, values), table);
-          expect(written).toBeGreaterThan(0);
-          expect(counts.layer.calls).toBe(1);
-          expect(counts.layer.bindValues).toBe(written);
-        } finally {
-          await conn.close();
-        }
+describeEachBackend(
+  (b) => {
+    const backend = withBackend(b.id);
+    for (const driver of driversFor(b.backend)) {
+      const forms = FORMS[driver];
+      if (typeof forms === 'string') {
+        it.skip(`${driver}: ${forms}`, () => undefined);
+        continue;
+      }
+      describe(driver, () => {
+        it.each(forms.map((form) => [form.name, form] as const))('%s: the values the window counts are the ones the server got', async (_name, form) => {
+          const recorder = new DriverRecorder();
+          const conn = await openCountedConnection(driver, backend().connection, recorder);
+          const raw = (markOf(conn.handle)?.target ?? conn.handle) as DriverHandle<typeof driver>;
+          const table = `ev_${driver}`;
+          try {
+            await runSql(driver, raw, `DROP TABLE IF EXISTS ${table}`);
+            await runSql(driver, raw, `CREATE TABLE ${table} (a INT, b TEXT)`);
+            const counted = conn.handle as unknown as { query: Query };
+            const uncounted = raw as unknown as { query: Query };
+            recorder.begin();
+            const answer = await form.call((sql, values) => counted.query(sql, values), table);
+            const counts = recorder.end();
+            const written = await form.written(answer, (sql, values) => uncounted.query(sql, values), table);
+            expect(written).toBeGreaterThan(0);
+            expect(counts.layer.calls).toBe(1);
+            expect(counts.layer.bindValues).toBe(written);
+          } finally {
+            await conn.close();
+          }
+        });
       });
-    });
-  }
-  // Expansion is the driver's, not the server version's: the plain backend ids are enough.
-}, (b) => PLAIN_BACKENDS.has(b.id));
+    }
+    // Expansion is the driver's, not the server version's: the plain backend ids are enough.
+  },
+  (b) => PLAIN_BACKENDS.has(b.id),
+);

@@ -52,9 +52,7 @@ export default async function globalSetup(): Promise<void> {
   const problems: string[] = [];
   for (const need of required) {
     // A required variant that the plain id already covers (postgres@15 when postgres is 15) is checked, not run twice.
-    const hit =
-      resolved.find((b) => b.id === need) ??
-      (wanted.length === 0 ? toIntegration(need, await resolveBackend(need, process.env)) : undefined);
+    const hit = resolved.find((b) => b.id === need) ?? (wanted.length === 0 ? toIntegration(need, await resolveBackend(need, process.env)) : undefined);
     if (!hit) problems.push(`${need}: required but excluded by SQLTALLY_BACKENDS=${wanted.join(',')}`);
     else if (!hit.available) problems.push(`${need}: ${hit.reason}`);
   }

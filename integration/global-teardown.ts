@@ -38,7 +38,9 @@ export function leakedProcesses(marker: string): Leak[] {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
-    const cmdline = readQuietly(() => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8')).replace(/\0/g, ' ').trim();
+    const cmdline = readQuietly(() => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'))
+      .replace(/\0/g, ' ')
+      .trim();
     const cwd = readQuietly(() => fs.readlinkSync(`/proc/${pid}/cwd`));
     if (cmdline.includes(`/${marker}`) || cwd.includes(`/${marker}`)) {
       leaks.push({ kind: 'process', pid, what: `pid ${pid}: ${cmdline.slice(0, 160) || '(no cmdline)'} (cwd ${cwd})` });

@@ -136,7 +136,14 @@ const PG_ADMIN_DATABASE = 'postgres';
 
 async function openPostgres(backend: StartedBackend): Promise<HandoverSession> {
   const c = network(backend);
-  const client = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: PG_ADMIN_DATABASE, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const client = new Client({
+    host: c.host,
+    port: c.port,
+    user: c.user,
+    password: c.password,
+    database: PG_ADMIN_DATABASE,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+  });
   // A server that dies mid-handover emits 'error' on the client; the failing query already says so.
   client.on('error', () => undefined);
   await client.connect();
@@ -155,7 +162,14 @@ async function openPostgres(backend: StartedBackend): Promise<HandoverSession> {
   };
   return {
     async clientSessions() {
-      const r = await client.query<{ pid: number; usename: string | null; client_addr: string | null; datname: string | null; state: string | null; query: string | null }>(
+      const r = await client.query<{
+        pid: number;
+        usename: string | null;
+        client_addr: string | null;
+        datname: string | null;
+        state: string | null;
+        query: string | null;
+      }>(
         `SELECT pid, usename, client_addr::text AS client_addr, datname, state, left(query, ${INFO_CHARS}) AS query FROM pg_stat_activity ` +
           "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
       );
@@ -170,7 +184,14 @@ async function openPostgres(backend: StartedBackend): Promise<HandoverSession> {
       for (const role of now.accounts.filter((a) => !baseline.accounts.includes(a))) await client.query(`DROP ROLE ${quote(role)}`);
       await preparePostgres(c);
       // Entries of the dropped database would otherwise fill pg_stat_statements until it evicts mid-window.
-      const fresh = new Client({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+      const fresh = new Client({
+        host: c.host,
+        port: c.port,
+        user: c.user,
+        password: c.password,
+        database: c.database,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      });
       fresh.on('error', () => undefined);
       await fresh.connect();
       try {

@@ -24,95 +24,99 @@ afterAll(() => {
   for (const dir of privateTmpDirs) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-eachId(owned.map((b) => b.id), '%s: after a SIGKILL', (id) => {
-  it('the next sqltally backends stops what is left, removes the data directory and lists it', async () => {
-    // A TMPDIR of this test's own: any sqltally process of the run (another file's CLI child, the main job's next
-    // run) sweeps the shared one, and took the dead child's directory first once in a fresh-clone CI run, so this
-    // command found nothing to list. (A root filesystem's var/tmp stays shared: MySQL's directories live there.)
-    // Short: PostgreSQL's socket path inside the data directory inside it must stay under 107 bytes.
-    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sw-'));
-    privateTmpDirs.push(tmp);
-    // PostgreSQL runs as its own OS user and must get through to its data directory, as through the shared TMPDIR.
-    fs.chmodSync(tmp, 0o755);
-    const env = { ...childEnv('sweeps'), TMPDIR: tmp };
-    const child = spawnTs(HOLD(id), env);
-    const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
-    child.kill('SIGKILL');
-    await exitOf(child);
-    // The record names the dead child, so it is stale at once, server or not; nothing else of it needs to settle.
-    expect(fs.existsSync(held.dataDir)).toBe(true);
-    expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(true);
-
-    const out: string[] = [];
-    const log = jest.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
-    const sharedTmp = process.env['TMPDIR'];
-    let code: number;
-    try {
-      process.env['TMPDIR'] = tmp;
-      code = await main(['backends', '--json', 'sqlite']);
-    } finally {
-      // Assigning undefined would store the string "undefined".
-      if (sharedTmp === undefined) delete process.env['TMPDIR'];
-      else process.env['TMPDIR'] = sharedTmp;
-      log.mockRestore();
-    }
-    expect(code).toBe(0);
-    const report = BackendsReportSchema.parse(JSON.parse(out.join('\n')));
-    expect(report.cleaned.map((c) => c.dir)).toContain(held.dataDir);
-    const cleaned = report.cleaned.find((c) => c.dir === held.dataDir);
-    expect(cleaned?.ownerPid).toBe(child.pid);
-    expect(cleaned?.bytes).toBeGreaterThan(0);
-    expect(fs.existsSync(held.dataDir)).toBe(false);
-    expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(false);
-    if (held.pid !== null) expect(processAlive(held.pid)).toBe(false);
-    expect(await settledLeaks(env)).toEqual([]);
-  });
-
-  it('a sqltally run killed mid-workload leaves directories the next run removes', async () => {
-    const env = childEnv('sweeps');
-    const strategy = strategiesFor(id)[0]!.name;
-    const child = spawnTs(
-      `require('./src/cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
-      env,
-    );
-    let err = '';
-    child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
-    const exited = exitOf(child);
-    // Killed once the first cell is under way: the backend is up and the workload is running.
-    const deadline = Date.now() + START_TIMEOUT_MS / 2;
-    while (!err.includes(`ready `) && Date.now() < deadline && child.exitCode === null) await sleep(POLL_MS);
-    if (!err.includes('ready ')) {
-      // 'exit' can come before the last of stderr has been read: wait for it, so the failure shows why.
-      await new Promise((r) => (child.stderr?.readableEnded ? r(undefined) : child.stderr?.once('end', r)));
-      throw new Error(`the run never got ready (exit ${child.exitCode ?? child.signalCode}): ${err}`);
-    }
-    await sleep(500);
-    child.kill('SIGKILL');
-    await exited;
-    const left = findLeaks(env).filter((l) => l.kind === 'directory' && !l.path?.endsWith('.owner.json'));
-    expect(left.length).toBeGreaterThan(0);
-
-    const sweep = await sweepStalePrivateDirs(process.env);
-    for (const l of left) expect(sweep.removed.map((r) => r.dir)).toContain(l.path);
-    expect(await settledLeaks(env)).toEqual([]);
-  });
-
-  it('a directory whose owner is alive is left alone', async () => {
-    const env = childEnv('sweeps');
-    const child = spawnTs(HOLD(id), env);
-    const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
-    try {
-      const sweep = await sweepStalePrivateDirs(process.env);
-      expect(sweep.removed.map((r) => r.dir)).not.toContain(held.dataDir);
-      expect(fs.existsSync(held.dataDir)).toBe(true);
-      if (held.pid !== null) expect(processAlive(held.pid)).toBe(true);
-    } finally {
-      child.kill('SIGINT');
+eachId(
+  owned.map((b) => b.id),
+  '%s: after a SIGKILL',
+  (id) => {
+    it('the next sqltally backends stops what is left, removes the data directory and lists it', async () => {
+      // A TMPDIR of this test's own: any sqltally process of the run (another file's CLI child, the main job's next
+      // run) sweeps the shared one, and took the dead child's directory first once in a fresh-clone CI run, so this
+      // command found nothing to list. (A root filesystem's var/tmp stays shared: MySQL's directories live there.)
+      // Short: PostgreSQL's socket path inside the data directory inside it must stay under 107 bytes.
+      const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sw-'));
+      privateTmpDirs.push(tmp);
+      // PostgreSQL runs as its own OS user and must get through to its data directory, as through the shared TMPDIR.
+      fs.chmodSync(tmp, 0o755);
+      const env = { ...childEnv('sweeps'), TMPDIR: tmp };
+      const child = spawnTs(HOLD(id), env);
+      const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
+      child.kill('SIGKILL');
       await exitOf(child);
-    }
-    expect(await settledLeaks(env)).toEqual([]);
-  });
-});
+      // The record names the dead child, so it is stale at once, server or not; nothing else of it needs to settle.
+      expect(fs.existsSync(held.dataDir)).toBe(true);
+      expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(true);
+
+      const out: string[] = [];
+      const log = jest.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+      const sharedTmp = process.env['TMPDIR'];
+      let code: number;
+      try {
+        process.env['TMPDIR'] = tmp;
+        code = await main(['backends', '--json', 'sqlite']);
+      } finally {
+        // Assigning undefined would store the string "undefined".
+        if (sharedTmp === undefined) delete process.env['TMPDIR'];
+        else process.env['TMPDIR'] = sharedTmp;
+        log.mockRestore();
+      }
+      expect(code).toBe(0);
+      const report = BackendsReportSchema.parse(JSON.parse(out.join('\n')));
+      expect(report.cleaned.map((c) => c.dir)).toContain(held.dataDir);
+      const cleaned = report.cleaned.find((c) => c.dir === held.dataDir);
+      expect(cleaned?.ownerPid).toBe(child.pid);
+      expect(cleaned?.bytes).toBeGreaterThan(0);
+      expect(fs.existsSync(held.dataDir)).toBe(false);
+      expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(false);
+      if (held.pid !== null) expect(processAlive(held.pid)).toBe(false);
+      expect(await settledLeaks(env)).toEqual([]);
+    });
+
+    it('a sqltally run killed mid-workload leaves directories the next run removes', async () => {
+      const env = childEnv('sweeps');
+      const strategy = strategiesFor(id)[0]!.name;
+      const child = spawnTs(
+        `require('./src/cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
+        env,
+      );
+      let err = '';
+      child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+      const exited = exitOf(child);
+      // Killed once the first cell is under way: the backend is up and the workload is running.
+      const deadline = Date.now() + START_TIMEOUT_MS / 2;
+      while (!err.includes(`ready `) && Date.now() < deadline && child.exitCode === null) await sleep(POLL_MS);
+      if (!err.includes('ready ')) {
+        // 'exit' can come before the last of stderr has been read: wait for it, so the failure shows why.
+        await new Promise((r) => (child.stderr?.readableEnded ? r(undefined) : child.stderr?.once('end', r)));
+        throw new Error(`the run never got ready (exit ${child.exitCode ?? child.signalCode}): ${err}`);
+      }
+      await sleep(500);
+      child.kill('SIGKILL');
+      await exited;
+      const left = findLeaks(env).filter((l) => l.kind === 'directory' && !l.path?.endsWith('.owner.json'));
+      expect(left.length).toBeGreaterThan(0);
+
+      const sweep = await sweepStalePrivateDirs(process.env);
+      for (const l of left) expect(sweep.removed.map((r) => r.dir)).toContain(l.path);
+      expect(await settledLeaks(env)).toEqual([]);
+    });
+
+    it('a directory whose owner is alive is left alone', async () => {
+      const env = childEnv('sweeps');
+      const child = spawnTs(HOLD(id), env);
+      const held = await firstJsonLine<{ pid: number | null; dataDir: string }>(child);
+      try {
+        const sweep = await sweepStalePrivateDirs(process.env);
+        expect(sweep.removed.map((r) => r.dir)).not.toContain(held.dataDir);
+        expect(fs.existsSync(held.dataDir)).toBe(true);
+        if (held.pid !== null) expect(processAlive(held.pid)).toBe(true);
+      } finally {
+        child.kill('SIGINT');
+        await exitOf(child);
+      }
+      expect(await settledLeaks(env)).toEqual([]);
+    });
+  },
+);
 
 // What the worker leaves to teardown is the server's own shutdown: the slowest one to shut down (MySQL) shows it.
 const slowestStop = [...servers].sort((a, b) => ['mysql', 'mariadb', 'postgres'].indexOf(a.backend) - ['mysql', 'mariadb', 'postgres'].indexOf(b.backend))[0];

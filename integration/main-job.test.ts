@@ -114,7 +114,23 @@ function cell(report: Report, backendName: string, strategy: string): Cell {
 }
 
 async function runJob(dir: string, repeats: number, warmups: number): Promise<{ code: number; report: Report }> {
-  const code = await main(['run', '--backends', ids.join(','), '--strategies', STRATEGIES.join(','), '--rows', String(ROWS), '--hot-rows', String(ROWS), '--repeats', String(repeats), '--warmups', String(warmups), '--out', dir]);
+  const code = await main([
+    'run',
+    '--backends',
+    ids.join(','),
+    '--strategies',
+    STRATEGIES.join(','),
+    '--rows',
+    String(ROWS),
+    '--hot-rows',
+    String(ROWS),
+    '--repeats',
+    String(repeats),
+    '--warmups',
+    String(warmups),
+    '--out',
+    dir,
+  ]);
   return { code, report: readReportFile(dir) };
 }
 
@@ -159,7 +175,10 @@ describe('sqltally run (the main job)', () => {
     const md = readFileSync(join(dir, 'report.md'), 'utf8');
     expect(md).toContain("p50 is the strategy's own time: runs with counting off");
     const bench = JSON.parse(readFileSync(join(dir, 'bench.json'), 'utf8')) as { name: string }[];
-    for (const c of report.cells) expect(bench.map((e) => e.name)).toContainEqual(expect.stringMatching(new RegExp(`${c.strategy.replace(/\./g, '\\.')} ${c.rows} rows${c.hot ? ' hot' : ''}( \\(.*\\))? p50 uninstrumented$`)));
+    for (const c of report.cells)
+      expect(bench.map((e) => e.name)).toContainEqual(
+        expect.stringMatching(new RegExp(`${c.strategy.replace(/\./g, '\\.')} ${c.rows} rows${c.hot ? ' hot' : ''}( \\(.*\\))? p50 uninstrumented$`)),
+      );
   });
 
   for (const name of BACKEND_NAMES) {
@@ -205,10 +224,7 @@ describe('sqltally run on a machine with only SQLite', () => {
   it('runs SQLite, skips every server backend with a reason a person can act on, and still reports ok', async () => {
     // Forcing the external provider with no URL set makes every server backend unavailable, as on a bare machine.
     const env = { ...process.env, SQLTALLY_PROVIDER: 'external' };
-    const report = await runMatrix(
-      { backends: [], strategies: ['better-sqlite3.multirow'], rows: [50], hotRows: [], warmups: 0, repeats: 5 },
-      { env },
-    );
+    const report = await runMatrix({ backends: [], strategies: ['better-sqlite3.multirow'], rows: [50], hotRows: [], warmups: 0, repeats: 5 }, { env });
     expect(report.status).toBe('ok');
     expect(report.backends.map((b) => b.name)).toEqual(['sqlite']);
     expect(report.skipped.map((s) => s.backend).sort()).toEqual(['mariadb', 'mysql', 'postgres']);
@@ -217,4 +233,3 @@ describe('sqltally run on a machine with only SQLite', () => {
     expect(report.cells[0]).toMatchObject({ backendName: 'sqlite', verifiedRows: 50, verdict: { kind: 'assert' } });
   });
 });
-

@@ -83,7 +83,12 @@ function countLog(entries: LogEntry[]): LogCounts {
  * What the log says each of the server layer's global and per-connection counters must be, by key. A key the tally
  * prints that is in neither this table nor {@link UNCHECKED_KEYS} fails the cell: no counter goes unexamined.
  */
-function serverKeyOracle(backend: BackendName, log: LogCounts, rows: number, sqlite: SqliteReading | null): { global: Record<string, number>; perConnection: Record<string, number> } {
+function serverKeyOracle(
+  backend: BackendName,
+  log: LogCounts,
+  rows: number,
+  sqlite: SqliteReading | null,
+): { global: Record<string, number>; perConnection: Record<string, number> } {
   const cls = (c: string) => n(log.executedByClass, c);
   const text = (c: string) => n(log.textByClass, c);
   const cmd = (c: string) => n(log.commands, c);
@@ -192,7 +197,12 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
   const checks: Check[] = [];
   const classes = ['insert', 'begin', 'commit', 'select', 'other'];
   if (!cell.batch) {
-    for (const cls of classes) checks.push({ what: `driver.byClass.${cls} = statements of that class in the log`, oracle: n(log.executedByClass, cls), sqltally: driverByClass(tally, cls) });
+    for (const cls of classes)
+      checks.push({
+        what: `driver.byClass.${cls} = statements of that class in the log`,
+        oracle: n(log.executedByClass, cls),
+        sqltally: driverByClass(tally, cls),
+      });
   } else {
     checks.push({ what: 'driver.parameterSets = rows the table gained', oracle: rows, sqltally: driver?.parameterSets });
   }
@@ -213,11 +223,16 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
   sum('statement/com/Execute', 'statement/com/Bulk_execute');
   for (const [key, value] of Object.entries(perConnection)) {
     if (key in UNCHECKED_KEYS) continue;
-    checks.push({ what: `server.perConnection.${key}`, oracle: key in keys.perConnection ? keys.perConnection[key]! : 'no oracle for this key', sqltally: value });
+    checks.push({
+      what: `server.perConnection.${key}`,
+      oracle: key in keys.perConnection ? keys.perConnection[key]! : 'no oracle for this key',
+      sqltally: value,
+    });
   }
   if (!cell.batch && backend !== 'sqlite') {
     const c = (k: string) => n(driver?.byKind, k);
-    if (backend === 'postgres') checks.push({ what: 'driver.byKind.query = statement: + execute lines', oracle: log.executed, sqltally: c('query') + c('execute') });
+    if (backend === 'postgres')
+      checks.push({ what: 'driver.byKind.query = statement: + execute lines', oracle: log.executed, sqltally: c('query') + c('execute') });
     else
       checks.push(
         { what: 'driver.byKind.query = Query lines', oracle: n(log.commands, 'Query'), sqltally: c('query') },
@@ -232,7 +247,11 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         { what: 'wire COM_QUERY = Query lines', oracle: n(log.commands, 'Query'), sqltally: n(c, 'COM_QUERY') },
         { what: 'wire COM_STMT_PREPARE = Prepare lines', oracle: n(log.commands, 'Prepare'), sqltally: n(c, 'COM_STMT_PREPARE') },
         // MariaDB logs a bulk command as one Execute line: the log cannot tell the two apart, their sum it can.
-        { what: 'wire COM_STMT_EXECUTE + COM_STMT_BULK_EXECUTE = Execute lines', oracle: n(log.commands, 'Execute'), sqltally: n(c, 'COM_STMT_EXECUTE') + n(c, 'COM_STMT_BULK_EXECUTE') },
+        {
+          what: 'wire COM_STMT_EXECUTE + COM_STMT_BULK_EXECUTE = Execute lines',
+          oracle: n(log.commands, 'Execute'),
+          sqltally: n(c, 'COM_STMT_EXECUTE') + n(c, 'COM_STMT_BULK_EXECUTE'),
+        },
         { what: 'wire COM_STMT_CLOSE = Close stmt lines', oracle: n(log.commands, 'Close stmt'), sqltally: n(c, 'COM_STMT_CLOSE') },
         { what: 'wire COM_STMT_RESET = Reset stmt lines', oracle: n(log.commands, 'Reset stmt'), sqltally: n(c, 'COM_STMT_RESET') },
         // Each LOAD DATA LOCAL is asked for its file once and ends it with one empty packet.
@@ -248,14 +267,26 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         { what: 'server.summary.commits = COMMIT statements', oracle: n(log.executedByClass, 'commit'), sqltally: server?.summary.commits },
         { what: 'server.summary.rowsInserted = rows the table gained', oracle: rows, sqltally: server?.summary.rowsInserted },
         { what: 'server.perConnection Questions = Query + Execute lines', oracle: log.executed, sqltally: server?.perConnection?.Questions },
-        { what: 'server.perConnection statement/com/Prepare = Prepare lines', oracle: n(log.commands, 'Prepare'), sqltally: n(server?.perConnection, 'statement/com/Prepare') },
+        {
+          what: 'server.perConnection statement/com/Prepare = Prepare lines',
+          oracle: n(log.commands, 'Prepare'),
+          sqltally: n(server?.perConnection, 'statement/com/Prepare'),
+        },
         {
           what: 'server.perConnection statement/com/Execute + Bulk_execute = Execute lines',
           oracle: n(log.commands, 'Execute'),
           sqltally: n(server?.perConnection, 'statement/com/Execute') + n(server?.perConnection, 'statement/com/Bulk_execute'),
         },
-        { what: 'server.perConnection statement/sql/insert = text INSERTs', oracle: n(log.textByClass, 'insert'), sqltally: n(server?.perConnection, 'statement/sql/insert') },
-        { what: 'server.perConnection statement/sql/commit = COMMIT statements', oracle: n(log.executedByClass, 'commit'), sqltally: n(server?.perConnection, 'statement/sql/commit') },
+        {
+          what: 'server.perConnection statement/sql/insert = text INSERTs',
+          oracle: n(log.textByClass, 'insert'),
+          sqltally: n(server?.perConnection, 'statement/sql/insert'),
+        },
+        {
+          what: 'server.perConnection statement/sql/commit = COMMIT statements',
+          oracle: n(log.executedByClass, 'commit'),
+          sqltally: n(server?.perConnection, 'statement/sql/commit'),
+        },
         { what: 'server.perConnection Handler_write = rows the table gained', oracle: rows, sqltally: server?.perConnection?.Handler_write },
         { what: 'server.attribution.found = connections in the log', oracle: log.connections.join(','), sqltally: server?.attribution?.found.join(',') },
         { what: 'server.attribution.exact', oracle: 'true', sqltally: String(server?.attribution?.exact) },
@@ -274,7 +305,11 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
         { what: 'wire CopyDone = COPY statement: lines', oracle: log.copies, sqltally: n(c, 'CopyDone') },
         { what: 'wire CopyFail', oracle: 0, sqltally: n(c, 'CopyFail') },
         { what: 'wire connections = connections in the log', oracle: log.connections.length, sqltally: wire?.connections },
-        { what: 'server.summary.statements (pg_stat_statements calls) = statement: + execute lines', oracle: log.executed, sqltally: server?.summary.statements },
+        {
+          what: 'server.summary.statements (pg_stat_statements calls) = statement: + execute lines',
+          oracle: log.executed,
+          sqltally: server?.summary.statements,
+        },
         { what: 'server.summary.inserts = INSERT statements executed', oracle: n(log.executedByClass, 'insert'), sqltally: server?.summary.inserts },
         { what: 'server.summary.commits = COMMIT statements', oracle: n(log.executedByClass, 'commit'), sqltally: server?.summary.commits },
         { what: 'server.summary.rowsInserted = rows the table gained', oracle: rows, sqltally: server?.summary.rowsInserted },
@@ -288,7 +323,11 @@ function checksFor(backend: BackendName, tally: Captured<unknown>, log: LogCount
     }
     case 'sqlite':
       checks.push(
-        { what: 'driver executions (query/execute calls) = statements the native binding ran', oracle: log.executed, sqltally: n(driver?.byKind, 'query') + n(driver?.byKind, 'execute') },
+        {
+          what: 'driver executions (query/execute calls) = statements the native binding ran',
+          oracle: log.executed,
+          sqltally: n(driver?.byKind, 'query') + n(driver?.byKind, 'execute'),
+        },
         { what: 'server.summary.rowsInserted (total_changes) = rows the table gained', oracle: rows, sqltally: server?.summary.rowsInserted },
       );
       break;
@@ -305,7 +344,9 @@ function describeFailure(cell: string, failed: Check[], entries: LogEntry[], tal
     ...entries.slice(0, 80).map((e, i) => `  ${i + 1}. #${e.connection} ${e.command}: ${e.text.slice(0, 120)}`),
     ...(entries.length > 80 ? [`  ... ${entries.length - 80} more`] : []),
     `sqltally driver events (${tally.layers.driver?.events.length ?? 0}):`,
-    ...(tally.layers.driver?.events ?? []).slice(0, 40).map((e, i) => `  ${i + 1}. #${e.connectionId ?? '?'} ${e.kind} ${e.method} [${e.statementClass}] x${e.parameterSets}: ${e.sql.slice(0, 100)}`),
+    ...(tally.layers.driver?.events ?? [])
+      .slice(0, 40)
+      .map((e, i) => `  ${i + 1}. #${e.connectionId ?? '?'} ${e.kind} ${e.method} [${e.statementClass}] x${e.parameterSets}: ${e.sql.slice(0, 100)}`),
     `sqltally wire: ${JSON.stringify(tally.layers.wire?.commands ?? null)}, connections ${tally.layers.wire?.connections ?? null}`,
     `sqltally server summary: ${JSON.stringify(tally.layers.server?.summary ?? null)}`,
     `sqltally server perConnection: ${JSON.stringify(tally.layers.server?.perConnection ?? null)}, attribution ${JSON.stringify(tally.layers.server?.attribution ?? null)}`,
@@ -436,7 +477,12 @@ const POSTGRES_CELLS: Record<string, CellOrReason> = {
     driver: 'pg',
     run: (s, _l, marked) =>
       hot(s, marked, (c: any) =>
-        c.query(`INSERT INTO ${TABLE} (a, b) VALUES ${range(ROWS).map((i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}`, range(ROWS).flatMap(values)),
+        c.query(
+          `INSERT INTO ${TABLE} (a, b) VALUES ${range(ROWS)
+            .map((i) => `($${2 * i + 1}, $${2 * i + 2})`)
+            .join(', ')}`,
+          range(ROWS).flatMap(values),
+        ),
       ),
   },
   prepared: {
@@ -547,7 +593,11 @@ function sqliteCell(name: string, work: (db: Database.Database) => void): Cell {
 
 const SQLITE_CELLS: Record<string, CellOrReason> = {
   text: sqliteCell('text: one multi-row INSERT (prepare, run)', (db) => {
-    db.prepare(`INSERT INTO ${TABLE} (a, b) VALUES ${range(ROWS).map(() => '(?, ?)').join(', ')}`).run(...range(ROWS).flatMap(values));
+    db.prepare(
+      `INSERT INTO ${TABLE} (a, b) VALUES ${range(ROWS)
+        .map(() => '(?, ?)')
+        .join(', ')}`,
+    ).run(...range(ROWS).flatMap(values));
   }),
   prepared: sqliteCell('prepared: one statement run per row', (db) => {
     const insert = db.prepare(`INSERT INTO ${TABLE} (a, b) VALUES (?, ?)`);
@@ -646,7 +696,7 @@ function sqliteReading(b: StartedBackend): SqliteReading {
 const SERVER_LOG = {
   local: null,
   embedded: null,
-  testcontainers: "the server runs in a container: its log file is inside the container, not on this machine, so the oracle has no server log to read",
+  testcontainers: 'the server runs in a container: its log file is inside the container, not on this machine, so the oracle has no server log to read',
   external: "an external server: its log (if any) is on that server's machine, and the oracle would have to reconfigure a server sqltally does not own",
 } satisfies Record<ProviderKind, string | null>;
 
@@ -702,7 +752,9 @@ describeEachBackend((b) => {
       const own = entries.filter((e) => e.text === PG_SETTLE_SQL);
       const workload = entries.filter((e) => e.text !== PG_SETTLE_SQL);
       const counts = countLog(workload);
-      const unknown = workload.filter((e) => !['Query', 'Prepare', 'Execute', 'Close stmt', 'Reset stmt', 'Parse', 'Bind', 'Connect', 'Quit'].includes(e.command));
+      const unknown = workload.filter(
+        (e) => !['Query', 'Prepare', 'Execute', 'Close stmt', 'Reset stmt', 'Parse', 'Bind', 'Connect', 'Quit'].includes(e.command),
+      );
 
       expect(counts.executed).toBeGreaterThan(0);
       const checks = checksFor(b.backend, tally, counts, rows, cell, sqliteDelta);
@@ -710,7 +762,11 @@ describeEachBackend((b) => {
       const failed = checks.filter((c) => c.oracle !== c.sqltally);
       const report = process.env['SQLTALLY_ORACLE_REPORT'];
       // For the closing note's table: every check of every cell, one JSON line each, when asked for.
-      if (report) fs.appendFileSync(report, `${JSON.stringify({ backend: b.id, cell: key, verdict: tally.verdict.kind, checks, summary: tally.layers.server?.summary, driver: { byKind: tally.layers.driver?.byKind, calls: tally.layers.driver?.calls, parameterSets: tally.layers.driver?.parameterSets, bindValues: tally.layers.driver?.bindValues, rowsAffected: tally.layers.driver?.rowsAffected }, wire: tally.layers.wire })}\n`);
+      if (report)
+        fs.appendFileSync(
+          report,
+          `${JSON.stringify({ backend: b.id, cell: key, verdict: tally.verdict.kind, checks, summary: tally.layers.server?.summary, driver: { byKind: tally.layers.driver?.byKind, calls: tally.layers.driver?.calls, parameterSets: tally.layers.driver?.parameterSets, bindValues: tally.layers.driver?.bindValues, rowsAffected: tally.layers.driver?.rowsAffected }, wire: tally.layers.wire })}\n`,
+        );
       if (failed.length > 0) throw new Error(describeFailure(cell.name, failed, entries, tally));
       // Counts the oracle agrees with, on a private server where every connection is the test's own: nothing keeps
       // the verdict from asserting, unless the cell says why sqltally cannot know it.

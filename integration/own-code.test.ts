@@ -158,7 +158,11 @@ const FAILING = {
 const FAILING_EXPECTED = {
   mariadb: { wire: { COM_STMT_EXECUTE: 2, COM_QUERY: 1, COM_STMT_PREPARE: 1 }, connectionsOpened: 0, server: { statements: 3, inserts: 2, rowsInserted: 2 } },
   mysql: { wire: { COM_STMT_EXECUTE: 2, COM_QUERY: 1, COM_STMT_PREPARE: 1 }, connectionsOpened: 0, server: { statements: 3, inserts: 2, rowsInserted: 2 } },
-  postgres: { wire: { Query: 1, Parse: 3, Describe: 3, Bind: 3, Execute: 3, Sync: 3, Terminate: 3 }, connectionsOpened: 3, server: { statements: 1, inserts: 1, rowsInserted: 2 } },
+  postgres: {
+    wire: { Query: 1, Parse: 3, Describe: 3, Bind: 3, Execute: 3, Sync: 3, Terminate: 3 },
+    connectionsOpened: 3,
+    server: { statements: 1, inserts: 1, rowsInserted: 2 },
+  },
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
@@ -169,7 +173,10 @@ const FAILING_EXPECTED = {
 const UPSERT_EXPECTED = {
   mariadb: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON DUPLICATE KEY UPDATE a = a + 1', rows: { driverRows: 3, serverRows: 2 } },
   mysql: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON DUPLICATE KEY UPDATE a = a + 1', rows: { driverRows: 3, serverRows: 2 } },
-  postgres: { sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON CONFLICT (id) DO UPDATE SET a = own_items.a + 1', rows: { driverRows: 2, serverRows: 1 } },
+  postgres: {
+    sql: 'INSERT INTO own_items (id, a) VALUES (1, 1), (2, 2) ON CONFLICT (id) DO UPDATE SET a = own_items.a + 1',
+    rows: { driverRows: 2, serverRows: 1 },
+  },
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
@@ -178,9 +185,21 @@ const UPSERT_EXPECTED = {
  * wire reports them.
  */
 const PROCEDURE = {
-  mariadb: { create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
-  mysql: { create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
-  postgres: { create: 'CREATE PROCEDURE own_add(x int) LANGUAGE sql AS $$ INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1) $$', call: 'CALL own_add(5)', drop: 'DROP PROCEDURE own_add' },
+  mariadb: {
+    create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END',
+    call: 'CALL own_add(5)',
+    drop: 'DROP PROCEDURE own_add',
+  },
+  mysql: {
+    create: 'CREATE PROCEDURE own_add(x INT) BEGIN INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1); END',
+    call: 'CALL own_add(5)',
+    drop: 'DROP PROCEDURE own_add',
+  },
+  postgres: {
+    create: 'CREATE PROCEDURE own_add(x int) LANGUAGE sql AS $$ INSERT INTO own_items (a) VALUES (x); INSERT INTO own_items (a) VALUES (x + 1) $$',
+    call: 'CALL own_add(5)',
+    drop: 'DROP PROCEDURE own_add',
+  },
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /** Drops and creates the table through a plain client straight to the server: DDL is never a window's. */
@@ -274,7 +293,7 @@ describeEachBackend(
           const tally = await session.measure(() => run(id));
           expect(reasonOf(tally)).toEqual({ kind: 'assert', reason: expect.any(String) });
           expect(tally.layers.driver).toMatchObject({ calls: 4, errors: 3 });
-              expect(tally.layers.wire?.commands).toEqual(want.wire);
+          expect(tally.layers.wire?.commands).toEqual(want.wire);
           expect(tally.layers.wire?.setup?.connectionsOpened).toBe(want.connectionsOpened);
           expect(tally.layers.server?.summary).toMatchObject(want.server);
           expect(tally.verdict.reconciliation).toContain(
@@ -297,7 +316,9 @@ describeEachBackend(
         const tally = await session.measure(() => pool.query(want.call));
         expect(tally.verdict.kind).toBe('report');
         expect(tally.verdict.reason).toContain(`where the window's connections account for 0 (+2)`);
-        expect(tally.verdict.reason).toContain('No other client session was there: server-side code the window\'s statements ran does work no answer reports (a trigger, a stored procedure or function; the window ran 1 CALL or DO statement(s))');
+        expect(tally.verdict.reason).toContain(
+          "No other client session was there: server-side code the window's statements ran does work no answer reports (a trigger, a stored procedure or function; the window ran 1 CALL or DO statement(s))",
+        );
         await pool.query(want.drop);
       } finally {
         await own.end();
@@ -323,7 +344,15 @@ describeEachBackend(
     if (b.backend !== 'postgres') {
       it('mysql2 with multipleStatements, one COM_QUERY of three statements, one an INSERT: the server counts each, assert', async () => {
         const at = network(session.connection);
-        const own = mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 1, multipleStatements: true });
+        const own = mysql.createPool({
+          host: at.host,
+          port: at.port,
+          user: at.user,
+          password: at.password,
+          database: at.database,
+          connectionLimit: 1,
+          multipleStatements: true,
+        });
         try {
           const pool = session.count(own);
           await pool.query('SELECT 1');
@@ -401,7 +430,7 @@ describeEachBackend(
       }
     });
 
-    it('a pool opened and ended inside the window, and one ended right before it: exact, assert (a driver\'s end() resolves before its goodbye reaches the server)', async () => {
+    it("a pool opened and ended inside the window, and one ended right before it: exact, assert (a driver's end() resolves before its goodbye reaches the server)", async () => {
       const before = code.pool(network(session.connection));
       await code.insert(session.count(before.pool), -1);
       await before.end();
@@ -446,7 +475,9 @@ describeEachBackend(
         });
         await pending;
         expect(tally.verdict.kind).not.toBe('assert');
-        expect(tally.verdict.reason).toMatch(/^the measured function returned (before|while) work it started .*created at integration\/own-code\.test\.ts:\d+:\d+/);
+        expect(tally.verdict.reason).toMatch(
+          /^the measured function returned (before|while) work it started .*created at integration\/own-code\.test\.ts:\d+:\d+/,
+        );
       } finally {
         await own.end();
       }
@@ -487,7 +518,9 @@ describeEachBackend(
     });
 
     it('bad input: a value that is not a driver object, a driver of another backend, a closed session, a pool that outlives it', async () => {
-      expect(() => session.count({ query: () => undefined })).toThrow(/session.count\(\) was given an object \(Object\), which is not a driver object sqltally counts/);
+      expect(() => session.count({ query: () => undefined })).toThrow(
+        /session.count\(\) was given an object \(Object\), which is not a driver object sqltally counts/,
+      );
       const wrongDb = new Database(':memory:');
       try {
         expect(() => session.count(wrongDb)).toThrow(/a better-sqlite3 object does not talk to/);
@@ -540,7 +573,9 @@ describeEachBackend(
           });
           await pending;
           expect(tally.verdict.kind).not.toBe('assert');
-          expect(tally.verdict.reason).toMatch(/^the measured function returned (before|while) work it started .*created at integration\/own-code\.test\.ts:\d+:\d+|^work was still in flight when the measured function returned/);
+          expect(tally.verdict.reason).toMatch(
+            /^the measured function returned (before|while) work it started .*created at integration\/own-code\.test\.ts:\d+:\d+|^work was still in flight when the measured function returned/,
+          );
         } finally {
           await raw.end();
         }
@@ -553,11 +588,24 @@ describeEachBackend(
       const TRANSACTIONS = {
         'sql.begin': { prepare: true, wire: { Query: 2, Parse: 0, Describe: 0, Bind: 4, Execute: 4, Sync: 4 }, statements: 4 },
         'sql.begin under prepare: false': { prepare: false, wire: { Query: 2, Parse: 4, Describe: 4, Bind: 4, Execute: 4, Sync: 4 }, statements: 6 },
-        'a reserved connection, BEGIN and COMMIT through unsafe()': { prepare: true, wire: { Query: 4, Parse: 0, Describe: 0, Bind: 2, Execute: 2, Sync: 2 }, statements: 6 },
+        'a reserved connection, BEGIN and COMMIT through unsafe()': {
+          prepare: true,
+          wire: { Query: 4, Parse: 0, Describe: 0, Bind: 2, Execute: 2, Sync: 2 },
+          statements: 6,
+        },
       } as const;
       it.each(Object.entries(TRANSACTIONS))('postgres.js transactions, %s: exact on the wire and the server in two windows, assert', async (how, expected) => {
         const at = network(session.connection);
-        const raw = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, prepare: expected.prepare, onnotice: () => undefined });
+        const raw = postgres({
+          host: at.host,
+          port: at.port,
+          user: at.user,
+          password: at.password,
+          database: at.database,
+          max: 1,
+          prepare: expected.prepare,
+          onnotice: () => undefined,
+        });
         try {
           const sql = session.count(raw);
           const twoTransactions = async (): Promise<void> => {
@@ -608,8 +656,16 @@ describeEachBackend(
           wire: { Bind: 1, Execute: 1, Flush: 1, Close: 1, Sync: 1 },
           statements: 1,
         },
-        'describe()': { run: (sql) => sql`SELECT a FROM own_items WHERE a = ${1}`.describe(), wire: { Parse: 1, Describe: 1, Flush: 1, Sync: 1 }, statements: 0 },
-        'a simple Query of two statements through unsafe()': { run: (sql) => sql.unsafe('SELECT count(*) FROM own_items; SELECT max(a) FROM own_items'), wire: { Query: 1 }, statements: 2 },
+        'describe()': {
+          run: (sql) => sql`SELECT a FROM own_items WHERE a = ${1}`.describe(),
+          wire: { Parse: 1, Describe: 1, Flush: 1, Sync: 1 },
+          statements: 0,
+        },
+        'a simple Query of two statements through unsafe()': {
+          run: (sql) => sql.unsafe('SELECT count(*) FROM own_items; SELECT max(a) FROM own_items'),
+          wire: { Query: 1 },
+          statements: 2,
+        },
       };
       it.each(Object.entries(POSTGRES_JS_FORMS))('postgres.js, %s: exact on the wire and the server, assert', async (_form, expected) => {
         const at = network(session.connection);
@@ -630,10 +686,15 @@ describeEachBackend(
 
       it('pg Submittables: a pg-cursor read in batches of 30 (an Execute each) and a pg-copy-streams COPY FROM STDIN (its rows from `COPY n`): assert', async () => {
         // Neither package ships types: the parts used here.
-        const Cursor = require('pg-cursor') as new (text: string, values: unknown[]) => pg.Submittable & { read(rows: number): Promise<unknown[]>; close(): Promise<void> };
+        const Cursor = require('pg-cursor') as new (
+          text: string,
+          values: unknown[],
+        ) => pg.Submittable & { read(rows: number): Promise<unknown[]>; close(): Promise<void> };
         const { from: copyFrom } = require('pg-copy-streams') as { from: (text: string) => pg.Submittable & NodeJS.WritableStream };
         const at = network(session.connection);
-        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        const pool = session.count(
+          new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }),
+        );
         try {
           await pool.query('INSERT INTO own_items (a) SELECT g FROM generate_series(1, 100) g');
           const client = await pool.connect();
@@ -667,7 +728,9 @@ describeEachBackend(
 
       it('pg, a simple Query of three statements, one an INSERT: each statement counted, rows compared as at least what the driver reported, assert', async () => {
         const at = network(session.connection);
-        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        const pool = session.count(
+          new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }),
+        );
         try {
           await pool.query('SELECT 1');
           const tally = await session.measure(() => pool.query('SELECT 1; INSERT INTO own_items (a) VALUES (7); SELECT 2'));
@@ -684,7 +747,9 @@ describeEachBackend(
 
       it('pg, COMMIT as a named statement: pg_stat_statements counts it at its first run on the connection only, and every window asserts', async () => {
         const at = network(session.connection);
-        const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        const pool = session.count(
+          new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }),
+        );
         try {
           await pool.query('SELECT 1');
           const windows = [];
@@ -710,10 +775,12 @@ describeEachBackend(
         }
       });
 
-      it('a pool that first connects inside a window: the proxy\'s statistics flush on its session is never counted, and the next windows assert', async () => {
+      it("a pool that first connects inside a window: the proxy's statistics flush on its session is never counted, and the next windows assert", async () => {
         await using lazy = await CaptureSession.open({ backend: backend() });
         const at = network(lazy.connection);
-        const pool = lazy.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }));
+        const pool = lazy.count(
+          new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, idleTimeoutMillis: 0 }),
+        );
         try {
           const windows = [];
           for (let i = 0; i < 3; i++) windows.push(await lazy.measure(() => pool.query('INSERT INTO own_items (a) VALUES ($1)', [i])));
@@ -735,7 +802,11 @@ describeEachBackend(
           const pool = session.count(own.pool);
           await Promise.all(Array.from({ length: POOL_SIZE }, (_, i) => code.insert(pool, -1 - i)));
           const tally = await session.measure(async () => {
-            await Promise.all(Array.from({ length: POOL_SIZE }, (_, w) => (pool as pg.Pool).query('INSERT INTO own_items (a) SELECT g FROM generate_series(1, 500) g WHERE $1::int >= 0', [w])));
+            await Promise.all(
+              Array.from({ length: POOL_SIZE }, (_, w) =>
+                (pool as pg.Pool).query('INSERT INTO own_items (a) SELECT g FROM generate_series(1, 500) g WHERE $1::int >= 0', [w]),
+              ),
+            );
           });
           expect(tally.verdict.kind).toBe('assert');
           expect(tally.layers.server?.summary.rowsInserted).toBe(POOL_SIZE * 500);
@@ -753,7 +824,7 @@ describeEachBackend(
   (b) => {
     const backend = withBackend(b.id);
 
-    it('the user\'s own better-sqlite3 Database, counted: driver and total_changes layers, other writers to the file seen', async () => {
+    it("the user's own better-sqlite3 Database, counted: driver and total_changes layers, other writers to the file seen", async () => {
       await using session = await CaptureSession.open({ backend: backend(), table: { name: 'own_items' } });
       const c = session.connection;
       if (c.kind !== 'file') throw new Error('expected a file');
@@ -850,7 +921,10 @@ describeEachBackend(
         const pool = session.count(raw);
         await pool.query('SELECT 1');
         const tally = await session.measure(async () => {
-          await pool.batch('INSERT INTO own_batch (a) VALUES (?)', Array.from({ length: 100 }, (_, i) => [i]));
+          await pool.batch(
+            'INSERT INTO own_batch (a) VALUES (?)',
+            Array.from({ length: 100 }, (_, i) => [i]),
+          );
         });
         expect(tally.verdict.kind).toBe('assert');
         expect(tally.layers.driver).toMatchObject({ calls: 1, byKind: { batch: 1 }, parameterSets: 100 });

@@ -18,7 +18,20 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
   const files = packed!.files.map((f) => f.path);
 
   it('ships the CLI, the library, the report viewer, the README, the docs and the licence', () => {
-    for (const f of ['bin/sqltally.js', 'dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/jest/index.js', 'dist/jest/vitest.js', 'dist/backends/public.js', 'dist/run/public.js', 'dist/report/viewer/viewer.js', 'README.md', 'LICENSE', 'docs/capture-api.md']) {
+    for (const f of [
+      'bin/sqltally.js',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'dist/cli/main.js',
+      'dist/jest/index.js',
+      'dist/jest/vitest.js',
+      'dist/backends/public.js',
+      'dist/run/public.js',
+      'dist/report/viewer/viewer.js',
+      'README.md',
+      'LICENSE',
+      'docs/capture-api.md',
+    ]) {
       expect(files).toContain(f);
     }
   });
@@ -53,7 +66,8 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
     it('each loads from the package name and exports what its audience uses, and no zod schema or matcher twice', () => {
       const script = `const out = {}; for (const e of ${JSON.stringify(Object.keys(ENTRIES))}) out[e] = Object.keys(require(e)); console.log(JSON.stringify(out));`;
       const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' })) as Record<string, string[]>;
-      for (const [entry, names] of Object.entries(ENTRIES)) expect({ entry, missing: names.filter((n) => !loaded[entry]!.includes(n)) }).toEqual({ entry, missing: [] });
+      for (const [entry, names] of Object.entries(ENTRIES))
+        expect({ entry, missing: names.filter((n) => !loaded[entry]!.includes(n)) }).toEqual({ entry, missing: [] });
       const all = Object.values(loaded).flat();
       expect(all.filter((n) => /Schema$/.test(n))).toEqual([]);
       expect(loaded['sqltally']!.filter((n) => /Matchers$/.test(n))).toEqual([]);
@@ -64,10 +78,31 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
       ['node16', 'node16'],
       ['esnext', 'bundler'],
     ])('type-check from an app under module %s, moduleResolution %s', (module, resolution) => {
-      const imports = Object.entries(ENTRIES).map(([entry, names], i) => `import { ${names[0]} as n${i} } from '${entry}';`).join('\n');
-      writeFileSync(join(app, 'entries.ts'), `${imports}\nexport const used = [${Object.keys(ENTRIES).map((_, i) => `n${i}`).join(', ')}];\n`);
+      const imports = Object.entries(ENTRIES)
+        .map(([entry, names], i) => `import { ${names[0]} as n${i} } from '${entry}';`)
+        .join('\n');
+      writeFileSync(
+        join(app, 'entries.ts'),
+        `${imports}\nexport const used = [${Object.keys(ENTRIES)
+          .map((_, i) => `n${i}`)
+          .join(', ')}];\n`,
+      );
       const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-      const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--module', module, '--moduleResolution', resolution, '--types', 'node', '--typeRoots', join(ROOT, 'node_modules', '@types'), join(app, 'entries.ts')];
+      const args = [
+        tsc,
+        '--noEmit',
+        '--strict',
+        '--skipLibCheck',
+        '--module',
+        module,
+        '--moduleResolution',
+        resolution,
+        '--types',
+        'node',
+        '--typeRoots',
+        join(ROOT, 'node_modules', '@types'),
+        join(app, 'entries.ts'),
+      ];
       let output = '';
       try {
         execFileSync(process.execPath, args, { cwd: app, encoding: 'utf8' });

@@ -43,7 +43,14 @@ function standIn() {
   };
   const session: HandoverSession = {
     clientSessions: async () =>
-      Array.from({ length: answer.sessions }, (_, i) => ({ id: 40 + i, user: 'root', host: '127.0.0.1:5555', database: 'sqltally', command: 'Sleep', info: null })),
+      Array.from({ length: answer.sessions }, (_, i) => ({
+        id: 40 + i,
+        user: 'root',
+        host: '127.0.0.1:5555',
+        database: 'sqltally',
+        command: 'Sleep',
+        info: null,
+      })),
     state: async () => answer.state,
     reset: async () => {
       answer.resets += 1;
@@ -62,7 +69,9 @@ describe('server pool lending rules', () => {
     await expect(pool.borrow('mariadb', file('b.test.ts'), handover)).rejects.toThrow(
       'mariadb is still lent to integration/a.test.ts: a pooled server is never shared by two files at once',
     );
-    await expect(pool.borrow('mariadb', file('a.test.ts'), handover)).rejects.toThrow(/nested blocks on one backend need withBackend\('mariadb', \{ fresh: true \}\)/);
+    await expect(pool.borrow('mariadb', file('a.test.ts'), handover)).rejects.toThrow(
+      /nested blocks on one backend need withBackend\('mariadb', \{ fresh: true \}\)/,
+    );
     pool.giveBack('mariadb', file('a.test.ts'));
     expect(await pool.checkInAll(file('a.test.ts'))).toEqual([]);
     expect(answer.resets).toBe(1);
@@ -97,7 +106,9 @@ describe('server pool lending rules', () => {
     await pool.borrow('mysql', file('a.test.ts'), handover);
     answer.state = { ...STATE, settings: { max_connections: '77' } };
     const [changed] = await pool.checkInAll(file('a.test.ts'));
-    expect(changed).toContain("server settings changed: max_connections: 151 -> 77; a test that reconfigures its server needs withBackend('mysql', { fresh: true })");
+    expect(changed).toContain(
+      "server settings changed: max_connections: 151 -> 77; a test that reconfigures its server needs withBackend('mysql', { fresh: true })",
+    );
     expect(answer.resets).toBe(0);
 
     answer.state = STATE;
@@ -238,7 +249,7 @@ for (const b of pooled) {
       expect(await pool.checkInAll('b.test.ts')).toEqual([]);
     });
 
-    it('the check sees exactly the client connections left open (not the server\'s own threads), and a changed setting', async () => {
+    it("the check sees exactly the client connections left open (not the server's own threads), and a changed setting", async () => {
       const lent = await pool.borrow(b.id, 'c.test.ts', handover);
       const session = await handover.open(lent);
       const open = await connect(lent);

@@ -277,10 +277,12 @@ export function existingProcessPool(): ServerPool | undefined {
 
 /** The lender one test file sees: ids resolved by global setup decide what is pooled. */
 export function lenderFor(pool: ServerPool, holder: string, backends: IntegrationBackend[]): ServerLender {
-  const handovers = new Map(backends.flatMap((b) => {
-    const h = pooledHandover(b);
-    return h ? [[b.id, h] as const] : [];
-  }));
+  const handovers = new Map(
+    backends.flatMap((b) => {
+      const h = pooledHandover(b);
+      return h ? [[b.id, h] as const] : [];
+    }),
+  );
   return {
     lends: (id) => handovers.has(id),
     borrow: async (id) => {

@@ -94,7 +94,11 @@ describeEachBackend(
 
 describeEachBackend(
   (b) => {
-    const why = !isRoot ? 'only root runs PostgreSQL as another OS user' : b.provider !== 'local' ? `provider ${b.provider} makes no data directory here` : undefined;
+    const why = !isRoot
+      ? 'only root runs PostgreSQL as another OS user'
+      : b.provider !== 'local'
+        ? `provider ${b.provider} makes no data directory here`
+        : undefined;
     if (why) {
       it.skip(`starts with a 0700 TMPDIR (skipped: ${why})`, () => undefined);
       return;

@@ -149,11 +149,19 @@ describeEachBackend(
       const layer = await win.end();
       expect(layer.summarySource).toBe('perConnection');
       expect(layer.summary).toEqual({
-        statements: 1, inserts: 1, prepares: 0, executes: 0, bulkExecutes: expected.bulkExecutesWhenNone, commits: 0, rowsInserted: MULTI_ROW,
+        statements: 1,
+        inserts: 1,
+        prepares: 0,
+        executes: 0,
+        bulkExecutes: expected.bulkExecutesWhenNone,
+        commits: 0,
+        rowsInserted: MULTI_ROW,
       });
       const rowCounter = get().description.flavour === 'mysql' ? 'Innodb_rows_inserted' : 'Handler_write';
       expect({ Questions: layer.global.Questions, Com_insert: layer.global.Com_insert, rows: layer.global[rowCounter] }).toEqual({
-        Questions: 1, Com_insert: 1, rows: MULTI_ROW,
+        Questions: 1,
+        Com_insert: 1,
+        rows: MULTI_ROW,
       });
       expect(verdictOf(get(), layer).kind).toBe('assert');
     });
@@ -165,10 +173,18 @@ describeEachBackend(
       for (const [a, s] of rows(PER_ROW)) await writer.execute(`INSERT INTO ${table} (a, b) VALUES (?, ?)`, [a, s]);
       const layer = await win.end();
       expect(layer.summary).toEqual({
-        statements: PER_ROW, inserts: PER_ROW, prepares: 1, executes: PER_ROW, bulkExecutes: expected.bulkExecutesWhenNone, commits: 0, rowsInserted: PER_ROW,
+        statements: PER_ROW,
+        inserts: PER_ROW,
+        prepares: 1,
+        executes: PER_ROW,
+        bulkExecutes: expected.bulkExecutesWhenNone,
+        commits: 0,
+        rowsInserted: PER_ROW,
       });
       expect({ prepare: layer.global.Com_stmt_prepare, execute: layer.global.Com_stmt_execute, insert: layer.global.Com_insert }).toEqual({
-        prepare: 1, execute: PER_ROW, insert: PER_ROW,
+        prepare: 1,
+        execute: PER_ROW,
+        insert: PER_ROW,
       });
       expect(verdictOf(get(), layer).kind).toBe('assert');
     });
@@ -184,7 +200,11 @@ describeEachBackend(
         const layer = await win.end();
         // Com_stmt_prepare moves with the re-prepare; the prepares the window's clients sent are 0 on either reading.
         expect({ prepare: layer.global.Com_stmt_prepare, reprepare: layer.global.Com_stmt_reprepare }).toEqual({ prepare: 1, reprepare: 1 });
-        expect({ own: layer.summary.prepares, whole: layer.globalSummary?.prepares, executes: layer.summary.executes }).toEqual({ own: 0, whole: 0, executes: 1 });
+        expect({ own: layer.summary.prepares, whole: layer.globalSummary?.prepares, executes: layer.summary.executes }).toEqual({
+          own: 0,
+          whole: 0,
+          executes: 1,
+        });
         expect(layer.notes.join('\n')).toMatch(/re-prepared 1 statement/);
         expect(verdictOf(get(), layer).kind).toBe('assert');
       } finally {
@@ -434,10 +454,7 @@ describeEachBackend(
 
       win = await probe.begin(ctxFor(writer, table));
       const data = rows(PG_ROWS);
-      await writer.query(`INSERT INTO public.${table} (a, b) SELECT * FROM unnest($1::int[], $2::text[])`, [
-        data.map((r) => r[0]),
-        data.map((r) => r[1]),
-      ]);
+      await writer.query(`INSERT INTO public.${table} (a, b) SELECT * FROM unnest($1::int[], $2::text[])`, [data.map((r) => r[0]), data.map((r) => r[1])]);
       layer = await win.end();
       expect(layer.summary.rowsInserted).toBe(PG_ROWS);
       if (statementsExpected()) {
@@ -518,29 +535,32 @@ describeEachBackend(
       else expect(typeof get().description.capabilities.statementStats).toBe('boolean');
     });
 
-    itWithStatements(`pg_stat_statements absent from the database: report with the reason, statement counts null (not 0)${privateServer ? '' : ' (skipped: an external server may not have the extension to drop)'}`, async () => {
-      const table = tableName();
-      await createTable(table);
-      await writer.query('DROP EXTENSION pg_stat_statements');
-      try {
-        const bare = await createProbe(get());
+    itWithStatements(
+      `pg_stat_statements absent from the database: report with the reason, statement counts null (not 0)${privateServer ? '' : ' (skipped: an external server may not have the extension to drop)'}`,
+      async () => {
+        const table = tableName();
+        await createTable(table);
+        await writer.query('DROP EXTENSION pg_stat_statements');
         try {
-          const win = await bare.begin(ctxFor(writer, table));
-          await writer.query(multiRowSql(table, MULTI_ROW), rows(MULTI_ROW).flat());
-          const layer = await win.end();
-          expect(layer.summary.statements).toBeNull();
-          expect(layer.summary.rowsInserted).toBe(MULTI_ROW);
-          expect(layer.degraded?.[0]).toMatch(/^pg_stat_statements is not available/);
-          const v = verdictOf(get(), layer);
-          expect(v.kind).toBe('report');
-          expect(v.reason).toMatch(/pg_stat_statements is not available/);
+          const bare = await createProbe(get());
+          try {
+            const win = await bare.begin(ctxFor(writer, table));
+            await writer.query(multiRowSql(table, MULTI_ROW), rows(MULTI_ROW).flat());
+            const layer = await win.end();
+            expect(layer.summary.statements).toBeNull();
+            expect(layer.summary.rowsInserted).toBe(MULTI_ROW);
+            expect(layer.degraded?.[0]).toMatch(/^pg_stat_statements is not available/);
+            const v = verdictOf(get(), layer);
+            expect(v.kind).toBe('report');
+            expect(v.reason).toMatch(/pg_stat_statements is not available/);
+          } finally {
+            await bare.close();
+          }
         } finally {
-          await bare.close();
+          await writer.query('CREATE EXTENSION pg_stat_statements');
         }
-      } finally {
-        await writer.query('CREATE EXTENSION pg_stat_statements');
-      }
-    });
+      },
+    );
   },
   (b) => b.backend === 'postgres',
 );
@@ -602,7 +622,13 @@ describeEachBackend(
       })(rows(BATCH_ROWS));
       let layer = await win.end();
       expect(layer.summary).toEqual({
-        statements: null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: BATCH_ROWS,
+        statements: null,
+        inserts: null,
+        prepares: null,
+        executes: null,
+        bulkExecutes: null,
+        commits: null,
+        rowsInserted: BATCH_ROWS,
       });
       expect(layer.global['table.rows']).toBe(BATCH_ROWS);
       expect(verdictOf(get(), layer).kind).toBe('assert');

@@ -51,7 +51,9 @@ export function chooseRamTmpdir(env: NodeJS.ProcessEnv, probe: RamTmpdirProbe = 
   });
   if (!isTmpfs) return { kept: `${SHM} is not a tmpfs` };
   if (probe.freeBytes === null || probe.freeBytes < MIN_FREE_BYTES) {
-    return { kept: `${SHM} has ${probe.freeBytes === null ? 'unknown' : `${(probe.freeBytes / 1024 ** 3).toFixed(1)} GiB`} free, less than ${MIN_FREE_BYTES / 1024 ** 3} GiB` };
+    return {
+      kept: `${SHM} has ${probe.freeBytes === null ? 'unknown' : `${(probe.freeBytes / 1024 ** 3).toFixed(1)} GiB`} free, less than ${MIN_FREE_BYTES / 1024 ** 3} GiB`,
+    };
   }
   return { dir: path.join(SHM, DIR_NAME) };
 }

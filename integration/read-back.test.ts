@@ -31,9 +31,18 @@ const EXPECTED: Record<BackendName, { strategy: string; readBack: Omit<ReadBack,
   },
   // Reading the whole table in key order: MariaDB counts the statement as one that used no index and PostgreSQL one
   // sequential scan, where MySQL 9.7 reads through the primary key; all three examine each row once.
-  mariadb: { strategy: 'mysql2.query-multirow', readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 1, verdict: 'assert', unknown: {} } },
-  mysql: { strategy: 'mysql2.query-multirow', readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 0, verdict: 'assert', unknown: {} } },
-  postgres: { strategy: 'pg.query-multirow', readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 1, verdict: 'assert', unknown: {} } },
+  mariadb: {
+    strategy: 'mysql2.query-multirow',
+    readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 1, verdict: 'assert', unknown: {} },
+  },
+  mysql: {
+    strategy: 'mysql2.query-multirow',
+    readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 0, verdict: 'assert', unknown: {} },
+  },
+  postgres: {
+    strategy: 'pg.query-multirow',
+    readBack: { rows: READ_LIMIT, driverCalls: 1, serverStatements: 1, rowsExamined: READ_LIMIT, fullScans: 1, verdict: 'assert', unknown: {} },
+  },
 };
 
 describe('the main job reads back at the read cap', () => {
@@ -73,7 +82,9 @@ describe('the main job reads back at the read cap', () => {
         const column = `${fig(figures.serverStatements)} / ${fig(figures.rowsExamined)} / ${fig(figures.fullScans)}`;
         const md = renderMarkdown(report);
         expect(md).toContain('read back stmts/examined/scans');
-        expect(md.split('\n').find((l) => l.includes(EXPECTED[name].strategy) && l.includes(`| ${READ_LIMIT} |`) && l.includes(c.backend))).toMatch(new RegExp(`\\| ${column.replace(/[?/]/g, '\\$&')} \\|$`));
+        expect(md.split('\n').find((l) => l.includes(EXPECTED[name].strategy) && l.includes(`| ${READ_LIMIT} |`) && l.includes(c.backend))).toMatch(
+          new RegExp(`\\| ${column.replace(/[?/]/g, '\\$&')} \\|$`),
+        );
         for (const why of Object.values(r!.unknown)) expect(renderReconciliation(report)).toContain(why.slice(0, 40));
       });
   }

@@ -53,12 +53,16 @@ function runFirstTest(orders: 'fixture' | 'per-line'): { status: number | null; 
       moduleDirectories: ['node_modules', path.join(ROOT, 'node_modules')],
       testTimeout: START_TIMEOUT_MS,
     };
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--ci', '--colors=false'], {
-      cwd: dir,
-      encoding: 'utf8',
-      env: { ...process.env, FORCE_COLOR: '0' },
-      timeout: START_TIMEOUT_MS,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--ci', '--colors=false'],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { ...process.env, FORCE_COLOR: '0' },
+        timeout: START_TIMEOUT_MS,
+      },
+    );
     return { status: r.status, output: `${r.stdout}\n${r.stderr}` };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

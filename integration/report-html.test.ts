@@ -16,7 +16,15 @@ const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';
 const ARTIFACTS = resolve(process.env['SQLTALLY_ARTIFACTS'] ?? 'test-artifacts');
 const required = process.env['SQLTALLY_REQUIRE_CHROMIUM'] === '1';
 // The flags a closed network needs: without them Chromium keeps trying to reach Google's hosts.
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 if (!existsSync(CHROMIUM) && !required) {
   describe.skip(`report.html in Chromium: skipped: no browser at ${CHROMIUM} (apt-get install chromium, or set SQLTALLY_CHROMIUM; SQLTALLY_REQUIRE_CHROMIUM=1 makes this a failure)`, () => {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 // The sequencer is plain JavaScript that Jest loads with Node's own require (integration/sequencer.js).
- 
+
 const WaitersFirst = require('./sequencer.js') as new (options: unknown) => {
   sort(tests: FakeTest[]): FakeTest[];
   _getCache(test: FakeTest): Record<string, [number, number]>;
@@ -38,7 +38,12 @@ describe('the test sequencer', () => {
   }
 
   it('orders a fresh clone by the waits files declare, then the rest by size', () => {
-    const files = [{ name: 'big.ts', size: 900 }, { name: 'short.ts', waits: 10 }, { name: 'small.ts', size: 100 }, { name: 'long.ts', waits: 60 }];
+    const files = [
+      { name: 'big.ts', size: 900 },
+      { name: 'short.ts', waits: 10 },
+      { name: 'small.ts', size: 100 },
+      { name: 'long.ts', waits: 60 },
+    ];
     expect(order(files, {})).toEqual(['long.ts', 'short.ts', 'big.ts', 'small.ts']);
   });
 

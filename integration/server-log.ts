@@ -85,7 +85,12 @@ function readFrom(file: string, from: number): { text: string; end: number } {
  * before it is then in the file too (the server logs a command before it runs it, and all of a server's lines go
  * through one writer in order). Returns the offset just after the marker's line.
  */
-async function waitForMarker(file: string, from: number, send: (marker: string) => Promise<void>, isMarker: (line: string, marker: string) => boolean): Promise<number> {
+async function waitForMarker(
+  file: string,
+  from: number,
+  send: (marker: string) => Promise<void>,
+  isMarker: (line: string, marker: string) => boolean,
+): Promise<number> {
   const deadline = Date.now() + MARK_TIMEOUT_MS;
   let attempt = 0;
   for (;;) {
@@ -118,7 +123,10 @@ const GENERAL_LOG_LINE = /^[^\t]*\t+ *(\d+) ([^\t]+?)(?:\t(.*))?$/;
 export async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
   const at = network(b);
   // Checked before the server's settings are touched: a lent server must go back to the pool as it came.
-  if (!b.dataDir) throw new Error(`${b.description.id} (provider ${b.description.provider}) came without its data directory (StartedBackend.dataDir), where its general log is written`);
+  if (!b.dataDir)
+    throw new Error(
+      `${b.description.id} (provider ${b.description.provider}) came without its data directory (StartedBackend.dataDir), where its general log is written`,
+    );
   const connect = () => mysql.createConnection({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database });
   // A connection of the oracle's own for each step: none of them is open while a window runs.
   const withAdmin = async <T>(fn: (c: mysql.Connection, id: number) => Promise<T>): Promise<T> => {
@@ -175,11 +183,12 @@ export async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
       }
       return entries;
     },
-    rows: (table) => withAdmin(async (c, id) => {
-      ownIds.add(id);
-      const [r] = await c.query(`SELECT COUNT(*) AS n FROM ${table}`);
-      return Number((r as { n: number }[])[0]?.n);
-    }),
+    rows: (table) =>
+      withAdmin(async (c, id) => {
+        ownIds.add(id);
+        const [r] = await c.query(`SELECT COUNT(*) AS n FROM ${table}`);
+        return Number((r as { n: number }[])[0]?.n);
+      }),
     close: () =>
       withAdmin(async (c) => {
         await c.query('SET GLOBAL general_log = 0');
@@ -253,10 +262,11 @@ export async function postgresLog(b: StartedBackend): Promise<ServerLog> {
       }
       return entries;
     },
-    rows: (table) => withAdmin(async (c, pid) => {
-      ownPids.add(pid);
-      return Number((await c.query(`SELECT COUNT(*) AS n FROM ${table}`)).rows[0]?.n);
-    }),
+    rows: (table) =>
+      withAdmin(async (c, pid) => {
+        ownPids.add(pid);
+        return Number((await c.query(`SELECT COUNT(*) AS n FROM ${table}`)).rows[0]?.n);
+      }),
     close: () =>
       withAdmin(async (c) => {
         await c.query('ALTER SYSTEM RESET log_statement');
@@ -266,7 +276,6 @@ export async function postgresLog(b: StartedBackend): Promise<ServerLog> {
       }),
   };
 }
-
 
 /**
  * Splits a statement text on the semicolons between statements (outside quotes and comments): a simple Query or a

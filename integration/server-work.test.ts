@@ -156,12 +156,16 @@ describeEachBackend((b) => {
         const insert = db.prepare('INSERT INTO w (a) VALUES (?)');
         for (let i = 0; i < PER_ROW_INSERTS; i++) insert.run(i);
       });
-      expect(() => expect(loop).toWriteInBatches()).toThrow(new RegExp(`✗ ${PER_ROW_INSERTS} INSERT calls of one row each[\\s\\S]*called from integration/server-work\\.test\\.ts:\\d+`));
+      expect(() => expect(loop).toWriteInBatches()).toThrow(
+        new RegExp(`✗ ${PER_ROW_INSERTS} INSERT calls of one row each[\\s\\S]*called from integration/server-work\\.test\\.ts:\\d+`),
+      );
       const multi = await session.measure((db: SqliteDb) => db.prepare('INSERT INTO w (a) VALUES (?), (?), (?)').run(1, 2, 3));
       expect(multi).toWriteInBatches();
       for (const negate of [false, true]) {
         const on = negate ? expect(multi).not : expect(multi);
-        expect(() => on.toHaveServerWork({ rowsExamined: { max: 10 } })).toThrow(/rowsExamined: expected at most 10, unknown: SQLite keeps its work counters per prepared statement .*better-sqlite3 does not expose them/);
+        expect(() => on.toHaveServerWork({ rowsExamined: { max: 10 } })).toThrow(
+          /rowsExamined: expected at most 10, unknown: SQLite keeps its work counters per prepared statement .*better-sqlite3 does not expose them/,
+        );
         expect(() => on.toUseIndexes()).toThrow(/better-sqlite3 does not expose them/);
       }
     });
@@ -176,7 +180,9 @@ describeEachBackend((b) => {
         expect(store.match(tally)).toEqual({ pass: true, message: expect.any(String) });
       }
       const text = store.stored();
-      expect(text).toMatch(/^server\.work\.rowsExamined: unknown \(SQLite keeps its work counters per prepared statement.*better-sqlite3 does not expose them\)$/m);
+      expect(text).toMatch(
+        /^server\.work\.rowsExamined: unknown \(SQLite keeps its work counters per prepared statement.*better-sqlite3 does not expose them\)$/m,
+      );
       expect(text).toMatch(/^server\.work\.statements: unknown \(/m);
       expect(text).not.toMatch(/^server\.work\.\w+: \d/m);
     });
@@ -229,11 +235,17 @@ describeEachBackend((b) => {
         expect(work.figures[s.rowsFigure]).toBe(actual.rowsRead);
         expect(work.figures.fullScans).toBe(actual.fullScans);
         expect(tally).toHaveServerWork({ [s.rowsFigure]: actual.rowsRead, fullScans: 1 });
-        if (!isPg) expect(tally).toHaveServerWork({ rowsExamined: actual.rowsRead, fullScans: 1, tempTables: 0, tempDiskTables: 0, fullJoins: 0 }, { shape: /WHERE b = / });
+        if (!isPg)
+          expect(tally).toHaveServerWork(
+            { rowsExamined: actual.rowsRead, fullScans: 1, tempTables: 0, tempDiskTables: 0, fullJoins: 0 },
+            { shape: /WHERE b = / },
+          );
         if (isPg) expect(tally).toHaveServerWork({ statementRows: 1 }, { shape: /WHERE b = / });
         expect(() => expect(tally).toHaveServerWork({ fullScans: 0 })).toThrow(/✗ fullScans: expected 0, actual 1/);
         expect(() => expect(tally).toUseIndexes()).toThrow(
-          new RegExp(`toUseIndexes on ${b.id}[^:]*: 1 scan\\(s\\)[\\s\\S]*${rows} rows read[\\s\\S]*SELECT a FROM t WHERE b = \\?, called from integration/server-work\\.test\\.ts:\\d+`),
+          new RegExp(
+            `toUseIndexes on ${b.id}[^:]*: 1 scan\\(s\\)[\\s\\S]*${rows} rows read[\\s\\S]*SELECT a FROM t WHERE b = \\?, called from integration/server-work\\.test\\.ts:\\d+`,
+          ),
         );
         expect(tally).toUseIndexes({ minTableRows: rows + 1 });
       });
@@ -284,7 +296,9 @@ describeEachBackend((b) => {
         const loop = await session.measure(async (db: Db) => {
           for (let i = 0; i < PER_ROW_INSERTS; i++) await db.query(`INSERT INTO w (a) VALUES (${s.p(1)})`, [i]);
         });
-        expect(() => expect(loop).toWriteInBatches()).toThrow(new RegExp(`✗ ${PER_ROW_INSERTS} INSERT calls of one row each[\\s\\S]*called from integration/server-work\\.test\\.ts:\\d+`));
+        expect(() => expect(loop).toWriteInBatches()).toThrow(
+          new RegExp(`✗ ${PER_ROW_INSERTS} INSERT calls of one row each[\\s\\S]*called from integration/server-work\\.test\\.ts:\\d+`),
+        );
         const multi = await session.measure((db: Db) => db.query(`INSERT INTO w (a) VALUES (${s.p(1)}), (${s.p(2)}), (${s.p(3)})`, [1, 2, 3]));
         expect(multi).toWriteInBatches();
       });
@@ -302,9 +316,13 @@ describeEachBackend((b) => {
         const text = store.stored();
         expect(text).toContain(`server.work.${s.rowsFigure}: ${actual.rowsRead}`);
         expect(text).toContain(`server.work.fullScans: ${actual.fullScans}`);
-        expect(text).toMatch(isPg ? /^server\.work\.lockTimeNs: unknown \(PostgreSQL keeps no per-statement lock time\)$/m : /^server\.work\.lockTimeNs: left out \(/m);
+        expect(text).toMatch(
+          isPg ? /^server\.work\.lockTimeNs: unknown \(PostgreSQL keeps no per-statement lock time\)$/m : /^server\.work\.lockTimeNs: left out \(/m,
+        );
         // Every figure has its line: a value, or why there is none.
-        for (const line of text.split('\n').filter((l) => l.startsWith('server.work.') && !l.startsWith('server.work.statements') && !l.startsWith('server.work.tables'))) {
+        for (const line of text
+          .split('\n')
+          .filter((l) => l.startsWith('server.work.') && !l.startsWith('server.work.statements') && !l.startsWith('server.work.tables'))) {
           expect(line).toMatch(/^server\.work\.\w+: (\d+|unknown \(.+\)|left out \(.+\))$/);
         }
         if (isPg) expect(text).toMatch(/^ {2}public\.t seqScans=1 seqRowsRead=\d+ /m);
@@ -341,7 +359,9 @@ describeEachBackend((b) => {
       const work = workOf(tally);
       for (const f of ['fullScans', 'seqRowsRead', 'rowsExamined', 'indexScans'] as const) {
         expect(work.figures[f]).toBeUndefined();
-        expect(work.unknown[f]).toMatch(/sat in an open transaction at the end of the window, and the server publishes these counters only when a session is idle outside a transaction/);
+        expect(work.unknown[f]).toMatch(
+          /sat in an open transaction at the end of the window, and the server publishes these counters only when a session is idle outside a transaction/,
+        );
       }
       expect(work.tables).toBeNull();
       expect(work.figures.statementRows).toBe(1);

@@ -159,7 +159,9 @@ describeEachBackend(
       {
         name: 'pg multi-row parameterised INSERT',
         run: async (h, t) => {
-          const ph = data(ROWS).map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ');
+          const ph = data(ROWS)
+            .map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`)
+            .join(', ');
           await h.query(`INSERT INTO public.${t} (a, b) VALUES ${ph}`, data(ROWS).flat());
         },
       },

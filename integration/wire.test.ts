@@ -103,18 +103,21 @@ describeEachBackend(
       await proxy?.close();
     });
 
-    const viaProxy = { mysql2: async () => {
-      const c = network(get());
-      const conn = await mysql.createConnection({ host: proxy.host, port: proxy.port, user: c.user, password: c.password, database: c.database });
-      conn.on('error', () => undefined);
-      opened.push(conn);
-      return conn;
-    }, mariadb: async () => {
-      const c = network(get());
-      const conn = await mariadb.createConnection({ host: proxy.host, port: proxy.port, user: c.user, password: c.password, database: c.database });
-      opened.push(conn);
-      return conn;
-    } };
+    const viaProxy = {
+      mysql2: async () => {
+        const c = network(get());
+        const conn = await mysql.createConnection({ host: proxy.host, port: proxy.port, user: c.user, password: c.password, database: c.database });
+        conn.on('error', () => undefined);
+        opened.push(conn);
+        return conn;
+      },
+      mariadb: async () => {
+        const c = network(get());
+        const conn = await mariadb.createConnection({ host: proxy.host, port: proxy.port, user: c.user, password: c.password, database: c.database });
+        opened.push(conn);
+        return conn;
+      },
+    };
 
     async function createTable(conn: Queryable): Promise<string> {
       const table = tableName();
@@ -131,7 +134,11 @@ describeEachBackend(
       const s1 = await sessionStatus(conn, driver);
       const wire = proxy.diff(before, after);
       // The second SHOW STATUS counts itself in Questions.
-      const server = { executes: s1.Com_stmt_execute - s0.Com_stmt_execute, prepares: s1.Com_stmt_prepare - s0.Com_stmt_prepare, questions: s1.Questions - s0.Questions - 1 };
+      const server = {
+        executes: s1.Com_stmt_execute - s0.Com_stmt_execute,
+        prepares: s1.Com_stmt_prepare - s0.Com_stmt_prepare,
+        questions: s1.Questions - s0.Questions - 1,
+      };
       return { wire, server };
     }
 
@@ -144,7 +151,7 @@ describeEachBackend(
       expect(server.questions).toBe((c.COM_QUERY ?? 0) + (c.COM_STMT_EXECUTE ?? 0) + (c.COM_STMT_BULK_EXECUTE ?? 0));
     }
 
-    it('learns the server connection id and keeps a new connection\'s handshake out of the commands', async () => {
+    it("learns the server connection id and keeps a new connection's handshake out of the commands", async () => {
       const before = proxy.snapshot();
       const conn = await viaProxy.mysql2();
       await conn.query('SELECT 1');
@@ -320,7 +327,14 @@ describeEachBackend(
 
     async function viaProxy(pipeline = false): Promise<Client> {
       const c = network(get());
-      const client = new Client({ host: proxy.host, port: proxy.port, user: c.user, password: c.password, database: c.database, pipeline } as ConstructorParameters<typeof Client>[0]);
+      const client = new Client({
+        host: proxy.host,
+        port: proxy.port,
+        user: c.user,
+        password: c.password,
+        database: c.database,
+        pipeline,
+      } as ConstructorParameters<typeof Client>[0]);
       client.on('error', () => undefined);
       await client.connect();
       opened.push(client);
@@ -335,10 +349,9 @@ describeEachBackend(
 
     /** pg_stat_statements calls of INSERTs into `table`: entries are per table, so nothing else lands there. */
     async function insertCalls(table: string): Promise<number> {
-      const r = await observer.query<{ calls: string }>(
-        `SELECT coalesce(sum(calls), 0) AS calls FROM pg_stat_statements WHERE query LIKE $1`,
-        [`INSERT INTO ${table} %`],
-      );
+      const r = await observer.query<{ calls: string }>(`SELECT coalesce(sum(calls), 0) AS calls FROM pg_stat_statements WHERE query LIKE $1`, [
+        `INSERT INTO ${table} %`,
+      ]);
       return Number(r.rows[0]?.calls ?? 0);
     }
 
@@ -376,7 +389,8 @@ describeEachBackend(
       const client = await viaProxy();
       const table = await createTable(client);
       const { wire, calls } = await window(table, async () => {
-        for (const [id, label] of rows(PER_ROW)) await client.query({ name: `ins_${table}`, text: `INSERT INTO ${table} (id, label) VALUES ($1, $2)`, values: [id, label] });
+        for (const [id, label] of rows(PER_ROW))
+          await client.query({ name: `ins_${table}`, text: `INSERT INTO ${table} (id, label) VALUES ($1, $2)`, values: [id, label] });
       });
       expectCleanWindow(wire);
       expect(wire.commands).toEqual(extended(PER_ROW, 1));

@@ -11,7 +11,15 @@ import { renderMarkdown } from '../src/report/markdown';
 
 const OUT = resolve(__dirname, '..', 'docs', 'report-example');
 const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 async function run(): Promise<void> {
   const from = process.argv.indexOf('--from');

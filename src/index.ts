@@ -6,14 +6,34 @@
  * decided (verdict/), and the report is written and gated (report/, run/).
  */
 export { capture, CaptureSession } from './capture/capture';
-export type { CaptureOptions, Captured, ClientOptions, IgnoreEntry, MeasureOptions, OpenCapture, SessionConnection, TimeOptions, UninstrumentedTimes } from './capture/capture';
+export type {
+  CaptureOptions,
+  Captured,
+  ClientOptions,
+  IgnoreEntry,
+  MeasureOptions,
+  OpenCapture,
+  SessionConnection,
+  TimeOptions,
+  UninstrumentedTimes,
+} from './capture/capture';
 export type { Tally, Layers, WorkloadError, IgnoredShare, CountedDriver } from './capture/tally';
 export { fingerprint, fingerprintId } from './sql/fingerprint';
 export { captureCaller } from './shared/caller';
 export type { ShapeStat } from './sql/shapes';
 export { SqltallyError, redactSecrets } from './shared/errors';
 export type { Phase, SqltallyErrorContext } from './shared/errors';
-export type { BackendName, BackendDescription, Capabilities, ConnectionInfo, Flavour, NetworkConnection, ProviderKind, SqliteConnection, StartedBackend } from './backends/types';
+export type {
+  BackendName,
+  BackendDescription,
+  Capabilities,
+  ConnectionInfo,
+  Flavour,
+  NetworkConnection,
+  ProviderKind,
+  SqliteConnection,
+  StartedBackend,
+} from './backends/types';
 export type { StatementEvent, DriverLayer, StatementClass, CallKind } from './sql/events';
 export type { WireCounts } from './wire/types';
 export type { ServerLayer, ServerSummary } from './server/types';

@@ -27,9 +27,17 @@ function importsOf(file: string): string[] {
   const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, false);
   const specs: string[] = [];
   const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) specs.push(node.moduleSpecifier.text);
-    else if (ts.isCallExpression(node) && node.arguments[0] && ts.isStringLiteral(node.arguments[0]) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))) specs.push(node.arguments[0].text);
-    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) specs.push(node.argument.literal.text);
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier))
+      specs.push(node.moduleSpecifier.text);
+    else if (
+      ts.isCallExpression(node) &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0]) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))
+    )
+      specs.push(node.arguments[0].text);
+    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal))
+      specs.push(node.argument.literal.text);
     ts.forEachChild(node, visit);
   };
   visit(source);
@@ -50,7 +58,8 @@ function arrowsUp(): string[] {
       const to = folderOf(target);
       if (to === from) continue;
       if (to === '.') wrong.push(`${path.relative(SRC, file)} imports the entry point`);
-      else if ((rank.get(to) ?? Infinity) > (rank.get(from) ?? -1)) wrong.push(`${path.relative(SRC, file)} (${from}) imports ${path.relative(SRC, target)} (${to}), a later layer`);
+      else if ((rank.get(to) ?? Infinity) > (rank.get(from) ?? -1))
+        wrong.push(`${path.relative(SRC, file)} (${from}) imports ${path.relative(SRC, target)} (${to}), a later layer`);
     }
   }
   return wrong;
@@ -58,7 +67,11 @@ function arrowsUp(): string[] {
 
 describe('the import graph of src/', () => {
   it('names every folder of src/ in its layer order', () => {
-    const folders = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const folders = fs
+      .readdirSync(SRC, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
     expect(folders).toEqual([...LAYERS].sort());
   });
 

@@ -103,8 +103,8 @@ describe('closed registries', () => {
         "const p = capabilities.wireProtocol ?? 'mysql';",
         "switch (flavour) { case 'postgres': break; }",
         "if ('sqlite' !== backend.name) {}",
-        "// a comment naming pg and mysql2 is fine",
-        "const d = DRIVERS[name];",
+        '// a comment naming pg and mysql2 is fine',
+        'const d = DRIVERS[name];',
       ].join('\n'),
     ).map((f) => [f.line, f.rule]);
     expect(found).toEqual([

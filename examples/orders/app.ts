@@ -45,8 +45,10 @@ export function linesOfRecentOrders(db: Database): Order[] {
 export function linesOfRecentOrdersFixed(db: Database): Order[] {
   const orders = db.prepare('SELECT id, customer FROM orders ORDER BY id DESC LIMIT 20').all() as { id: number; customer: string }[];
   const ids = orders.map((o) => o.id);
-  const lines = db
-    .prepare(`SELECT order_id, sku, quantity FROM order_lines WHERE order_id IN (${ids.map(() => '?').join(', ')}) ORDER BY id`)
-    .all(...ids) as { order_id: number; sku: string; quantity: number }[];
+  const lines = db.prepare(`SELECT order_id, sku, quantity FROM order_lines WHERE order_id IN (${ids.map(() => '?').join(', ')}) ORDER BY id`).all(...ids) as {
+    order_id: number;
+    sku: string;
+    quantity: number;
+  }[];
   return orders.map((o) => ({ ...o, lines: lines.filter((l) => l.order_id === o.id).map(({ sku, quantity }) => ({ sku, quantity })) }));
 }

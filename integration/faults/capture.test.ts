@@ -28,7 +28,9 @@ interface Code {
   pool(at: NetworkConnection, limit: number): { pool: object; end: () => Promise<void> };
   insert(pool: object, a: number): Promise<unknown>;
   /** A plain client: `raw` is the driver's own object (count it), `query` runs on it uncounted. */
-  client(at: NetworkConnection): Promise<{ raw: object; query: (sql: string, values?: unknown[]) => Promise<unknown>; end: () => Promise<void>; destroy: () => void }>;
+  client(
+    at: NetworkConnection,
+  ): Promise<{ raw: object; query: (sql: string, values?: unknown[]) => Promise<unknown>; end: () => Promise<void>; destroy: () => void }>;
   create: string;
   /** Answers after about 2 s: a command the network can be cut under. */
   slow: string;
@@ -238,7 +240,10 @@ describeEachBackend((b) => {
     try {
       const pool = session.count(own.pool) as { query: (sql: string) => Promise<unknown> };
       await Promise.all(Array.from({ length: POOL_LIMIT }, (_, i) => code.insert(pool, -1 - i)));
-      const tally = await session.measure(() => Promise.all(Array.from({ length: CONCURRENT }, () => pool.query(code.slow).catch(() => undefined))), { timeoutMs: 500, onTimeout: 'wait' });
+      const tally = await session.measure(() => Promise.all(Array.from({ length: CONCURRENT }, () => pool.query(code.slow).catch(() => undefined))), {
+        timeoutMs: 500,
+        onTimeout: 'wait',
+      });
       expect(tally.verdict.kind).toBe('incomplete');
       expect(tally.verdict.reason).toContain('timed out after 500 ms');
       expect(tally.lateCommits).toMatchObject({ running: POOL_LIMIT, table: 'fault_items', rowsCommittedAfterGivingUp: 0 });
@@ -323,40 +328,45 @@ describeEachBackend((b) => {
     });
 
   // Local: SIGSTOP then SIGKILL of every process; Testcontainers: `docker pause` then `docker kill -s KILL`.
-  itForProvider(b, STRIKES_SERVER, 'SIGKILL of the server while the probe reads: the window is incomplete, naming the reading that failed, and nothing hangs', async () => {
-    const control = serverControl(backend());
-    let frozen: FrozenServer | undefined;
-    let killed: Promise<void> | undefined;
-    // The kill is the test's, not the workload's: bound outside the window's async context, so the window does not
-    // wait for it as work the function left running (it must land while the closing reading waits).
-    const killLater = AsyncResource.bind(() => sleep(1_000).then(() => control.kill()));
-    const tally = await session.measure(async (h: any) => {
-      await h.query('INSERT INTO fault_items (a) VALUES (1)');
-      // Frozen as the function returns, so the probe's closing reading is sent to a server that does not answer;
-      // killed while that reading waits (every process: PostgreSQL's backends are not in the postmaster's group).
-      frozen = await control.freeze();
-      killed = killLater();
-    });
-    await killed;
-    await frozen?.thaw();
-    if (process.env['FAULT_DEBUG']) console.log(tally.verdict.reason, tally.workloadError);
-    // One object, so a failure shows what the window saw. This came out `assert` twice in full runs, the second on
-    // MySQL 9.7 on a slow host (a reading answered by a server that had been sent SIGSTOP); the function now returns
-    // only once the whole server is seen stopped, and `stoppedAtReturn` says whether it was.
-    expect({
-      stoppedAtReturn: frozen?.stopped,
-      verdict: tally.verdict.kind,
-      reason: tally.verdict.reason,
-      frozen: frozen?.what,
-      gone: await control.gone(),
-      server: tally.layers.server ? { incomplete: tally.layers.server.incomplete, reasons: tally.layers.server.incompleteReasons } : null,
-    }).toEqual({
-      stoppedAtReturn: true,
-      verdict: 'incomplete',
-      reason: expect.stringMatching(/^server layer incomplete: .*(SHOW GLOBAL STATUS failed|statistics read failed)/),
-      frozen: expect.any(String),
-      gone: true,
-      server: expect.anything(),
-    });
-  });
+  itForProvider(
+    b,
+    STRIKES_SERVER,
+    'SIGKILL of the server while the probe reads: the window is incomplete, naming the reading that failed, and nothing hangs',
+    async () => {
+      const control = serverControl(backend());
+      let frozen: FrozenServer | undefined;
+      let killed: Promise<void> | undefined;
+      // The kill is the test's, not the workload's: bound outside the window's async context, so the window does not
+      // wait for it as work the function left running (it must land while the closing reading waits).
+      const killLater = AsyncResource.bind(() => sleep(1_000).then(() => control.kill()));
+      const tally = await session.measure(async (h: any) => {
+        await h.query('INSERT INTO fault_items (a) VALUES (1)');
+        // Frozen as the function returns, so the probe's closing reading is sent to a server that does not answer;
+        // killed while that reading waits (every process: PostgreSQL's backends are not in the postmaster's group).
+        frozen = await control.freeze();
+        killed = killLater();
+      });
+      await killed;
+      await frozen?.thaw();
+      if (process.env['FAULT_DEBUG']) console.log(tally.verdict.reason, tally.workloadError);
+      // One object, so a failure shows what the window saw. This came out `assert` twice in full runs, the second on
+      // MySQL 9.7 on a slow host (a reading answered by a server that had been sent SIGSTOP); the function now returns
+      // only once the whole server is seen stopped, and `stoppedAtReturn` says whether it was.
+      expect({
+        stoppedAtReturn: frozen?.stopped,
+        verdict: tally.verdict.kind,
+        reason: tally.verdict.reason,
+        frozen: frozen?.what,
+        gone: await control.gone(),
+        server: tally.layers.server ? { incomplete: tally.layers.server.incomplete, reasons: tally.layers.server.incompleteReasons } : null,
+      }).toEqual({
+        stoppedAtReturn: true,
+        verdict: 'incomplete',
+        reason: expect.stringMatching(/^server layer incomplete: .*(SHOW GLOBAL STATUS failed|statistics read failed)/),
+        frozen: expect.any(String),
+        gone: true,
+        server: expect.anything(),
+      });
+    },
+  );
 });

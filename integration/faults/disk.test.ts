@@ -153,48 +153,65 @@ if (typeof mounted === 'string') {
     for (const b of servers) {
       if (!b.available) continue;
       if (b.origin.startsWith('chroot')) {
-        it.skip(`$TMPDIR full under ${b.id}: not applicable, its data directory is inside its root filesystem (${b.origin.split(' ')[1] ?? b.origin}/tmp), not under $TMPDIR`, () => undefined);
+        it.skip(`$TMPDIR full under ${b.id}: not applicable, its data directory is inside its root filesystem (${b.origin.split(' ')[1] ?? b.origin}/tmp), not under $TMPDIR`, () =>
+          undefined);
         continue;
       }
-      itForProvider(b, DATA_UNDER_TMPDIR, `$TMPDIR full under ${b.id}'s private data directory: the start fails naming backend and phase, the report is written elsewhere, exit 1, nothing left`, async () => {
-        const out = path.join(scratch, b.id.replace(/[^a-z0-9]/gi, ''));
-        const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
-        const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
-        expect(code).toBe(1);
-        const report = readReportFile(path.join(out, 'report.json'));
-        if (process.env['FAULT_DEBUG']) console.log(report.failure);
-        expect(report.status).toBe('failed');
-        expect(report.failure).toMatchObject({ backend: expect.stringContaining(b.backend), phase: expect.stringMatching(/^(provision|start|connect|setup)$/) });
-        expect(report.cells).toEqual([]);
-        expect(said).toContain('run FAILED');
-        expect(leftOn(mounted.dir)).toEqual([]);
-        expect(findLeaks({ ...process.env, ...env })).toEqual([]);
-      });
-
-      itForProvider(b, DATA_UNDER_TMPDIR, `$TMPDIR with 256 KB left under ${b.id}: the data directory starts and its copy (or the server's own set-up) runs out of space; the half-made directory is removed`, async () => {
-        leaveFree(mounted.dir, 256 * 1024);
-        try {
-          const out = path.join(scratch, `${b.id.replace(/[^a-z0-9]/gi, '')}-partial`);
+      itForProvider(
+        b,
+        DATA_UNDER_TMPDIR,
+        `$TMPDIR full under ${b.id}'s private data directory: the start fails naming backend and phase, the report is written elsewhere, exit 1, nothing left`,
+        async () => {
+          const out = path.join(scratch, b.id.replace(/[^a-z0-9]/gi, ''));
           const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
           const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
           expect(code).toBe(1);
           const report = readReportFile(path.join(out, 'report.json'));
           if (process.env['FAULT_DEBUG']) console.log(report.failure);
           expect(report.status).toBe('failed');
-          expect(report.failure).toMatchObject({ backend: expect.stringContaining(b.backend), phase: expect.stringMatching(/^(provision|start|connect|setup)$/) });
+          expect(report.failure).toMatchObject({
+            backend: expect.stringContaining(b.backend),
+            phase: expect.stringMatching(/^(provision|start|connect|setup)$/),
+          });
           expect(report.cells).toEqual([]);
           expect(said).toContain('run FAILED');
-          // When the copy is what ran out of space, cp's own words reach the report and the terminal.
-          if (/could not copy the template data directory/.test(report.failure?.message ?? '')) {
-            expect(report.failure?.message).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
-            expect(said).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
-          }
           expect(leftOn(mounted.dir)).toEqual([]);
           expect(findLeaks({ ...process.env, ...env })).toEqual([]);
-        } finally {
-          fill(mounted.dir);
-        }
-      });
+        },
+      );
+
+      itForProvider(
+        b,
+        DATA_UNDER_TMPDIR,
+        `$TMPDIR with 256 KB left under ${b.id}: the data directory starts and its copy (or the server's own set-up) runs out of space; the half-made directory is removed`,
+        async () => {
+          leaveFree(mounted.dir, 256 * 1024);
+          try {
+            const out = path.join(scratch, `${b.id.replace(/[^a-z0-9]/gi, '')}-partial`);
+            const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
+            const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
+            expect(code).toBe(1);
+            const report = readReportFile(path.join(out, 'report.json'));
+            if (process.env['FAULT_DEBUG']) console.log(report.failure);
+            expect(report.status).toBe('failed');
+            expect(report.failure).toMatchObject({
+              backend: expect.stringContaining(b.backend),
+              phase: expect.stringMatching(/^(provision|start|connect|setup)$/),
+            });
+            expect(report.cells).toEqual([]);
+            expect(said).toContain('run FAILED');
+            // When the copy is what ran out of space, cp's own words reach the report and the terminal.
+            if (/could not copy the template data directory/.test(report.failure?.message ?? '')) {
+              expect(report.failure?.message).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
+              expect(said).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
+            }
+            expect(leftOn(mounted.dir)).toEqual([]);
+            expect(findLeaks({ ...process.env, ...env })).toEqual([]);
+          } finally {
+            fill(mounted.dir);
+          }
+        },
+      );
     }
   });
 }

@@ -15,45 +15,53 @@ const CELL_TIMEOUT_MS = 8_000;
 /** The cases for every variant of `backend` this run covers (each id a describe block, a skip saying why). */
 export function freezeCases(backend: BackendName): void {
   jest.setTimeout(START_TIMEOUT_MS * 2);
-  describeEachBackend((b) => {
-    const target: FaultTarget = FAULT_TARGETS[b.backend];
-    if ('noServer' in target) {
-      it.skip(`no server faults: ${target.noServer}`, () => undefined);
-      return;
-    }
-    const { strategy } = target;
-
-    // Local: SIGSTOP of every process of the server; Testcontainers: `docker pause` (see providers.ts).
-    itForProvider(b, STRIKES_SERVER, `SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`, async () => {
-      const env = faultEnv('stop');
-      let control: ServerControl | undefined;
-      let frozen: FrozenServer | undefined;
-      try {
-        const o = await runWithFault(
-          b.id,
-          strategy,
-          env,
-          async (s) => {
-            control = serverControl(s);
-            frozen = await control.freeze();
-          },
-          CELL_TIMEOUT_MS,
-        );
-        expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
-        const hit = o.report.cells.find((c) => c.rows === FAULT_ROWS);
-        expect(hit?.verdict.kind).toBe('incomplete');
-        expect(hit?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
-        expect(hit?.error?.statement).toMatch(/^INSERT INTO/);
-        // The late-commit reading through a fresh connection is bounded too, and says it could not read.
-        expect(hit?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
-        expect(hit?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
-        expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
-        expect(o.report.failure?.phase).toBe('workload');
-      } finally {
-        await frozen?.thaw();
+  describeEachBackend(
+    (b) => {
+      const target: FaultTarget = FAULT_TARGETS[b.backend];
+      if ('noServer' in target) {
+        it.skip(`no server faults: ${target.noServer}`, () => undefined);
+        return;
       }
-      // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
-      expect({ frozen: frozen?.what, gone: await control?.gone() }).toEqual({ frozen: expect.any(String), gone: true });
-    });
-  }, (b) => b.backend === backend);
+      const { strategy } = target;
+
+      // Local: SIGSTOP of every process of the server; Testcontainers: `docker pause` (see providers.ts).
+      itForProvider(
+        b,
+        STRIKES_SERVER,
+        `SIGSTOP of the server past the cell timeout: the run gives up after --cell-timeout-ms ${CELL_TIMEOUT_MS}, says what it could not read, and stops the frozen server`,
+        async () => {
+          const env = faultEnv('stop');
+          let control: ServerControl | undefined;
+          let frozen: FrozenServer | undefined;
+          try {
+            const o = await runWithFault(
+              b.id,
+              strategy,
+              env,
+              async (s) => {
+                control = serverControl(s);
+                frozen = await control.freeze();
+              },
+              CELL_TIMEOUT_MS,
+            );
+            expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
+            const hit = o.report.cells.find((c) => c.rows === FAULT_ROWS);
+            expect(hit?.verdict.kind).toBe('incomplete');
+            expect(hit?.error?.message).toContain(`${strategy} at ${FAULT_ROWS} rows gave up after ${CELL_TIMEOUT_MS} ms (--cell-timeout-ms)`);
+            expect(hit?.error?.statement).toMatch(/^INSERT INTO/);
+            // The late-commit reading through a fresh connection is bounded too, and says it could not read.
+            expect(hit?.lateCommits?.unread?.[0]).toMatch(/no answer within \d+ ms/);
+            expect(hit?.lateCommits?.rowsCommittedAfterGivingUp).toBeNull();
+            expect(hit?.lateCommits?.summary).toContain('the server did not answer, so nothing more was read');
+            expect(o.report.failure?.phase).toBe('workload');
+          } finally {
+            await frozen?.thaw();
+          }
+          // Every process of the frozen server is gone once continued: nothing stays stopped behind the run.
+          expect({ frozen: frozen?.what, gone: await control?.gone() }).toEqual({ frozen: expect.any(String), gone: true });
+        },
+      );
+    },
+    (b) => b.backend === backend,
+  );
 }

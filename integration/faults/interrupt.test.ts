@@ -29,7 +29,21 @@ describeEachBackend((b) => {
     const dir = scratchDir('int');
     const out = path.join(dir, 'out');
     try {
-      const argv = ['run', '--backends', b.id, '--strategies', target.strategy, '--rows', `${FIRST_ROWS},${FAULT_ROWS}`, '--hot-rows', '', '--driver-releases', 'default', '--out', out];
+      const argv = [
+        'run',
+        '--backends',
+        b.id,
+        '--strategies',
+        target.strategy,
+        '--rows',
+        `${FIRST_ROWS},${FAULT_ROWS}`,
+        '--hot-rows',
+        '',
+        '--driver-releases',
+        'default',
+        '--out',
+        out,
+      ];
       const code = `require('./src/cli/main').main(${JSON.stringify(argv)}).then((c) => { process.exitCode = c; });`;
       const child = spawn(process.execPath, [...tsChild(), '-e', code], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';

@@ -15,12 +15,27 @@ export interface Observed {
   seenRows: number;
 }
 
-export async function runWithFault(id: string, strategy: string, env: NodeJS.ProcessEnv, fault: (b: StartedBackend) => void | Promise<void>, cellTimeoutMs?: number): Promise<Observed> {
+export async function runWithFault(
+  id: string,
+  strategy: string,
+  env: NodeJS.ProcessEnv,
+  fault: (b: StartedBackend) => void | Promise<void>,
+  cellTimeoutMs?: number,
+): Promise<Observed> {
   let backend: StartedBackend | undefined;
   const progress: string[] = [];
   let firstCellDone = false;
   const running = runMatrix(
-    { backends: [id], strategies: [strategy], rows: [FIRST_ROWS, FAULT_ROWS], hotRows: [], warmups: 0, repeats: 5, driverReleases: 'default', ...(cellTimeoutMs ? { cellTimeoutMs } : {}) },
+    {
+      backends: [id],
+      strategies: [strategy],
+      rows: [FIRST_ROWS, FAULT_ROWS],
+      hotRows: [],
+      warmups: 0,
+      repeats: 5,
+      driverReleases: 'default',
+      ...(cellTimeoutMs ? { cellTimeoutMs } : {}),
+    },
     {
       env,
       progress: (line) => {
@@ -42,7 +57,14 @@ export async function runWithFault(id: string, strategy: string, env: NodeJS.Pro
 /** What every fault must leave: a failed report naming where, the earlier cell kept as measured, nothing behind. */
 export function expectFailedReportKeepingTheFirstCell(o: Observed, id: string, strategy: string, env: NodeJS.ProcessEnv): void {
   const { report } = o;
-  if (process.env['FAULT_DEBUG']) console.log(JSON.stringify({ failure: report.failure, cells: report.cells.map((c) => ({ rows: c.rows, v: c.verdict.kind, e: c.error, l: c.lateCommits })), progress: o.progress }, null, 1));
+  if (process.env['FAULT_DEBUG'])
+    console.log(
+      JSON.stringify(
+        { failure: report.failure, cells: report.cells.map((c) => ({ rows: c.rows, v: c.verdict.kind, e: c.error, l: c.lateCommits })), progress: o.progress },
+        null,
+        1,
+      ),
+    );
   expect(report.status).toBe('failed');
   expect(report.failure).toMatchObject({ backend: expect.stringContaining(id), phase: expect.any(String), statement: expect.stringMatching(/^INSERT INTO/) });
   const first = report.cells.find((c) => c.rows === FIRST_ROWS);
@@ -56,4 +78,3 @@ export function expectFailedReportKeepingTheFirstCell(o: Observed, id: string, s
   expect(o.backend?.pid === undefined || !processAlive(o.backend.pid)).toBe(true);
   expect(findLeaks(env)).toEqual([]);
 }
-

@@ -32,55 +32,74 @@ describeEachBackend((b) => {
   const { strategy, perRowStrategy } = target;
 
   // Local: SIGKILL of every process of the server; Testcontainers: `docker kill -s KILL` (see providers.ts).
-  itForProvider(b, STRIKES_SERVER, 'SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement', async () => {
-    const env = faultEnv('kill');
-    let control: ServerControl | undefined;
-    const o = await runWithFault(b.id, strategy, env, async (s) => {
-      control = serverControl(s);
-      await control.kill();
-    });
-    expect(await control?.gone()).toBe(true);
-    expect(o.seenRows).toBeGreaterThan(FIRST_ROWS);
-    expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
-    expect(o.report.failure?.message).toContain(`${strategy} at ${FAULT_ROWS} rows failed`);
-    expect(o.report.failure?.phase).toBe('workload');
-    // The report writes and reads back through its schema like any other.
-    const dir = scratchDir('kill');
-    try {
-      const out = path.join(dir, 'out');
-      await writeReport(out, o.report);
-      expect(readReportFile(path.join(out, 'report.json')).status).toBe('failed');
-      expect(fs.readdirSync(out).sort()).toEqual(reportFiles(o.report));
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  itForProvider(
+    b,
+    STRIKES_SERVER,
+    'SIGKILL of the server mid-insert: a failed report keeps the cell before, the error names backend, phase and statement',
+    async () => {
+      const env = faultEnv('kill');
+      let control: ServerControl | undefined;
+      const o = await runWithFault(b.id, strategy, env, async (s) => {
+        control = serverControl(s);
+        await control.kill();
+      });
+      expect(await control?.gone()).toBe(true);
+      expect(o.seenRows).toBeGreaterThan(FIRST_ROWS);
+      expectFailedReportKeepingTheFirstCell(o, b.id, strategy, env);
+      expect(o.report.failure?.message).toContain(`${strategy} at ${FAULT_ROWS} rows failed`);
+      expect(o.report.failure?.phase).toBe('workload');
+      // The report writes and reads back through its schema like any other.
+      const dir = scratchDir('kill');
+      try {
+        const out = path.join(dir, 'out');
+        await writeReport(out, o.report);
+        expect(readReportFile(path.join(out, 'report.json')).status).toBe('failed');
+        expect(fs.readdirSync(out).sort()).toEqual(reportFiles(o.report));
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
-  itForProvider(b, GIVES_UP, 'a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting', async () => {
-    // One transaction of one-row inserts: at the give-up nothing is committed; the cancel (KILL QUERY,
-    // pg_cancel_backend) fails the statement in flight and the strategy rolls back, or COMMIT got there first.
-    const env = faultEnv('late');
-    // The timeout bounds the table's reset before the window too: on two busy cores MySQL's DROP TABLE alone took
-    // more than 300 ms once (the cell never began). 1 s still ends the 200 000 one-row round trips far from done.
-    const report = await runMatrix(
-      { backends: [b.id], strategies: [perRowStrategy], rows: [FAULT_ROWS], hotRows: [], warmups: 0, repeats: 5, driverReleases: 'default', cellTimeoutMs: LATE_TIMEOUT_MS },
-      { env },
-    );
-    expect(report.status).toBe('failed');
-    const [cell] = report.cells;
-    // With the run's failure beside it: a cell that never began says why (a reset that outlasted the timeout).
-    expect({ verdict: cell?.verdict.kind, failure: report.failure?.message }).toEqual({ verdict: 'incomplete', failure: expect.any(String) });
-    expect(cell?.error?.message).toContain(`${perRowStrategy} at ${FAULT_ROWS} rows gave up after ${LATE_TIMEOUT_MS} ms (--cell-timeout-ms)`);
-    const late = cell?.lateCommits;
-    if (process.env['FAULT_DEBUG']) console.log(JSON.stringify({ error: cell?.error, late }, null, 1));
-    expect(late?.table).toBe('sqltally_rows');
-    expect(late?.rowsAtGiveUp).toBe(0);
-    // A transaction is all or nothing, and the fresh connection read the table after the server settled.
-    expect([0, FAULT_ROWS]).toContain(late?.rowsAfterwards);
-    expect(late?.rowsCommittedAfterGivingUp).toBe(late?.rowsAfterwards);
-    expect(late?.unread).toBeUndefined();
-    expect(cell?.error?.message).toContain(`${late?.rowsCommittedAfterGivingUp} row(s) committed to sqltally_rows after the function gave up`);
-    expect(report.failure?.message).toContain('row(s) committed to sqltally_rows after the function gave up');
-    expect(findLeaks(env)).toEqual([]);
-  });
+  itForProvider(
+    b,
+    GIVES_UP,
+    'a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting',
+    async () => {
+      // One transaction of one-row inserts: at the give-up nothing is committed; the cancel (KILL QUERY,
+      // pg_cancel_backend) fails the statement in flight and the strategy rolls back, or COMMIT got there first.
+      const env = faultEnv('late');
+      // The timeout bounds the table's reset before the window too: on two busy cores MySQL's DROP TABLE alone took
+      // more than 300 ms once (the cell never began). 1 s still ends the 200 000 one-row round trips far from done.
+      const report = await runMatrix(
+        {
+          backends: [b.id],
+          strategies: [perRowStrategy],
+          rows: [FAULT_ROWS],
+          hotRows: [],
+          warmups: 0,
+          repeats: 5,
+          driverReleases: 'default',
+          cellTimeoutMs: LATE_TIMEOUT_MS,
+        },
+        { env },
+      );
+      expect(report.status).toBe('failed');
+      const [cell] = report.cells;
+      // With the run's failure beside it: a cell that never began says why (a reset that outlasted the timeout).
+      expect({ verdict: cell?.verdict.kind, failure: report.failure?.message }).toEqual({ verdict: 'incomplete', failure: expect.any(String) });
+      expect(cell?.error?.message).toContain(`${perRowStrategy} at ${FAULT_ROWS} rows gave up after ${LATE_TIMEOUT_MS} ms (--cell-timeout-ms)`);
+      const late = cell?.lateCommits;
+      if (process.env['FAULT_DEBUG']) console.log(JSON.stringify({ error: cell?.error, late }, null, 1));
+      expect(late?.table).toBe('sqltally_rows');
+      expect(late?.rowsAtGiveUp).toBe(0);
+      // A transaction is all or nothing, and the fresh connection read the table after the server settled.
+      expect([0, FAULT_ROWS]).toContain(late?.rowsAfterwards);
+      expect(late?.rowsCommittedAfterGivingUp).toBe(late?.rowsAfterwards);
+      expect(late?.unread).toBeUndefined();
+      expect(cell?.error?.message).toContain(`${late?.rowsCommittedAfterGivingUp} row(s) committed to sqltally_rows after the function gave up`);
+      expect(report.failure?.message).toContain('row(s) committed to sqltally_rows after the function gave up');
+      expect(findLeaks(env)).toEqual([]);
+    },
+  );
 });

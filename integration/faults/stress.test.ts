@@ -84,7 +84,8 @@ const MYSQL_FAMILY: Scenario = {
     const [own] = await c.query('SELECT COUNT(*) AS n FROM stress_own');
     return { statements: Number(rows[0].n), rows: Number(rows[0].r), ownTableRows: Number(own[0].n) };
   },
-  unsupported: (b) => (b.description.capabilities.perThreadStatements ? null : `${b.description.id} has no per-thread statement counts here (performance_schema off)`),
+  unsupported: (b) =>
+    b.description.capabilities.perThreadStatements ? null : `${b.description.id} has no per-thread statement counts here (performance_schema off)`,
 };
 
 const POSTGRES: Scenario = {
@@ -179,7 +180,12 @@ describeEachBackend((b) => {
     let stop = false;
     let writerInserts = 0;
     const loops: Promise<void>[] = [];
-    await using session = await CaptureSession.open({ backend: started, driver: scenario.driver, otherConnections: 'foreign', table: { name: 'stress_own', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
+    await using session = await CaptureSession.open({
+      backend: started,
+      driver: scenario.driver,
+      otherConnections: 'foreign',
+      table: { name: 'stress_own', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) },
+    });
     try {
       for (const sql of scenario.create) await reader.client.query(sql);
       let workloadId = -1;

@@ -22,7 +22,11 @@ const pgSchema = {
 };
 const mysqlSchema = {
   parents: mysqlTable('parents', { id: int('id').autoincrement().primaryKey(), name: varchar('name', { length: 64 }).notNull() }),
-  children: mysqlTable('children', { id: int('id').autoincrement().primaryKey(), parentId: int('parent_id').notNull(), name: varchar('name', { length: 64 }).notNull() }),
+  children: mysqlTable('children', {
+    id: int('id').autoincrement().primaryKey(),
+    parentId: int('parent_id').notNull(),
+    name: varchar('name', { length: 64 }).notNull(),
+  }),
 };
 const sqliteSchema = {
   parents: sqliteTable('parents', { id: integer('id').primaryKey(), name: text('name').notNull() }),

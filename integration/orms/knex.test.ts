@@ -65,7 +65,11 @@ function workload(built: { db: Knex; end: () => Promise<unknown> }): OrmUnderTes
     bulkInsert: async (rows: ChildRow[]) => {
       // knex's bulk API: one INSERT per chunk, all in one transaction. 500 rows a chunk: on SQLite knex writes a
       // multi-row insert as `select ... union all select ...`, and SQLite refuses more than 500 terms.
-      await db.batchInsert('children', rows.map((r) => ({ parent_id: r.parentId, name: r.name })), 500);
+      await db.batchInsert(
+        'children',
+        rows.map((r) => ({ parent_id: r.parentId, name: r.name })),
+        500,
+      );
     },
     readLoop: async () => {
       let read = 0;
@@ -84,7 +88,14 @@ const READ_SHAPES: [string, CallKind, number][] = [
   ['SELECT id, name FROM children WHERE parent_id = ?', 'query', PARENTS],
 ];
 // BEGIN, 10 INSERTs of 500 rows (1000 values each), COMMIT.
-const BULK_DRIVER = { calls: 12, byKind: { query: 12 }, byClass: { insert: 10, begin: 1, commit: 1 }, parameterSets: 12, bindValues: 10_000, rowsAffected: 5000 };
+const BULK_DRIVER = {
+  calls: 12,
+  byKind: { query: 12 },
+  byClass: { insert: 10, begin: 1, commit: 1 },
+  parameterSets: 12,
+  bindValues: 10_000,
+  rowsAffected: 5000,
+};
 const READ_DRIVER = { calls: 21, byKind: { query: 21 }, byClass: { select: 21 }, parameterSets: 21, bindValues: 21, rowsAffected: 0 };
 
 function mysqlFamily(bulkExecutes: { bulkExecutes: number } | Record<string, never>): OrmCase {

@@ -49,7 +49,10 @@ function workload(db: Kysely<Tables>): OrmUnderTest {
   return {
     bulkInsert: async (rows: ChildRow[]) => {
       // One INSERT with every row (2 values each): kysely does not chunk.
-      await db.insertInto('children').values(rows.map((r) => ({ parent_id: r.parentId, name: r.name }))).execute();
+      await db
+        .insertInto('children')
+        .values(rows.map((r) => ({ parent_id: r.parentId, name: r.name })))
+        .execute();
     },
     readLoop: async () => {
       let read = 0;

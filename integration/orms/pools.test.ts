@@ -15,7 +15,9 @@ import type { OrmCase, OrmUnderTest } from './suite';
 async function pgPool(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
-  const pool = session.count(new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 }));
+  const pool = session.count(
+    new pg.Pool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 2, idleTimeoutMillis: 0 }),
+  );
   await pool.query('select 1'); // warm: the first connection opens here, outside every window
   return pool; // pool.end() before session.close()
 }
@@ -24,7 +26,9 @@ async function pgPool(session: CaptureSession) {
 async function mysql2Pool(session: CaptureSession) {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
-  const pool = session.count(mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 }));
+  const pool = session.count(
+    mysql.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2 }),
+  );
   await pool.query('select 1');
   return pool;
 }
@@ -35,7 +39,17 @@ async function mariadbPool(session: CaptureSession) {
   if (at.kind !== 'network') throw new Error('expected a network backend');
   // minDelayValidation: the pool pings a connection idle for more than 500 ms (the default) before handing it out,
   // and that COM_PING crosses the wire inside the window; a long delay keeps the counts the same in every window.
-  const pool = session.count(mariadb.createPool({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, connectionLimit: 2, minDelayValidation: 600_000 }));
+  const pool = session.count(
+    mariadb.createPool({
+      host: at.host,
+      port: at.port,
+      user: at.user,
+      password: at.password,
+      database: at.database,
+      connectionLimit: 2,
+      minDelayValidation: 600_000,
+    }),
+  );
   await pool.query('select 1');
   return pool;
 }
@@ -51,7 +65,10 @@ function onPg(pool: pg.Pool): OrmUnderTest {
   return {
     // One statement for every row: one array per column, unnested on the server.
     bulkInsert: async (rows: ChildRow[]) =>
-      void (await pool.query('INSERT INTO children (parent_id, name) SELECT * FROM unnest($1::int[], $2::text[])', [rows.map((r) => r.parentId), rows.map((r) => r.name)])),
+      void (await pool.query('INSERT INTO children (parent_id, name) SELECT * FROM unnest($1::int[], $2::text[])', [
+        rows.map((r) => r.parentId),
+        rows.map((r) => r.name),
+      ])),
     readLoop: async () => {
       let read = 0;
       const { rows: parents } = await pool.query<{ id: number }>('SELECT id, name FROM parents ORDER BY id LIMIT $1', [PARENTS]);
@@ -81,7 +98,11 @@ function onMysql2(pool: mysql.Pool): OrmUnderTest {
 function onMariadb(pool: mariadb.Pool): OrmUnderTest {
   return {
     // The connector's batch: COM_STMT_BULK_EXECUTE on MariaDB, one pipelined execute per row elsewhere.
-    bulkInsert: async (rows: ChildRow[]) => void (await pool.batch('INSERT INTO children (parent_id, name) VALUES (?, ?)', rows.map((r) => [r.parentId, r.name]))),
+    bulkInsert: async (rows: ChildRow[]) =>
+      void (await pool.batch(
+        'INSERT INTO children (parent_id, name) VALUES (?, ?)',
+        rows.map((r) => [r.parentId, r.name]),
+      )),
     readLoop: async () => {
       let read = 0;
       const parents: { id: number }[] = await pool.query('SELECT id, name FROM parents ORDER BY id LIMIT ?', [PARENTS]);
@@ -178,7 +199,14 @@ describeOrm('plain pool', {
       verdict: 'assert',
       counts: {
         // One prepare, 5000 runs, and the transaction's BEGIN and COMMIT.
-        driver: { calls: 5003, byKind: { prepare: 1, execute: 5000, query: 2 }, byClass: { insert: 5000, begin: 1, commit: 1 }, parameterSets: 5002, bindValues: 10_000, rowsAffected: 5000 },
+        driver: {
+          calls: 5003,
+          byKind: { prepare: 1, execute: 5000, query: 2 },
+          byClass: { insert: 5000, begin: 1, commit: 1 },
+          parameterSets: 5002,
+          bindValues: 10_000,
+          rowsAffected: 5000,
+        },
         server: { rowsInserted: 5000 },
       },
     },

@@ -55,7 +55,11 @@ async function sequelizeOnSqlite(session: CaptureSession) {
 }
 
 function models(sequelize: Sequelize): { Parent: ModelStatic<Model>; Child: ModelStatic<Model> } {
-  const Parent = sequelize.define('Parent', { id: { type: DataTypes.INTEGER, primaryKey: true, autoIncrement: true }, name: { type: DataTypes.STRING, allowNull: false } }, { tableName: 'parents', timestamps: false });
+  const Parent = sequelize.define(
+    'Parent',
+    { id: { type: DataTypes.INTEGER, primaryKey: true, autoIncrement: true }, name: { type: DataTypes.STRING, allowNull: false } },
+    { tableName: 'parents', timestamps: false },
+  );
   const Child = sequelize.define(
     'Child',
     {
@@ -146,29 +150,30 @@ describeOrm('sequelize', {
   sqlite: !installedReleases('sqlite3').length
     ? { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, which is not installed' }
     : {
-    driver: 'sqlite3',
-    driverLayer: 'counted',
-    open: async (s) => workload(await sequelizeOnSqlite(s)),
-    bulk: {
-      verdict: 'assert',
-      counts: {
-        driver: { calls: 1, byKind: { query: 1 }, byClass: { insert: 1 }, parameterSets: 1, bindValues: 0, rowsAffected: 5000 },
-        server: { rowsInserted: 5000 },
+        driver: 'sqlite3',
+        driverLayer: 'counted',
+        open: async (s) => workload(await sequelizeOnSqlite(s)),
+        bulk: {
+          verdict: 'assert',
+          counts: {
+            driver: { calls: 1, byKind: { query: 1 }, byClass: { insert: 1 }, parameterSets: 1, bindValues: 0, rowsAffected: 5000 },
+            server: { rowsInserted: 5000 },
+          },
+        },
+        read: {
+          verdict: 'assert',
+          counts: {
+            driver: { calls: 42, byKind: { query: 42 }, byClass: { select: 21, other: 21 }, parameterSets: 42, bindValues: 0, rowsAffected: 0 },
+            server: { rowsInserted: 0 },
+          },
+          shapes: [
+            ['PRAGMA table_info(parents)', 'query', 1],
+            ['SELECT id, name FROM parents AS parent ORDER BY parent.id ASC LIMIT ?', 'query', 1],
+            ['PRAGMA table_info(children)', 'query', PARENTS],
+            ['SELECT id, name FROM children AS child WHERE child.parent_id = ?', 'query', PARENTS],
+          ],
+          callerUnknown:
+            "Sequelize runs each SELECT on SQLite after an await inside a serialize() callback that nothing awaits: no user frame on the driver call's stack",
+        },
       },
-    },
-    read: {
-      verdict: 'assert',
-      counts: {
-        driver: { calls: 42, byKind: { query: 42 }, byClass: { select: 21, other: 21 }, parameterSets: 42, bindValues: 0, rowsAffected: 0 },
-        server: { rowsInserted: 0 },
-      },
-      shapes: [
-        ['PRAGMA table_info(parents)', 'query', 1],
-        ['SELECT id, name FROM parents AS parent ORDER BY parent.id ASC LIMIT ?', 'query', 1],
-        ['PRAGMA table_info(children)', 'query', PARENTS],
-        ['SELECT id, name FROM children AS child WHERE child.parent_id = ?', 'query', PARENTS],
-      ],
-      callerUnknown: 'Sequelize runs each SELECT on SQLite after an await inside a serialize() callback that nothing awaits: no user frame on the driver call\'s stack',
-    },
-  },
 });

@@ -120,7 +120,11 @@ export function describeOrm(orm: string, cases: OrmCases): void {
       await createTables(backend(), c.driver);
       // An in-process engine's driver is the session's too: two SQLite copies must not hold one file open at once.
       const own = DRIVERS[c.driver].embedded ? { driver: c.driver } : {};
-      session = await CaptureSession.open({ backend: backend(), ...own, table: { name: 'children', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) } });
+      session = await CaptureSession.open({
+        backend: backend(),
+        ...own,
+        table: { name: 'children', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) },
+      });
       under = await c.open(session);
     });
 

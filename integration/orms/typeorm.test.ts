@@ -56,7 +56,16 @@ async function typeormOnPostgres(session: CaptureSession) {
 async function typeormOnMysql(session: CaptureSession, type: 'mariadb' | 'mysql') {
   const at = session.connection;
   if (at.kind !== 'network') throw new Error('expected a network backend');
-  const dataSource = new DataSource({ type, host: at.host, port: at.port, username: at.user, password: at.password, database: at.database, entities: [ParentEntity, ChildEntity], poolSize: 2 });
+  const dataSource = new DataSource({
+    type,
+    host: at.host,
+    port: at.port,
+    username: at.user,
+    password: at.password,
+    database: at.database,
+    entities: [ParentEntity, ChildEntity],
+    poolSize: 2,
+  });
   await dataSource.initialize();
   return dataSource;
 }
@@ -142,7 +151,17 @@ describeOrm('typeorm', {
     driverLayer: { absent: WHY_NOT_COUNTED },
     open: async (s) => workload(await typeormOnSqlite(s)),
     // No wire, no counted handle: nothing reads the file, so nothing can be asserted, and the rows are unknown.
-    bulk: { verdict: 'report', reason: /^no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
-    read: { verdict: 'report', reason: /^no SQLite handle is counted in the session/, layers: { driver: false, wire: false, server: true }, rowsInserted: null },
+    bulk: {
+      verdict: 'report',
+      reason: /^no SQLite handle is counted in the session/,
+      layers: { driver: false, wire: false, server: true },
+      rowsInserted: null,
+    },
+    read: {
+      verdict: 'report',
+      reason: /^no SQLite handle is counted in the session/,
+      layers: { driver: false, wire: false, server: true },
+      rowsInserted: null,
+    },
   },
 });

@@ -1,14 +1,5 @@
 import { CAPABILITIES } from './capabilities';
-import type {
-  BackendDescription,
-  BackendName,
-  Capabilities,
-  ConnectionInfo,
-  Flavour,
-  NetworkConnection,
-  ProviderKind,
-  StartedBackend,
-} from './types';
+import type { BackendDescription, BackendName, Capabilities, ConnectionInfo, Flavour, NetworkConnection, ProviderKind, StartedBackend } from './types';
 
 /**
  * Options a provider's `start` receives. `env` is the environment the caller resolved against (tests pass

@@ -74,7 +74,10 @@ export async function diagnoseConnectFailure(
   const seconds = `${timeoutMs / 1000} s`;
   switch (d.kind) {
     case 'refused':
-      return new SqltallyError(`nothing listens on ${at} (ECONNREFUSED), ${from}`, { ...context, hint: `start the server or correct the host and port in ${variable}` });
+      return new SqltallyError(`nothing listens on ${at} (ECONNREFUSED), ${from}`, {
+        ...context,
+        hint: `start the server or correct the host and port in ${variable}`,
+      });
     case 'unresolved':
       return new SqltallyError(`host ${connection.host} not found (${d.code}), ${from}`, { ...context, hint: `correct the host in ${variable}` });
     case 'unreachable':
@@ -88,12 +91,18 @@ export async function diagnoseConnectFailure(
         { ...context, hint: notIt },
       );
     case 'closed':
-      return new SqltallyError(`${at} accepted the connection and closed it without ${PROTOCOLS[protocol].greeting.closedWithout}: not a ${PROTOCOLS[protocol].displayName} server, or one that refuses this client; ${from}`, {
+      return new SqltallyError(
+        `${at} accepted the connection and closed it without ${PROTOCOLS[protocol].greeting.closedWithout}: not a ${PROTOCOLS[protocol].displayName} server, or one that refuses this client; ${from}`,
+        {
+          ...context,
+          hint: notIt,
+        },
+      );
+    case 'foreign':
+      return new SqltallyError(`${at} answered, but not as a ${PROTOCOLS[protocol].displayName} server (it sent "${d.answer}"); ${from}`, {
         ...context,
         hint: notIt,
       });
-    case 'foreign':
-      return new SqltallyError(`${at} answered, but not as a ${PROTOCOLS[protocol].displayName} server (it sent "${d.answer}"); ${from}`, { ...context, hint: notIt });
     case 'speaks':
       return explainConnectFailure(cause, id, variable, origin, connection);
   }

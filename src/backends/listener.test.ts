@@ -122,14 +122,20 @@ describe('an external URL at something that is not a database, end to end throug
     ['mariadb', 'mysql', 'http', 'answered, but not as a MySQL/MariaDB server (it sent "HTTP/1.1 400 Bad Request..'],
     ['postgres', 'postgres', 'redisLike', 'answered, but not as a PostgreSQL server (it sent "-ERR unknown command..")'],
     ['postgres', 'postgres', 'silent', 'accepted the connection but sent no answer in 3 s: not a PostgreSQL server'],
-  ] as const)('%s at a %s URL on a %s listener', async (backend, scheme, behaviour, text) => {
-    const port = await listen(BEHAVIOURS[behaviour]);
-    const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
-    const err = await startBackend(backend, { PATH: process.env['PATH'], [variable]: `${scheme}://u:sekrit@127.0.0.1:${port}/d?password=sekrit` }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(SqltallyError);
-    const message = (err as SqltallyError).message;
-    expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:${port} ${text}`);
-    expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:${port}/d?password=***`);
-    expect(message).not.toContain('sekrit');
-  }, 30_000);
+  ] as const)(
+    '%s at a %s URL on a %s listener',
+    async (backend, scheme, behaviour, text) => {
+      const port = await listen(BEHAVIOURS[behaviour]);
+      const variable = `SQLTALLY_${backend.toUpperCase()}_URL`;
+      const err = await startBackend(backend, { PATH: process.env['PATH'], [variable]: `${scheme}://u:sekrit@127.0.0.1:${port}/d?password=sekrit` }).catch(
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(SqltallyError);
+      const message = (err as SqltallyError).message;
+      expect(message).toContain(`[backend ${backend}, provider external, phase connect] 127.0.0.1:${port} ${text}`);
+      expect(message).toContain(`from ${variable}=${scheme}://u:***@127.0.0.1:${port}/d?password=***`);
+      expect(message).not.toContain('sekrit');
+    },
+    30_000,
+  );
 });

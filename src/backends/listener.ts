@@ -43,7 +43,10 @@ const ANSWER_SHOWN_BYTES = 48;
 const POKE = Buffer.from('\r\nQUIT\r\n');
 const UNRESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME']);
 function printable(bytes: Buffer): string {
-  const shown = bytes.subarray(0, ANSWER_SHOWN_BYTES).toString('latin1').replace(/[^\x20-\x7e]/g, '.');
+  const shown = bytes
+    .subarray(0, ANSWER_SHOWN_BYTES)
+    .toString('latin1')
+    .replace(/[^\x20-\x7e]/g, '.');
   return bytes.length > ANSWER_SHOWN_BYTES ? `${shown}...` : shown;
 }
 
@@ -59,7 +62,14 @@ interface Exchange {
  * One connection: connect within `timeoutMs`, send `opening` (if any), then collect what comes back until `done`
  * says it is enough, the peer closes, or `waitMs` of silence passes. Always destroys its socket.
  */
-function exchange(host: string, port: number, opening: Buffer | null, timeoutMs: number, waitMs: number, done: (received: Buffer) => boolean): Promise<Exchange> {
+function exchange(
+  host: string,
+  port: number,
+  opening: Buffer | null,
+  timeoutMs: number,
+  waitMs: number,
+  done: (received: Buffer) => boolean,
+): Promise<Exchange> {
   return new Promise((resolve) => {
     const result: Exchange = { connected: false, received: Buffer.alloc(0), closed: false };
     const socket = net.connect({ host, port });
@@ -102,7 +112,12 @@ function exchange(host: string, port: number, opening: Buffer | null, timeoutMs:
  * SSLRequest's NUL bytes can leave a line-oriented server waiting for the end of a line forever. Never logs in,
  * never sends a query; closes its sockets before returning.
  */
-export async function diagnoseListener(host: string, port: number, protocol: WireProtocol, timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS): Promise<ListenerDiagnosis> {
+export async function diagnoseListener(
+  host: string,
+  port: number,
+  protocol: WireProtocol,
+  timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS,
+): Promise<ListenerDiagnosis> {
   const started = Date.now();
   const waited = (): number => Date.now() - started;
   const greeting = PROTOCOLS[protocol].greeting;

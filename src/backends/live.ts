@@ -123,7 +123,7 @@ export function descendantsOf(pid: number): number[] {
     }
   }
   const out: number[] = [];
-  for (let queue = [pid]; queue.length > 0; ) {
+  for (let queue = [pid]; queue.length > 0;) {
     const next = parents.get(queue.pop()!) ?? [];
     out.push(...next);
     queue.push(...next);

@@ -6,7 +6,18 @@ import { leadingVersion } from './backend';
 import { SqltallyError } from '../shared/errors';
 import { everyThreadStopped, liveResources, processAlive, processStopped } from './live';
 import { readOwnerRecord, ownerFileFor } from './ownership';
-import { DATADIR_PREFIX, freePort, launchServer, lookupUser, makePrivateDir, reachableBy, runTag, runTool, SHARED_SERVER_BASE, tempBase } from './local-process';
+import {
+  DATADIR_PREFIX,
+  freePort,
+  launchServer,
+  lookupUser,
+  makePrivateDir,
+  reachableBy,
+  runTag,
+  runTool,
+  SHARED_SERVER_BASE,
+  tempBase,
+} from './local-process';
 
 describe('makePrivateDir', () => {
   let base: string;
@@ -255,4 +266,3 @@ describe('launchServer bind race', () => {
     }
   });
 });
-

@@ -89,7 +89,12 @@ export function serverTempBase(env: NodeJS.ProcessEnv, owner: RunAs | undefined,
   const st = fs.lstatSync(SHARED_SERVER_BASE);
   const me = typeof process.getuid === 'function' ? process.getuid() : -1;
   if (!st.isDirectory() || st.uid !== me || (st.mode & 0o022) !== 0) {
-    throw new SqltallyError(`${SHARED_SERVER_BASE} is not a directory of this user's that only it can write to`, { backend, phase: 'provision', provider: 'local', hint });
+    throw new SqltallyError(`${SHARED_SERVER_BASE} is not a directory of this user's that only it can write to`, {
+      backend,
+      phase: 'provision',
+      provider: 'local',
+      hint,
+    });
   }
   // umask may have taken the execute bits mkdir was given.
   if ((st.mode & 0o011) !== 0o011) fs.chmodSync(SHARED_SERVER_BASE, (st.mode & 0o777) | 0o011);
@@ -417,7 +422,9 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
     const fatal = launch.isFatal?.(lastError) ?? false;
     if (fatal || Date.now() > deadline) {
       await stop();
-      const what = fatal ? 'server refused the login sqltally set up' : `server did not answer a query within ${launch.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS} ms`;
+      const what = fatal
+        ? 'server refused the login sqltally set up'
+        : `server did not answer a query within ${launch.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS} ms`;
       throw new SqltallyError(what, {
         backend: launch.id,
         phase: 'start',
@@ -489,7 +496,10 @@ export function runTool(
     // A tool that exits before reading all of it fails on its own; the pipe's EPIPE must not throw on top.
     child.stdin?.on('error', () => undefined);
     child.stdin?.end(options.input);
-    const untrack = child.pid !== undefined ? trackLive({ label: `${id} ${path.basename(binary)} (pid ${child.pid})`, pid: child.pid, stopSignal: 'SIGKILL' }) : () => undefined;
+    const untrack =
+      child.pid !== undefined
+        ? trackLive({ label: `${id} ${path.basename(binary)} (pid ${child.pid})`, pid: child.pid, stopSignal: 'SIGKILL' })
+        : () => undefined;
     const timer = setTimeout(() => {
       if (child.pid !== undefined) signalQuietly(-child.pid, 'SIGKILL');
     }, options.timeoutMs ?? 120_000);

@@ -107,12 +107,19 @@ async function startLocal(install: { binary: string; installDb: string }, option
       database: DATABASE,
       prepare: async () => {
         fs.mkdirSync(layout.tmpDir, { mode: 0o700 });
-        const template = await ensureTemplate(installTemplate(install, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
+        const template = await ensureTemplate(installTemplate(install, options), {
+          backend: options.id,
+          cacheDir: templateCacheDir(options.env),
+          env: options.env,
+        });
         await copyTemplate(template.dataDir, layout.dataDir, options.id, options.env);
       },
       // The install makes root@'::1' and root@'<hostname>' without a password: only the password account on
       // 127.0.0.1 and the socket's root@localhost (in the 0700 private directory) are kept.
-      initPrelude: [`DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`, 'FLUSH PRIVILEGES;'],
+      initPrelude: [
+        `DELETE FROM mysql.global_priv WHERE NOT (User = '${USER}' AND Host IN ('localhost', '127.0.0.1')) AND User <> 'mariadb.sys';`,
+        'FLUSH PRIVILEGES;',
+      ],
       args: (port) => mariadbServerArgs(dir.path, port),
       stopSignal: STOP_SIGNAL,
       bindFailure: BIND_FAILURE,

@@ -83,9 +83,7 @@ export async function identifyMysqlFamily(connection: NetworkConnection): Promis
     );
     const version = String(row?.version ?? '');
     const isMariadb = /mariadb/i.test(version) || /mariadb/i.test(String(row?.comment ?? ''));
-    const status = await c.query<{ Variable_name: string }>(
-      `SHOW GLOBAL STATUS WHERE Variable_name IN (${ROW_COUNTERS.map((n) => `'${n}'`).join(', ')})`,
-    );
+    const status = await c.query<{ Variable_name: string }>(`SHOW GLOBAL STATUS WHERE Variable_name IN (${ROW_COUNTERS.map((n) => `'${n}'`).join(', ')})`);
     const present = new Set(status.map((r) => String(r.Variable_name)));
     const rowCounter = ROW_COUNTERS.find((name) => present.has(name)) ?? null;
     let perThreadStatements = Number(row?.ps ?? 0) === 1;
@@ -165,9 +163,20 @@ export async function startPrivateMysqlFamily(server: PrivateMysqlFamily, option
   const connection = connectionFor(running.port);
   try {
     const identity = await identifyMysqlFamily(connection);
-    return startedBackend(describeBackend(server.module, identity, 'local', server.binary, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
+    return startedBackend(
+      describeBackend(server.module, identity, 'local', server.binary, running.readyAt - running.spawnedAt, true),
+      connection,
+      running.stop,
+      running,
+    );
   } catch (cause) {
     await running.stop();
-    throw new SqltallyError('could not read the server version', { backend: options.id, phase: 'connect', provider: 'local', statement: 'SELECT VERSION()', cause });
+    throw new SqltallyError('could not read the server version', {
+      backend: options.id,
+      phase: 'connect',
+      provider: 'local',
+      statement: 'SELECT VERSION()',
+      cause,
+    });
   }
 }

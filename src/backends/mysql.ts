@@ -116,7 +116,13 @@ export const MYSQL = {
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...THROWAWAY_DURABILITY_OPTIONS, ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql],
+    command: [
+      `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+      '--performance-schema=ON',
+      '--local-infile=1',
+      ...THROWAWAY_DURABILITY_OPTIONS,
+      ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
+    ],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -159,7 +159,12 @@ function initdbTemplate(binaries: PostgresBinaries, runAs: RunAs | undefined, op
         const args = ['--single', '-D', data, ...SINGLE_USER_SETTINGS, database];
         const out = await runTool(options.id, binaries.postgres, args, { ...tool, input: `${sql};\n` });
         if (/\b(ERROR|FATAL|PANIC): /.test(out)) {
-          throw new SqltallyError(`building the template failed: ${out.trim()}`, { backend: options.id, phase: 'provision', provider: 'local', statement: sql });
+          throw new SqltallyError(`building the template failed: ${out.trim()}`, {
+            backend: options.id,
+            phase: 'provision',
+            provider: 'local',
+            statement: sql,
+          });
         }
       }
     },
@@ -196,7 +201,11 @@ async function setPrivatePassword(dataDir: string, port: number, password: strin
 async function startLocal(binaries: PostgresBinaries, runAs: RunAs | undefined, options: StartOptions): Promise<StartedBackend> {
   const dir = makePrivateDir('postgres', options.env, runAs);
   try {
-    const template = await ensureTemplate(initdbTemplate(binaries, runAs, options), { backend: options.id, cacheDir: templateCacheDir(options.env), env: options.env });
+    const template = await ensureTemplate(initdbTemplate(binaries, runAs, options), {
+      backend: options.id,
+      cacheDir: templateCacheDir(options.env),
+      env: options.env,
+    });
     await copyTemplate(template.dataDir, dir.path, options.id, options.env);
   } catch (err) {
     await dir.remove();
@@ -343,7 +352,11 @@ export const POSTGRES = {
   prepare: preparePostgres,
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: ['-c', `shared_preload_libraries=${STATEMENTS_EXTENSION}`, ...Object.entries(THROWAWAY_DURABILITY).flatMap(([key, value]) => ['-c', `${key}=${value}`])],
+    command: [
+      '-c',
+      `shared_preload_libraries=${STATEMENTS_EXTENSION}`,
+      ...Object.entries(THROWAWAY_DURABILITY).flatMap(([key, value]) => ['-c', `${key}=${value}`]),
+    ],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -73,7 +73,6 @@ export function looksLikeMysqlGreeting(bytes: Buffer): boolean {
   return length > 0 && length < MYSQL_MAX_GREETING && bytes[3] === 0 && (bytes[4] === MYSQL_GREETING || bytes[4] === MYSQL_ERR);
 }
 
-
 async function killQuery(client: SqlClient, connectionId: number): Promise<boolean> {
   // KILL QUERY stops the statement and keeps the connection: the client sees the statement fail.
   return client.query(`KILL QUERY ${connectionId}`).then(
@@ -157,6 +156,10 @@ export function connectionUrl(protocol: WireProtocol, c: ProtocolAddress): strin
  */
 export function protocolOf(description: Pick<BackendDescription, 'id' | 'capabilities'>): ProtocolModule {
   const protocol = description.capabilities.wireProtocol;
-  if (!protocol) throw new SqltallyError(`backend ${description.id} is reached over the network but declares no wire protocol`, { backend: description.id, phase: 'connect' });
+  if (!protocol)
+    throw new SqltallyError(`backend ${description.id} is reached over the network but declares no wire protocol`, {
+      backend: description.id,
+      phase: 'connect',
+    });
   return PROTOCOLS[protocol];
 }

@@ -87,9 +87,11 @@ describe('resolveBackend: provider order', () => {
     expect(r.available).toBe(false);
     if (r.available) return;
     // The local part may list several finders (host binaries, provisioned root filesystems), joined by "; ".
-    expect(r.reason.startsWith(
-      `no container engine (DOCKER_HOST socket /nonexistent/sqltally-test/docker.sock absent) and no mariadbd on SQLTALLY_MARIADB_BINDIR=${path.join(fakeRoot, 'empty')}`,
-    )).toBe(true);
+    expect(
+      r.reason.startsWith(
+        `no container engine (DOCKER_HOST socket /nonexistent/sqltally-test/docker.sock absent) and no mariadbd on SQLTALLY_MARIADB_BINDIR=${path.join(fakeRoot, 'empty')}`,
+      ),
+    ).toBe(true);
     expect(r.reason.endsWith(': install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL')).toBe(true);
   });
 
@@ -164,14 +166,22 @@ describe('resolveBackend: forcing a provider', () => {
     expect(r).toMatchObject({ available: false, misconfigured: { variable: 'SQLTALLY_MARIADB_URL' } });
   });
 
-  it.each(['testcontainers', 'local'])('refuses SQLTALLY_MARIADB_PROVIDER=%s beside SQLTALLY_MARIADB_URL as a usage error naming both, the password masked', async (provider) => {
-    const err = await resolveBackend('mariadb', env({ SQLTALLY_MARIADB_PROVIDER: provider, SQLTALLY_MARIADB_URL: 'mariadb://u:hunter2@db.example:3306/x?password=hunter2' })).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(SqltallyError);
-    expect((err as SqltallyError).phase).toBe('config');
-    const message = (err as SqltallyError).message;
-    expect(message).toContain(`SQLTALLY_MARIADB_PROVIDER=${provider} and SQLTALLY_MARIADB_URL=mariadb://u:***@db.example:3306/x?password=*** are both set for mariadb`);
-    expect(message).not.toContain('hunter2');
-  });
+  it.each(['testcontainers', 'local'])(
+    'refuses SQLTALLY_MARIADB_PROVIDER=%s beside SQLTALLY_MARIADB_URL as a usage error naming both, the password masked',
+    async (provider) => {
+      const err = await resolveBackend(
+        'mariadb',
+        env({ SQLTALLY_MARIADB_PROVIDER: provider, SQLTALLY_MARIADB_URL: 'mariadb://u:hunter2@db.example:3306/x?password=hunter2' }),
+      ).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SqltallyError);
+      expect((err as SqltallyError).phase).toBe('config');
+      const message = (err as SqltallyError).message;
+      expect(message).toContain(
+        `SQLTALLY_MARIADB_PROVIDER=${provider} and SQLTALLY_MARIADB_URL=mariadb://u:***@db.example:3306/x?password=*** are both set for mariadb`,
+      );
+      expect(message).not.toContain('hunter2');
+    },
+  );
 
   it('takes SQLTALLY_MARIADB_PROVIDER=external beside the URL as agreeing, and a variant URL only for its variant', async () => {
     const agreed = await resolveBackend('mariadb', env({ SQLTALLY_MARIADB_PROVIDER: 'external', SQLTALLY_MARIADB_URL: 'mariadb://u@db.example/x' }));

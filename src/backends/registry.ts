@@ -192,11 +192,14 @@ function providerOrder(module: BackendModule, id: BackendId, forced: ReturnType<
   const url = module.providers.includes('external') ? env[urlVariable] : undefined;
   if (!url) return forced ? [forced.provider] : module.providers;
   if (!forced || forced.provider === 'external' || forced.variable === 'SQLTALLY_PROVIDER') return ['external'];
-  throw new SqltallyError(`${forced.variable}=${forced.provider} and ${urlVariable}=${redactUrl(url)} are both set for ${id.id}: one asks for ${forced.provider}, the other for the server at the URL`, {
-    backend: id.id,
-    phase: 'config',
-    hint: `unset ${forced.variable} to use the URL, or unset ${urlVariable} to use ${forced.provider}`,
-  });
+  throw new SqltallyError(
+    `${forced.variable}=${forced.provider} and ${urlVariable}=${redactUrl(url)} are both set for ${id.id}: one asks for ${forced.provider}, the other for the server at the URL`,
+    {
+      backend: id.id,
+      phase: 'config',
+      hint: `unset ${forced.variable} to use the URL, or unset ${urlVariable} to use ${forced.provider}`,
+    },
+  );
 }
 
 /**

@@ -129,18 +129,12 @@ describe('provision-rootfs.sh cache rules', () => {
     const older = path.join(cache, 'mysql-0123456789abcdef');
     fs.mkdirSync(path.join(older, 'usr/sbin'), { recursive: true });
     writeExecutable(path.join(older, 'usr/sbin/mysqld'), '#!/bin/sh\necho old\n');
-    fs.writeFileSync(
-      path.join(older, ROOTFS_STAMP_FILE),
-      olderStamp(),
-    );
+    fs.writeFileSync(path.join(older, ROOTFS_STAMP_FILE), olderStamp());
     // Same folder name as the current build but stamped by an older script: also rebuilt.
     const current = path.join(cache, `mysql-${rootfsInputsHash('mysql')}`);
     fs.mkdirSync(path.join(current, 'usr/sbin'), { recursive: true });
     writeExecutable(path.join(current, 'usr/sbin/mysqld'), '#!/bin/sh\necho old\n');
-    fs.writeFileSync(
-      path.join(current, ROOTFS_STAMP_FILE),
-      olderStamp(),
-    );
+    fs.writeFileSync(path.join(current, ROOTFS_STAMP_FILE), olderStamp());
     const located = locateRootfs('mysql', { SQLTALLY_ROOTFS_CACHE: cache });
     expect(located.found).toBe(false);
     if (!located.found) expect(located.reason).toMatch(/older build/);
@@ -222,8 +216,7 @@ describe('provision-rootfs.sh mirror from apt sources', () => {
   it('reads deb822 .sources stanzas, skipping security suites, vendor repos and disabled stanzas', () => {
     expect(
       mirrorFrom({
-        'sources.list.d/nodesource.sources':
-          'Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\nComponents: main\n',
+        'sources.list.d/nodesource.sources': 'Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\nComponents: main\n',
         'sources.list.d/debian.sources': [
           'Types: deb',
           'URIs: http://deb.debian.org/debian-security',
@@ -362,11 +355,10 @@ describe('docker entrypoints', () => {
   });
 
   it('postgres: honours POSTGRES_USER/DB/PASSWORD and passes -c options to the server', () => {
-    const run = entrypoint(
-      'postgres-entrypoint.sh',
-      { POSTGRES_USER: 'test', POSTGRES_DB: 'te"st', POSTGRES_PASSWORD: 'pw' },
-      ['-c', 'shared_preload_libraries=pg_stat_statements'],
-    );
+    const run = entrypoint('postgres-entrypoint.sh', { POSTGRES_USER: 'test', POSTGRES_DB: 'te"st', POSTGRES_PASSWORD: 'pw' }, [
+      '-c',
+      'shared_preload_libraries=pg_stat_statements',
+    ]);
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('initdb -D /var/lib/postgresql/data -U test --auth-local=trust --auth-host=scram-sha-256');
     expect(run.stdout).toContain('host all all all scram-sha-256');

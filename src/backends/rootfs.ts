@@ -248,12 +248,7 @@ function chrootBinary(): string | undefined {
   return findExecutable('chroot', CHROOT_DIRS);
 }
 
-async function startInRootfs(
-  name: RootfsName,
-  rootfs: string,
-  module: BackendModule,
-  options: StartOptions,
-): Promise<StartedBackend> {
+async function startInRootfs(name: RootfsName, rootfs: string, module: BackendModule, options: StartOptions): Promise<StartedBackend> {
   const recipe: RootfsRecipe = RECIPES[name];
   const chroot = chrootBinary();
   if (!chroot) {

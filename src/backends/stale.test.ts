@@ -274,9 +274,9 @@ describe('a planted owner record', () => {
   });
 
   const asRoot = isRoot ? it : it.skip;
-  if (!isRoot) it('(skipped: the cases of another user\'s record and directory need root to chown)', () => undefined);
+  if (!isRoot) it("(skipped: the cases of another user's record and directory need root to chown)", () => undefined);
 
-  asRoot("written by another user is refused, and the process it names survives, though it runs on that directory", async () => {
+  asRoot('written by another user is refused, and the process it names survives, though it runs on that directory', async () => {
     const dir = leftBehind(env['TMPDIR']!, await deadIdentity());
     const server = sleeper(dir, path.join(dir, 'mariadbd'));
     const record = readOwnerRecord(ownerFileFor(dir))!;

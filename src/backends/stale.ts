@@ -174,7 +174,7 @@ function processesOn(dir: string, record: OwnerRecord): { found: (ProcessIdentit
   }
   const chosen = new Set(views.filter((v) => names(v.cmdline)).map((v) => v.pid));
   // Helpers of a chosen server, to any depth.
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const v of views) {
       if (!chosen.has(v.pid) && (chosen.has(v.ppid) || chosen.has(v.pgrp))) {

@@ -140,7 +140,7 @@ describe('copyTemplate', () => {
     expect(err).toMatchObject({ backend: 'mysql', phase: 'provision' });
   });
 
-  it("says cp failed and what cp said (its reason, as No space left on device), not just that the copy failed", async () => {
+  it('says cp failed and what cp said (its reason, as No space left on device), not just that the copy failed', async () => {
     const { dataDir } = await ensureTemplate(recipe(), context());
     // Nobody, root included, makes a directory in /proc: cp starts and fails with words of its own.
     const err = await copyTemplate(dataDir, '/proc/sqltally-no-such-dest', 'mariadb').catch((e: unknown) => e);

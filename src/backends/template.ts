@@ -73,7 +73,10 @@ export function templateCacheDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 export function templateKey(identity: readonly string[]): string {
-  return createHash('sha256').update(`format ${TEMPLATE_FORMAT}\n${identity.join('\n')}`).digest('hex').slice(0, 16);
+  return createHash('sha256')
+    .update(`format ${TEMPLATE_FORMAT}\n${identity.join('\n')}`)
+    .digest('hex')
+    .slice(0, 16);
 }
 
 /** What identifies a binary on disk: where it really is, its size and when it last changed. */

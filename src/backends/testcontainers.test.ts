@@ -30,7 +30,9 @@ describe('container plans (checked without an engine)', () => {
   });
 
   it('turns durability off as on a private server: a container is thrown away too, and fsync per commit slows every window', () => {
-    expect(containerPlanFor(POSTGRES, undefined, {})?.command).toEqual(expect.arrayContaining(['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']));
+    expect(containerPlanFor(POSTGRES, undefined, {})?.command).toEqual(
+      expect.arrayContaining(['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
+    );
     for (const module of [MARIADB, MYSQL]) {
       expect(containerPlanFor(module, undefined, {})?.command).toEqual(expect.arrayContaining(['--innodb-flush-log-at-trx-commit=0', '--skip-log-bin']));
     }

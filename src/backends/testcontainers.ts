@@ -43,18 +43,31 @@ type ContainerBuilder = (plan: ContainerPlan) => Promise<{ start(): Promise<Star
 const CONTAINER_BUILDERS = {
   async mysql(plan) {
     const { MySqlContainer } = await import('@testcontainers/mysql');
-    return new MySqlContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
-      .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+    return new MySqlContainer(plan.image)
+      .withDatabase(plan.database)
+      .withRootPassword(plan.password)
+      .withCommand(plan.command)
+      .withEnvironment(plan.environment)
+      .withStartupTimeout(STARTUP_TIMEOUT_MS);
   },
   async mariadb(plan) {
     const { MariaDbContainer } = await import('@testcontainers/mariadb');
-    return new MariaDbContainer(plan.image).withDatabase(plan.database).withRootPassword(plan.password).withCommand(plan.command)
-      .withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+    return new MariaDbContainer(plan.image)
+      .withDatabase(plan.database)
+      .withRootPassword(plan.password)
+      .withCommand(plan.command)
+      .withEnvironment(plan.environment)
+      .withStartupTimeout(STARTUP_TIMEOUT_MS);
   },
   async postgres(plan) {
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-    return new PostgreSqlContainer(plan.image).withDatabase(plan.database).withUsername(plan.user).withPassword(plan.password)
-      .withCommand(plan.command).withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+    return new PostgreSqlContainer(plan.image)
+      .withDatabase(plan.database)
+      .withUsername(plan.user)
+      .withPassword(plan.password)
+      .withCommand(plan.command)
+      .withEnvironment(plan.environment)
+      .withStartupTimeout(STARTUP_TIMEOUT_MS);
   },
   sqlite: null,
 } satisfies Record<BackendName, ContainerBuilder | null>;
@@ -92,7 +105,12 @@ export async function startContainer(module: BackendModule, plan: ContainerPlan,
   try {
     container = await (await buildContainer(module.name, plan)).start();
   } catch (cause) {
-    throw new SqltallyError(`could not start container ${plan.image}`, { ...context, phase: 'start', cause, hint: 'check the image name and that the engine can pull it' });
+    throw new SqltallyError(`could not start container ${plan.image}`, {
+      ...context,
+      phase: 'start',
+      cause,
+      hint: 'check the image name and that the engine can pull it',
+    });
   }
   const connection: NetworkConnection = {
     kind: 'network',

@@ -60,7 +60,7 @@ describe('a session on SQLite refuses bad input by name, before anything runs', 
     expect((await configError(() => session.measure(undefined as never))).message).toContain('measure() was given undefined, not a function');
   });
 
-  it.each([-5, 0, NaN, Infinity, 'abc', 1e12])('measure() refuses timeoutMs %p (1e12 overflows Node\'s timer to 1 ms)', async (timeoutMs) => {
+  it.each([-5, 0, NaN, Infinity, 'abc', 1e12])("measure() refuses timeoutMs %p (1e12 overflows Node's timer to 1 ms)", async (timeoutMs) => {
     const err = await configError(() => session.measure(async () => 1, { timeoutMs: timeoutMs as never }));
     expect(err.message).toContain('measure(): timeoutMs is');
   });

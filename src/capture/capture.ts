@@ -129,7 +129,10 @@ function takeOutIgnored(
     outServer = { ...server, summary };
     leftIn.push("the server's global and per-connection counters include the ignored calls");
   }
-  const words = (m: Record<string, number>) => Object.entries(m).map(([k, n]) => `${k} ${n}`).join(', ') || 'nothing';
+  const words = (m: Record<string, number>) =>
+    Object.entries(m)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'nothing';
   const line = `ignored: ${share.calls} call(s) left out of every total; taken out of the wire (${words(takenWire)}) and the server summary (${words(takenServer)}) by the driver model, after the layers were compared with them in`;
   return { wire: outWire, server: outServer, share: { calls: share.calls, wire: takenWire, server: takenServer, leftIn }, line };
 }
@@ -174,11 +177,19 @@ function configError(message: string, hint: string): SqltallyError {
 /** What `CaptureSession.open` is given, checked before anything starts: a wrong option is named, never a TypeError. */
 function checkCaptureOptions(options: unknown): void {
   if (options === null || typeof options !== 'object') {
-    throw configError(`CaptureSession.open() was given ${describeValue(options)}, not options`, "pass { backend: 'postgres' } (a backend id) or { backend: startedBackend }");
+    throw configError(
+      `CaptureSession.open() was given ${describeValue(options)}, not options`,
+      "pass { backend: 'postgres' } (a backend id) or { backend: startedBackend }",
+    );
   }
   const o = options as Record<string, unknown>;
   const backend = o['backend'];
-  const started = backend !== null && typeof backend === 'object' && typeof readSafely(backend, 'description') === 'object' && typeof readSafely(backend, 'connection') === 'object' && typeof readSafely(backend, 'stop') === 'function';
+  const started =
+    backend !== null &&
+    typeof backend === 'object' &&
+    typeof readSafely(backend, 'description') === 'object' &&
+    typeof readSafely(backend, 'connection') === 'object' &&
+    typeof readSafely(backend, 'stop') === 'function';
   if (!(typeof backend === 'string' && backend.length > 0) && !started) {
     throw configError(
       `CaptureSession.open(): backend is ${backend === undefined ? 'missing' : describeValue(backend)}`,
@@ -190,7 +201,8 @@ function checkCaptureOptions(options: unknown): void {
     throw configError(`CaptureSession.open(): otherConnections is ${describeValue(other)}`, `use one of ${OTHER_CONNECTIONS.map((v) => `'${v}'`).join(', ')}`);
   }
   for (const flag of ['wire', 'server', 'inProcessStream'] as const) {
-    if (o[flag] !== undefined && typeof o[flag] !== 'boolean') throw configError(`CaptureSession.open(): ${flag} is ${describeValue(o[flag])}`, `${flag}: true or false`);
+    if (o[flag] !== undefined && typeof o[flag] !== 'boolean')
+      throw configError(`CaptureSession.open(): ${flag} is ${describeValue(o[flag])}`, `${flag}: true or false`);
   }
   if (o['ignore'] !== undefined && !Array.isArray(o['ignore'])) {
     throw configError(`CaptureSession.open(): ignore is ${describeValue(o['ignore'])}`, 'pass an array of RegExps or shape ids');
@@ -203,18 +215,23 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** What `measure()` is given, checked before its window opens. */
 function checkMeasure(fn: unknown, opts: unknown, backend: string): void {
   const fail = (message: string, hint: string) => new SqltallyError(message, { backend, phase: 'config', hint });
-  if (typeof fn !== 'function') throw fail(`measure() was given ${describeValue(fn)}, not a function`, 'pass the code to measure: session.measure(async (db) => { ... })');
+  if (typeof fn !== 'function')
+    throw fail(`measure() was given ${describeValue(fn)}, not a function`, 'pass the code to measure: session.measure(async (db) => { ... })');
   if (opts === null || typeof opts !== 'object') throw fail(`measure() options are ${describeValue(opts)}`, 'pass an options object, or nothing');
   const timeout = (opts as MeasureOptions).timeoutMs;
   if (timeout !== undefined && (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout <= 0 || timeout > MAX_TIMEOUT_MS)) {
-    throw fail(`measure(): timeoutMs is ${describeValue(timeout)}`, `a number of milliseconds above 0 and at most ${MAX_TIMEOUT_MS} (Node's timers fire at once beyond that)`);
+    throw fail(
+      `measure(): timeoutMs is ${describeValue(timeout)}`,
+      `a number of milliseconds above 0 and at most ${MAX_TIMEOUT_MS} (Node's timers fire at once beyond that)`,
+    );
   }
   const connection = (opts as MeasureOptions).connection;
   if (connection !== undefined && !['none', 'fresh', 'hot'].includes(connection)) {
     throw fail(`measure(): connection is ${describeValue(connection)}`, "use 'none', 'fresh' or 'hot'");
   }
   const onTimeout = (opts as MeasureOptions).onTimeout;
-  if (onTimeout !== undefined && !['cancel', 'wait'].includes(onTimeout)) throw fail(`measure(): onTimeout is ${describeValue(onTimeout)}`, "use 'cancel' or 'wait'");
+  if (onTimeout !== undefined && !['cancel', 'wait'].includes(onTimeout))
+    throw fail(`measure(): onTimeout is ${describeValue(onTimeout)}`, "use 'cancel' or 'wait'");
 }
 
 /** How one window runs. */
@@ -571,7 +588,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       throw new SqltallyError(`session.clientOptions(): ${describeValue(driver)} is not a network driver for ${backend.name}`, {
         backend: backend.id,
         phase: 'config',
-        hint: c.kind === 'network' ? `drivers for ${backend.name}: ${driversFor(backend.name).join(', ')}` : 'open the database file at session.connection.filename',
+        hint:
+          c.kind === 'network'
+            ? `drivers for ${backend.name}: ${driversFor(backend.name).join(', ')}`
+            : 'open the database file at session.connection.filename',
       });
     }
     const proxy = this.#proxy;
@@ -595,7 +615,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       throw new SqltallyError(`session.count() was given ${got}, which is not a driver object sqltally counts`, {
         backend: this.backend.description.id,
         phase: 'wrap',
-        hint: `count one of: ${Object.values(DRIVERS).map((d) => d.accepts).join('; ')}. An ORM is counted through the driver object it was built on, or on the wire and server layers alone when connected to session.connection`,
+        hint: `count one of: ${Object.values(DRIVERS)
+          .map((d) => d.accepts)
+          .join(
+            '; ',
+          )}. An ORM is counted through the driver object it was built on, or on the wire and server layers alone when connected to session.connection`,
       });
     }
     if (!(module.backends as readonly string[]).includes(this.backend.description.name)) {
@@ -622,7 +646,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   #assertOpen(phase: 'connect' | 'wrap' | 'workload'): void {
-    if (this.#closed) throw new SqltallyError('this capture session is closed', { backend: this.backend.description.id, phase, hint: 'open a new CaptureSession' });
+    if (this.#closed)
+      throw new SqltallyError('this capture session is closed', { backend: this.backend.description.id, phase, hint: 'open a new CaptureSession' });
   }
 
   /** Opens the session's own connection (through the proxy when on); never counted itself, its calls are. */
@@ -807,7 +832,12 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const candidates = deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
     if (candidates.length > 0) {
       for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
-      const still = new Set(tracker.unawaitedPromises().filter((c) => !c.settled).map((c) => c.site));
+      const still = new Set(
+        tracker
+          .unawaitedPromises()
+          .filter((c) => !c.settled)
+          .map((c) => c.site),
+      );
       deferred = { waitMs: wait, items: candidates.map((c) => ({ ...c, settled: c.settled || (!running() && !still.has(c.site)) })) };
     }
     return deferred;
@@ -877,7 +907,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
     const repeats = opts.repeats ?? 5;
     const warmups = opts.warmups ?? 0;
-    for (const [name, n] of [['repeats', repeats], ['warmups', warmups]] as const) {
+    for (const [name, n] of [
+      ['repeats', repeats],
+      ['warmups', warmups],
+    ] as const) {
       if (!Number.isInteger(n) || n < 0) throw new SqltallyError(`time(): ${name} must be a whole number, got ${String(n)}`, { backend: id, phase: 'config' });
     }
     const out: UninstrumentedTimes = { warmupNs: [], samplesNs: [] };
@@ -908,11 +941,18 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       await opts.before?.(opened.handle);
       const started = process.hrtime.bigint();
       try {
-        await raceGivingUp(Promise.resolve().then(() => fn(opened.handle)), opts.timeoutMs, undefined);
+        await raceGivingUp(
+          Promise.resolve().then(() => fn(opened.handle)),
+          opts.timeoutMs,
+          undefined,
+        );
       } catch (err) {
         if (err === null || typeof err !== 'object' || !(GAVE_UP in err)) throw err;
         gaveUp = true;
-        throw new SqltallyError(`an uninstrumented run did not finish within ${opts.timeoutMs} ms`, { backend: this.backend.description.id, phase: 'workload' });
+        throw new SqltallyError(`an uninstrumented run did not finish within ${opts.timeoutMs} ms`, {
+          backend: this.backend.description.id,
+          phase: 'workload',
+        });
       }
       return Number(process.hrtime.bigint() - started);
     } finally {
@@ -1038,7 +1078,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       try {
         await this.#settleGoodbyes();
         if ((lateCommits?.unread?.length ?? 0) > 0) throw new Error('the server did not answer sqltally after the give-up, so its counters were not read');
-        server = gaveUpWhy ? await within(window.end(), AFTER_TIMEOUT_PROBE_MS, 'the server did not answer the closing reading after the give-up') : await window.end();
+        server = gaveUpWhy
+          ? await within(window.end(), AFTER_TIMEOUT_PROBE_MS, 'the server did not answer the closing reading after the give-up')
+          : await window.end();
       } catch (err) {
         probeError = `could not close the server window: ${messageOf(err)}`;
       }
@@ -1074,7 +1116,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       ...(this.#options.otherConnections ? { otherConnections: this.#options.otherConnections } : {}),
       unfinished,
       timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
-      via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}` : 'the session connection only (no wire proxy)',
+      via: this.#proxy
+        ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}`
+        : 'the session connection only (no wire proxy)',
       inFlight: (wireAtReturn?.connections ?? [])
         .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0)
         .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),
@@ -1082,7 +1126,15 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     });
     const share =
       driver && modelDriver
-        ? ignoredShare({ driverName: modelDriver, driverOptions: this.#options.driverOptions ?? {}, capabilities: this.backend.description.capabilities, driver, window: driverWindow, wire: null, server: null })
+        ? ignoredShare({
+            driverName: modelDriver,
+            driverOptions: this.#options.driverOptions ?? {},
+            capabilities: this.backend.description.capabilities,
+            driver,
+            window: driverWindow,
+            wire: null,
+            server: null,
+          })
         : null;
     const ignored = share ? takeOutIgnored(share, wire, server) : null;
     this.#lastEnd = {
@@ -1177,7 +1229,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const proxy = this.#proxy;
     if (last.leftWork && proxy && last.wire) {
       const ours = this.#last?.opened.connectionId ?? null;
-      const mine = (snapshot: WireSnapshot): WireSnapshot => ({ ...snapshot, connections: snapshot.connections.filter((c) => c.serverConnectionId === null || c.serverConnectionId !== ours) });
+      const mine = (snapshot: WireSnapshot): WireSnapshot => ({
+        ...snapshot,
+        connections: snapshot.connections.filter((c) => c.serverConnectionId === null || c.serverConnectionId !== ours),
+      });
       const since = proxy.diff(mine(last.wire), mine(proxy.snapshot()));
       const counted = Object.entries(since.commands).filter(([name]) => name !== 'COM_QUIT' && name !== 'Terminate');
       const n = counted.reduce((sum, [, v]) => sum + v, 0);
@@ -1185,7 +1240,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
     if (calls.calls === 0 && commands === null) return [];
     const parts = [
-      calls.calls > 0 ? `${calls.calls} counted driver call(s) it had started settled after it ended, or ran after it left work running (${calls.sql.map((q) => truncateStatement(q, 80)).join('; ')})` : '',
+      calls.calls > 0
+        ? `${calls.calls} counted driver call(s) it had started settled after it ended, or ran after it left work running (${calls.sql.map((q) => truncateStatement(q, 80)).join('; ')})`
+        : '',
       commands ?? '',
     ].filter(Boolean);
     const finding: Finding = { kind: 'late-work', message: `late work of window ${last.number}: ${parts.join('; ')}; counted in no window` };
@@ -1251,7 +1308,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         hint: `${
           this.#counted.size > 0
             ? 'end your own pools and clients (pool.end(), sql.end(), knex.destroy(), dataSource.destroy(), sequelize.close())'
-            : "end your clients (let the client process exit, or close its connection)"
+            : 'end your clients (let the client process exit, or close its connection)'
         } before closing the session; connections: ${yours
           .map((c) => `#${c.serverConnectionId ?? '?'}${c.counts.lastRequestText ? ` (last statement: ${c.counts.lastRequestText})` : ''}`)
           .join(', ')}`,

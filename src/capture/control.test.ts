@@ -24,7 +24,12 @@ function fakeHost(): WindowHost & { log: string[]; hold: Promise<void> } {
   };
 }
 
-async function call(endpoint: ControlEndpoint, method: string, path: string, token: string | null = endpoint.token): Promise<{ status: number; body: Record<string, unknown> }> {
+async function call(
+  endpoint: ControlEndpoint,
+  method: string,
+  path: string,
+  token: string | null = endpoint.token,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${endpoint.url}${path}`, { method, headers: token === null ? {} : { authorization: `Bearer ${token}` } });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
@@ -91,7 +96,7 @@ describe('the control endpoint', () => {
     expect((await call(endpoint, 'POST', '/windows/b/begin')).status).toBe(201);
   });
 
-  it('answers 409 with the host\'s reason when it refuses, and 500 when it fails; neither leaves a window behind', async () => {
+  it("answers 409 with the host's reason when it refuses, and 500 when it fails; neither leaves a window behind", async () => {
     expect(await call(endpoint, 'POST', '/windows/refused/begin')).toEqual({ status: 409, body: { error: 'this run measures the whole command' } });
     const broken = await call(endpoint, 'POST', '/windows/broken/begin');
     expect(broken.status).toBe(500);

@@ -30,11 +30,7 @@ export interface ControlEndpoint {
   close(): Promise<void>;
 }
 
-type WindowState =
-  | { state: 'beginning' }
-  | { state: 'open'; window: ControlledWindow }
-  | { state: 'ending' }
-  | { state: 'ended'; result: unknown };
+type WindowState = { state: 'beginning' } | { state: 'open'; window: ControlledWindow } | { state: 'ending' } | { state: 'ended'; result: unknown };
 
 class HttpAnswer {
   constructor(
@@ -58,7 +54,8 @@ export function windowName(segment: string): { ok: true; name: string } | { ok: 
   } catch {
     return { ok: false, why: `"${segment}" is not valid percent-encoding` };
   }
-  if (name.length === 0 || name.length > CONTROL_NAME_MAX_CHARS) return { ok: false, why: `a window name has 1 to ${CONTROL_NAME_MAX_CHARS} characters, got ${name.length}` };
+  if (name.length === 0 || name.length > CONTROL_NAME_MAX_CHARS)
+    return { ok: false, why: `a window name has 1 to ${CONTROL_NAME_MAX_CHARS} characters, got ${name.length}` };
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(name)) return { ok: false, why: 'a window name has no control characters' };
   return { ok: true, name };
@@ -87,7 +84,13 @@ export async function startControlEndpoint(host: WindowHost): Promise<ControlEnd
 
   async function begin(name: string): Promise<HttpAnswer> {
     const known = windows.get(name);
-    if (known) return refuse(409, known.state === 'ended' ? `window "${name}" has already ended: each name is one window of the report; begin another name` : `window "${name}" is already open`);
+    if (known)
+      return refuse(
+        409,
+        known.state === 'ended'
+          ? `window "${name}" has already ended: each name is one window of the report; begin another name`
+          : `window "${name}" is already open`,
+      );
     const other = openName();
     if (other !== undefined) return refuse(409, `window "${other}" is still open: end it first (windows do not nest; they would count each other)`);
     windows.set(name, { state: 'beginning' });

@@ -45,7 +45,10 @@ describe('DeferredWorkTracker', () => {
     const left = await leftRunning(() => void (timer = setTimeout(() => undefined, 3_600_000)), 100);
     clearTimeout(timer);
     expect(Date.now() - started).toBeLessThan(60_000);
-    expect(left).toEqual({ waitMs: 100, items: [{ what: 'a setTimeout(…, 3600000) timer', type: 'Timeout', site: expect.stringMatching(HERE), settled: false }] });
+    expect(left).toEqual({
+      waitMs: 100,
+      items: [{ what: 'a setTimeout(…, 3600000) timer', type: 'Timeout', site: expect.stringMatching(HERE), settled: false }],
+    });
   });
 
   it('work that work started is followed: a timer whose callback starts another', async () => {
@@ -107,7 +110,7 @@ describe('what following a promise costs', () => {
     expect(left?.items.filter((i) => i.type === 'PROMISE').map((i) => i.site)).toEqual(expect.arrayContaining([expect.stringMatching(HERE)]));
   });
 
-  it('unawaitedPromises: the user\'s promises pending and those that settled after the function returned, observed or not', async () => {
+  it("unawaitedPromises: the user's promises pending and those that settled after the function returned, observed or not", async () => {
     const tracker = new DeferredWorkTracker();
     tracker.open();
     try {
@@ -149,7 +152,12 @@ describe("a begin() window (no function of its own: the caller's context)", () =
       void new Promise((r) => setTimeout(r, 30)).then(() => undefined);
       await end();
     });
-    expect(left?.items.map((i) => [i.type, HERE.test(i.site ?? '')])).toEqual(expect.arrayContaining([['Timeout', true], ['PROMISE', true]]));
+    expect(left?.items.map((i) => [i.type, HERE.test(i.site ?? '')])).toEqual(
+      expect.arrayContaining([
+        ['Timeout', true],
+        ['PROMISE', true],
+      ]),
+    );
   });
 
   it('awaited work, and the async functions waiting for the end, leave nothing behind', async () => {

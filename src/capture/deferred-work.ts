@@ -68,7 +68,6 @@ const KINDS: Record<string, Kind> = {
 /** Node's files that lie between a timer/tick API and its caller (`setTimeout` -> `new Timeout` -> the hook). */
 const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers\/promises|internal\/process\/task_queues|async_hooks)(?::|$)/;
 
-
 /** V8's captured frames, formatted (the costly part) only if an entry holding it is still pending when asked. */
 interface Trace {
   stack?: string;

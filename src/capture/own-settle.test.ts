@@ -24,7 +24,10 @@ describe('ownConnectionSettle (no wire proxy)', () => {
   });
 
   it('names the connection when its ping fails or is not answered in time, never a silent settle', async () => {
-    const failing = ownConnectionSettle('mysql', 'mysql2', () => ({ handle: as(fakeMysql2(() => Promise.reject(new Error('Connection lost')))), connectionId: 12 }));
+    const failing = ownConnectionSettle('mysql', 'mysql2', () => ({
+      handle: as(fakeMysql2(() => Promise.reject(new Error('Connection lost')))),
+      connectionId: 12,
+    }));
     expect(await failing!()).toEqual(['connection #12 (its ping failed: Connection lost)']);
     const hanging = ownConnectionSettle('mysql', 'mysql2', () => ({ handle: as(fakeMysql2(() => new Promise<void>(() => undefined))), connectionId: 13 }), 20);
     expect(await hanging!()).toEqual(['connection #13 (its ping was not answered in 20 ms)']);

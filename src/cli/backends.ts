@@ -52,7 +52,13 @@ export const BackendsReportSchema = z.object({
   missingRequired: z.array(z.string()),
   /** Private data directories left by a run that died (owner gone), removed before listing. */
   cleaned: z.array(
-    z.object({ dir: z.string(), backend: z.string(), ownerPid: z.number().int(), bytes: z.number().int().nonnegative(), stoppedPids: z.array(z.number().int()) }),
+    z.object({
+      dir: z.string(),
+      backend: z.string(),
+      ownerPid: z.number().int(),
+      bytes: z.number().int().nonnegative(),
+      stoppedPids: z.array(z.number().int()),
+    }),
   ),
   /** Such directories that could not be removed, and why. */
   stuck: z.array(z.object({ dir: z.string(), reason: z.string() })),
@@ -83,12 +89,28 @@ async function check(resolution: Extract<Resolution, { available: true }>): Prom
     return { ok: false, startMs, error: `stop failed: ${err instanceof Error ? err.message : String(err)}` };
   }
   const d = started.description;
-  return { ok: true, startedId: d.id, flavour: d.flavour, serverVersion: d.serverVersion, readyMs: d.readyMs, startMs, stopMs: ms(process.hrtime.bigint() - t1) };
+  return {
+    ok: true,
+    startedId: d.id,
+    flavour: d.flavour,
+    serverVersion: d.serverVersion,
+    readyMs: d.readyMs,
+    startMs,
+    stopMs: ms(process.hrtime.bigint() - t1),
+  };
 }
 
 function entry(id: string, r: Resolution): BackendEntry {
   return r.available
-    ? { id, backend: r.backend, available: true, provider: r.provider, origin: r.origin, ...(r.expectedVersion ? { expectedVersion: r.expectedVersion } : {}), tried: r.tried }
+    ? {
+        id,
+        backend: r.backend,
+        available: true,
+        provider: r.provider,
+        origin: r.origin,
+        ...(r.expectedVersion ? { expectedVersion: r.expectedVersion } : {}),
+        tried: r.tried,
+      }
     : { id, backend: r.backend, available: false, reason: r.reason, ...(r.misconfigured ? { misconfigured: r.misconfigured.variable } : {}), tried: r.tried };
 }
 
@@ -103,7 +125,9 @@ function renderText(report: BackendsReport, checked: boolean): string {
     const head = `${b.id.padEnd(width)}${b.provider} ${b.origin}${b.expectedVersion ? ` (${b.expectedVersion})` : ''}`;
     if (!checked || !b.check) lines.push(head);
     else if (b.check.ok) {
-      lines.push(`${head}\n${''.padEnd(width)}ok: ${b.check.startedId} ${b.check.serverVersion}, ready in ${shownMs(b.check.readyMs)} ms (start ${shownMs(b.check.startMs)} ms, stop ${shownMs(b.check.stopMs)} ms)`);
+      lines.push(
+        `${head}\n${''.padEnd(width)}ok: ${b.check.startedId} ${b.check.serverVersion}, ready in ${shownMs(b.check.readyMs)} ms (start ${shownMs(b.check.startMs)} ms, stop ${shownMs(b.check.stopMs)} ms)`,
+      );
     } else lines.push(`${head}\n${''.padEnd(width)}FAILED: ${b.check.error}`);
   }
   for (const id of report.missingRequired) lines.push(`required by SQLTALLY_REQUIRE but unavailable: ${id}`);
@@ -147,13 +171,23 @@ export const command: Command = {
       if (parsed.values.check && r.available) e.check = await check(r);
       backends.push(e);
     }
-    const required = (env['SQLTALLY_REQUIRE'] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+    const required = (env['SQLTALLY_REQUIRE'] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const missingRequired: string[] = [];
     for (const need of required) {
       const hit = backends.find((b) => b.id === need) ?? entry(need, await resolveBackend(need, env));
       if (!hit.available) missingRequired.push(need);
     }
-    const report = BackendsReportSchema.parse({ schemaVersion: 1, backends, missingRequired, cleaned: sweep.removed, stuck: sweep.stuck, refused: sweep.refused });
+    const report = BackendsReportSchema.parse({
+      schemaVersion: 1,
+      backends,
+      missingRequired,
+      cleaned: sweep.removed,
+      stuck: sweep.stuck,
+      refused: sweep.refused,
+    });
     console.log(parsed.values.json ? JSON.stringify(report, null, 2) : renderText(report, parsed.values.check));
     const failed = backends.some((b) => (b.check && !b.check.ok) || b.misconfigured) || missingRequired.length > 0;
     return failed ? 1 : 0;

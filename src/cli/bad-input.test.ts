@@ -40,8 +40,12 @@ interface Case {
 const S = (p: string) => (scratch: string) => path.join(scratch, p);
 const OUT = 'out';
 /** A `run` that would write into scratch/out, so a case proves that out/ never appears. */
-const run = (...args: string[]) => (scratch: string) => ['run', '--out', path.join(scratch, OUT), ...args];
-const runNoWrite = (...args: string[]) => () => ['run', '--json', '--no-write', ...args];
+const run =
+  (...args: string[]) =>
+  (scratch: string) => ['run', '--out', path.join(scratch, OUT), ...args];
+const runNoWrite =
+  (...args: string[]) =>
+  () => ['run', '--json', '--no-write', ...args];
 
 const CASES: Record<string, Case> = {
   // run: flags
@@ -51,16 +55,36 @@ const CASES: Record<string, Case> = {
   'run --warmups -1': { argv: run('--warmups', '-1'), code: 2, says: ['--warmups got "-1", which looks like an option'] },
   'run --repeats 4': { argv: run('--repeats', '4'), code: 2, says: ['--repeats takes a whole number of at least 5, got "4"'] },
   'run --repeats 2.5': { argv: run('--repeats', '2.5'), code: 2, says: ['--repeats takes a whole number of at least 5, got "2.5"'] },
-  'run --rows 1e9': { argv: run('--rows', '1e9'), code: 2, says: ['--rows "1e9": 1,000,000,000 rows is more than sqltally can hold in one cell (at most 500,000)'] },
+  'run --rows 1e9': {
+    argv: run('--rows', '1e9'),
+    code: 2,
+    says: ['--rows "1e9": 1,000,000,000 rows is more than sqltally can hold in one cell (at most 500,000)'],
+  },
   'run --rows 0x10': { argv: run('--rows', '0x10'), code: 2, says: ['--rows takes positive whole numbers such as 100,5000, got "0x10"'] },
   'run --rows 100,0': { argv: run('--rows', '100,0'), code: 2, says: ['--rows takes positive whole numbers such as 100,5000, got "0"'] },
   'run --rows 100,100': { argv: run('--rows', '100,100'), code: 2, says: ['--rows "100,100": names 100 more than once'] },
-  'run --rows 400000,300000': { argv: run('--rows', '400000,300000', '--hot-rows', ''), code: 2, says: ['inserts 4,200,000 rows per strategy, more than the 3,000,000'] },
+  'run --rows 400000,300000': {
+    argv: run('--rows', '400000,300000', '--hot-rows', ''),
+    code: 2,
+    says: ['inserts 4,200,000 rows per strategy, more than the 3,000,000'],
+  },
   'run --hot-rows 5000,5000': { argv: run('--hot-rows', '5000,5000'), code: 2, says: ['--hot-rows "5000,5000": names 5000 more than once'] },
-  'run --backends " sqlite , sqlite "': { argv: run('--backends', ' sqlite , sqlite '), code: 2, says: ['--backends " sqlite , sqlite ": names sqlite more than once'] },
-  'run --cell-timeout-ms 0': { argv: run('--cell-timeout-ms', '0'), code: 2, says: ['sqltally run: --cell-timeout-ms takes a whole number of at least 10, got "0"'] },
+  'run --backends " sqlite , sqlite "': {
+    argv: run('--backends', ' sqlite , sqlite '),
+    code: 2,
+    says: ['--backends " sqlite , sqlite ": names sqlite more than once'],
+  },
+  'run --cell-timeout-ms 0': {
+    argv: run('--cell-timeout-ms', '0'),
+    code: 2,
+    says: ['sqltally run: --cell-timeout-ms takes a whole number of at least 10, got "0"'],
+  },
   'run --cell-timeout-ms 5s': { argv: run('--cell-timeout-ms', '5s'), code: 2, says: ['--cell-timeout-ms takes a whole number of at least 10, got "5s"'] },
-  'run --cell-timeout-ms 1e9': { argv: run('--cell-timeout-ms', '1e9'), code: 2, says: ['--cell-timeout-ms "1e9": 1,000,000,000 ms is longer than the 86,400,000 ms (one day) a cell may wait'] },
+  'run --cell-timeout-ms 1e9': {
+    argv: run('--cell-timeout-ms', '1e9'),
+    code: 2,
+    says: ['--cell-timeout-ms "1e9": 1,000,000,000 ms is longer than the 86,400,000 ms (one day) a cell may wait'],
+  },
   'run --backends ,': { argv: run('--backends', ','), code: 2, says: ['--backends is empty (got ",")'] },
   'run --backends oracle': { argv: run('--backends', 'oracle'), code: 2, says: ['--backends "oracle": unknown backend "oracle"'] },
   'run --backends all,sqlite': { argv: run('--backends', 'all,sqlite'), code: 2, says: ['--backends "all,sqlite": "all" already means every backend'] },
@@ -79,11 +103,23 @@ const CASES: Record<string, Case> = {
     code: 2,
     says: [/--out: .*output path .*dangling is a symbolic link to .*nowhere.*, which does not exist/],
   },
-  'run --rows 100 --rows --no-write': { argv: run('--rows', '100', '--rows', '--no-write'), code: 2, says: ['--rows got "--no-write", which looks like an option'] },
+  'run --rows 100 --rows --no-write': {
+    argv: run('--rows', '100', '--rows', '--no-write'),
+    code: 2,
+    says: ['--rows got "--no-write", which looks like an option'],
+  },
   'run --out ""': { argv: () => ['run', '--out', ''], code: 2, says: ['--out is empty'] },
   'run --out x --no-write': { argv: run('--no-write'), code: 2, says: ['and --no-write contradict each other'] },
-  'run --out <non-empty dir>': { argv: (s) => ['run', '--out', path.join(s, 'full')], code: 2, says: [/--out: .*output directory .*full already exists and is not empty \(notes\.txt\)/] },
-  'run --out <below a file>': { argv: (s) => ['run', '--out', path.join(s, 'a-file', 'run')], code: 2, says: [/--out: .*a-file\/run.*a part of the path is a file/] },
+  'run --out <non-empty dir>': {
+    argv: (s) => ['run', '--out', path.join(s, 'full')],
+    code: 2,
+    says: [/--out: .*output directory .*full already exists and is not empty \(notes\.txt\)/],
+  },
+  'run --out <below a file>': {
+    argv: (s) => ['run', '--out', path.join(s, 'a-file', 'run')],
+    code: 2,
+    says: [/--out: .*a-file\/run.*a part of the path is a file/],
+  },
 
   // run: environment
   'SQLTALLY_MARIADB_URL=notaurl': {
@@ -111,7 +147,9 @@ const CASES: Record<string, Case> = {
     argv: runNoWrite('--backends', 'postgres'),
     env: { SQLTALLY_POSTGRES_URL: 'postgres://u@127.0.0.1:abc/d?password=hunter2' },
     code: 1,
-    says: ['[backend postgres, provider external, phase config] SQLTALLY_POSTGRES_URL is not a usable URL: cannot parse "postgres://u@127.0.0.1:abc/d?password=***"'],
+    says: [
+      '[backend postgres, provider external, phase config] SQLTALLY_POSTGRES_URL is not a usable URL: cannot parse "postgres://u@127.0.0.1:abc/d?password=***"',
+    ],
     report: { status: 'failed', phase: 'config', backend: 'postgres' },
   },
   'a bad URL among good backends fails before sqlite starts': {
@@ -121,7 +159,12 @@ const CASES: Record<string, Case> = {
     says: ['SQLTALLY_POSTGRES_URL is not a usable URL'],
     report: { status: 'failed', phase: 'config', backend: 'postgres' },
   },
-  'SQLTALLY_PROVIDER=bogus': { argv: run('--backends', 'mariadb'), env: { SQLTALLY_PROVIDER: 'bogus' }, code: 2, says: ['[backend mariadb, phase config] SQLTALLY_PROVIDER="bogus" is not a provider'] },
+  'SQLTALLY_PROVIDER=bogus': {
+    argv: run('--backends', 'mariadb'),
+    env: { SQLTALLY_PROVIDER: 'bogus' },
+    code: 2,
+    says: ['[backend mariadb, phase config] SQLTALLY_PROVIDER="bogus" is not a provider'],
+  },
   'only unreachable backends: nothing measured': {
     argv: runNoWrite('--backends', 'mariadb'),
     env: { SQLTALLY_MARIADB_PROVIDER: 'external' },
@@ -133,11 +176,31 @@ const CASES: Record<string, Case> = {
   // gate
   'gate without options': { argv: () => ['gate'], code: 2, says: ['sqltally gate: --report and --baseline are required'] },
   'gate --bogus': { argv: () => ['gate', '--bogus'], code: 2, says: ['sqltally gate: unknown option --bogus'] },
-  'gate --report <missing>': { argv: (s) => ['gate', '--report', S('nope')(s), '--baseline', S('baseline.json')(s)], code: 2, says: [/nope: cannot read report: no such file/] },
-  'gate --report <not JSON>': { argv: (s) => ['gate', '--report', S('not-json.json')(s), '--baseline', S('baseline.json')(s)], code: 2, says: [/not-json\.json: not valid JSON/] },
-  'gate --report <schema 0>': { argv: (s) => ['gate', '--report', S('old-schema')(s), '--baseline', S('baseline.json')(s)], code: 2, says: ['written by sqltally schema 0; this is 2'] },
-  'gate --report <a baseline>': { argv: (s) => ['gate', '--report', S('baseline.json')(s), '--baseline', S('baseline.json')(s)], code: 2, says: ['is a sqltally "baseline", not a report'] },
-  'gate --baseline <a report>': { argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('report/report.json')(s)], code: 2, says: ['is a sqltally "report", not a baseline', 'nothing was written'] },
+  'gate --report <missing>': {
+    argv: (s) => ['gate', '--report', S('nope')(s), '--baseline', S('baseline.json')(s)],
+    code: 2,
+    says: [/nope: cannot read report: no such file/],
+  },
+  'gate --report <not JSON>': {
+    argv: (s) => ['gate', '--report', S('not-json.json')(s), '--baseline', S('baseline.json')(s)],
+    code: 2,
+    says: [/not-json\.json: not valid JSON/],
+  },
+  'gate --report <schema 0>': {
+    argv: (s) => ['gate', '--report', S('old-schema')(s), '--baseline', S('baseline.json')(s)],
+    code: 2,
+    says: ['written by sqltally schema 0; this is 2'],
+  },
+  'gate --report <a baseline>': {
+    argv: (s) => ['gate', '--report', S('baseline.json')(s), '--baseline', S('baseline.json')(s)],
+    code: 2,
+    says: ['is a sqltally "baseline", not a report'],
+  },
+  'gate --baseline <a report>': {
+    argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('report/report.json')(s)],
+    code: 2,
+    says: ['is a sqltally "report", not a baseline', 'nothing was written'],
+  },
   'gate --baseline <corrupt> --update': {
     argv: (s) => ['gate', '--report', S('report')(s), '--baseline', S('corrupt-baseline.json')(s), '--update'],
     code: 2,
@@ -157,10 +220,18 @@ const CASES: Record<string, Case> = {
   // merge
   'merge without options': { argv: () => ['merge'], code: 2, says: ['sqltally merge: --out is required'] },
   'merge --out o (no reports)': { argv: (s) => ['merge', '--out', S(OUT)(s)], code: 2, says: ['sqltally merge: no reports to merge'] },
-  'merge a missing report': { argv: (s) => ['merge', '--out', S(OUT)(s), S('nope.json')(s)], code: 2, says: [/nope\.json: cannot read report: no such file/, 'nothing was written'] },
+  'merge a missing report': {
+    argv: (s) => ['merge', '--out', S(OUT)(s), S('nope.json')(s)],
+    code: 2,
+    says: [/nope\.json: cannot read report: no such file/, 'nothing was written'],
+  },
   'merge a report of schema 0': { argv: (s) => ['merge', '--out', S(OUT)(s), S('old-schema')(s)], code: 2, says: ['written by sqltally schema 0'] },
   'merge one report twice': { argv: (s) => ['merge', '--out', S(OUT)(s), S('report')(s), S('report/report.json')(s)], code: 2, says: ['nothing was written'] },
-  'merge into a non-empty directory': { argv: (s) => ['merge', '--out', S('full')(s), S('report')(s)], code: 2, says: [/full already exists and is not empty/, 'nothing was written'] },
+  'merge into a non-empty directory': {
+    argv: (s) => ['merge', '--out', S('full')(s), S('report')(s)],
+    code: 2,
+    says: [/full already exists and is not empty/, 'nothing was written'],
+  },
 
   // backends and the CLI itself
   'backends --bogus': { argv: () => ['backends', '--bogus'], code: 2, says: ['sqltally backends: unknown option --bogus'] },
@@ -247,7 +318,13 @@ describe('bad input to the sqltally CLI', () => {
     if (c.code === 2) expect(stderr).not.toMatch(/\n\s+at |ZodError|"code":/);
     if (c.report) {
       const report = ReportSchema.parse(JSON.parse(out.find((o) => o.trimStart().startsWith('{')) ?? 'null'));
-      expect({ status: report.status, phase: report.failure?.phase, backend: report.failure?.backend, cells: report.cells.length, backends: report.backends }).toEqual({
+      expect({
+        status: report.status,
+        phase: report.failure?.phase,
+        backend: report.failure?.backend,
+        cells: report.cells.length,
+        backends: report.backends,
+      }).toEqual({
         status: c.report.status,
         phase: c.report.phase,
         backend: c.report.backend,

@@ -1,6 +1,14 @@
 import { childEnvironment, connectionEnv, exportLines } from './child-env';
 
-const NETWORK = { kind: 'network' as const, host: '127.0.0.1', port: 40001, user: 'sqltally', password: 'p@ss w0rd', database: 'test db', url: 'postgres://sqltally:p%40ss%20w0rd@127.0.0.1:40001/test%20db' };
+const NETWORK = {
+  kind: 'network' as const,
+  host: '127.0.0.1',
+  port: 40001,
+  user: 'sqltally',
+  password: 'p@ss w0rd',
+  database: 'test db',
+  url: 'postgres://sqltally:p%40ss%20w0rd@127.0.0.1:40001/test%20db',
+};
 const CONTROL = { url: 'http://127.0.0.1:40002', token: 'f'.repeat(64) };
 
 describe('the child environment', () => {
@@ -27,7 +35,14 @@ describe('the child environment', () => {
 
   it('names a MariaDB or MySQL connection for their clients, and no PG* variable', () => {
     const maria = connectionEnv({ id: 'mariadb@10.11', name: 'mariadb' }, { ...NETWORK, url: 'mysql://x' });
-    expect(maria).toMatchObject({ MYSQL_HOST: '127.0.0.1', MYSQL_TCP_PORT: '40001', MYSQL_PWD: 'p@ss w0rd', MYSQL_USER: 'sqltally', MYSQL_DATABASE: 'test db', SQLTALLY_JDBC_URL: 'jdbc:mariadb://127.0.0.1:40001/test%20db' });
+    expect(maria).toMatchObject({
+      MYSQL_HOST: '127.0.0.1',
+      MYSQL_TCP_PORT: '40001',
+      MYSQL_PWD: 'p@ss w0rd',
+      MYSQL_USER: 'sqltally',
+      MYSQL_DATABASE: 'test db',
+      SQLTALLY_JDBC_URL: 'jdbc:mariadb://127.0.0.1:40001/test%20db',
+    });
     expect(Object.keys(maria).filter((k) => k.startsWith('PG'))).toEqual([]);
     expect(maria['SQLTALLY_CONTROL_URL']).toBeUndefined();
     expect(connectionEnv({ id: 'mysql', name: 'mysql' }, NETWORK)['SQLTALLY_JDBC_URL']).toBe('jdbc:mysql://127.0.0.1:40001/test%20db');
@@ -45,7 +60,17 @@ describe('the child environment', () => {
   });
 
   it("takes out the caller's own client settings, so nothing points the command elsewhere", () => {
-    const parent = { PATH: '/bin', HOME: '/root', PGHOST: 'prod.example', PGSERVICE: 'prod', PGSSLMODE: 'require', MYSQL_PWD: 'old', DATABASE_URL: 'postgres://prod', SQLTALLY_CONTROL_TOKEN: 'outer', SQLTALLY_RUN_ID: 'keep' };
+    const parent = {
+      PATH: '/bin',
+      HOME: '/root',
+      PGHOST: 'prod.example',
+      PGSERVICE: 'prod',
+      PGSSLMODE: 'require',
+      MYSQL_PWD: 'old',
+      DATABASE_URL: 'postgres://prod',
+      SQLTALLY_CONTROL_TOKEN: 'outer',
+      SQLTALLY_RUN_ID: 'keep',
+    };
     const env = childEnvironment(parent, connectionEnv({ id: 'postgres', name: 'postgres' }, NETWORK));
     expect(env).toMatchObject({ PATH: '/bin', HOME: '/root', PGHOST: '127.0.0.1', DATABASE_URL: NETWORK.url, SQLTALLY_RUN_ID: 'keep' });
     for (const gone of ['PGSERVICE', 'PGSSLMODE', 'MYSQL_PWD', 'SQLTALLY_CONTROL_TOKEN']) expect(env[gone]).toBeUndefined();

@@ -42,7 +42,14 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
   }
   if (connection.kind === 'file') {
     const url = `file:${connection.filename}`;
-    return { ...env, SQLTALLY_SQLITE_PATH: connection.filename, SQLTALLY_DATABASE: connection.filename, SQLTALLY_URL: url, DATABASE_URL: url, SQLTALLY_JDBC_URL: `jdbc:sqlite:${connection.filename}` };
+    return {
+      ...env,
+      SQLTALLY_SQLITE_PATH: connection.filename,
+      SQLTALLY_DATABASE: connection.filename,
+      SQLTALLY_URL: url,
+      DATABASE_URL: url,
+      SQLTALLY_JDBC_URL: `jdbc:sqlite:${connection.filename}`,
+    };
   }
   const host = connection.host.includes(':') ? `[${connection.host}]` : connection.host;
   Object.assign(env, {
@@ -64,7 +71,8 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
  * Variables of the caller's environment that would point a client somewhere else than `connectionEnv` does, or make
  * libpq read a service file, a password file or TLS settings: removed from the child's environment.
  */
-const OTHER_CLIENT_VARIABLES = /^(PG[A-Z_]+|MYSQL_[A-Z_]+|MARIADB_[A-Z_]+|SQLTALLY_(HOST|PORT|USER|PASSWORD|DATABASE|URL|JDBC_URL|SQLITE_PATH|BACKEND|CONTROL_URL|CONTROL_TOKEN))$/;
+const OTHER_CLIENT_VARIABLES =
+  /^(PG[A-Z_]+|MYSQL_[A-Z_]+|MARIADB_[A-Z_]+|SQLTALLY_(HOST|PORT|USER|PASSWORD|DATABASE|URL|JDBC_URL|SQLITE_PATH|BACKEND|CONTROL_URL|CONTROL_TOKEN))$/;
 
 /** The child's whole environment: the caller's, without other clients' settings, plus the connection. */
 export function childEnvironment(parent: NodeJS.ProcessEnv, connection: Record<string, string>): NodeJS.ProcessEnv {

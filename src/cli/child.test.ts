@@ -20,7 +20,11 @@ describe('resolveCommand', () => {
   });
 
   it('says 127 for a command that does not exist, 126 for one that cannot be executed', () => {
-    expect(resolveCommand('no-such-command-sqltally', { PATH: dir })).toEqual({ ok: false, exitCode: 127, message: 'no-such-command-sqltally: command not found on PATH' });
+    expect(resolveCommand('no-such-command-sqltally', { PATH: dir })).toEqual({
+      ok: false,
+      exitCode: 127,
+      message: 'no-such-command-sqltally: command not found on PATH',
+    });
     expect(resolveCommand('./missing', {}, dir)).toEqual({ ok: false, exitCode: 127, message: './missing: no such file' });
     expect(resolveCommand('plain', { PATH: dir })).toMatchObject({ ok: false, exitCode: 126 });
     expect(resolveCommand(path.join(dir, 'folder'), {})).toMatchObject({ ok: false, exitCode: 126 });

@@ -103,7 +103,12 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
  * Starts `file` with `args` in a new session and process group (`detached`), so that stopping it reaches every
  * process it started, and a Ctrl-C at the terminal reaches sqltally, which then stops the group itself.
  */
-export function startChild(file: string, argv0: string, args: readonly string[], options: { env: NodeJS.ProcessEnv; stdio: StdioOptions; cwd?: string }): Promise<RunningChild> {
+export function startChild(
+  file: string,
+  argv0: string,
+  args: readonly string[],
+  options: { env: NodeJS.ProcessEnv; stdio: StdioOptions; cwd?: string },
+): Promise<RunningChild> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { argv0, env: options.env, stdio: options.stdio, detached: true, ...(options.cwd ? { cwd: options.cwd } : {}) });
     const exited = new Promise<ChildExit>((r) => child.once('exit', (code, signal) => r({ code, signal })));

@@ -54,11 +54,17 @@ describe('sqltally exec arguments', () => {
     [['--'], 'no command: name it after --, as in sqltally exec --backend postgres -- psql -f load.sql'],
     [['psql', '-c', 'x'], 'unknown option -c'],
     [['psql', '--', 'x'], '"psql" before --: put the command after --, as in sqltally exec --backend postgres -- psql -f load.sql'],
-    [['--backend', 'oracle', '--', 'x'], '--backend "oracle": unknown backend; use sqlite, mariadb, mysql, postgres (optionally with a version: mariadb@10.11, postgres@15)'],
+    [
+      ['--backend', 'oracle', '--', 'x'],
+      '--backend "oracle": unknown backend; use sqlite, mariadb, mysql, postgres (optionally with a version: mariadb@10.11, postgres@15)',
+    ],
     [['--timeout-ms', '0', '--', 'x'], '--timeout-ms takes whole milliseconds from 1 to 86400000, got "0"'],
     [['--timeout-ms', '1.5', '--', 'x'], '--timeout-ms takes whole milliseconds from 1 to 86400000, got "1.5"'],
     [['--kill-grace-ms', '-1', '--', 'x'], '--kill-grace-ms got "-1", which looks like an option; write --kill-grace-ms=-1 if that is the value'],
-    [['--name', 'a', '--named-windows', '--', 'x'], '--name "a" and --named-windows contradict each other: with --named-windows the command names its own windows'],
+    [
+      ['--name', 'a', '--named-windows', '--', 'x'],
+      '--name "a" and --named-windows contradict each other: with --named-windows the command names its own windows',
+    ],
     [['--name', '', '--', 'x'], '--name takes 1 to 200 characters, got ""'],
     [['--out', 'r', '--no-write', '--', 'x'], '--out "r" and --no-write contradict each other: drop one'],
     [['--baseline', ' ', '--', 'x'], '--baseline is empty: name the baseline file to gate against'],
@@ -69,7 +75,11 @@ describe('sqltally exec arguments', () => {
 
 describe('sqltally proxy arguments', () => {
   it('take no command, and --env-file and --show-password besides the shared ones', () => {
-    expect(parseProxyArgs(['--backend', 'sqlite', '--env-file', '/tmp/e', '--show-password'])).toMatchObject({ backend: 'sqlite', envFile: '/tmp/e', showPassword: true });
+    expect(parseProxyArgs(['--backend', 'sqlite', '--env-file', '/tmp/e', '--show-password'])).toMatchObject({
+      backend: 'sqlite',
+      envFile: '/tmp/e',
+      showPassword: true,
+    });
     expect(parseProxyArgs([])).toMatchObject({ backend: DEFAULT_BACKEND, envFile: undefined, showPassword: false });
     expect(refused(['psql'], parseProxyArgs)).toBe('unexpected argument "psql"');
     expect(refused(['--env-file', ''], parseProxyArgs)).toBe('--env-file is empty: name the file to write the environment to');

@@ -60,11 +60,20 @@ export function tableName(value: string | undefined): TableName | undefined {
   if (value === undefined) return undefined;
   const parts = value.split('.');
   const ident = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
-  if (parts.length > 2 || !parts.every((p) => ident.test(p))) throw new UsageError(`--table takes a table name or schema.name (letters, digits, _), got "${value}"`);
+  if (parts.length > 2 || !parts.every((p) => ident.test(p)))
+    throw new UsageError(`--table takes a table name or schema.name (letters, digits, _), got "${value}"`);
   return parts.length === 2 ? { schema: parts[0]!, name: parts[1]! } : { name: parts[0]! };
 }
 
-function shared(v: { backend?: string | undefined; table?: string | undefined; out?: string | undefined; force: boolean; 'no-write': boolean; json: boolean; baseline?: string | undefined }): WindowRunOptions {
+function shared(v: {
+  backend?: string | undefined;
+  table?: string | undefined;
+  out?: string | undefined;
+  force: boolean;
+  'no-write': boolean;
+  json: boolean;
+  baseline?: string | undefined;
+}): WindowRunOptions {
   const backend = v.backend ?? DEFAULT_BACKEND;
   try {
     parseBackendId(backend);
@@ -97,10 +106,12 @@ export function parseExecArgs(argv: readonly string[]): ExecOptions | null {
     true,
   );
   if (v.help) return null;
-  if (positionals.length > 0) throw new UsageError(`"${positionals[0]}" before --: put the command after --, as in sqltally exec --backend postgres -- psql -f load.sql`);
+  if (positionals.length > 0)
+    throw new UsageError(`"${positionals[0]}" before --: put the command after --, as in sqltally exec --backend postgres -- psql -f load.sql`);
   if (command.length === 0) throw new UsageError('no command: name it after --, as in sqltally exec --backend postgres -- psql -f load.sql');
   const named = v['named-windows'];
-  if (named && v.name !== undefined) throw new UsageError(`--name "${v.name}" and --named-windows contradict each other: with --named-windows the command names its own windows`);
+  if (named && v.name !== undefined)
+    throw new UsageError(`--name "${v.name}" and --named-windows contradict each other: with --named-windows the command names its own windows`);
   const name = v.name ?? path.basename(command[0]!);
   if (name.trim() === '' || name.length > WINDOW_NAME_MAX_CHARS) throw new UsageError(`--name takes 1 to ${WINDOW_NAME_MAX_CHARS} characters, got "${name}"`);
   return {

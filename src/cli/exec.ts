@@ -81,7 +81,13 @@ async function recountLateCommits(entry: Window, backend: StartedBackend, table:
   try {
     now = await countRows(backend, table);
   } catch (err) {
-    return { ...entry, lateCommits: { ...late, summary: `${late.summary}; counting ${table.name} once the command's processes were gone failed: ${err instanceof Error ? err.message : String(err)}` } };
+    return {
+      ...entry,
+      lateCommits: {
+        ...late,
+        summary: `${late.summary}; counting ${table.name} once the command's processes were gone failed: ${err instanceof Error ? err.message : String(err)}`,
+      },
+    };
   }
   if (now === late.rowsAfterwards) return entry;
   const where = `counted through a fresh connection once the command's processes were gone (${now} in the table)`;
@@ -90,7 +96,15 @@ async function recountLateCommits(entry: Window, backend: StartedBackend, table:
     return { ...entry, lateCommits: { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` } };
   }
   const committed = now - late.rowsAtGiveUp;
-  return { ...entry, lateCommits: { ...late, rowsAfterwards: now, rowsCommittedAfterGivingUp: committed, summary: `${late.summary}; ${committed} row(s) committed to ${table.name} after the give-up in all, ${where}` } };
+  return {
+    ...entry,
+    lateCommits: {
+      ...late,
+      rowsAfterwards: now,
+      rowsCommittedAfterGivingUp: committed,
+      summary: `${late.summary}; ${committed} row(s) committed to ${table.name} after the give-up in all, ${where}`,
+    },
+  };
 }
 
 /** Runs one command under a window (or under its own named windows) on `backend`, and reports. */
@@ -119,7 +133,9 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
   const stop = (why: NonNullable<StoppedBy>): void => {
     if (stoppedBy) return;
     stoppedBy = why;
-    io.progress(why === 'timeout' ? `--timeout-ms ${opts.timeoutMs} reached: stopping the command's process group` : `${why}: stopping the command's process group`);
+    io.progress(
+      why === 'timeout' ? `--timeout-ms ${opts.timeoutMs} reached: stopping the command's process group` : `${why}: stopping the command's process group`,
+    );
     giveUp.abort(why === 'timeout' ? `timed out after ${opts.timeoutMs} ms (--timeout-ms)` : `interrupted (${why})`);
     if (child) stopping = child.stop(opts.killGraceMs);
   };
@@ -166,7 +182,11 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     );
     if (open.length > 0) io.progress(`window(s) left open by the command, ended now and marked failed: ${open.join(', ')}`);
   } catch (err) {
-    failure = { message: redactSecrets(err instanceof Error ? err.message : String(err)), phase: err instanceof SqltallyError ? err.phase : 'workload', backend: description.id };
+    failure = {
+      message: redactSecrets(err instanceof Error ? err.message : String(err)),
+      phase: err instanceof SqltallyError ? err.phase : 'workload',
+      backend: description.id,
+    };
   } finally {
     clearTimeout(timer);
     io.signal?.removeEventListener('abort', onInterrupt);
@@ -181,10 +201,18 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
   const stopped = stoppedBy as StoppedBy;
   if (stopped === 'SIGINT' || stopped === 'SIGTERM') {
     verdict = { code: EXIT[stopped], reason: `sqltally was interrupted (${stopped}) and stopped the command` };
-    failure ??= { message: `interrupted (${stopped}): the command was stopped; what committed anyway is in the window's late commits`, backend: description.id, phase: 'workload' };
+    failure ??= {
+      message: `interrupted (${stopped}): the command was stopped; what committed anyway is in the window's late commits`,
+      backend: description.id,
+      phase: 'workload',
+    };
   } else if (stopped === 'timeout') {
     verdict = { code: EXIT.timeout, reason: `the command ran past --timeout-ms ${opts.timeoutMs} and was stopped` };
-    failure ??= { message: `timed out after ${opts.timeoutMs} ms (--timeout-ms): the command was stopped; what committed anyway is in the window's late commits`, backend: description.id, phase: 'workload' };
+    failure ??= {
+      message: `timed out after ${opts.timeoutMs} ms (--timeout-ms): the command was stopped; what committed anyway is in the window's late commits`,
+      backend: description.id,
+      phase: 'workload',
+    };
   } else if (failure) {
     verdict = { code: EXIT.failed, reason: `sqltally failed: ${failure.message}` };
   } else if (childCode !== null && childCode !== 0) {
@@ -193,7 +221,10 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
   } else if (measured.windows.some((w) => w.error || w.verdict.kind === 'incomplete')) {
     verdict = { code: EXIT.failed, reason: 'the command exited 0, but a window is incomplete or failed' };
   } else {
-    verdict = { code: EXIT.ok, reason: measured.windows.length === 0 ? 'the command exited 0 (it opened no window)' : 'the command exited 0 and every window is assert or report' };
+    verdict = {
+      code: EXIT.ok,
+      reason: measured.windows.length === 0 ? 'the command exited 0 (it opened no window)' : 'the command exited 0 and every window is assert or report',
+    };
   }
   if (closeFailure && !failure) {
     failure = closeFailure;

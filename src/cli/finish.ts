@@ -31,7 +31,10 @@ export async function checkBeforeStart(opts: WindowRunOptions, out: string): Pro
     return { baseline: readBaselineFile(opts.baseline), problem: null };
   } catch (err) {
     if (!(err instanceof SqltallyError)) throw err;
-    return { baseline: null, problem: `--baseline: ${err.message} (approve a first report with sqltally gate --report <dir> --baseline ${opts.baseline} --update)` };
+    return {
+      baseline: null,
+      problem: `--baseline: ${err.message} (approve a first report with sqltally gate --report <dir> --baseline ${opts.baseline} --update)`,
+    };
   }
 }
 

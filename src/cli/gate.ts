@@ -37,7 +37,10 @@ async function run(argv: string[]): Promise<number> {
     opts = parse(argv);
     if (!opts.help) {
       const missing = (['report', 'baseline'] as const).filter((f) => !opts[f]?.trim());
-      if (missing.length > 0) throw new UsageError(`${missing.map((f) => `--${f}`).join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required (a report directory or report.json, and the baseline file)`);
+      if (missing.length > 0)
+        throw new UsageError(
+          `${missing.map((f) => `--${f}`).join(' and ')} ${missing.length > 1 ? 'are' : 'is'} required (a report directory or report.json, and the baseline file)`,
+        );
     }
   } catch (err) {
     return usageExit('gate', err);
@@ -75,7 +78,9 @@ async function run(argv: string[]): Promise<number> {
       console.error(`sqltally gate: ${err.message}${hint}\n  nothing was written.`);
       return EXIT.badInput;
     }
-    console.error(`sqltally gate: ${err.problem === 'missing' ? `no baseline at ${opts.baseline} yet: writing the first one` : `${err.message}\n  replacing it`}`);
+    console.error(
+      `sqltally gate: ${err.problem === 'missing' ? `no baseline at ${opts.baseline} yet: writing the first one` : `${err.message}\n  replacing it`}`,
+    );
   }
 
   const result = baseline ? compareWithBaseline(report, baseline) : null;

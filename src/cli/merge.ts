@@ -44,7 +44,9 @@ async function run(argv: string[]): Promise<number> {
     const merged = mergeReports(sources);
     await writeReport(values.out, merged, { force: values.force });
     console.log(renderTable(merged));
-    console.log(`\nmerged ${sources.length} report(s), ${merged.cells.length} cell(s), status ${merged.status}: wrote ${values.out}/report.json, events.json, report.md, report.html, bench.json`);
+    console.log(
+      `\nmerged ${sources.length} report(s), ${merged.cells.length} cell(s), status ${merged.status}: wrote ${values.out}/report.json, events.json, report.md, report.html, bench.json`,
+    );
     return 0;
   } catch (err) {
     if (err instanceof SqltallyError) {

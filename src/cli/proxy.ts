@@ -74,7 +74,11 @@ export async function runProxy(opts: ProxyOptions, backend: string | StartedBack
     const envFile = opts.envFile ?? path.join(privateDir!, 'env');
     writeEnvFile(envFile, env);
     const c = measured.session.connection;
-    io.progress(c.kind === 'network' ? `connect through ${c.host}:${c.port} (user ${c.user}, database ${c.database}); windows at ${endpoint.url}` : `the database file is ${c.filename}; windows at ${endpoint.url}`);
+    io.progress(
+      c.kind === 'network'
+        ? `connect through ${c.host}:${c.port} (user ${c.user}, database ${c.database}); windows at ${endpoint.url}`
+        : `the database file is ${c.filename}; windows at ${endpoint.url}`,
+    );
     io.progress(`the whole environment, password and token included, is in ${envFile} (mode 0600): . ${envFile}`);
     for (const line of exportLines(env, { maskSecrets: !opts.showPassword })) io.print(line);
     io.progress('serving until Ctrl-C');
@@ -95,7 +99,15 @@ export async function runProxy(opts: ProxyOptions, backend: string | StartedBack
     : bad
       ? { code: EXIT.failed, reason: 'a window is incomplete or failed' }
       : { code: EXIT.ok, reason: measured.windows.length === 0 ? 'stopped; no window was measured' : 'stopped; every window is assert or report' };
-  const run = (code: number, reason: string): CommandRun => ({ mode: 'proxy', argv: [], exitCode: null, signal: null, stoppedBy: null, sqltallyExitCode: code, exitReason: reason });
+  const run = (code: number, reason: string): CommandRun => ({
+    mode: 'proxy',
+    argv: [],
+    exitCode: null,
+    signal: null,
+    stoppedBy: null,
+    sqltallyExitCode: code,
+    exitReason: reason,
+  });
   return finishReport(measured, run, failure, verdict, { ...opts, out }, baseline, io.progress);
 }
 

@@ -35,7 +35,14 @@ describe('sqltally report', () => {
 
   it.each([
     ['a directory without report.json', (d: string) => fs.mkdirSync(path.join(d, 'run')), /report\.json/],
-    ['a truncated report.json', (d: string) => (fs.mkdirSync(path.join(d, 'run')), fs.writeFileSync(path.join(d, 'run', 'report.json'), '{"schemaVersion": 2, "kind": "report", "cells": [')), /not valid JSON|JSON/],
+    [
+      'a truncated report.json',
+      (d: string) => (
+        fs.mkdirSync(path.join(d, 'run')),
+        fs.writeFileSync(path.join(d, 'run', 'report.json'), '{"schemaVersion": 2, "kind": "report", "cells": [')
+      ),
+      /not valid JSON|JSON/,
+    ],
   ])('refuses %s with a message and writes nothing', async (_, make, says) => {
     make(dir);
     const before = listing(path.join(dir, 'run'));

@@ -10,7 +10,21 @@ import { writeReport } from '../report/output';
 import { toJson } from '../report/schema';
 import { runMatrix } from '../run/matrix';
 import { summaryLine } from '../run/summary';
-import { DEFAULT_CELL_TIMEOUT_MS, DEFAULT_HOT_ROWS, DEFAULT_REPEATS, MAX_CELL_TIMEOUT_MS, MIN_CELL_TIMEOUT_MS, DEFAULT_ROWS, DEFAULT_WARMUPS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, PLAN_FLAGS, RunPlanSchema, planProblems, type RunPlan } from '../run/plan';
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  DEFAULT_HOT_ROWS,
+  DEFAULT_REPEATS,
+  MAX_CELL_TIMEOUT_MS,
+  MIN_CELL_TIMEOUT_MS,
+  DEFAULT_ROWS,
+  DEFAULT_WARMUPS,
+  MAX_ROWS_PER_CELL,
+  MAX_ROWS_PER_STRATEGY,
+  PLAN_FLAGS,
+  RunPlanSchema,
+  planProblems,
+  type RunPlan,
+} from '../run/plan';
 import { UsageError, argsCheckedOnly, parseFlags, usageExit } from './usage';
 import type { Command } from './main';
 import { interruptible } from './interrupt';
@@ -47,7 +61,10 @@ exit: 0 the run finished (cells may still be "report" or "incomplete": the summa
 /** `--flag a,b`: the items, trimmed; an option given but naming nothing is an error, never "the default". */
 function list(flag: string, value: string | undefined): string[] {
   if (value === undefined) return [];
-  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 0) throw new UsageError(`${flag} is empty (got "${value}"): name at least one, or leave ${flag} out for the default`);
   return items;
 }
@@ -100,11 +117,14 @@ export function planFromFlags(v: ReturnType<typeof parseRunFlags>['values']): Ru
     try {
       parseBackendId(id);
     } catch {
-      throw new UsageError(`--backends "${v.backends}": unknown backend "${id}"; use ${BACKEND_NAMES.join(', ')} (optionally with a version: mariadb@10.11, postgres@15), or all`);
+      throw new UsageError(
+        `--backends "${v.backends}": unknown backend "${id}"; use ${BACKEND_NAMES.join(', ')} (optionally with a version: mariadb@10.11, postgres@15), or all`,
+      );
     }
   }
   for (const name of plan.strategies) {
-    if (!(STRATEGY_NAMES as readonly string[]).includes(name)) throw new UsageError(`--strategies "${v.strategies}": unknown strategy "${name}"; known: ${STRATEGY_NAMES.join(', ')}`);
+    if (!(STRATEGY_NAMES as readonly string[]).includes(name))
+      throw new UsageError(`--strategies "${v.strategies}": unknown strategy "${name}"; known: ${STRATEGY_NAMES.join(', ')}`);
   }
   const parsed = RunPlanSchema.parse(plan);
   const [problem] = planProblems(parsed);
@@ -161,7 +181,8 @@ export const command: Command = {
         return 0;
       }
       plan = planFromFlags(v);
-      if (v.out !== undefined && v.out.trim() === '') throw new UsageError('--out is empty: name a directory, or leave --out out for sqltally-report/<timestamp>');
+      if (v.out !== undefined && v.out.trim() === '')
+        throw new UsageError('--out is empty: name a directory, or leave --out out for sqltally-report/<timestamp>');
       if (v.out !== undefined && v['no-write']) throw new UsageError(`--out "${v.out}" and --no-write contradict each other: drop one`);
     } catch (err) {
       return usageExit('run', err);

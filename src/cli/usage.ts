@@ -35,7 +35,8 @@ function usageLine(err: unknown, argv: readonly string[]): string {
     case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
       return `unexpected argument "${/'([^']*)'/.exec(message)?.[1] ?? message}"`;
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
-      if (/does not take an argument/.test(message)) return `${option} takes no value, got "${argv.find((a) => a.startsWith(`${option}=`))?.slice((option ?? '').length + 1) ?? ''}"`;
+      if (/does not take an argument/.test(message))
+        return `${option} takes no value, got "${argv.find((a) => a.startsWith(`${option}=`))?.slice((option ?? '').length + 1) ?? ''}"`;
       if (/ambiguous/.test(message)) {
         const value = valueAfter(option);
         return `${option} got "${value}", which looks like an option; write ${option}=${value} if that is the value`;
@@ -48,7 +49,11 @@ function usageLine(err: unknown, argv: readonly string[]): string {
 }
 
 /** `parseArgs` (strict) whose errors are UsageErrors of one line. */
-export function parseFlags<O extends Options>(argv: string[], options: O, allowPositionals = false): ReturnType<typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: boolean }>> {
+export function parseFlags<O extends Options>(
+  argv: string[],
+  options: O,
+  allowPositionals = false,
+): ReturnType<typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: boolean }>> {
   try {
     return parseArgs({ args: argv, options, strict: true, allowPositionals });
   } catch (err) {

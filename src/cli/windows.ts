@@ -97,7 +97,8 @@ export class MeasuredWindows {
   record(name: string, source: Window['source'], tally: Tally, durationNs: number, error?: Window['error']): Window {
     const b = tally.backend;
     const workload = tally.workloadError;
-    const failed = error ?? (workload ? { message: workload.message, phase: workload.phase, ...(workload.statement ? { statement: workload.statement } : {}) } : undefined);
+    const failed =
+      error ?? (workload ? { message: workload.message, phase: workload.phase, ...(workload.statement ? { statement: workload.statement } : {}) } : undefined);
     const entry = makeWindow({
       backend: b.id,
       backendName: b.name,

@@ -55,9 +55,7 @@ describe('wrapBetterSqlite3', () => {
     const rawRows = raw.prepare('SELECT * FROM t').all();
     expect(db.prepare('SELECT * FROM t').all()).toEqual(rawRows);
     expect(db.prepare('SELECT * FROM t').raw().all()).toEqual(raw.prepare('SELECT * FROM t').raw().all());
-    expect(db.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r')).toEqual(
-      raw.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r'),
-    );
+    expect(db.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r')).toEqual(raw.prepare('INSERT INTO t (a, b) VALUES (?, ?)').run(8, 'r'));
 
     const tally = new DriverTally();
     const counted = wrapBetterSqlite3(open(), tally);
@@ -127,7 +125,10 @@ describe('wrapBetterSqlite3', () => {
     expect(tally.size).toBe(before);
     for (let n = 0; n <= 9; n++) {
       const values = Array.from({ length: n }, (_, i) => (i % 3 === 2 ? null : i % 3 === 1 ? `v${i}` : i + 0.5));
-      const sql = n === 0 ? 'INSERT INTO w DEFAULT VALUES' : `INSERT INTO w (${'abcdefghi'.slice(0, n).split('').join(', ')}) VALUES (${values.map(() => '?').join(', ')})`;
+      const sql =
+        n === 0
+          ? 'INSERT INTO w DEFAULT VALUES'
+          : `INSERT INTO w (${'abcdefghi'.slice(0, n).split('').join(', ')}) VALUES (${values.map(() => '?').join(', ')})`;
       const insert = db.prepare(sql);
       expect(insert.run(...values)).toMatchObject({ changes: 1 });
       expect(tally.events.at(-1)).toMatchObject({ method: 'run', bindValues: n, rowsAffected: 1, error: null });
@@ -178,7 +179,13 @@ describe('wrapBetterSqlite3', () => {
       for (const r of rows) insert.run(r);
       return rows.length;
     });
-    expect(insertMany([[1, 'a'], [2, 'b'], [3, 'c']])).toBe(3);
+    expect(
+      insertMany([
+        [1, 'a'],
+        [2, 'b'],
+        [3, 'c'],
+      ]),
+    ).toBe(3);
     // better-sqlite3 sets `database` on transaction functions; its typings omit it.
     expect((insertMany as unknown as { database: unknown }).database).toBe(db);
     expect(brief(tally.since(mark))).toEqual([
@@ -190,11 +197,7 @@ describe('wrapBetterSqlite3', () => {
     ]);
     const immediate = tally.mark();
     insertMany.immediate([[4, 'd']]);
-    expect(tally.since(immediate).map((e) => e.sql)).toEqual([
-      'BEGIN IMMEDIATE',
-      'INSERT INTO t (a, b) VALUES (?, ?)',
-      'COMMIT',
-    ]);
+    expect(tally.since(immediate).map((e) => e.sql)).toEqual(['BEGIN IMMEDIATE', 'INSERT INTO t (a, b) VALUES (?, ?)', 'COMMIT']);
     expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(4);
   });
 
@@ -256,7 +259,13 @@ describe('wrapBetterSqlite3 values and windows', () => {
     named.run({ a: 1, b: 2 });
     const bound = db.prepare('SELECT ? + ?').bind(1, 2);
     bound.get();
-    expect(tally.events.filter((e) => e.kind === 'execute').map((e) => `${e.method}:${e.bindValues}`)).toEqual(['run:10', 'run:10', 'run:10', 'run:2', 'get:2']);
+    expect(tally.events.filter((e) => e.kind === 'execute').map((e) => `${e.method}:${e.bindValues}`)).toEqual([
+      'run:10',
+      'run:10',
+      'run:10',
+      'run:2',
+      'get:2',
+    ]);
     expect(raw.prepare('SELECT count(*) AS n FROM w').get()).toEqual({ n: 4 });
   });
 
@@ -264,7 +273,8 @@ describe('wrapBetterSqlite3 values and windows', () => {
     const seen: boolean[] = [];
     let epoch = 0;
     const sink = {
-      record: (_d: unknown, _s: unknown, _a: number, _b: number, _r: unknown, _e: unknown, _c: unknown, values?: unknown) => void seen.push(values !== undefined),
+      record: (_d: unknown, _s: unknown, _a: number, _b: number, _r: unknown, _e: unknown, _c: unknown, values?: unknown) =>
+        void seen.push(values !== undefined),
       get epoch() {
         return epoch;
       },
@@ -306,7 +316,7 @@ function stacksTaken<T>(fn: () => T): { result: T; stacks: number } {
 describe('wrapBetterSqlite3 callers', () => {
   const here = (line: number): RegExp => new RegExp(`^src/driver/better-sqlite3\\.test\\.ts:${line}:\\d+$`);
 
-  it('gives a transaction\'s BEGIN and COMMIT the line that called it, from one capture, and a prepared text its prepare\'s', () => {
+  it("gives a transaction's BEGIN and COMMIT the line that called it, from one capture, and a prepared text its prepare's", () => {
     const recorder = new DriverRecorder();
     const db = wrapBetterSqlite3(open(), recorder);
     const window = (): { callers: Record<string, string | null>; prepareLine: number; transactionLine: number } => {
@@ -330,7 +340,7 @@ describe('wrapBetterSqlite3 callers', () => {
     expect(result.callers['query commit']).toBe(result.callers['query begin']);
   });
 
-  it('gives a rolled back transaction\'s statements and exec\'s text their own lines', () => {
+  it("gives a rolled back transaction's statements and exec's text their own lines", () => {
     const recorder = new DriverRecorder();
     const db = wrapBetterSqlite3(open(), recorder);
     const failing = db.transaction(() => {

@@ -169,7 +169,17 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
   // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
   // One store per method written out: a loop over COUNTED's keys made one store site see four keys, 2.7k instructions
   // more per prepare. A method of COUNTED left out here runs uncounted, which its tests catch.
-  const execution = (): ExecutionState => ({ statement: state, site, sink, shape: undefined, seenEpoch: -1, valuesLeft: 0, steady: null, steadyValues: -1, refusedEpoch: -1 });
+  const execution = (): ExecutionState => ({
+    statement: state,
+    site,
+    sink,
+    shape: undefined,
+    seenEpoch: -1,
+    valuesLeft: 0,
+    steady: null,
+    steadyValues: -1,
+    refusedEpoch: -1,
+  });
   slots[COUNTED.run.state] = execution();
   slots[COUNTED.get.state] = execution();
   slots[COUNTED.all.state] = execution();
@@ -187,29 +197,33 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
  * The plain path for a statement (compat/better-sqlite3.ts): a counting Proxy over its public methods. Same events as
  * the counting prototype (rows from `run`'s `changes`, values bound by `bind` counted on executions that pass none).
  */
-function plainStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, statementClass: CallShape['statementClass']): BetterSqlite3Statement {
+function plainStatement(
+  stmt: BetterSqlite3Statement,
+  sink: StatementSink,
+  site: CallSite,
+  statementClass: CallShape['statementClass'],
+): BetterSqlite3Statement {
   return wrapOnce(DRIVER, stmt, sink, () => {
     const sql = stmt.source;
     let boundValues = 0;
-    const execution =
-      (method: ExecutionMethod) =>
-      (original: (...a: unknown[]) => unknown) => {
-        const rowsOf = COUNTED[method].rowsOf;
-        let last: CallShape | undefined;
-        // As the counting prototype: values handed over for the first calls of each window only.
-        let seenEpoch: number | undefined = -1;
-        let valuesLeft = 0;
-        return function counted(...args: unknown[]): unknown {
-          const bind = args.length === 0 ? boundValues : countSqliteParams(args);
-          const shape = last !== undefined && last.bindValues === bind ? last : (last = { method, kind: 'execute', sql, statementClass, bindValues: bind, parameterSets: 1 });
-          if (sink.epoch !== seenEpoch) {
-            seenEpoch = sink.epoch;
-            valuesLeft = VALUES_PER_WINDOW;
-          }
-          const values = valuesLeft > 0 ? (valuesLeft--, args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
-          return track(site, shape, () => original(...args), rowsOf, values);
-        };
+    const execution = (method: ExecutionMethod) => (original: (...a: unknown[]) => unknown) => {
+      const rowsOf = COUNTED[method].rowsOf;
+      let last: CallShape | undefined;
+      // As the counting prototype: values handed over for the first calls of each window only.
+      let seenEpoch: number | undefined = -1;
+      let valuesLeft = 0;
+      return function counted(...args: unknown[]): unknown {
+        const bind = args.length === 0 ? boundValues : countSqliteParams(args);
+        const shape =
+          last !== undefined && last.bindValues === bind ? last : (last = { method, kind: 'execute', sql, statementClass, bindValues: bind, parameterSets: 1 });
+        if (sink.epoch !== seenEpoch) {
+          seenEpoch = sink.epoch;
+          valuesLeft = VALUES_PER_WINDOW;
+        }
+        const values = valuesLeft > 0 ? (valuesLeft--, args.length === 1 && !scalar(args[0]) ? args[0] : args) : undefined;
+        return track(site, shape, () => original(...args), rowsOf, values);
       };
+    };
     const hooks: MethodHooks<BetterSqlite3Statement> = {
       run: execution('run'),
       get: execution('get'),
@@ -363,8 +377,14 @@ function countedExecution(method: ExecutionMethod) {
   return function counted(this: CountedStatement): unknown {
     const execution = this[key] as unknown as ExecutionState | undefined;
     const n = arguments.length;
-    const a0: unknown = arguments[0], a1: unknown = arguments[1], a2: unknown = arguments[2], a3: unknown = arguments[3];
-    const a4: unknown = arguments[4], a5: unknown = arguments[5], a6: unknown = arguments[6], a7: unknown = arguments[7];
+    const a0: unknown = arguments[0],
+      a1: unknown = arguments[1],
+      a2: unknown = arguments[2],
+      a3: unknown = arguments[3];
+    const a4: unknown = arguments[4],
+      a5: unknown = arguments[5],
+      a6: unknown = arguments[6],
+      a7: unknown = arguments[7];
     // Called on a statement this module did not count (the method taken off a counted one and called with another
     // `this`): it runs uncounted, as the driver would run it.
     if (execution === undefined) return this[native]!.apply(this, arguments as unknown as unknown[]);
@@ -459,12 +479,7 @@ const BEGIN_BY_VARIANT = {
 // better-sqlite3's own savepoint name (lib/methods/transaction.js).
 const SAVEPOINT_NAME = '`\t_bs3.\t`';
 
-function countedTransaction(
-  tx: TransactionFunction,
-  db: BetterSqlite3Database,
-  dbWrapper: BetterSqlite3Database,
-  site: CallSite,
-): TransactionFunction {
+function countedTransaction(tx: TransactionFunction, db: BetterSqlite3Database, dbWrapper: BetterSqlite3Database, site: CallSite): TransactionFunction {
   const sink = site.sink;
   const control = (sql: string): CallShape => shapeOf('transaction', 'query', sql, 0, 1);
   const variants = {} as Record<keyof typeof BEGIN_BY_VARIANT, TransactionFunction>;
@@ -572,7 +587,13 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
   },
   ping: null,
   // safeIntegers: SQLite integers above 2^53 come back as bigint instead of being rounded.
-  rowSource: (h) => ({ all: async (sql, params = []) => h.prepare(sql).safeIntegers(true).all(...params) as Record<string, unknown>[] }),
+  rowSource: (h) => ({
+    all: async (sql, params = []) =>
+      h
+        .prepare(sql)
+        .safeIntegers(true)
+        .all(...params) as Record<string, unknown>[],
+  }),
   model: sqliteModel,
   stableWireBytes: true,
 };

@@ -22,7 +22,12 @@ function group(sql: string, calls: number, errors = 0, simple = calls): CallGrou
 describe('the driver models of the bulk loads', () => {
   it('pg: a COPY FROM STDIN is a Query, any number of CopyData, a CopyDone; a failed one may have sent a CopyFail', () => {
     const ok = DRIVERS.pg.model(group('COPY t (a) FROM STDIN', 2), ctx);
-    expect(ok.wire).toMatchObject({ Query: { min: 2, max: 2 }, CopyData: { min: 0, max: UNBOUNDED }, CopyDone: { min: 2, max: 2 }, CopyFail: { min: 0, max: 0 } });
+    expect(ok.wire).toMatchObject({
+      Query: { min: 2, max: 2 },
+      CopyData: { min: 0, max: UNBOUNDED },
+      CopyDone: { min: 2, max: 2 },
+      CopyFail: { min: 0, max: 0 },
+    });
     expect(ok.server.statements).toEqual({ min: 2, max: 2 });
     const failed = DRIVERS.pg.model(group('COPY t (a) FROM STDIN', 1, 1), ctx);
     expect(failed.wire).toMatchObject({ CopyDone: { min: 0, max: 1 }, CopyFail: { min: 0, max: 1 } });
@@ -40,11 +45,17 @@ describe('the driver models of the bulk loads', () => {
 
   it('mysql2 and mariadb: LOAD DATA LOCAL is a COM_QUERY, data packets and one empty packet ending the file', () => {
     for (const driver of ['mysql2', 'mariadb'] as const) {
-      const c = DRIVERS[driver].model(group("LOAD DATA LOCAL INFILE 'f' INTO TABLE t", 1), { ...ctx, capabilities: { bulkExecute: false, wireProtocol: 'mysql' } });
+      const c = DRIVERS[driver].model(group("LOAD DATA LOCAL INFILE 'f' INTO TABLE t", 1), {
+        ...ctx,
+        capabilities: { bulkExecute: false, wireProtocol: 'mysql' },
+      });
       expect(c.wire).toEqual({ COM_QUERY: { min: 1, max: 1 }, LocalInfileData: { min: 0, max: UNBOUNDED }, LocalInfileEnd: { min: 1, max: 1 } });
       expect(c.server.statements).toEqual({ min: 1, max: 1 });
     }
-    const plain = DRIVERS.mysql2.model(group("LOAD DATA INFILE '/var/lib/f' INTO TABLE t", 1), { ...ctx, capabilities: { bulkExecute: false, wireProtocol: 'mysql' } });
+    const plain = DRIVERS.mysql2.model(group("LOAD DATA INFILE '/var/lib/f' INTO TABLE t", 1), {
+      ...ctx,
+      capabilities: { bulkExecute: false, wireProtocol: 'mysql' },
+    });
     expect(plain.wire).toEqual({ COM_QUERY: { min: 1, max: 1 } });
   });
 });

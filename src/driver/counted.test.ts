@@ -3,17 +3,7 @@ import mysql2 from 'mysql2';
 import { SqlLexer } from '../sql/tokenizer';
 import { DriverRecorder, DriverTally } from './driver-layer';
 import type { CallShape, CallSite } from './counted';
-import {
-  countedProxy,
-  countExpandedValues,
-  countParameterValues,
-  memoShape,
-  toCount,
-  track,
-  trackCallback,
-  WRAPPED,
-  wrapOnce,
-} from './counted';
+import { countedProxy, countExpandedValues, countParameterValues, memoShape, toCount, track, trackCallback, WRAPPED, wrapOnce } from './counted';
 import { countBatch, mariadbRowsAffected } from './mariadb';
 import { mysql2RowsAffected, wrapMysql2 } from './mysql2';
 import { pgRowsAffected, wrapPg } from './pg';
@@ -30,7 +20,14 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
     expect(countExpandedValues([])).toBe(0);
     expect(countExpandedValues([1, 'a', null])).toBe(3);
     // mysql2 `VALUES ?` with rows: [[[1, 'a'], [2, 'b']]]
-    expect(countExpandedValues([[[1, 'a'], [2, 'b']]])).toBe(4);
+    expect(
+      countExpandedValues([
+        [
+          [1, 'a'],
+          [2, 'b'],
+        ],
+      ]),
+    ).toBe(4);
     expect(countExpandedValues([[1, 2, 3], 4])).toBe(4);
     expect(countExpandedValues([[[[1]]]])).toBe(1);
   });
@@ -51,7 +48,14 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
   });
 
   it('counts an object inside a list as one value: the drivers write it as one string there', () => {
-    expect(countExpandedValues([[[1, { a: 1, b: 2 }], [2, { a: 3, b: 4 }]]])).toBe(4);
+    expect(
+      countExpandedValues([
+        [
+          [1, { a: 1, b: 2 }],
+          [2, { a: 3, b: 4 }],
+        ],
+      ]),
+    ).toBe(4);
     expect(countExpandedValues([[{ a: 1 }, new Date(0), Buffer.from('x')]])).toBe(3);
   });
 
@@ -59,12 +63,30 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
   // binds as one literal, so the literals of its output are the values bound. A `toSqlString` value is raw SQL and
   // has no literal to count, so it is checked above instead.
   it.each<[string, string, unknown[]]>([
-    ['VALUES ? with rows of every scalar type', 'INSERT INTO t VALUES ?', [[[1, 'a', null, 1.5, 5n, new Date(0)], [2, "b'c", Buffer.from('x'), true, false, -3]]]],
+    [
+      'VALUES ? with rows of every scalar type',
+      'INSERT INTO t VALUES ?',
+      [
+        [
+          [1, 'a', null, 1.5, 5n, new Date(0)],
+          [2, "b'c", Buffer.from('x'), true, false, -3],
+        ],
+      ],
+    ],
     ['a flat list', 'INSERT INTO t VALUES (?, ?), (?, ?)', [1, 'a', 2, 'b']],
     ['SET ? skips function values', 'INSERT INTO t SET ?', [{ a: 1, b: 'x', c: null, f: () => 1 }]],
     ['an object inside a row', 'INSERT INTO t VALUES ?', [[[1, { a: 1, b: 2 }]]]],
     ['IN (?)', 'SELECT * FROM t WHERE id IN (?) AND k = ?', [[1, 2, 3], 'k']],
-    ['a list nested in a row', 'INSERT INTO t VALUES ?', [[[1, [2, 3]], [4, [5, [6]]]]]],
+    [
+      'a list nested in a row',
+      'INSERT INTO t VALUES ?',
+      [
+        [
+          [1, [2, 3]],
+          [4, [5, [6]]],
+        ],
+      ],
+    ],
   ])('agrees with mysql2 format: %s', (_form, sql, values) => {
     const formatted = mysql2.format(sql, values as never);
     const lexer = new SqlLexer(formatted, 'mysql');
@@ -81,7 +103,12 @@ describe('countParameterValues (binary protocol)', () => {
   it('counts top-level elements: an array parameter is one value', () => {
     expect(countParameterValues(undefined)).toBe(0);
     expect(countParameterValues([1, 2, 3])).toBe(3);
-    expect(countParameterValues([[1, 2], ['a', 'b']])).toBe(2);
+    expect(
+      countParameterValues([
+        [1, 2],
+        ['a', 'b'],
+      ]),
+    ).toBe(2);
     expect(countParameterValues({ a: 1, b: 2 })).toBe(2);
     expect(countParameterValues(null)).toBe(1);
     expect(countParameterValues('x')).toBe(1);
@@ -92,8 +119,19 @@ describe('countBatch (mariadb batch shapes)', () => {
   const sql2 = 'INSERT INTO t VALUES (?, ?)';
   const sql1 = 'INSERT INTO t VALUES (?) -- (?)';
   it('counts rows of arrays and rows of named objects', () => {
-    expect(countBatch(sql2, [[1, 'a'], [2, 'b'], [3, 'c']])).toEqual({ parameterSets: 3, bindValues: 6 });
-    expect(countBatch(sql2, [{ a: 1, b: 2 }, { a: 3, b: 4 }])).toEqual({ parameterSets: 2, bindValues: 4 });
+    expect(
+      countBatch(sql2, [
+        [1, 'a'],
+        [2, 'b'],
+        [3, 'c'],
+      ]),
+    ).toEqual({ parameterSets: 3, bindValues: 6 });
+    expect(
+      countBatch(sql2, [
+        { a: 1, b: 2 },
+        { a: 3, b: 4 },
+      ]),
+    ).toEqual({ parameterSets: 2, bindValues: 4 });
   });
   it('shapes a flat array like the connector: one row per value for one placeholder, else one row', () => {
     expect(countBatch(sql1, [1, 2, 3])).toEqual({ parameterSets: 3, bindValues: 3 });
@@ -113,13 +151,24 @@ describe('rows affected', () => {
   });
   it('reads mariadb OK packets with number or bigint counts', () => {
     expect(mariadbRowsAffected({ affectedRows: 3n, insertId: 0n, warningStatus: 0 })).toBe(3);
-    expect(mariadbRowsAffected([{ affectedRows: 1, insertId: 0, warningStatus: 0 }, { affectedRows: 1, insertId: 0, warningStatus: 0 }])).toBe(2);
+    expect(
+      mariadbRowsAffected([
+        { affectedRows: 1, insertId: 0, warningStatus: 0 },
+        { affectedRows: 1, insertId: 0, warningStatus: 0 },
+      ]),
+    ).toBe(2);
     expect(mariadbRowsAffected(Object.assign([{ id: 1 }], { meta: [] }))).toBeNull();
   });
   it('reads pg rowCount only for INSERT/UPDATE/DELETE/MERGE', () => {
     expect(pgRowsAffected({ command: 'INSERT', rowCount: 4 })).toBe(4);
     expect(pgRowsAffected({ command: 'SELECT', rowCount: 4 })).toBeNull();
-    expect(pgRowsAffected([{ command: 'INSERT', rowCount: 1 }, { command: 'SELECT', rowCount: 9 }, { command: 'DELETE', rowCount: 2 }])).toBe(3);
+    expect(
+      pgRowsAffected([
+        { command: 'INSERT', rowCount: 1 },
+        { command: 'SELECT', rowCount: 9 },
+        { command: 'DELETE', rowCount: 2 },
+      ]),
+    ).toBe(3);
     expect(pgRowsAffected(undefined)).toBeNull();
   });
   it('never turns garbage into a count', () => {
@@ -134,7 +183,12 @@ describe('track', () => {
   it('records a resolved promise once, with integer ns times and the rows', async () => {
     const tally = new DriverTally();
     const value = { affected: 2 };
-    const out = await track(site(tally), SHAPE, () => Promise.resolve(value), (v) => (v as typeof value).affected);
+    const out = await track(
+      site(tally),
+      SHAPE,
+      () => Promise.resolve(value),
+      (v) => (v as typeof value).affected,
+    );
     expect(out).toBe(value);
     expect(tally.events).toHaveLength(1);
     const [e] = tally.events;
@@ -146,11 +200,23 @@ describe('track', () => {
     const tally = new DriverTally();
     const boom = new Error('boom');
     expect(() =>
-      track(site(tally), SHAPE, () => {
-        throw boom;
-      }, () => 1),
+      track(
+        site(tally),
+        SHAPE,
+        () => {
+          throw boom;
+        },
+        () => 1,
+      ),
     ).toThrow(boom);
-    await expect(track(site(tally), SHAPE, () => Promise.reject(boom), () => 1)).rejects.toBe(boom);
+    await expect(
+      track(
+        site(tally),
+        SHAPE,
+        () => Promise.reject(boom),
+        () => 1,
+      ),
+    ).rejects.toBe(boom);
     expect(tally.events.map((e) => [e.error, e.rowsAffected])).toEqual([
       ['boom', null],
       ['boom', null],
@@ -166,9 +232,16 @@ describe('trackCallback', () => {
     const callback = function (this: unknown, ...args: unknown[]) {
       seen.push(this, tally.size, ...args);
     };
-    trackCallback(site(tally), SHAPE, ['SELECT 1', callback], 1, (...args) => {
-      (args[1] as (...a: unknown[]) => void).call(receiver, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields');
-    }, mysql2RowsAffected);
+    trackCallback(
+      site(tally),
+      SHAPE,
+      ['SELECT 1', callback],
+      1,
+      (...args) => {
+        (args[1] as (...a: unknown[]) => void).call(receiver, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields');
+      },
+      mysql2RowsAffected,
+    );
     expect(seen).toEqual([receiver, 1, null, { fieldCount: 0, affectedRows: 3, insertId: 0 }, 'fields']);
     expect(tally.events[0]!.rowsAffected).toBe(3);
   });
@@ -177,7 +250,15 @@ describe('trackCallback', () => {
     const times: Array<[number, number]> = [];
     const sink = { timed: true, record: (_d: unknown, _s: unknown, start: number, end: number) => void times.push([start, end]) };
     const callSite: CallSite = { driver: 'mysql2', sink, connectionId: () => 1 };
-    const call = (): unknown => trackCallback(callSite, SHAPE, [() => undefined], 0, (...args) => (args[0] as (e: null) => void)(null), () => null);
+    const call = (): unknown =>
+      trackCallback(
+        callSite,
+        SHAPE,
+        [() => undefined],
+        0,
+        (...args) => (args[0] as (e: null) => void)(null),
+        () => null,
+      );
     call();
     sink.timed = false;
     call();
@@ -208,7 +289,13 @@ describe('countedProxy', () => {
     const target = new Secretive();
     const mark = { driver: 'mysql2' as const, sink: tally, target };
     const proxy = countedProxy(target, mark, {
-      read: (original) => () => track(site(tally), SHAPE, () => original(), () => null),
+      read: (original) => () =>
+        track(
+          site(tally),
+          SHAPE,
+          () => original(),
+          () => null,
+        ),
     });
     expect(proxy.secret).toBe(41);
     expect(proxy.bump()).toBe(proxy);
@@ -334,7 +421,9 @@ describe('mysql2 callback API, prepared statements', () => {
     const recorder = new DriverRecorder();
     const counted = wrapMysql2(connection, recorder);
     recorder.begin();
-    const st = await new Promise<typeof statement>((resolve, reject) => counted.prepare('INSERT INTO t VALUES (?)', (err: unknown, s?: unknown) => (err ? reject(err) : resolve(s as typeof statement))));
+    const st = await new Promise<typeof statement>((resolve, reject) =>
+      counted.prepare('INSERT INTO t VALUES (?)', (err: unknown, s?: unknown) => (err ? reject(err) : resolve(s as typeof statement))),
+    );
     for (const id of [1, 2, 2]) await new Promise((resolve, reject) => st.execute([id], (err: unknown) => (err ? reject(err) : resolve(null))));
     const execute = recorder.end().layer.shapes.find((s) => s.kind === 'execute');
     // Values 1, 2, 2: two distinct sets. The wrapper used to hand over `[id].values` (Array.prototype.values), a
@@ -347,7 +436,15 @@ describe('memoShape', () => {
   it('hands the last shape out again while a call repeats it, and makes a new one when anything differs', () => {
     const memo = { last: null };
     const first = memoShape(memo, 'query', 'query', 'SELECT $1', 1, 1, 'postgres', 'extended');
-    expect(first).toEqual({ method: 'query', kind: 'query', sql: 'SELECT $1', statementClass: 'select', bindValues: 1, parameterSets: 1, protocol: 'extended' });
+    expect(first).toEqual({
+      method: 'query',
+      kind: 'query',
+      sql: 'SELECT $1',
+      statementClass: 'select',
+      bindValues: 1,
+      parameterSets: 1,
+      protocol: 'extended',
+    });
     // The same text as another string object: still the same shape.
     expect(memoShape(memo, 'query', 'query', ['SELECT', '$1'].join(' '), 1, 1, 'postgres', 'extended')).toBe(first);
     const others = [

@@ -1,6 +1,18 @@
 import type { DriverName } from '../shared/driver-names';
 import { SqltallyError } from '../shared/errors';
-import { getPrototypeOf, hasOwn, isArray, mathTrunc, numberIsFinite, OBJECT_PROTOTYPE, objectKeys, ownDescriptor, reflectGet, reflectSet, toNumber } from '../shared/intrinsics';
+import {
+  getPrototypeOf,
+  hasOwn,
+  isArray,
+  mathTrunc,
+  numberIsFinite,
+  OBJECT_PROTOTYPE,
+  objectKeys,
+  ownDescriptor,
+  reflectGet,
+  reflectSet,
+  toNumber,
+} from '../shared/intrinsics';
 import type { CallProtocol, CallShape, StatementSink } from '../sql/events';
 import { captureCaller } from '../shared/caller';
 import { classifyCached } from '../sql/statement-cache';
@@ -87,11 +99,7 @@ export function callEnd(
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    value !== null &&
-    (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as { then?: unknown }).then === 'function'
-  );
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
 }
 
 /**
@@ -296,12 +304,7 @@ export function wrapOnce<T extends object>(driver: DriverName, target: T, sink: 
  * so chaining stays counted. Non-configurable read-only functions are returned untouched, as Proxy invariants
  * demand.
  */
-export function countedProxy<T extends object>(
-  target: T,
-  mark: WrapperMark,
-  hooks: MethodHooks<T>,
-  properties: PropertyHooks = {},
-): T {
+export function countedProxy<T extends object>(target: T, mark: WrapperMark, hooks: MethodHooks<T>, properties: PropertyHooks = {}): T {
   const counted = new Map<PropertyKey, AnyFunction>();
   const bound = new Map<AnyFunction, AnyFunction>();
   const proxy: T = new Proxy(target, {
@@ -311,10 +314,7 @@ export function countedProxy<T extends object>(
       if (cached) return cached;
       const value: unknown = reflectGet(t, prop);
       if (typeof value !== 'function' || prop === 'constructor') {
-        const wrapProperty =
-          typeof prop === 'string' && value !== null && typeof value === 'object' && hasOwn(properties, prop)
-            ? properties[prop]
-            : undefined;
+        const wrapProperty = typeof prop === 'string' && value !== null && typeof value === 'object' && hasOwn(properties, prop) ? properties[prop] : undefined;
         if (!wrapProperty) return value;
         const own = ownDescriptor(t, prop);
         return own && !own.configurable && !own.writable ? value : wrapProperty(value as object);

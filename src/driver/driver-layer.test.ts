@@ -105,7 +105,14 @@ describe('DriverTally', () => {
 describe('WindowTotals shapes', () => {
   // knex on better-sqlite3 prepares every query anew, then runs it: each text has a prepare and an execute group.
   const prepare = (sql: string): CallShape => ({ method: 'prepare', kind: 'prepare', sql, statementClass: 'select', bindValues: 0, parameterSets: 0 });
-  const run = (sql: string, statementClass: CallShape['statementClass']): CallShape => ({ method: 'all', kind: 'execute', sql, statementClass, bindValues: 1, parameterSets: 1 });
+  const run = (sql: string, statementClass: CallShape['statementClass']): CallShape => ({
+    method: 'all',
+    kind: 'execute',
+    sql,
+    statementClass,
+    bindValues: 1,
+    parameterSets: 1,
+  });
 
   it('gives the distinct parameter sets and rows of a prepared-then-run text to the executions, not to the prepare', () => {
     const totals = new WindowTotals();
@@ -180,7 +187,14 @@ describe('WindowTotals shapes', () => {
 });
 
 describe('WindowTotals callers and steady counters', () => {
-  const runShape = (sql: string, bindValues = 2): CallShape => ({ method: 'run', kind: 'execute', sql, statementClass: 'insert', bindValues, parameterSets: 1 });
+  const runShape = (sql: string, bindValues = 2): CallShape => ({
+    method: 'run',
+    kind: 'execute',
+    sql,
+    statementClass: 'insert',
+    bindValues,
+    parameterSets: 1,
+  });
   const insert = 'INSERT INTO t (a, b) VALUES (?, ?)';
 
   it('says which texts would capture a caller, and takes a caller the wrapper captured instead of its own', () => {
@@ -252,7 +266,7 @@ describe('WindowTotals callers and steady counters', () => {
     expect(totals.needsCaller('SELECT ? AS later')).toBe(true);
   });
 
-  it('needs no caller beyond the window\'s text cap', () => {
+  it("needs no caller beyond the window's text cap", () => {
     const totals = new WindowTotals({ maxTexts: 1 });
     totals.add('better-sqlite3', runShape(insert), 0, 0, 1, null, null, [1, 2], null);
     expect(totals.needsCaller('SELECT 1')).toBe(false);
@@ -288,7 +302,7 @@ describe('WindowTotals callers and steady counters', () => {
     expect(counter?.open).toBe(false);
   });
 
-  it('refuses a counter for any shape but the last call\'s, a text beyond the cap or a per-call protocol', () => {
+  it("refuses a counter for any shape but the last call's, a text beyond the cap or a per-call protocol", () => {
     const totals = new WindowTotals({ maxEvents: 0, maxTexts: 1 });
     const shape = runShape(insert, 0);
     // No values bound: compared (as an empty list) on every call up to 64, handed over or not.

@@ -291,10 +291,20 @@ export class WindowTotals {
       if (list === null) distinct.sets = null;
       else if (!distinct.sets.some((seen) => sameValues(seen, list))) distinct.sets.push(list);
     }
-    if (this.#eventsLeft > 0 && !group.ignored) this.#keep(driver, shape, startMs, endMs, failed ? null : rowsAffected, failed ? error : null, connectionId, group);
+    if (this.#eventsLeft > 0 && !group.ignored)
+      this.#keep(driver, shape, startMs, endMs, failed ? null : rowsAffected, failed ? error : null, connectionId, group);
   }
 
-  #keep(driver: DriverName, shape: CallShape, startMs: number, endMs: number, rowsAffected: number | null, error: unknown, connectionId: number | null, group: Group): void {
+  #keep(
+    driver: DriverName,
+    shape: CallShape,
+    startMs: number,
+    endMs: number,
+    rowsAffected: number | null,
+    error: unknown,
+    connectionId: number | null,
+    group: Group,
+  ): void {
     this.#eventsLeft--;
     const info = group.info;
     this.#events.push({

@@ -65,14 +65,7 @@ export function mariadbRowsAffected(result: unknown): number | null {
 
 /** Structural: the connector's bundled build minifies class names, so `constructor.name` is not `OkPacket`. */
 function isOkPacket(value: unknown): value is { affectedRows: unknown } {
-  return (
-    value !== null &&
-    typeof value === 'object' &&
-    !isArray(value) &&
-    'affectedRows' in value &&
-    'insertId' in value &&
-    'warningStatus' in value
-  );
+  return value !== null && typeof value === 'object' && !isArray(value) && 'affectedRows' in value && 'insertId' in value && 'warningStatus' in value;
 }
 
 /**
@@ -126,7 +119,13 @@ function commonHooks<T>(site: CallSite): MethodHooks<T> {
     execute: (original) =>
       function execute(...args: unknown[]) {
         const values = valuesOf(args[0], args[1]);
-        return track(site, memoShape(memo, 'execute', 'execute', sqlOf(args[0]), countParameterValues(values), 1, 'mysql'), () => original(...args), mariadbRowsAffected, values);
+        return track(
+          site,
+          memoShape(memo, 'execute', 'execute', sqlOf(args[0]), countParameterValues(values), 1, 'mysql'),
+          () => original(...args),
+          mariadbRowsAffected,
+          values,
+        );
       },
     batch: (original) =>
       function batch(...args: unknown[]) {

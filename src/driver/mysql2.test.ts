@@ -35,7 +35,14 @@ describe('mysql2 promise query and execute, counted on the callback connection u
     const recorder = new DriverRecorder();
     const counted = wrapMysql2(connection, recorder);
     recorder.begin();
-    expect(await counted.query('INSERT INTO t VALUES ?', [[[1, 'a'], [2, 'b']]])).toEqual([HEADER, undefined]);
+    expect(
+      await counted.query('INSERT INTO t VALUES ?', [
+        [
+          [1, 'a'],
+          [2, 'b'],
+        ],
+      ]),
+    ).toEqual([HEADER, undefined]);
     await counted.execute('INSERT INTO t VALUES (?, ?), (?, ?)', [3, 'c', 4, 'd']);
     const { layer } = recorder.end();
     expect(calls).toEqual(['INSERT INTO t VALUES ?', 'INSERT INTO t VALUES (?, ?), (?, ?)']);
@@ -75,9 +82,12 @@ describe('mysql2 promise query and execute, counted on the callback connection u
 it("the installed mysql2's promise methods read as the counted view expects", () => {
   // Not among the package's exports: read from its folder, as mysql2's own promise prepare() loads it.
   const statementFile = path.join(path.dirname(require.resolve('mysql2')), 'lib', 'promise', 'prepared_statement_info.js');
-   
+
   const statementInfo = require(statementFile) as { prototype: { execute: unknown } };
-  const { PromiseConnection, PromisePool } = mysql as unknown as Record<'PromiseConnection' | 'PromisePool', { prototype: Record<'query' | 'execute', unknown> }>;
+  const { PromiseConnection, PromisePool } = mysql as unknown as Record<
+    'PromiseConnection' | 'PromisePool',
+    { prototype: Record<'query' | 'execute', unknown> }
+  >;
   expect([
     readsCore(PromiseConnection.prototype.query, 'connection'),
     readsCore(PromiseConnection.prototype.execute, 'connection'),

@@ -116,14 +116,7 @@ export function mysql2RowsAffected(result: unknown): number | null {
 
 /** Structural, so a bundled (minified) mysql2 is recognised too; row objects never carry all three keys. */
 function isResultSetHeader(value: unknown): value is { affectedRows: unknown } {
-  return (
-    value !== null &&
-    typeof value === 'object' &&
-    !isArray(value) &&
-    'affectedRows' in value &&
-    'insertId' in value &&
-    'fieldCount' in value
-  );
+  return value !== null && typeof value === 'object' && !isArray(value) && 'affectedRows' in value && 'insertId' in value && 'fieldCount' in value;
 }
 
 /** Promise results are `[result, fields]`. */
@@ -298,13 +291,7 @@ function wrapPromisePool<T extends object>(target: T, sink: StatementSink, mark:
  * One counted call on the callback API: with a callback the event is recorded just before it runs; without one
  * (event-emitter mode) when the returned command emits `end`.
  */
-function callbackCall(
-  site: CallSite,
-  callShape: CallShape,
-  args: unknown[],
-  original: (...a: unknown[]) => unknown,
-  values?: unknown,
-): unknown {
+function callbackCall(site: CallSite, callShape: CallShape, args: unknown[], original: (...a: unknown[]) => unknown, values?: unknown): unknown {
   const cb = callbackIndex(args);
   if (cb >= 0) return trackCallback(site, callShape, args, cb, original, mysql2RowsAffected, values);
   const caller = callerAtCall(site, callShape);

@@ -23,11 +23,7 @@ function once(close: () => Promise<void>): () => Promise<void> {
 }
 
 /** Opens a plain, uncounted connection through the driver's module; a failure names the backend and the address. */
-export async function openRawConnection<D extends DriverName>(
-  driver: D,
-  connection: ConnectionInfo,
-  opts: OpenOptions = {},
-): Promise<OpenedConnection<D>> {
+export async function openRawConnection<D extends DriverName>(driver: D, connection: ConnectionInfo, opts: OpenOptions = {}): Promise<OpenedConnection<D>> {
   try {
     const module = driverModule(driver);
     const through = opts.stream && module.streamOptions ? module.streamOptions(opts.stream) : null;

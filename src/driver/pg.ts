@@ -82,7 +82,8 @@ function countedQuery(site: CallSite, ownPromise: OwnPromise | null) {
     function query(...args: unknown[]) {
       const { shape, submittable, values } = queryShape(args, memo);
       if (submittable) {
-        if (isCopyInStream(args[0])) return trackCopyIn(site, memoShape(memo, 'query', 'query', shape.sql, 0, 1, 'postgres', 'simple'), args[0], args, original);
+        if (isCopyInStream(args[0]))
+          return trackCopyIn(site, memoShape(memo, 'query', 'query', shape.sql, 0, 1, 'postgres', 'simple'), args[0], args, original);
         return track(site, shape, () => original(...args), noRows, values);
       }
       const cb = callbackIndex(args);
@@ -272,19 +273,23 @@ const pgModel: DriverModel = (group, ctx) => {
   const simple = calls - extended;
   const range = (min: number, max: number): Range => ({ min, max });
   const statements = range(calls, calls);
-  return withCopyIn({
-    wire: {
-      Parse: range(0, calls),
-      Bind: range(extended, calls),
-      Execute: range(extended, UNBOUNDED),
-      Sync: range(extended, calls),
-      Describe: range(0, calls),
-      Query: range(0, simple),
+  return withCopyIn(
+    {
+      wire: {
+        Parse: range(0, calls),
+        Bind: range(extended, calls),
+        Execute: range(extended, UNBOUNDED),
+        Sync: range(extended, calls),
+        Describe: range(0, calls),
+        Query: range(0, simple),
+      },
+      server: { statements, ...classCounts(group, statements) },
+      wireWords: simple === 0 ? 'Parse/Bind/Describe?/Execute/Sync' : 'Query (or Parse/Bind/Execute/Sync)',
+      serverWords: '1 pg_stat_statements call',
     },
-    server: { statements, ...classCounts(group, statements) },
-    wireWords: simple === 0 ? 'Parse/Bind/Describe?/Execute/Sync' : 'Query (or Parse/Bind/Execute/Sync)',
-    serverWords: '1 pg_stat_statements call',
-  }, group, false);
+    group,
+    false,
+  );
 };
 
 /**

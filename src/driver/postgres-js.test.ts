@@ -43,7 +43,8 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
       expect(unsafe.handler).not.toBe(built.handler);
       expect((sql.unsafe('SELECT 2') as unknown as Built).handler).toBe(unsafe.handler);
       expect(tally.events).toEqual([]);
-    }));
+    }),
+  );
 
   it.each([false, true])('keeps the debug flag postgres.js reads off the handler to explain an error (debug %s)', async (debug) => {
     const raw = open(debug);
@@ -71,10 +72,13 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
 
   it.each([
     ['returns call sites, not a string', (_e: Error, sites: unknown[]) => sites],
-    ['throws', () => {
-      throw new Error('prepareStackTrace failed');
-    }],
-  ])('builds and counts a query when a prepareStackTrace of the user\'s %s', (_what, prepare) =>
+    [
+      'throws',
+      () => {
+        throw new Error('prepareStackTrace failed');
+      },
+    ],
+  ])("builds and counts a query when a prepareStackTrace of the user's %s", (_what, prepare) =>
     withCounted(async (sql, _raw, tally) => {
       const before = Error.prepareStackTrace;
       // A template this file builds nowhere else, so the wrapper meets it for the first time here.
@@ -87,7 +91,8 @@ describe('wrapPostgresJs: a query is counted through its handler, when it runs',
       }
       expect((await failureOf(query))?.code).toBe('ECONNREFUSED');
       expect(tally.events.map((e) => e.method)).toEqual(['sql']);
-    }));
+    }),
+  );
 
   it('counts a fragment only as part of the query that runs it', () =>
     withCounted(async (sql, _raw, tally) => {

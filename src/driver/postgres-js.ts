@@ -101,37 +101,44 @@ export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink,
         function file(...args) {
           return counted(original(...args), 'file', file, args);
         },
-      begin: (original) => (...args) => {
-        const fnIndex = args.length - 1;
-        const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
-        const options = typeof args[0] === 'string' && fnIndex > 0 ? ` ${args[0].replace(/[^a-z ]/gi, '')}` : '';
-        sink.inFlight?.(1);
-        control(site, `BEGIN${options}`, 'simple');
-        return (original(...args) as Promise<unknown>).then(
-          (value) => {
-            control(site, 'COMMIT', tagged);
-            sink.inFlight?.(-1);
-            return value;
-          },
-          (error: unknown) => {
-            control(site, 'ROLLBACK', tagged);
-            sink.inFlight?.(-1);
+      begin:
+        (original) =>
+        (...args) => {
+          const fnIndex = args.length - 1;
+          const body = args[fnIndex] as AnyFunction;
+          args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
+          const options = typeof args[0] === 'string' && fnIndex > 0 ? ` ${args[0].replace(/[^a-z ]/gi, '')}` : '';
+          sink.inFlight?.(1);
+          control(site, `BEGIN${options}`, 'simple');
+          return (original(...args) as Promise<unknown>).then(
+            (value) => {
+              control(site, 'COMMIT', tagged);
+              sink.inFlight?.(-1);
+              return value;
+            },
+            (error: unknown) => {
+              control(site, 'ROLLBACK', tagged);
+              sink.inFlight?.(-1);
+              throw error;
+            },
+          );
+        },
+      savepoint:
+        (original) =>
+        (...args) => {
+          const fnIndex = args.length - 1;
+          const body = args[fnIndex] as AnyFunction;
+          args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
+          control(site, 'SAVEPOINT', tagged);
+          return (original(...args) as Promise<unknown>).catch((error: unknown) => {
+            control(site, 'ROLLBACK TO SAVEPOINT', tagged);
             throw error;
-          },
-        );
-      },
-      savepoint: (original) => (...args) => {
-        const fnIndex = args.length - 1;
-        const body = args[fnIndex] as AnyFunction;
-        args[fnIndex] = (tx: object) => body(wrapPostgresJs(tx, sink, passed));
-        control(site, 'SAVEPOINT', tagged);
-        return (original(...args) as Promise<unknown>).catch((error: unknown) => {
-          control(site, 'ROLLBACK TO SAVEPOINT', tagged);
-          throw error;
-        });
-      },
-      reserve: (original) => (...args) => (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink, passed)),
+          });
+        },
+      reserve:
+        (original) =>
+        (...args) =>
+          (original(...args) as Promise<object>).then((reserved) => wrapPostgresJs(reserved, sink, passed)),
     };
     const replaced = new Map<PropertyKey, AnyFunction>();
     // sql`...` builds a query; sql(rows, ...columns) and sql('name') build helpers that are not calls.
@@ -242,24 +249,26 @@ const postgresJsModel: DriverModel = (group, ctx) => {
   const extended = Math.min(calls, group.callsWithValues);
   const preparedControl = mayBeCountedOnce(group.statementClass);
   const counted = preparedControl ? range(0, ctx.claimPrepare()) : range(calls, calls);
-  return withCopyIn({
-    wire: {
-      Parse: range(0, calls),
-      Describe: range(0, calls),
-      Flush: range(0, calls),
-      Bind: range(preparedControl ? calls : extended, calls),
-      Execute: range(preparedControl ? calls : extended, calls),
-      Sync: range(preparedControl ? calls : extended, calls),
-      Query: range(0, preparedControl ? 0 : calls - extended),
+  return withCopyIn(
+    {
+      wire: {
+        Parse: range(0, calls),
+        Describe: range(0, calls),
+        Flush: range(0, calls),
+        Bind: range(preparedControl ? calls : extended, calls),
+        Execute: range(preparedControl ? calls : extended, calls),
+        Sync: range(preparedControl ? calls : extended, calls),
+        Query: range(0, preparedControl ? 0 : calls - extended),
+      },
+      server: { statements: counted, ...classCounts(group, counted) },
+      wireWords: preparedControl
+        ? 'Bind/Execute/Sync of its prepared statement (+ Parse once per connection)'
+        : 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
+      serverWords: preparedControl ? 'counted by pg_stat_statements only at its first execution on the connection' : '1 pg_stat_statements call',
     },
-    server: { statements: counted, ...classCounts(group, counted) },
-    wireWords: preparedControl
-      ? 'Bind/Execute/Sync of its prepared statement (+ Parse once per connection)'
-      : 'Bind/Execute/Sync (+ Parse/Describe/Flush once per connection and text), or Query',
-    serverWords: preparedControl
-      ? 'counted by pg_stat_statements only at its first execution on the connection'
-      : '1 pg_stat_statements call',
-  }, group, true);
+    group,
+    true,
+  );
 };
 
 /**
@@ -317,7 +326,16 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
     const net = networkTarget('postgres-js', connection, opts);
     const loaded = await loadDriverPackage<{ default: PostgresFactory }>(opts.driverPackage ?? 'postgres', 'postgres-js', opts.backend);
     // One connection, so the window's per-connection facts hold; notices are the server's business, not stdout's.
-    const sql = loaded.default({ host: net.host, port: net.port, user: net.user, password: net.password, database: net.database, max: 1, onnotice: () => undefined, ...opts.driverOptions });
+    const sql = loaded.default({
+      host: net.host,
+      port: net.port,
+      user: net.user,
+      password: net.password,
+      database: net.database,
+      max: 1,
+      onnotice: () => undefined,
+      ...opts.driverOptions,
+    });
     try {
       // postgres.js connects lazily: connect now, outside any window, and learn the backend pid.
       const [row] = await sql.unsafe('SELECT pg_backend_pid() AS pid');

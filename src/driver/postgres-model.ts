@@ -32,7 +32,12 @@ export function postgresServerCounts(group: CallGroup, n: ByProtocol, namedFirst
   if (n.named === 0 || !COUNTED_ONCE_FROM_NAMED.has(group.statementClass)) {
     const run = group.calls - notRun + n.simple * (perQuery - 1);
     const all = { min: run, max: run };
-    const words = notRun === group.calls ? 'nothing run on the server' : perQuery > 1 ? `a pg_stat_statements call for each of the ${perQuery} statements of a Query` : '1 pg_stat_statements call';
+    const words =
+      notRun === group.calls
+        ? 'nothing run on the server'
+        : perQuery > 1
+          ? `a pg_stat_statements call for each of the ${perQuery} statements of a Query`
+          : '1 pg_stat_statements call';
     // A text of several statements has its first one's class: the others' are not known, so no class is predicted.
     return { server: { statements: all, ...(perQuery === 1 ? classCounts(group, all) : {}) }, serverWords: words };
   }

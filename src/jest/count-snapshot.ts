@@ -68,7 +68,8 @@ function serverWorkLines(lines: string[], work: ServerWork, flavour: Flavour): v
   if (work.tables) {
     const tables = [...work.tables].sort((a, b) => compare(a.table, b.table));
     lines.push(`server.work.tables: ${tables.length}`);
-    for (const t of tables) lines.push(`  ${t.table} seqScans=${t.seqScans} seqRowsRead=${t.seqRowsRead} indexScans=${t.indexScans} indexRowsFetched=${t.indexRowsFetched}`);
+    for (const t of tables)
+      lines.push(`  ${t.table} seqScans=${t.seqScans} seqRowsRead=${t.seqRowsRead} indexScans=${t.indexScans} indexRowsFetched=${t.indexRowsFetched}`);
   }
 }
 
@@ -125,7 +126,10 @@ export function countedVia(tally: Pick<Tally, 'driver' | 'drivers' | 'layers'>, 
 
 export function countSnapshotOf(tally: Tally, options: CountSnapshotOptions = {}): CountSnapshot {
   if (tally.workloadError) {
-    return { ok: false, reason: `the captured code threw (phase ${tally.workloadError.phase}: ${tally.workloadError.message}), so its counts are not a baseline` };
+    return {
+      ok: false,
+      reason: `the captured code threw (phase ${tally.workloadError.phase}: ${tally.workloadError.message}), so its counts are not a baseline`,
+    };
   }
   const { driver, wire, server } = tally.layers;
   if (wire?.incomplete) return { ok: false, reason: `the wire layer is incomplete: ${wire.incompleteReasons.join('; ')}` };
@@ -173,7 +177,11 @@ export function countSnapshotOf(tally: Tally, options: CountSnapshotOptions = {}
       lines.push('shapes: not recorded by this driver layer');
     } else {
       const parsed = ShapeStatsSchema.safeParse(raw);
-      if (!parsed.success) return { ok: false, reason: `the driver layer's shapes do not parse: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+      if (!parsed.success)
+        return {
+          ok: false,
+          reason: `the driver layer's shapes do not parse: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+        };
       const shapes = [...parsed.data].sort((a, b) => compare(a.fingerprint, b.fingerprint) || compare(a.kind, b.kind));
       lines.push(`shapes: ${shapes.length}`);
       for (const s of shapes) lines.push(shapeLine(s));

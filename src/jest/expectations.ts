@@ -115,7 +115,6 @@ function lookup(root: unknown, path: string[]): number | null {
   return typeof node === 'number' ? node : null;
 }
 
-
 function actualFor(tally: Tally, path: string): { actual: number | null; blocked: string | null } {
   const [layer, ...rest] = path.split('.');
   if (layer === 'driver') {
@@ -187,12 +186,19 @@ export function describeEvidence(tally: Tally): string {
   }
   const wire = tally.layers.wire;
   if (wire) {
-    const commands = Object.entries(wire.commands).map(([k, v]) => `${k}=${v}`).join(' ');
-    lines.push(`Wire: ${wire.commandsTotal} commands (${commands}), ${wire.roundTrips} round trips, ${wire.clientWrites} client writes${wire.incomplete ? ' [incomplete]' : ''}`);
+    const commands = Object.entries(wire.commands)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+    lines.push(
+      `Wire: ${wire.commandsTotal} commands (${commands}), ${wire.roundTrips} round trips, ${wire.clientWrites} client writes${wire.incomplete ? ' [incomplete]' : ''}`,
+    );
   }
   const server = tally.layers.server;
   if (server) {
-    const summary = Object.entries(server.summary).filter(([, v]) => v !== null).map(([k, v]) => `${k}=${v}`).join(' ');
+    const summary = Object.entries(server.summary)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
     lines.push(`Server (${server.summarySource}): ${summary}`);
   }
   lines.push(`Verdict: ${tally.verdict.kind}: ${tally.verdict.reason}`);

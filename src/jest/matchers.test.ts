@@ -108,7 +108,12 @@ describe('error states fail with and without .not', () => {
     ['toHaveCounts: a misspelled layer', base, (e) => e.toHaveCounts({ drivers: { calls: 2 } } as never), /not a count spec: .*Unrecognized key.*drivers/],
     ['toHaveCounts: a count that is not a whole number', base, (e) => e.toHaveCounts({ driver: { calls: 1.5 } }), /not a count spec: driver\.calls/],
     ['toHaveCountsAtMost: NaN', base, (e) => e.toHaveCountsAtMost({ driver: { calls: NaN } }), /not a count spec: driver\.calls/],
-    ['toHaveCountsAtMost: a negative bound', base, (e) => e.toHaveCountsAtMost({ wire: { commands: { COM_QUERY: -1 } } }), /not a count spec: wire\.commands\.COM_QUERY/],
+    [
+      'toHaveCountsAtMost: a negative bound',
+      base,
+      (e) => e.toHaveCountsAtMost({ wire: { commands: { COM_QUERY: -1 } } }),
+      /not a count spec: wire\.commands\.COM_QUERY/,
+    ],
     ['toHaveCountsAtMost: not a tally', 'tally', (e) => e.toHaveCountsAtMost({ driver: { calls: 2 } }), /received string/],
     ['toHaveCountsAtMost: the code threw', threw, (e) => e.toHaveCountsAtMost({ driver: { calls: 2 } }), /the captured code threw/],
     ['toHaveCountsAtMost: layer incomplete', wireCut, (e) => e.toHaveCountsAtMost({ wire: { roundTrips: 5 } }), /wire layer incomplete/],
@@ -208,11 +213,18 @@ describe('toHaveNoRepeatedShapes', () => {
     expect(t).toHaveNoRepeatedShapes({ ignore: [lines.id] });
     expect(t).toHaveNoRepeatedShapes({ ignore: [lines.fingerprint] });
     const message = messageOf(() => expect(t).not.toHaveNoRepeatedShapes({ ignore: [lines.id] }));
-    expect(message).toContain(`ignored (1):\n    20× ${lines.id} [select/execute] SELECT * FROM order_lines WHERE order_id = ? (matched ignore[0] id ${lines.id})`);
+    expect(message).toContain(
+      `ignored (1):\n    20× ${lines.id} [select/execute] SELECT * FROM order_lines WHERE order_id = ? (matched ignore[0] id ${lines.id})`,
+    );
   });
 
   it('refuses ignore entries that are not a RegExp, an id or a fingerprint, naming the entry', () => {
-    for (const [entry, shown] of [[42, '42 (number)'], [null, 'null'], ['', '""'], [{}, '[object Object] (object)']] as const) {
+    for (const [entry, shown] of [
+      [42, '42 (number)'],
+      [null, 'null'],
+      ['', '""'],
+      [{}, '[object Object] (object)'],
+    ] as const) {
       for (const message of [
         messageOf(() => expect(nPlusOneTally()).toHaveNoRepeatedShapes({ ignore: [/x/, entry] } as never)),
         messageOf(() => expect(nPlusOneTally()).not.toHaveNoRepeatedShapes({ ignore: [/x/, entry] } as never)),
@@ -251,7 +263,11 @@ describe('count snapshot text', () => {
     const base = tallyFixture();
     const drivers = [
       { name: 'mysql2' as const, version: '3.24.6', path: { fast: ['promise-view connection.query'], plain: [] } },
-      { name: 'pg' as const, version: '8.23.1', path: { fast: [], plain: [{ feature: 'own-promise Client.query', reason: 'forced by SQLTALLY_DRIVER_PATH=plain' }] } },
+      {
+        name: 'pg' as const,
+        version: '8.23.1',
+        path: { fast: [], plain: [{ feature: 'own-promise Client.query', reason: 'forced by SQLTALLY_DRIVER_PATH=plain' }] },
+      },
       { name: 'mariadb' as const, version: '3.5.4' },
     ];
     expect(countedVia({ ...base, drivers }, { paths: true })).toBe(
@@ -323,15 +339,18 @@ describe('count snapshot text', () => {
 describe('createSqltallyMatchers', () => {
   it('hands the snapshot text to the given snapshot matcher and words a version mismatch', () => {
     const seen: unknown[] = [];
-    const matchers = createSqltallyMatchers(() =>
-      function (this: unknown, received: unknown) {
-        seen.push(received);
-        return { pass: false, message: () => 'stored differs', actual: received, expected: '"sqltally-count-snapshot v0\ndriver.calls: 1"' };
-      },
+    const matchers = createSqltallyMatchers(
+      () =>
+        function (this: unknown, received: unknown) {
+          seen.push(received);
+          return { pass: false, message: () => 'stored differs', actual: received, expected: '"sqltally-count-snapshot v0\ndriver.calls: 1"' };
+        },
     );
     const result = matchers.toMatchCountSnapshot.call({ isNot: false }, tallyFixture());
     expect(seen[0]).toEqual(expect.stringMatching(/^sqltally-count-snapshot v1\nbackend: mariadb via mysql2\n/));
     expect(result.pass).toBe(false);
-    expect(result.message()).toMatch(/the stored snapshot was written as sqltally-count-snapshot v0; this sqltally reads and writes sqltally-count-snapshot v1[\s\S]*jest -u/);
+    expect(result.message()).toMatch(
+      /the stored snapshot was written as sqltally-count-snapshot v0; this sqltally reads and writes sqltally-count-snapshot v1[\s\S]*jest -u/,
+    );
   });
 });

@@ -83,8 +83,7 @@ function cannotCheck(context: SqltallyMatcherContext | undefined, name: string, 
   const negated = context?.isNot === true;
   return {
     pass: negated,
-    message: () =>
-      `${name}: cannot check, so this fails with and without .not: ${why}${evidence ? `\n\n${describeEvidence(evidence)}` : ''}`,
+    message: () => `${name}: cannot check, so this fails with and without .not: ${why}${evidence ? `\n\n${describeEvidence(evidence)}` : ''}`,
   };
 }
 
@@ -133,17 +132,24 @@ const VERDICT_KINDS: readonly string[] = ['assert', 'report', 'incomplete'];
 const SNAPSHOT_OPTIONS: readonly string[] = ['serverWork'];
 
 /** `toMatchCountSnapshot(hint?)` or `toMatchCountSnapshot(options, hint?)`, checked. */
-function snapshotArguments(first: unknown, second: unknown): { ok: true; options: CountSnapshotOptions; hint: string | undefined } | { ok: false; reason: string } {
+function snapshotArguments(
+  first: unknown,
+  second: unknown,
+): { ok: true; options: CountSnapshotOptions; hint: string | undefined } | { ok: false; reason: string } {
   const hintProblem = (h: unknown): string | null => (h === undefined || typeof h === 'string' ? null : `the hint must be a string, received ${typeof h}`);
   if (first === undefined || typeof first === 'string') {
     if (second !== undefined) return { ok: false, reason: 'a hint comes last: toMatchCountSnapshot(hint) or toMatchCountSnapshot({ serverWork }, hint)' };
     return { ok: true, options: {}, hint: first };
   }
   if (first === null || typeof first !== 'object' || Array.isArray(first)) {
-    return { ok: false, reason: `the first argument must be a hint (string) or options { serverWork?: boolean }, received ${first === null ? 'null' : Array.isArray(first) ? 'an array' : typeof first}` };
+    return {
+      ok: false,
+      reason: `the first argument must be a hint (string) or options { serverWork?: boolean }, received ${first === null ? 'null' : Array.isArray(first) ? 'an array' : typeof first}`,
+    };
   }
   const unknown = Object.keys(first).filter((k) => !SNAPSHOT_OPTIONS.includes(k));
-  if (unknown.length > 0) return { ok: false, reason: `unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}: the known options are ${SNAPSHOT_OPTIONS.join(', ')}` };
+  if (unknown.length > 0)
+    return { ok: false, reason: `unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')}: the known options are ${SNAPSHOT_OPTIONS.join(', ')}` };
   const serverWork = (first as { serverWork?: unknown }).serverWork;
   if (serverWork !== undefined && typeof serverWork !== 'boolean') return { ok: false, reason: `serverWork must be a boolean, received ${typeof serverWork}` };
   const problem = hintProblem(second);
@@ -181,7 +187,12 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       };
     },
 
-    toMatchCountSnapshot(this: SqltallyMatcherContext | undefined, received: unknown, optionsOrHint?: unknown, hintAfterOptions?: unknown): SqltallyMatcherResult {
+    toMatchCountSnapshot(
+      this: SqltallyMatcherContext | undefined,
+      received: unknown,
+      optionsOrHint?: unknown,
+      hintAfterOptions?: unknown,
+    ): SqltallyMatcherResult {
       if (!isTally(received)) return notATally(this, SNAPSHOT_NAME, received);
       const args = snapshotArguments(optionsOrHint, hintAfterOptions);
       if (!args.ok) return cannotCheck(this, SNAPSHOT_NAME, args.reason);
@@ -203,12 +214,14 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       if (result.expected === undefined) {
         return {
           ...result,
-          message: () => `${SNAPSHOT_NAME}: no snapshot is stored for this test, and this run writes none (--ci, or CI set): run the tests once outside CI, or with -u, and commit the snapshot\n\n${result.message()}`,
+          message: () =>
+            `${SNAPSHOT_NAME}: no snapshot is stored for this test, and this run writes none (--ci, or CI set): run the tests once outside CI, or with -u, and commit the snapshot\n\n${result.message()}`,
         };
       }
       const stored = storedSnapshotFormat(result.expected);
       if (stored !== COUNT_SNAPSHOT_VERSION) {
-        const found = stored === null ? 'is not a sqltally count snapshot (no "sqltally-count-snapshot" line)' : `was written as sqltally-count-snapshot ${stored}`;
+        const found =
+          stored === null ? 'is not a sqltally count snapshot (no "sqltally-count-snapshot" line)' : `was written as sqltally-count-snapshot ${stored}`;
         return {
           ...result,
           message: () =>
@@ -219,7 +232,8 @@ export function createSqltallyMatchers(snapshotMatcher: () => SnapshotMatcher = 
       }
       return {
         ...result,
-        message: () => `${SNAPSHOT_NAME}: the counts differ from the snapshot (if the change is meant, rewrite it with -u: \`jest -u\`, \`vitest -u\`)\n\n${result.message()}`,
+        message: () =>
+          `${SNAPSHOT_NAME}: the counts differ from the snapshot (if the change is meant, rewrite it with -u: \`jest -u\`, \`vitest -u\`)\n\n${result.message()}`,
       };
     },
 

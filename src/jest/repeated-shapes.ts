@@ -38,8 +38,7 @@ export interface IgnoredShape {
 }
 
 export type RepeatedShapesJudgement =
-  | { ok: true; threshold: number; repeated: RepeatedShape[]; ignored: IgnoredShape[]; judged: ShapeStat[] }
-  | { ok: false; reason: string };
+  { ok: true; threshold: number; repeated: RepeatedShape[]; ignored: IgnoredShape[]; judged: ShapeStat[] } | { ok: false; reason: string };
 
 type IgnoreEntry = { test(shape: ShapeStat): boolean; label: string };
 
@@ -122,7 +121,11 @@ export function judgeRepeatedShapes(tally: Tally, options?: unknown): RepeatedSh
     judged.push(shape);
     if (shape.calls < parsed.threshold) continue;
     const { kind, why } = repeatKind(shape);
-    repeated.push({ shape, kind, description: `${kind} (${why}): ${shape.calls} calls of ${shape.id} [${shape.statementClass}/${shape.kind}] ${shape.fingerprint}` });
+    repeated.push({
+      shape,
+      kind,
+      description: `${kind} (${why}): ${shape.calls} calls of ${shape.id} [${shape.statementClass}/${shape.kind}] ${shape.fingerprint}`,
+    });
   }
   repeated.sort((a, b) => b.shape.calls - a.shape.calls);
   return { ok: true, threshold: parsed.threshold, repeated, ignored, judged };
@@ -144,7 +147,8 @@ export function describeRepeatedShapes(judgement: Extract<RepeatedShapesJudgemen
   }
   if (judgement.ignored.length > 0) {
     lines.push(`  ignored (${judgement.ignored.length}):`);
-    for (const i of judgement.ignored) lines.push(`    ${i.shape.calls}× ${i.shape.id} [${i.shape.statementClass}/${i.shape.kind}] ${i.shape.fingerprint} (${i.why})`);
+    for (const i of judgement.ignored)
+      lines.push(`    ${i.shape.calls}× ${i.shape.id} [${i.shape.statementClass}/${i.shape.kind}] ${i.shape.fingerprint} (${i.why})`);
   }
   return lines.join('\n');
 }

@@ -10,10 +10,13 @@ const SELECT_INDEXED = 'SELECT b FROM t WHERE a = ?';
 
 const mariadbWork = serverWorkFixture;
 
-function tallyWithWork(work: ServerWork | undefined, shapes = [
-  shapeOf(SELECT_UNINDEXED, { statementClass: 'select', caller: 'test/app.test.ts:20:5' }),
-  shapeOf(SELECT_INDEXED, { statementClass: 'select', caller: 'test/app.test.ts:21:5' }),
-]): ShapedTally {
+function tallyWithWork(
+  work: ServerWork | undefined,
+  shapes = [
+    shapeOf(SELECT_UNINDEXED, { statementClass: 'select', caller: 'test/app.test.ts:20:5' }),
+    shapeOf(SELECT_INDEXED, { statementClass: 'select', caller: 'test/app.test.ts:21:5' }),
+  ],
+): ShapedTally {
   return withWork(withShapes(tallyFixture(), shapes), work);
 }
 
@@ -44,7 +47,9 @@ describe('toHaveServerWork', () => {
     const tally = tallyWithWork(mariadbWork());
     const each = run('toHaveServerWork', tally, false, { rowsExamined: { max: 100 } }, { eachShape: true });
     expect(each.pass).toBe(false);
-    expect(each.message()).toMatch(/1× SELECT `a` FROM `t` WHERE `b` = \? \(shape [0-9a-f]{12}, called from test\/app\.test\.ts:20:5\):\n {4}✗ rowsExamined: expected at most 100, actual 20000/);
+    expect(each.message()).toMatch(
+      /1× SELECT `a` FROM `t` WHERE `b` = \? \(shape [0-9a-f]{12}, called from test\/app\.test\.ts:20:5\):\n {4}✗ rowsExamined: expected at most 100, actual 20000/,
+    );
     const indexed = shapeOf(SELECT_INDEXED).id;
     expect(run('toHaveServerWork', tally, false, { rowsExamined: 1, fullScans: 0 }, { shape: indexed }).pass).toBe(true);
     expect(run('toHaveServerWork', tally, false, { rowsExamined: 1 }, { shape: /WHERE b = / }).pass).toBe(false);
@@ -61,9 +66,13 @@ describe('toHaveServerWork', () => {
 
   it('refuses thresholds that are not numbers', () => {
     const tally = tallyWithWork(mariadbWork());
-    expect(run('toHaveServerWork', tally, false, { rowsExamined: '10' }).message()).toContain('rowsExamined must be a number or { max, min } of numbers, received "10"');
+    expect(run('toHaveServerWork', tally, false, { rowsExamined: '10' }).message()).toContain(
+      'rowsExamined must be a number or { max, min } of numbers, received "10"',
+    );
     expect(run('toHaveServerWork', tally, false, { rowsExamined: { max: NaN } }).message()).toContain('rowsExamined.max must be a number, received NaN');
-    expect(run('toHaveServerWork', tally, false, { rowsExamined: { maximum: 3 } }).message()).toContain('unknown key in rowsExamined "maximum": the known keys are max, min');
+    expect(run('toHaveServerWork', tally, false, { rowsExamined: { maximum: 3 } }).message()).toContain(
+      'unknown key in rowsExamined "maximum": the known keys are max, min',
+    );
     expect(run('toHaveServerWork', tally, false, {}).message()).toContain('the budget names no figure');
   });
 
@@ -90,7 +99,13 @@ describe('toHaveServerWork', () => {
   });
 
   it('per statement: no entries is a failure with the reason', () => {
-    const r = run('toHaveServerWork', tallyWithWork(mariadbWork({ statements: null, statementsUnknown: 'performance_schema_digests_size is 0' })), false, { rowsExamined: 0 }, { eachShape: true });
+    const r = run(
+      'toHaveServerWork',
+      tallyWithWork(mariadbWork({ statements: null, statementsUnknown: 'performance_schema_digests_size is 0' })),
+      false,
+      { rowsExamined: 0 },
+      { eachShape: true },
+    );
     expect(r.pass).toBe(false);
     expect(r.message()).toContain('no per-statement figures in this window: performance_schema_digests_size is 0');
   });
@@ -111,7 +126,14 @@ describe('toUseIndexes', () => {
     const work = mariadbWork({
       unindexedScans: [{ table: 'public.t', statement: null, scans: 1, rowsRead: 20000, basis: 'rows read by sequential scans of the table' }],
     });
-    const r = run('toUseIndexes', tallyWithWork(work, [shapeOf('SELECT a FROM t WHERE b = $1', { statementClass: 'select', caller: 'x.test.ts:3:1' }, 'postgres'), shapeOf('SELECT 1 FROM tt', { statementClass: 'select' }, 'postgres')]), false);
+    const r = run(
+      'toUseIndexes',
+      tallyWithWork(work, [
+        shapeOf('SELECT a FROM t WHERE b = $1', { statementClass: 'select', caller: 'x.test.ts:3:1' }, 'postgres'),
+        shapeOf('SELECT 1 FROM tt', { statementClass: 'select' }, 'postgres'),
+      ]),
+      false,
+    );
     expect(r.message()).toContain('✗ table public.t: 1 scan(s) without an index');
     expect(r.message()).toContain('SELECT a FROM t WHERE b = ?, called from x.test.ts:3:1');
     expect(r.message()).not.toContain('FROM tt');
@@ -141,7 +163,13 @@ describe('toWriteInBatches', () => {
   it('passes on one multi-row insert, a batch call, an UPDATE touching many rows per call, and writes below the threshold', () => {
     expect(run('toWriteInBatches', withShapes(tallyFixture(), [multi]), false).pass).toBe(true);
     expect(run('toWriteInBatches', withShapes(tallyFixture(), [{ ...loop, kind: 'batch', calls: 1, parameterSets: 50 }]), false).pass).toBe(true);
-    expect(run('toWriteInBatches', withShapes(tallyFixture(), [shapeOf('UPDATE t SET a = ? WHERE b > ?', { statementClass: 'update', calls: 3, parameterSets: 3, rows: 300 })]), false).pass).toBe(true);
+    expect(
+      run(
+        'toWriteInBatches',
+        withShapes(tallyFixture(), [shapeOf('UPDATE t SET a = ? WHERE b > ?', { statementClass: 'update', calls: 3, parameterSets: 3, rows: 300 })]),
+        false,
+      ).pass,
+    ).toBe(true);
     expect(run('toWriteInBatches', withShapes(tallyFixture(), [loop]), false, { threshold: 51 }).pass).toBe(true);
   });
 
@@ -164,11 +192,12 @@ describe('count snapshots with serverWork', () => {
   /** Hands back what the snapshot machinery was given, as a stored snapshot that always matches. */
   function capturing(): { seen: unknown[]; matchers: ReturnType<typeof createSqltallyMatchers> } {
     const seen: unknown[] = [];
-    const m = createSqltallyMatchers(() =>
-      function (this: unknown, received: unknown, hint?: string) {
-        seen.push(hint === undefined ? [received] : [received, hint]);
-        return { pass: true, message: () => '' };
-      },
+    const m = createSqltallyMatchers(
+      () =>
+        function (this: unknown, received: unknown, hint?: string) {
+          seen.push(hint === undefined ? [received] : [received, hint]);
+          return { pass: true, message: () => '' };
+        },
     );
     return { seen, matchers: m };
   }

@@ -79,7 +79,10 @@ export function parseBudget(budget: unknown): Judged<Bound[]> {
     if (extra) return { ok: false, reason: extra };
     const { max, min } = value;
     if (max === undefined && min === undefined) return { ok: false, reason: `${key} names neither max nor min` };
-    for (const [name, v] of [['max', max], ['min', min]] as const) {
+    for (const [name, v] of [
+      ['max', max],
+      ['min', min],
+    ] as const) {
       if (v !== undefined && !isNumber(v)) return { ok: false, reason: `${key}.${name} must be a number, received ${describeValue(v)}` };
     }
     bounds.push({ figure, exact: null, min: (min as number | undefined) ?? null, max: (max as number | undefined) ?? null });
@@ -144,7 +147,8 @@ export interface WorkCheck {
 export function judgeServerWork(tally: Tally, budget: unknown, scope: unknown): Judged<WorkCheck[]> {
   const bounds = parseBudget(budget);
   if (!bounds.ok) return bounds;
-  if (scope !== undefined && !isPlainObject(scope)) return { ok: false, reason: `the options must be an object { shape?, eachShape? }, received ${describeValue(scope)}` };
+  if (scope !== undefined && !isPlainObject(scope))
+    return { ok: false, reason: `the options must be an object { shape?, eachShape? }, received ${describeValue(scope)}` };
   const opts = (scope ?? {}) as Record<string, unknown>;
   const bad = unknownKeys(opts, ['shape', 'eachShape'], 'option');
   if (bad) return { ok: false, reason: bad };
@@ -152,7 +156,8 @@ export function judgeServerWork(tally: Tally, budget: unknown, scope: unknown): 
   if (selector !== undefined && !(selector instanceof RegExp) && !(typeof selector === 'string' && selector.length > 0)) {
     return { ok: false, reason: `shape must be a shape id, a whole fingerprint or a RegExp, received ${describeValue(selector)}` };
   }
-  if (opts['eachShape'] !== undefined && typeof opts['eachShape'] !== 'boolean') return { ok: false, reason: `eachShape must be a boolean, received ${describeValue(opts['eachShape'])}` };
+  if (opts['eachShape'] !== undefined && typeof opts['eachShape'] !== 'boolean')
+    return { ok: false, reason: `eachShape must be a boolean, received ${describeValue(opts['eachShape'])}` };
   const work = workOf(tally);
   if (!work.ok) return work;
   const w = work.value;
@@ -168,16 +173,28 @@ export function judgeServerWork(tally: Tally, budget: unknown, scope: unknown): 
   if (!w.statements) return { ok: false, reason: `no per-statement figures in this window: ${w.statementsUnknown ?? 'unknown'}` };
   const entries = w.statements.filter((e) => selector === undefined || matchesShape(shapeOfStatement(tally, e), e, tally, selector as string | RegExp));
   if (entries.length === 0) {
-    return { ok: false, reason: selector === undefined ? 'no statement ran on the server in this window' : `no server statement entry of this window is the shape ${String(selector)}` };
+    return {
+      ok: false,
+      reason:
+        selector === undefined ? 'no statement ran on the server in this window' : `no server statement entry of this window is the shape ${String(selector)}`,
+    };
   }
   for (const e of entries) {
     for (const b of bounds.value) {
       const value = e.figures[b.figure];
       const blocked =
         value === undefined
-          ? w.unknown[b.figure] ?? `this server keeps ${b.figure} per window only, not per statement (per statement: ${w.statementFigures.join(', ') || 'nothing'})`
+          ? (w.unknown[b.figure] ??
+            `this server keeps ${b.figure} per window only, not per statement (per statement: ${w.statementFigures.join(', ') || 'nothing'})`)
           : null;
-      checks.push({ scope: label(tally, e), figure: b.figure, expected: describeBound(b), actual: value ?? null, ok: blocked === null && within(b, value!), blocked });
+      checks.push({
+        scope: label(tally, e),
+        figure: b.figure,
+        expected: describeBound(b),
+        actual: value ?? null,
+        ok: blocked === null && within(b, value!),
+        blocked,
+      });
     }
   }
   return { ok: true, value: checks };
@@ -211,7 +228,8 @@ function shapesNamingTable(tally: Tally, table: string): ShapeStat[] {
 
 /** Scans without an index of tables with at least `minTableRows` rows, with the shapes they come from. */
 export function judgeUseIndexes(tally: Tally, options: unknown): Judged<{ offenders: UnindexedOffender[]; minTableRows: number; judged: number }> {
-  if (options !== undefined && !isPlainObject(options)) return { ok: false, reason: `the options must be an object { minTableRows? }, received ${describeValue(options)}` };
+  if (options !== undefined && !isPlainObject(options))
+    return { ok: false, reason: `the options must be an object { minTableRows? }, received ${describeValue(options)}` };
   const opts = (options ?? {}) as Record<string, unknown>;
   const bad = unknownKeys(opts, ['minTableRows'], 'option');
   if (bad) return { ok: false, reason: bad };
@@ -251,7 +269,8 @@ export interface PerRowWrite {
 
 /** Write shapes that ran once per row: `threshold` or more single-row calls, not a batch. */
 export function judgeWriteInBatches(tally: Tally, options: unknown): Judged<{ perRow: PerRowWrite[]; threshold: number; writes: number }> {
-  if (options !== undefined && !isPlainObject(options)) return { ok: false, reason: `the options must be an object { threshold? }, received ${describeValue(options)}` };
+  if (options !== undefined && !isPlainObject(options))
+    return { ok: false, reason: `the options must be an object { threshold? }, received ${describeValue(options)}` };
   const opts = (options ?? {}) as Record<string, unknown>;
   const bad = unknownKeys(opts, ['threshold'], 'option');
   if (bad) return { ok: false, reason: bad };

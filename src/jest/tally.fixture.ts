@@ -164,7 +164,18 @@ export function asTally(tally: ShapedTally): Tally {
 /** A MariaDB window's server work: two SELECTs, one by an indexed column, one scanning 20 000 rows. */
 export function serverWorkFixture(overrides: Partial<ServerWork> = {}): ServerWork {
   return {
-    figures: { rowsExamined: 20001, rowsSent: 2, fullScans: 1, noGoodIndex: 0, fullJoins: 0, sortRows: 0, sortMergePasses: 0, tempTables: 0, tempDiskTables: 0, lockTimeNs: 1000 },
+    figures: {
+      rowsExamined: 20001,
+      rowsSent: 2,
+      fullScans: 1,
+      noGoodIndex: 0,
+      fullJoins: 0,
+      sortRows: 0,
+      sortMergePasses: 0,
+      tempTables: 0,
+      tempDiskTables: 0,
+      lockTimeNs: 1000,
+    },
     unknown: { seqRowsRead: 'MySQL and MariaDB keep no per-table scan counters' },
     tables: null,
     statements: [
@@ -173,7 +184,9 @@ export function serverWorkFixture(overrides: Partial<ServerWork> = {}): ServerWo
     ],
     statementsUnknown: null,
     statementFigures: ['rowsExamined', 'fullScans', 'tempDiskTables'],
-    unindexedScans: [{ table: null, statement: 'SELECT `a` FROM `t` WHERE `b` = ? ', scans: 1, rowsRead: 20000, basis: 'rows examined by the statement, through any table' }],
+    unindexedScans: [
+      { table: null, statement: 'SELECT `a` FROM `t` WHERE `b` = ? ', scans: 1, rowsRead: 20000, basis: 'rows examined by the statement, through any table' },
+    ],
     scansUnknown: null,
     notes: [],
     ...overrides,

@@ -144,13 +144,17 @@ afterAll(() => {
 });
 
 describe('the matchers under Vitest', () => {
-  it('type-check against Vitest\'s types, without @types/jest', () => {
+  it("type-check against Vitest's types, without @types/jest", () => {
     const tsc = run(process.execPath, [TSC, '-p', join(dir, 'tsconfig.json')], {});
     // The output rides along so that a failure shows tsc's own words.
     expect(tsc.status === 0 ? tsc.status : tsc).toBe(0);
     // The check can fail: a matcher Vitest's Assertion does not know is an error.
     writeFileSync(join(dir, 'unknown.ts'), "import { expect } from 'vitest';\nexpect(1).toHaveNoSuchMatcher();\n");
-    const typo = run(process.execPath, [TSC, '--noEmit', '--strict', '--module', 'ESNext', '--moduleResolution', 'bundler', '--types', 'node', '--skipLibCheck', join(dir, 'unknown.ts')], {});
+    const typo = run(
+      process.execPath,
+      [TSC, '--noEmit', '--strict', '--module', 'ESNext', '--moduleResolution', 'bundler', '--types', 'node', '--skipLibCheck', join(dir, 'unknown.ts')],
+      {},
+    );
     rmSync(join(dir, 'unknown.ts'));
     expect(typo.status).not.toBe(0);
     expect(typo.output).toContain("Property 'toHaveNoSuchMatcher' does not exist");

@@ -117,7 +117,12 @@ async function inspect(dir: string): Promise<'missing' | 'empty' | 'non-empty'> 
       // A dangling symbolic link: stat says missing, but nothing can be made in its place.
       const target = await fs.readlink(dir).catch(() => null);
       if (target !== null) {
-        throw reportError(`output path ${dir} is a symbolic link to ${target}, which does not exist`, dir, undefined, 'choose another --out, or create the directory the link points to');
+        throw reportError(
+          `output path ${dir} is a symbolic link to ${target}, which does not exist`,
+          dir,
+          undefined,
+          'choose another --out, or create the directory the link points to',
+        );
       }
       return 'missing';
     }
@@ -138,7 +143,12 @@ export async function checkOutputDir(dir: string, options: WriteOutputOptions = 
   const state = await inspect(abs);
   if (state === 'non-empty' && !options.force) {
     const entries = (await fs.readdir(abs)).slice(0, 5).join(', ');
-    throw reportError(`output directory ${dir} already exists and is not empty (${entries})`, dir, undefined, 'choose a new --out directory, or pass --force to replace the report files in it');
+    throw reportError(
+      `output directory ${dir} already exists and is not empty (${entries})`,
+      dir,
+      undefined,
+      'choose a new --out directory, or pass --force to replace the report files in it',
+    );
   }
   const probeDir = state === 'missing' ? await nearestExisting(abs) : abs;
   const probe = tempName(join(probeDir, 'write-check'));
@@ -180,7 +190,12 @@ export async function writeOutputDir(dir: string, files: readonly RenderedFile[]
   const abs = resolve(dir);
   const state = await inspect(abs);
   if (state === 'non-empty' && !options.force) {
-    throw reportError(`output directory ${dir} already exists and is not empty`, dir, undefined, 'choose a new --out directory, or pass --force to replace the report files in it');
+    throw reportError(
+      `output directory ${dir} already exists and is not empty`,
+      dir,
+      undefined,
+      'choose a new --out directory, or pass --force to replace the report files in it',
+    );
   }
   if (state !== 'missing') {
     await replaceFiles(abs, files);
@@ -201,7 +216,12 @@ export async function writeOutputDir(dir: string, files: readonly RenderedFile[]
       } catch (err) {
         // Named by where it was going, not by the staging directory a person never sees.
         const cause = err instanceof SqltallyError && err.cause !== undefined ? err.cause : err;
-        throw reportError(`cannot write ${join(dir, f.name)}: ${errnoText(cause)}; nothing was written to ${dir}`, join(dir, f.name), cause, 'free space on that file system, or choose another --out directory');
+        throw reportError(
+          `cannot write ${join(dir, f.name)}: ${errnoText(cause)}; nothing was written to ${dir}`,
+          join(dir, f.name),
+          cause,
+          'free space on that file system, or choose another --out directory',
+        );
       }
     }
     await fs.rename(staging, abs);

@@ -58,7 +58,13 @@ export function toBenchJson(report: Report): BenchEntry[] {
     }
     // Its own series: the p50/p95 series above stay the counted windows', comparable with earlier runs.
     const u = cell.uninstrumented?.timings?.summary;
-    if (u) out.push({ name: `${name} p50 uninstrumented`, unit: 'ms', value: ms(u.p50Ns), extra: `n=${u.n} samples, counting off; driver ${cell.driver}@${cell.driverVersion}` });
+    if (u)
+      out.push({
+        name: `${name} p50 uninstrumented`,
+        unit: 'ms',
+        value: ms(u.p50Ns),
+        extra: `n=${u.n} samples, counting off; driver ${cell.driver}@${cell.driverVersion}`,
+      });
     for (const s of COUNT_SERIES) {
       const v = s.value(cell);
       if (v !== null && v !== undefined) out.push({ name: `${name} ${s.label}`, unit: 'count', value: v, extra: `verdict ${cell.verdict.kind}` });

@@ -78,7 +78,11 @@ export function readBackFromTally(tally: Tally, rowsRead: number | null): ReadBa
     unknown[key] = why;
     return null;
   };
-  const serverWhy = !server ? 'the server layer was not captured' : server.incomplete ? `the server layer is incomplete: ${server.incompleteReasons.join('; ')}` : null;
+  const serverWhy = !server
+    ? 'the server layer was not captured'
+    : server.incomplete
+      ? `the server layer is incomplete: ${server.incompleteReasons.join('; ')}`
+      : null;
   const work = serverWhy ? null : (server!.work ?? null);
   const workWhy = (figure: 'rowsExamined' | 'fullScans'): string =>
     serverWhy ?? (work ? (work.unknown[figure] ?? 'not read in this window') : 'this server layer has no server-work section');

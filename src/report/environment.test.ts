@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { collectEnvironment, gitState, packageVersion } from './environment';
 import { EnvironmentSchema } from './schema';
 
-const installed = (pkg: string) => (JSON.parse(readFileSync(join(__dirname, '..', '..', 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+const installed = (pkg: string) =>
+  (JSON.parse(readFileSync(join(__dirname, '..', '..', 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
 
 describe('collectEnvironment', () => {
   it('reads the machine, Node, every driver version and git state, and passes the schema', () => {

@@ -89,9 +89,7 @@ describe('compareWithBaseline', () => {
     const result = compareWithBaseline(report, baseline);
     expect(result.pass).toBe(false);
     expect(result.totals.missing).toBe(1);
-    expect(renderGateResult(result, LABELS)).toContain(
-      'baseline cell missing from the report: backend mariadb was skipped: no mariadbd binary and no Docker',
-    );
+    expect(renderGateResult(result, LABELS)).toContain('baseline cell missing from the report: backend mariadb was skipped: no mariadbd binary and no Docker');
   });
 
   it('fails on an incomplete verdict even when the counts are equal', () => {
@@ -142,7 +140,9 @@ describe('compareWithBaseline', () => {
     expect(result.pass).toBe(false);
     const text = renderGateResult(result, LABELS);
     expect(text).toContain(`now ${upgraded.key}`);
-    expect(text).toContain('what else changed: driver mariadb 3.5.4 -> 3.5.5; server mariadb@10.11 10.11.14-MariaDB -> 11.4.2-MariaDB; node v20.20.2 -> v22.1.0');
+    expect(text).toContain(
+      'what else changed: driver mariadb 3.5.4 -> 3.5.5; server mariadb@10.11 10.11.14-MariaDB -> 11.4.2-MariaDB; node v20.20.2 -> v22.1.0',
+    );
     expect(text).toMatch(/driver\.calls +1 -> 5000 \(\+4999\)/);
     expect(result.environmentChanges).toContain('node v20.20.2 -> v22.1.0');
   });

@@ -130,10 +130,7 @@ export function environmentChanges(
   be: Environment | undefined,
   re: Environment | undefined,
 ): string[] {
-  const out = [
-    ...change(`driver ${r.driver}`, b.driverVersion, r.driverVersion),
-    ...change(`server ${r.backend}`, b.serverVersion, r.serverVersion),
-  ];
+  const out = [...change(`driver ${r.driver}`, b.driverVersion, r.driverVersion), ...change(`server ${r.backend}`, b.serverVersion, r.serverVersion)];
   if (be && re) {
     out.push(
       ...change('node', be.node, re.node),
@@ -263,10 +260,26 @@ function compareWindows(report: Report, baseline: Baseline): { comparisons: Cell
       continue;
     }
     const why = report.status === 'failed' ? 'the run failed before it was measured' : 'the report has no window of that name';
-    comparisons.push({ key: b.key, reportKey: null, status: 'missing', diffs: [], environmentChanges: [], notes: [], failures: [`baseline window missing from the report: ${why}`] });
+    comparisons.push({
+      key: b.key,
+      reportKey: null,
+      status: 'missing',
+      diffs: [],
+      environmentChanges: [],
+      notes: [],
+      failures: [`baseline window missing from the report: ${why}`],
+    });
   }
   for (const w of unmatched.values()) {
-    const entry: CellComparison = { key: w.key, reportKey: null, status: 'new', diffs: [], environmentChanges: [], notes: ['new window, not in the baseline: approve it with --update'], failures: [] };
+    const entry: CellComparison = {
+      key: w.key,
+      reportKey: null,
+      status: 'new',
+      diffs: [],
+      environmentChanges: [],
+      notes: ['new window, not in the baseline: approve it with --update'],
+      failures: [],
+    };
     if (w.error) entry.failures.push(`the workload failed in phase ${w.error.phase}: ${w.error.message}`);
     else if (w.verdict.kind === 'incomplete') entry.failures.push(`verdict incomplete: ${w.verdict.reason}`);
     comparisons.push(entry);
@@ -288,7 +301,9 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
   if (report.status === 'failed') failures.push(`the run failed: ${report.failure?.message ?? 'no message recorded'}`);
   const matrixDiffs = matrixDifferences(baseline.matrix, report.matrix);
   if (matrixDiffs.length > 0) {
-    failures.push('the report comes from a different matrix than the baseline, so its cells cannot all be compared (approve the new matrix with --update if it is intended)');
+    failures.push(
+      'the report comes from a different matrix than the baseline, so its cells cannot all be compared (approve the new matrix with --update if it is intended)',
+    );
   }
 
   const unmatched = new Map(report.cells.map((c) => [c.key, c]));
@@ -317,7 +332,15 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
       : report.status === 'failed'
         ? 'the run failed before it was measured'
         : 'the report has no such cell';
-    cells.push({ key: b.key, reportKey: null, status: 'missing', diffs: [], environmentChanges: [], notes: [], failures: [`baseline cell missing from the report: ${why}`] });
+    cells.push({
+      key: b.key,
+      reportKey: null,
+      status: 'missing',
+      diffs: [],
+      environmentChanges: [],
+      notes: [],
+      failures: [`baseline cell missing from the report: ${why}`],
+    });
   }
   for (const [b, c] of pairs) cells.push(compareCell(b, c, baseline, report));
   const windows = compareWindows(report, baseline);
@@ -383,7 +406,9 @@ export function renderGateResult(result: GateResult, labels: { report: string; b
   for (const m of result.matrixDifferences) out.push(`  matrix ${m}`);
   if (result.failures.length > 0) out.push('');
   const order: Record<CellComparison['status'], number> = { errored: 0, incomplete: 1, missing: 2, changed: 3, new: 4, same: 5 };
-  const shown = result.cells.filter((c) => c.status !== 'same' || c.reportKey !== null).sort((a, b) => order[a.status] - order[b.status] || a.key.localeCompare(b.key));
+  const shown = result.cells
+    .filter((c) => c.status !== 'same' || c.reportKey !== null)
+    .sort((a, b) => order[a.status] - order[b.status] || a.key.localeCompare(b.key));
   for (const c of shown) {
     const head = c.failures.length > 0 ? 'FAIL' : c.status === 'new' ? 'NEW ' : 'note';
     out.push(`${head} ${c.key}${c.reportKey ? `\n     now ${c.reportKey}` : ''}`);

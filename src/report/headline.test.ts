@@ -42,9 +42,18 @@ describe('headline', () => {
 
   it('says when no strategy has both calls and statements, and gives no headline without cold cells', () => {
     const [sqlite] = headline(fixtureReport([sqliteCell(100)]));
-    expect(sqlite!.finding).toBe('every strategy made 100 driver calls for 100 rows (the server counts no statements here); the fastest was better-sqlite3.run-per-row.');
-    const two = headline(fixtureReport([sqliteCell(100), sqliteCell(100, { strategy: 'better-sqlite3.multirow', layers: { ...sqliteCell(100).layers, driver: batchCell(100).layers.driver } })]))[0]!;
-    expect(two.finding).toMatch(/^better-sqlite3\.run-per-row made 100 driver calls for 100 rows where better-sqlite3\.multirow made 1 \(the server counts no statements here\)/);
+    expect(sqlite!.finding).toBe(
+      'every strategy made 100 driver calls for 100 rows (the server counts no statements here); the fastest was better-sqlite3.run-per-row.',
+    );
+    const two = headline(
+      fixtureReport([
+        sqliteCell(100),
+        sqliteCell(100, { strategy: 'better-sqlite3.multirow', layers: { ...sqliteCell(100).layers, driver: batchCell(100).layers.driver } }),
+      ]),
+    )[0]!;
+    expect(two.finding).toMatch(
+      /^better-sqlite3\.run-per-row made 100 driver calls for 100 rows where better-sqlite3\.multirow made 1 \(the server counts no statements here\)/,
+    );
     expect(headlineRows([batchCell(5000, { hot: true })])).toBeNull();
     expect(headline(fixtureReport([]))).toEqual([]);
   });

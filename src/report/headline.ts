@@ -107,10 +107,14 @@ function findingOf(rows: readonly HeadlineRow[]): string {
   const least = known.reduce((l, r) => (r.serverStatements! < l.serverStatements! ? r : l));
   const parts: string[] = [];
   if (worst.amplification! > 1) {
-    parts.push(`${worst.strategy}: ${plural(worst.driverCalls!, 'driver call')} became ${plural(worst.serverStatements!, 'server statement')} for ${worst.rows} rows`);
+    parts.push(
+      `${worst.strategy}: ${plural(worst.driverCalls!, 'driver call')} became ${plural(worst.serverStatements!, 'server statement')} for ${worst.rows} rows`,
+    );
     if (least.key !== worst.key) parts.push(`${least.strategy} needed ${plural(least.serverStatements!, 'statement')}`);
   } else if (most.serverStatements! > least.serverStatements!) {
-    parts.push(`${most.strategy} ran ${plural(most.serverStatements!, 'server statement')} (${plural(most.driverCalls!, 'driver call')}) for ${most.rows} rows where ${least.strategy} ran ${least.serverStatements}`);
+    parts.push(
+      `${most.strategy} ran ${plural(most.serverStatements!, 'server statement')} (${plural(most.driverCalls!, 'driver call')}) for ${most.rows} rows where ${least.strategy} ran ${least.serverStatements}`,
+    );
   } else {
     parts.push(`every strategy ran ${plural(least.serverStatements!, 'server statement')} for ${least.rows} rows`);
   }

@@ -46,7 +46,11 @@ function environmentTable(envs: readonly Environment[]): string {
     row('CPU', (e) => `${e.cpu.model} (${e.cpu.cores} cores)`),
     row('memory', (e) => gib(e.memoryBytes)),
     row('Node', (e) => e.node),
-    row('drivers', (e) => Object.entries(e.drivers).map(([d, v]) => `${d} ${v ?? 'not installed'}`).join(', ')),
+    row('drivers', (e) =>
+      Object.entries(e.drivers)
+        .map(([d, v]) => `${d} ${v ?? 'not installed'}`)
+        .join(', '),
+    ),
     row('git', (e) => (e.git.commit ? `${e.git.commit.slice(0, 12)}${e.git.dirty ? ' (dirty)' : ''}` : 'unknown')),
     row('sqltally', (e) => e.sqltallyVersion),
     row('CI', (e) => (e.ci ? [e.ci.provider, e.ci.job, e.ci.runId].filter(Boolean).join(' ') : 'no')),
@@ -87,7 +91,10 @@ function windowsSection(report: Report): string[] {
   if (run) {
     const how = run.mode === 'proxy' ? 'no command (sqltally proxy)' : `\`${md(run.argv.join(' '))}\``;
     const ended = run.signal ? `ended by ${run.signal}` : run.exitCode === null ? 'did not run' : `exited ${run.exitCode}`;
-    out.push(`Command: ${how} · ${run.mode === 'proxy' ? '' : `${ended} · `}${run.stoppedBy ? `stopped by sqltally (${run.stoppedBy}) · ` : ''}sqltally exit ${run.sqltallyExitCode}: ${md(run.exitReason)}`, '');
+    out.push(
+      `Command: ${how} · ${run.mode === 'proxy' ? '' : `${ended} · `}${run.stoppedBy ? `stopped by sqltally (${run.stoppedBy}) · ` : ''}sqltally exit ${run.sqltallyExitCode}: ${md(run.exitReason)}`,
+      '',
+    );
   }
   if (windows.length === 0) return [...out, '_No window was measured._', ''];
   out.push(
@@ -137,7 +144,21 @@ function timingsTable(cells: readonly Cell[]): string {
     });
   if (rows.length === 0) return '_No timings were measured._';
   return table(
-    ['backend', 'strategy', 'rows', 'n', 'min ms', 'p50 ms', 'p95 ms', 'p99 ms', 'max ms', 'event-loop max ms', 'uninstrumented p50 ms', 'instrument us/call', 'instrument us/round trip'],
+    [
+      'backend',
+      'strategy',
+      'rows',
+      'n',
+      'min ms',
+      'p50 ms',
+      'p95 ms',
+      'p99 ms',
+      'max ms',
+      'event-loop max ms',
+      'uninstrumented p50 ms',
+      'instrument us/call',
+      'instrument us/round trip',
+    ],
     rows,
     [false, false, true, true, true, true, true, true, true, true, true, true, true],
   );
@@ -160,9 +181,7 @@ function charts(cells: readonly Cell[]): string[] {
     const complete = strategies.filter((s) => rows.every((r) => group.some((c) => c.strategy === s && c.rows === r)));
     const drawn = complete.slice(0, PALETTE.length);
     if (drawn.length === 0) continue;
-    const lines = drawn.map((s) =>
-      rows.map((r) => (group.find((c) => c.strategy === s && c.rows === r)!.timings!.summary.p50Ns / 1e6).toFixed(3)),
-    );
+    const lines = drawn.map((s) => rows.map((r) => (group.find((c) => c.strategy === s && c.rows === r)!.timings!.summary.p50Ns / 1e6).toFixed(3)));
     const max = Math.max(...lines.flat().map(Number));
     const palette = drawn.map((_, i) => PALETTE[i]![0]).join(', ');
     out.push(`#### ${md(title)}`, '');
@@ -194,7 +213,7 @@ function headlineSection(backends: readonly HeadlineBackend[]): string[] {
   out.push(
     'Per backend, every strategy at one row count (the largest all of them ran), cheapest first. Counts are exact per layer; `-` = the layer does not exist there or was not read.',
     '',
-    'p50 is the strategy\'s own time: runs with counting off (the raw driver on a direct connection), alternated with the counted ones. A p50 marked `*` comes from the counted windows (no uninstrumented timing), which include what the instrument adds; the last column is that cost per wire round trip.',
+    "p50 is the strategy's own time: runs with counting off (the raw driver on a direct connection), alternated with the counted ones. A p50 marked `*` comes from the counted windows (no uninstrumented timing), which include what the instrument adds; the last column is that cost per wire round trip.",
     '',
   );
   for (const h of backends) {
@@ -256,7 +275,13 @@ function notes(cells: readonly Cell[]): string[] {
 /** reconciliation.md: how each cell's layers line up, and why a verdict is what it is. */
 export function renderReconciliation(report: Report): string {
   const cells = sortedCells(report.cells);
-  return ['# sqltally reconciliation', '', `${cells.length} cell(s) · ${report.startedAt}`, '', ...(cells.length > 0 ? notes(cells) : ['_No cells were measured._', ''])].join('\n');
+  return [
+    '# sqltally reconciliation',
+    '',
+    `${cells.length} cell(s) · ${report.startedAt}`,
+    '',
+    ...(cells.length > 0 ? notes(cells) : ['_No cells were measured._', '']),
+  ].join('\n');
 }
 
 /**
@@ -310,7 +335,13 @@ export function renderMarkdown(report: Report): string {
     for (const c of found) for (const f of c.findings ?? []) out.push(`- \`${md(c.key)}\` (${c.verdict.kind}) ${f.kind}: ${md(f.message)}`);
     out.push('');
   }
-  if (cells.length > 0) out.push('## Reconciliation', '', `Each cell's reconciliation (how its layers line up, and why its verdict is what it is) is in [${RECONCILIATION_FILE}](${RECONCILIATION_FILE}); report.html shows it on click.`, '');
+  if (cells.length > 0)
+    out.push(
+      '## Reconciliation',
+      '',
+      `Each cell's reconciliation (how its layers line up, and why its verdict is what it is) is in [${RECONCILIATION_FILE}](${RECONCILIATION_FILE}); report.html shows it on click.`,
+      '',
+    );
   out.push('## Backends', '');
   out.push(
     report.backends.length === 0

@@ -52,15 +52,21 @@ describe('mergeReports', () => {
   it('refuses sources measured with different repeat counts', () => {
     const a = job('a', [sqliteCell(100)]);
     const b = job('b', [batchCell(5000)], { matrix: { ...job('b', [batchCell(5000)]).matrix, repeats: 10 } });
-    expect(() => mergeReports([{ label: 'a.json', report: a }, { label: 'b.json', report: b }])).toThrow(
-      /different repeats: a\.json has 5, b\.json has 10/,
-    );
+    expect(() =>
+      mergeReports([
+        { label: 'a.json', report: a },
+        { label: 'b.json', report: b },
+      ]),
+    ).toThrow(/different repeats: a\.json has 5, b\.json has 10/);
   });
 
   it('keeps a failed job visible: the merged report is failed and names the source', () => {
     const a = job('a', [sqliteCell(100)]);
     const b = job('b', [], { status: 'failed', failure: { message: 'mariadb did not start', phase: 'start', backend: 'mariadb' } });
-    const merged = mergeReports([{ label: 'a.json', report: a }, { label: 'b.json', report: b }]);
+    const merged = mergeReports([
+      { label: 'a.json', report: a },
+      { label: 'b.json', report: b },
+    ]);
     expect(merged.status).toBe('failed');
     expect(merged.failure).toMatchObject({ message: 'b.json: mariadb did not start', phase: 'start', backend: 'mariadb' });
   });

@@ -14,14 +14,17 @@ function mergeError(message: string, hint?: string): SqltallyError {
 
 function union<T extends string | number>(lists: readonly (readonly T[])[]): T[] {
   const all = [...new Set(lists.flat())];
-  return typeof all[0] === 'number' ? (all as number[]).sort((a, b) => a - b) as T[] : all.sort();
+  return typeof all[0] === 'number' ? ((all as number[]).sort((a, b) => a - b) as T[]) : all.sort();
 }
 
 function same<T>(label: string, values: { label: string; value: T }[]): T {
   const first = values[0]!;
   const other = values.find((v) => v.value !== first.value);
   if (other) {
-    throw mergeError(`cannot merge reports measured with different ${label}: ${first.label} has ${String(first.value)}, ${other.label} has ${String(other.value)}`, `run every job with the same --${label}`);
+    throw mergeError(
+      `cannot merge reports measured with different ${label}: ${first.label} has ${String(first.value)}, ${other.label} has ${String(other.value)}`,
+      `run every job with the same --${label}`,
+    );
   }
   return first.value;
 }
@@ -43,7 +46,10 @@ export function mergeReports(sources: readonly MergeSource[]): Report {
 
   for (const { label, report } of sources) {
     if (report.windows !== undefined || report.command !== undefined) {
-      throw mergeError(`${label} is a report of sqltally exec or proxy (windows, not cells): merge combines reports of sqltally run`, 'gate each exec report on its own');
+      throw mergeError(
+        `${label} is a report of sqltally exec or proxy (windows, not cells): merge combines reports of sqltally run`,
+        'gate each exec report on its own',
+      );
     }
     const renamed = new Map<string, string>();
     for (const env of report.environments) {
@@ -55,7 +61,10 @@ export function mergeReports(sources: readonly MergeSource[]): Report {
     for (const cell of report.cells) {
       const earlier = cellSource.get(cell.key);
       if (earlier !== undefined) {
-        throw mergeError(`duplicate cell ${cell.key}: in ${earlier} and in ${label}`, 'each CI job must run a different part of the matrix (e.g. one backend per job)');
+        throw mergeError(
+          `duplicate cell ${cell.key}: in ${earlier} and in ${label}`,
+          'each CI job must run a different part of the matrix (e.g. one backend per job)',
+        );
       }
       cellSource.set(cell.key, label);
       cells.push({ ...cell, environment: renamed.get(cell.environment) ?? cell.environment });
@@ -88,8 +97,14 @@ export function mergeReports(sources: readonly MergeSource[]): Report {
       strategies: union(reports.map((r) => r.matrix.strategies)),
       rows: union(reports.map((r) => r.matrix.rows)),
       hotRows: union(reports.map((r) => r.matrix.hotRows)),
-      warmups: same('warmups', sources.map((s) => ({ label: s.label, value: s.report.matrix.warmups }))),
-      repeats: same('repeats', sources.map((s) => ({ label: s.label, value: s.report.matrix.repeats }))),
+      warmups: same(
+        'warmups',
+        sources.map((s) => ({ label: s.label, value: s.report.matrix.warmups })),
+      ),
+      repeats: same(
+        'repeats',
+        sources.map((s) => ({ label: s.label, value: s.report.matrix.repeats })),
+      ),
     },
     environments,
     backends,

@@ -35,6 +35,8 @@ describe('writeReport', () => {
   });
 
   it('refuses to build an invalid report', () => {
-    expect(() => buildReport({ ...fixtureReport([sqliteCell(100)]), environments: [] })).toThrow(/report: environments: Too small: expected array to have >=1 items/);
+    expect(() => buildReport({ ...fixtureReport([sqliteCell(100)]), environments: [] })).toThrow(
+      /report: environments: Too small: expected array to have >=1 items/,
+    );
   });
 });

@@ -19,7 +19,9 @@ function curveReport(): Report {
 describe('terminal table', () => {
   it('shows every cell on one aligned line with the columns a person looks for', () => {
     const lines = renderTable(curveReport()).split('\n');
-    expect(lines[0]).toMatch(/^backend +server +driver +strategy +rows +driver calls +wire cmds +round trips +server stmts +server rows +verdict +p50 ms \(n\) +read back stmts\/examined\/scans$/);
+    expect(lines[0]).toMatch(
+      /^backend +server +driver +strategy +rows +driver calls +wire cmds +round trips +server stmts +server rows +verdict +p50 ms \(n\) +read back stmts\/examined\/scans$/,
+    );
     const batch = lines.find((l) => l.includes('mariadb.batch'))!;
     expect(batch).toMatch(/mariadb@10\.11 +10\.11\.14 +mariadb@3\.5\.4 +mariadb\.batch +5000 +1 +2 +2 +1 +5000 +assert +12\.000000 \(5\) +-$/);
     expect(lines.some((l) => / 5000 hot /.test(l))).toBe(true);
@@ -40,7 +42,9 @@ describe('terminal table', () => {
 describe('report.md', () => {
   it('has the cells table, a mermaid chart per backend and driver, timings, environment', () => {
     const md = renderMarkdown(curveReport());
-    expect(md).toContain('| backend | server | driver | strategy | rows | driver calls | wire cmds | round trips | server stmts | server rows | verdict | p50 ms (n) |');
+    expect(md).toContain(
+      '| backend | server | driver | strategy | rows | driver calls | wire cmds | round trips | server stmts | server rows | verdict | p50 ms (n) |',
+    );
     expect(md).toContain('```mermaid');
     expect(md).toContain('xychart-beta');
     expect(md).toContain('x-axis "rows" [100, 500, 1000, 2500, 5000, 10000]');
@@ -116,7 +120,15 @@ describe('renderOutput', () => {
   it('renders every file with report.json last and no password anywhere', () => {
     const leaky = buildReport(markFailed(fixtureReport([sqliteCell(100)]), new Error('cannot reach mysql://root:hunter2@127.0.0.1:3307/db')));
     const files = renderOutput(leaky);
-    expect(files.map((f) => f.name)).toEqual(['counts-sqlite-3.50-3.50.4.svg', 'reconciliation.md', 'report.html', 'report.md', 'bench.json', 'events.json', 'report.json']);
+    expect(files.map((f) => f.name)).toEqual([
+      'counts-sqlite-3.50-3.50.4.svg',
+      'reconciliation.md',
+      'report.html',
+      'report.md',
+      'bench.json',
+      'events.json',
+      'report.json',
+    ]);
     for (const f of files) expect(f.content).not.toContain('hunter2');
     expect(files.at(-1)!.content).toContain('mysql://root:***@127.0.0.1:3307/db');
   });

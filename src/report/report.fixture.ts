@@ -30,8 +30,24 @@ export function fixtureEnvironment(over: Partial<Environment> = {}): Environment
 }
 
 const CAPS = {
-  sqlite: { wireProtocol: null, perThreadStatements: false, statementStats: false, rowCounter: 'total_changes', bulkExecute: false, maxBindValues: 32766, privateServer: true },
-  mariadb: { wireProtocol: 'mysql', perThreadStatements: true, statementStats: false, rowCounter: 'Handler_write', bulkExecute: true, maxBindValues: 65535, privateServer: true },
+  sqlite: {
+    wireProtocol: null,
+    perThreadStatements: false,
+    statementStats: false,
+    rowCounter: 'total_changes',
+    bulkExecute: false,
+    maxBindValues: 32766,
+    privateServer: true,
+  },
+  mariadb: {
+    wireProtocol: 'mysql',
+    perThreadStatements: true,
+    statementStats: false,
+    rowCounter: 'Handler_write',
+    bulkExecute: true,
+    maxBindValues: 65535,
+    privateServer: true,
+  },
 } as const;
 
 export const SQLITE: BackendDescription = {
@@ -56,7 +72,14 @@ export const MARIADB: BackendDescription = {
   readyMs: 900,
 };
 
-export function driverLayer(o: { calls: number; kind: CallKind; parameterSets: number; bindValues: number; maxBindValuesPerCall: number; rowsAffected: number }): DriverLayer {
+export function driverLayer(o: {
+  calls: number;
+  kind: CallKind;
+  parameterSets: number;
+  bindValues: number;
+  maxBindValuesPerCall: number;
+  rowsAffected: number;
+}): DriverLayer {
   return {
     calls: o.calls,
     byKind: { query: 0, execute: 0, batch: 0, prepare: 0, [o.kind]: o.calls },
@@ -91,7 +114,16 @@ export function wireCounts(commands: Record<string, number>, roundTrips: number)
 }
 
 export function serverLayer(summary: Partial<ServerSummary>): ServerLayer {
-  const full: ServerSummary = { statements: null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: null, ...summary };
+  const full: ServerSummary = {
+    statements: null,
+    inserts: null,
+    prepares: null,
+    executes: null,
+    bulkExecutes: null,
+    commits: null,
+    rowsInserted: null,
+    ...summary,
+  };
   return {
     global: {},
     perConnection: {},
@@ -110,11 +142,19 @@ export function serverLayer(summary: Partial<ServerSummary>): ServerLayer {
   };
 }
 
-export const ASSERT: Verdict = { kind: 'assert', reason: 'per-connection counters attribute every statement', reconciliation: ['layers agree'], discrepancies: [] };
+export const ASSERT: Verdict = {
+  kind: 'assert',
+  reason: 'per-connection counters attribute every statement',
+  reconciliation: ['layers agree'],
+  discrepancies: [],
+};
 
 /** `samplesMs` become integer ns samples; five by default. */
 export function timings(samplesMs: number[] = [10, 11, 12, 13, 14]) {
-  return timingsFromSamples([20_000_000], samplesMs.map((ms) => Math.round(ms * 1e6)));
+  return timingsFromSamples(
+    [20_000_000],
+    samplesMs.map((ms) => Math.round(ms * 1e6)),
+  );
 }
 
 /** MariaDB via the mariadb connector: one batch() of `rows` rows, one bulk command. */

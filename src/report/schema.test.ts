@@ -1,15 +1,6 @@
 import { baselineFromReport } from './gate';
 import { batchCell, fixtureReport, sqliteCell, timings } from './report.fixture';
-import {
-  UnreadableFileError,
-  cellKey,
-  countsOf,
-  formatIssuePath,
-  makeCell,
-  parseBaselineText,
-  parseReportText,
-  toJson,
-} from './schema';
+import { UnreadableFileError, cellKey, countsOf, formatIssuePath, makeCell, parseBaselineText, parseReportText, toJson } from './schema';
 
 function messageOf(fn: () => unknown): string {
   try {

@@ -60,9 +60,7 @@ export const EnvironmentSchema = z.object({
     dirty: z.boolean().nullable(),
   }),
   /** The CI job that produced it, when there was one. */
-  ci: z
-    .object({ provider: z.string(), job: z.string().nullable(), runId: z.string().nullable(), runner: z.string().nullable() })
-    .nullable(),
+  ci: z.object({ provider: z.string(), job: z.string().nullable(), runId: z.string().nullable(), runner: z.string().nullable() }).nullable(),
 });
 export type Environment = z.infer<typeof EnvironmentSchema>;
 
@@ -79,7 +77,6 @@ export const TimingSummarySchema = z.object({
   maxNs: count(),
 });
 export type TimingSummary = z.infer<typeof TimingSummarySchema>;
-
 
 /** Wall time of the insert path. Raw samples are kept; the summary is checked against them on read. */
 export const TimingsSchema = z
@@ -198,7 +195,8 @@ export const ReadBackSchema = z
   })
   .superRefine((r, ctx) => {
     for (const key of ['rows', 'driverCalls', 'serverStatements', 'rowsExamined', 'fullScans'] as const) {
-      if (r[key] === null && !r.unknown[key] && !(key === 'rows' && r.error)) ctx.addIssue({ code: 'custom', path: [key], message: 'is null with no reason in unknown' });
+      if (r[key] === null && !r.unknown[key] && !(key === 'rows' && r.error))
+        ctx.addIssue({ code: 'custom', path: [key], message: 'is null with no reason in unknown' });
     }
   });
 export type ReadBack = z.infer<typeof ReadBackSchema>;
@@ -251,7 +249,6 @@ export type CellInput = Omit<Cell, 'key'>;
 export function makeCell(input: CellInput): Cell {
   return parseValue(CellSchema, { ...input, key: cellKey(input) }, 'cell');
 }
-
 
 // ---------------------------------------------------------------------------------------------------------------
 // Windows: what `sqltally exec` and `sqltally proxy` measure around a command or a named window of its own
@@ -331,21 +328,23 @@ export type CommandRun = z.infer<typeof CommandRunSchema>;
 // Report
 
 /** What was asked for; the gate refuses to compare reports of different matrices. */
-export const MatrixSchema = z.object({
-  /** Backends as requested (`sqlite`, `mariadb`, `mariadb@11.4`), including those that turned out unavailable. */
-  backends: z.array(z.string()),
-  strategies: z.array(z.string()),
-  rows: z.array(z.number().int().positive()),
-  /** Row counts that also get a hot repeat. */
-  hotRows: z.array(z.number().int().positive()),
-  warmups: count(),
-  /** Measured repeats per cell; 0 in a report of `sqltally exec` or `proxy`, which runs no strategy. */
-  repeats: count(),
-}).superRefine((m, ctx) => {
-  if (m.strategies.length > 0 && m.repeats < MIN_MEASURED_REPEATS) {
-    ctx.addIssue({ code: 'custom', path: ['repeats'], message: `is ${m.repeats}; a matrix of strategies measures at least ${MIN_MEASURED_REPEATS}` });
-  }
-});
+export const MatrixSchema = z
+  .object({
+    /** Backends as requested (`sqlite`, `mariadb`, `mariadb@11.4`), including those that turned out unavailable. */
+    backends: z.array(z.string()),
+    strategies: z.array(z.string()),
+    rows: z.array(z.number().int().positive()),
+    /** Row counts that also get a hot repeat. */
+    hotRows: z.array(z.number().int().positive()),
+    warmups: count(),
+    /** Measured repeats per cell; 0 in a report of `sqltally exec` or `proxy`, which runs no strategy. */
+    repeats: count(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.strategies.length > 0 && m.repeats < MIN_MEASURED_REPEATS) {
+      ctx.addIssue({ code: 'custom', path: ['repeats'], message: `is ${m.repeats}; a matrix of strategies measures at least ${MIN_MEASURED_REPEATS}` });
+    }
+  });
 export type Matrix = z.infer<typeof MatrixSchema>;
 
 export const FailureSchema = z.object({
@@ -407,7 +406,8 @@ export const ReportSchema = z
     (r.windows ?? []).forEach((w, i) => {
       if (keys.has(w.key)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'key'], message: `duplicate window key "${w.key}"` });
       keys.add(w.key);
-      if (!envIds.has(w.environment)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'environment'], message: `"${w.environment}" is not in environments` });
+      if (!envIds.has(w.environment))
+        ctx.addIssue({ code: 'custom', path: ['windows', i, 'environment'], message: `"${w.environment}" is not in environments` });
       if (!backendIds.has(w.backend)) ctx.addIssue({ code: 'custom', path: ['windows', i, 'backend'], message: `"${w.backend}" is not in backends` });
     });
   });
@@ -462,7 +462,8 @@ export function joinEvents(report: Report, events: EventsFile, label: string): R
   const refuse = (why: string): never => {
     throw new UnreadableFileError(`${label}: does not belong to its report: ${why}`, 'invalid', label, 'keep report.json and events.json of one run together');
   };
-  if (events.reportStartedAt !== report.startedAt) refuse(`written for a report started at ${events.reportStartedAt}, the report started at ${report.startedAt}`);
+  if (events.reportStartedAt !== report.startedAt)
+    refuse(`written for a report started at ${events.reportStartedAt}, the report started at ${report.startedAt}`);
   const byKey = new Map(events.cells.map((c) => [c.key, c.events]));
   const cells = report.cells.map((c) => {
     if (c.movedEvents === undefined) return c;
@@ -591,11 +592,7 @@ function countsOfLayers(layers: CellLayers, stableWireBytes: boolean): Counts {
           connections: wire.connections,
         }
       : null,
-    server: server
-      ? Object.fromEntries(
-          Object.entries(server.summary).filter((e): e is [string, number] => e[1] !== null),
-        )
-      : null,
+    server: server ? Object.fromEntries(Object.entries(server.summary).filter((e): e is [string, number] => e[1] !== null)) : null,
   };
 }
 

@@ -68,7 +68,8 @@ export function countsChart(h: HeadlineBackend): string {
     out.push(`<text x="${x}" y="${height - BOTTOM + 14}" text-anchor="middle" fill="#666">${compact(t)}</text>`);
   }
   out.push(`<line x1="${timeX}" y1="${TOP - 4}" x2="${timeX}" y2="${height - BOTTOM}" stroke="#ddd"/>`);
-  if (maxTime > 0) out.push(`<text x="${timeX + PANEL_WIDTH}" y="${height - BOTTOM + 14}" text-anchor="end" fill="#666">${escapeXml(formatMs(maxTime))} ms</text>`);
+  if (maxTime > 0)
+    out.push(`<text x="${timeX + PANEL_WIDTH}" y="${height - BOTTOM + 14}" text-anchor="end" fill="#666">${escapeXml(formatMs(maxTime))} ms</text>`);
   rows.forEach((r: HeadlineRow, i) => {
     const y = TOP + i * ROW_HEIGHT;
     out.push(`<text x="${LABEL_WIDTH - 8}" y="${y + 15}" text-anchor="end">${escapeXml(`${r.strategy} (${r.driver})`)}</text>`);
@@ -78,7 +79,9 @@ export function countsChart(h: HeadlineBackend): string {
         return;
       }
       const w = Math.max(1, logX(value) - countsX);
-      out.push(`<rect x="${countsX}" y="${y + dy}" width="${w.toFixed(1)}" height="8" fill="${colour}"><title>${escapeXml(`${r.strategy}: ${value} ${what}`)}</title></rect>`);
+      out.push(
+        `<rect x="${countsX}" y="${y + dy}" width="${w.toFixed(1)}" height="8" fill="${colour}"><title>${escapeXml(`${r.strategy}: ${value} ${what}`)}</title></rect>`,
+      );
       out.push(`<text x="${(countsX + w + 4).toFixed(1)}" y="${y + dy + 8}" font-size="10">${compact(value)}</text>`);
     };
     bar(r.driverCalls, 2, CALLS_COLOUR, 'driver calls');
@@ -86,7 +89,9 @@ export function countsChart(h: HeadlineBackend): string {
     if (r.p50Ns === null) out.push(`<text x="${timeX + 4}" y="${y + 15}" fill="#999">-</text>`);
     else {
       const w = Math.max(1, timeW(r.p50Ns));
-      out.push(`<rect x="${timeX}" y="${y + 4}" width="${w.toFixed(1)}" height="12" fill="${TIME_COLOUR}"><title>${escapeXml(`${r.strategy}: p50 ${formatMs(r.p50Ns)} ms`)}</title></rect>`);
+      out.push(
+        `<rect x="${timeX}" y="${y + 4}" width="${w.toFixed(1)}" height="12" fill="${TIME_COLOUR}"><title>${escapeXml(`${r.strategy}: p50 ${formatMs(r.p50Ns)} ms`)}</title></rect>`,
+      );
       out.push(`<text x="${(timeX + w + 4).toFixed(1)}" y="${y + 15}" font-size="10">${escapeXml(formatMs(r.p50Ns))} ms</text>`);
     }
   });

@@ -1,11 +1,4 @@
-import {
-  describePercentile,
-  formatMs,
-  nearestRank,
-  percentile,
-  percentileIsMax,
-  summariseSamples,
-} from './timings';
+import { describePercentile, formatMs, nearestRank, percentile, percentileIsMax, summariseSamples } from './timings';
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
@@ -41,7 +34,7 @@ describe('nearest-rank percentiles', () => {
     expect(summariseSamples(range(20)).p95Ns).toBe(19);
   });
 
-  it('does not reorder the caller\'s samples', () => {
+  it("does not reorder the caller's samples", () => {
     const samples = [3, 1, 2, 5, 4];
     summariseSamples(samples);
     expect(samples).toEqual([3, 1, 2, 5, 4]);
@@ -60,4 +53,3 @@ describe('formatMs', () => {
     expect(formatMs(9_007_199_254_740_993n)).toBe('9007199254.740993');
   });
 });
-

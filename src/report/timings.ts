@@ -8,7 +8,6 @@ export const MIN_MEASURED_REPEATS = 5;
 export const PERCENTILES = [50, 95, 99] as const;
 export type Percentile = (typeof PERCENTILES)[number];
 
-
 /** 1-based nearest rank: the smallest sample with at least p% of the samples at or below it. */
 export function nearestRank(p: number, n: number): number {
   if (!Number.isInteger(n) || n < 1) throw new RangeError(`nearest rank needs at least one sample, got n=${n}`);

@@ -29,7 +29,7 @@ describe('uninstrumented timings', () => {
     expect(instrumentCost(own, counted, 5000, 5001).p50DifferenceNs).toBe(-50_000_000);
   });
 
-  it('the headline ranks by the strategy\'s own time and says which timing each p50 is', () => {
+  it("the headline ranks by the strategy's own time and says which timing each p50 is", () => {
     // Counted, the per-row path looks 3x slower than batch; uninstrumented it is faster.
     const report = fixtureReport([batchCell(5000, { timings: timings([20, 20, 20, 20, 20]) }), perRowCell([60, 60, 60, 60, 60], [15, 15, 15, 15, 15])]);
     const [mariadb] = headline(report);
@@ -52,9 +52,15 @@ describe('uninstrumented timings', () => {
 
   it('bench.json keeps the counted series under their old names and adds the uninstrumented p50 as its own', () => {
     const withOwn = toBenchJson(fixtureReport([perRowCell([60, 60, 60, 60, 60], [15, 15, 15, 15, 15])]));
-    const without = toBenchJson(fixtureReport([batchCell(5000, { strategy: 'mariadb.batch-nobulk', layers: perRowLayers(5000), timings: timings([60, 60, 60, 60, 60]) })]));
+    const without = toBenchJson(
+      fixtureReport([batchCell(5000, { strategy: 'mariadb.batch-nobulk', layers: perRowLayers(5000), timings: timings([60, 60, 60, 60, 60]) })]),
+    );
     expect(withOwn.filter((e) => !e.name.endsWith('uninstrumented'))).toEqual(without);
-    expect(withOwn.find((e) => e.name.endsWith('p50 uninstrumented'))).toMatchObject({ name: 'mariadb@10.11.14 mariadb.batch-nobulk 5000 rows p50 uninstrumented', unit: 'ms', value: 15 });
+    expect(withOwn.find((e) => e.name.endsWith('p50 uninstrumented'))).toMatchObject({
+      name: 'mariadb@10.11.14 mariadb.batch-nobulk 5000 rows p50 uninstrumented',
+      unit: 'ms',
+      value: 15,
+    });
   });
 
   it('reports written before it existed still read, and a damaged one is refused', () => {

@@ -15,7 +15,11 @@ function window(name: string, statements: number, over: Partial<Window> = {}): W
     name,
     environment: 'local',
     source: 'control',
-    layers: { driver: null, wire: wireCounts({ COM_QUERY: statements }, statements), server: serverLayer({ statements, inserts: statements, rowsInserted: statements }) },
+    layers: {
+      driver: null,
+      wire: wireCounts({ COM_QUERY: statements }, statements),
+      server: serverLayer({ statements, inserts: statements, rowsInserted: statements }),
+    },
     verdict: ASSERT,
     beyondWindow: [],
     durationNs: 1_000_000,
@@ -23,7 +27,15 @@ function window(name: string, statements: number, over: Partial<Window> = {}): W
   });
 }
 
-const RUN: CommandRun = { mode: 'named', argv: ['pytest', '-q'], exitCode: 0, signal: null, stoppedBy: null, sqltallyExitCode: 0, exitReason: 'the command exited 0' };
+const RUN: CommandRun = {
+  mode: 'named',
+  argv: ['pytest', '-q'],
+  exitCode: 0,
+  signal: null,
+  stoppedBy: null,
+  sqltallyExitCode: 0,
+  exitReason: 'the command exited 0',
+};
 
 function execReport(windows: Window[], over: Partial<Report> = {}): Report {
   return fixtureReport([], {
@@ -57,7 +69,10 @@ describe('windows in a report (sqltally exec, proxy)', () => {
   });
 
   it('are rendered as a table with each verdict, and in report.md with the command', () => {
-    const report = execReport([window('insert-1', 1), window('stuck', 0, { verdict: { ...ASSERT, kind: 'incomplete', reason: 'a request was still in flight' } })]);
+    const report = execReport([
+      window('insert-1', 1),
+      window('stuck', 0, { verdict: { ...ASSERT, kind: 'incomplete', reason: 'a request was still in flight' } }),
+    ]);
     const text = renderWindows(report.windows!);
     expect(text).toMatch(/window\s+wire cmds/);
     expect(text).toContain('INCOMPLETE stuck: a request was still in flight');
@@ -118,6 +133,8 @@ describe('the gate on windows', () => {
   });
 
   it('checks each window against its environment', () => {
-    expect(() => execReport([window('a', 1, { environment: 'elsewhere' })], { environments: [fixtureEnvironment()] })).toThrow(/windows\[0\]\.environment: "elsewhere" is not in environments/);
+    expect(() => execReport([window('a', 1, { environment: 'elsewhere' })], { environments: [fixtureEnvironment()] })).toThrow(
+      /windows\[0\]\.environment: "elsewhere" is not in environments/,
+    );
   });
 });

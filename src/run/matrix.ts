@@ -127,12 +127,18 @@ async function runCell<D extends DriverName>(
   const timeoutMs = plan.cellTimeoutMs;
   // Every step that talks to the server is bounded: a frozen server must fail the cell, not hang the run.
   const step = <T>(work: Promise<T>, phase: 'setup' | 'verify' | 'workload', statement: string, what: string): Promise<T> =>
-    bounded(work, phase === 'workload' ? timeoutMs + WINDOW_GRACE_MS : timeoutMs, () =>
-      new SqltallyError(`${what} did not finish within ${phase === 'workload' ? `${timeoutMs} ms (--cell-timeout-ms) and ${WINDOW_GRACE_MS} ms for the readings around it` : `${timeoutMs} ms (--cell-timeout-ms)`}: the server stopped answering`, {
-        backend: id,
-        phase,
-        statement,
-      }),
+    bounded(
+      work,
+      phase === 'workload' ? timeoutMs + WINDOW_GRACE_MS : timeoutMs,
+      () =>
+        new SqltallyError(
+          `${what} did not finish within ${phase === 'workload' ? `${timeoutMs} ms (--cell-timeout-ms) and ${WINDOW_GRACE_MS} ms for the readings around it` : `${timeoutMs} ms (--cell-timeout-ms)`}: the server stopped answering`,
+          {
+            backend: id,
+            phase,
+            statement,
+          },
+        ),
     );
   const recreate = async (handle: DriverHandle<D>) => {
     await runSql(session.driver, handle, dropTableSql(table));
@@ -144,7 +150,16 @@ async function runCell<D extends DriverName>(
     await runSql(session.driver, handle, `DELETE FROM ${table.quoted}`);
   };
   const firstStatement = truncateStatement(input.steps[0]?.sql ?? `INSERT INTO ${table.quoted}`);
-  const result: CellRun = { tallies: [], uninstrumentedNs: [], uninstrumentedError: null, gaveUp: null, warmupNs: [], verifiedRows: null, eventLoop: null, readBack: null };
+  const result: CellRun = {
+    tallies: [],
+    uninstrumentedNs: [],
+    uninstrumentedError: null,
+    gaveUp: null,
+    warmupNs: [],
+    verifiedRows: null,
+    eventLoop: null,
+    readBack: null,
+  };
   const loop = new EventLoopDelayRecorder();
   const measure = async (extra: Parameters<CaptureSession<D>['measure']>[1]): Promise<Captured<void> | null> => {
     const tally = await step(
@@ -173,7 +188,12 @@ async function runCell<D extends DriverName>(
         firstStatement,
         `the uninstrumented ${strategy.name} run at ${rows} rows`,
       );
-      const found = await step(verifyRows(backend, table, rows, { cellDriver: strategy.driver }), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
+      const found = await step(
+        verifyRows(backend, table, rows, { cellDriver: strategy.driver }),
+        'verify',
+        `SELECT count(*) FROM ${table.quoted}`,
+        `counting the rows of ${table.name}`,
+      );
       if (found !== rows) throw new Error(`a fresh connection found ${found} rows after it, the plan inserts ${rows}`);
       result.uninstrumentedNs.push(...times.samplesNs);
     } catch (err) {
@@ -200,7 +220,12 @@ async function runCell<D extends DriverName>(
       result.tallies = [tally.workloadError.statement ? tally : { ...tally, workloadError: { ...tally.workloadError, statement: firstStatement } }];
       return result;
     }
-    result.verifiedRows = await step(verifyRows(backend, table, rows, { cellDriver: strategy.driver }), 'verify', `SELECT count(*) FROM ${table.quoted}`, `counting the rows of ${table.name}`);
+    result.verifiedRows = await step(
+      verifyRows(backend, table, rows, { cellDriver: strategy.driver }),
+      'verify',
+      `SELECT count(*) FROM ${table.quoted}`,
+      `counting the rows of ${table.name}`,
+    );
     if (measured) result.tallies.push(tally);
     else result.warmupNs.push(tally.durationNs);
     if (measured && !uninstrumentedFirst) await timeUninstrumented();
@@ -211,9 +236,12 @@ async function runCell<D extends DriverName>(
     const sql = readSql(table, READ_LIMIT);
     let rowsRead: number | null = null;
     const tally = await step(
-      session.measure(async (h) => {
-        rowsRead = (await readRowsFrom(rowSource(session.driver, h), table)).length;
-      }, { timeoutMs, ...(signal ? { signal } : {}) }),
+      session.measure(
+        async (h) => {
+          rowsRead = (await readRowsFrom(rowSource(session.driver, h), table)).length;
+        },
+        { timeoutMs, ...(signal ? { signal } : {}) },
+      ),
       'workload',
       sql,
       `the read back of ${table.name} at ${rows} rows`,
@@ -236,7 +264,11 @@ export function planDifferences(cell: Pick<Cell, 'layers' | 'verifiedRows' | 've
     };
     check('calls', driver.calls, expected.calls);
     check('parameter sets', driver.parameterSets, expected.parameterSets);
-    check('bind values', driver.bindValues, expected.bindValuesPerCall.reduce((a, b) => a + b, 0));
+    check(
+      'bind values',
+      driver.bindValues,
+      expected.bindValuesPerCall.reduce((a, b) => a + b, 0),
+    );
     for (const [kind, n] of Object.entries(expected.byKind)) check(`${kind} calls`, driver.byKind[kind as keyof typeof driver.byKind] ?? 0, n ?? 0);
     const planned = { ...expected.byClass };
     // Classes count executions: a planned prepare is a call, not a statement of its class.
@@ -289,10 +321,21 @@ function cellFrom(
     planDifferences(cellFromTally({ ...t, verdict }, { ...place, timings: null }), expected, rows).map((d) => `repeat ${i + 1}: ${d}`),
   );
   if (differences.length > 0 && verdict.kind === 'assert') {
-    verdict = { ...verdict, kind: 'report', reason: `the cell differs from its strategy's plan: ${[...new Set(differences)].slice(0, 10).join('; ')}; ${verdict.reason}` };
+    verdict = {
+      ...verdict,
+      kind: 'report',
+      reason: `the cell differs from its strategy's plan: ${[...new Set(differences)].slice(0, 10).join('; ')}; ${verdict.reason}`,
+    };
   }
-  const timings = timingsFromSamples(run.warmupNs, run.tallies.map((t) => t.durationNs), run.eventLoop);
-  return cellFromTally({ ...first, verdict }, { ...place, timings, uninstrumented: uninstrumentedOf(run, first, timings), ...(run.readBack ? { readBack: run.readBack } : {}) });
+  const timings = timingsFromSamples(
+    run.warmupNs,
+    run.tallies.map((t) => t.durationNs),
+    run.eventLoop,
+  );
+  return cellFromTally(
+    { ...first, verdict },
+    { ...place, timings, uninstrumented: uninstrumentedOf(run, first, timings), ...(run.readBack ? { readBack: run.readBack } : {}) },
+  );
 }
 
 /** The uninstrumented timings beside the counted ones, with what counting added per call and per round trip. */
@@ -434,8 +477,16 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
             const cell = cellFrom(run, strategy, rows, hot, environment, driverVersion, expected);
             cells.push(cell);
             const p50 = cell.timings ? `p50 ${(cell.timings.summary.p50Ns / 1e6).toFixed(3)} ms (n=${cell.timings.summary.n})` : 'no timing';
-            progress(`${description.id} ${strategy.name}${pinned ? '' : ` (${release}@${driverVersion})`} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`);
-            if (cell.error && !failure) failure = { message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`, backend: description.id, phase: cell.error.phase, ...(cell.error.statement ? { statement: cell.error.statement } : {}) };
+            progress(
+              `${description.id} ${strategy.name}${pinned ? '' : ` (${release}@${driverVersion})`} ${rows}${hot ? ' hot' : ''}: ${cell.verdict.kind}, ${p50}${cell.error ? `, FAILED: ${cell.error.message}` : ''}`,
+            );
+            if (cell.error && !failure)
+              failure = {
+                message: `${strategy.name} at ${rows} rows failed: ${cell.error.message}`,
+                backend: description.id,
+                phase: cell.error.phase,
+                ...(cell.error.statement ? { statement: cell.error.statement } : {}),
+              };
             if (run.gaveUp) {
               gaveUp = true;
               break;
@@ -443,9 +494,11 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
           }
         } finally {
           if (gaveUp || signal?.aborted) {
-            await bounded(session.close(), CLOSE_AFTER_GIVING_UP_MS, () => new SqltallyError('closing the session after giving up took too long', { backend: description.id, phase: 'stop' })).catch(
-              (err: unknown) => progress(`${description.id}: ${messageOf(err)}; the server is stopped anyway`),
-            );
+            await bounded(
+              session.close(),
+              CLOSE_AFTER_GIVING_UP_MS,
+              () => new SqltallyError('closing the session after giving up took too long', { backend: description.id, phase: 'stop' }),
+            ).catch((err: unknown) => progress(`${description.id}: ${messageOf(err)}; the server is stopped anyway`));
           } else await session.close();
         }
       }

@@ -1,9 +1,27 @@
 import { SqltallyError } from '../shared/errors';
 import type { Resolution } from '../backends/types';
-import { DEFAULT_CELL_TIMEOUT_MS, MAX_CELL_TIMEOUT_MS, MAX_ROWS_PER_CELL, MAX_ROWS_PER_STRATEGY, checkDistinctServers, checkPlan, planProblems, rowsPerStrategy } from './plan';
+import {
+  DEFAULT_CELL_TIMEOUT_MS,
+  MAX_CELL_TIMEOUT_MS,
+  MAX_ROWS_PER_CELL,
+  MAX_ROWS_PER_STRATEGY,
+  checkDistinctServers,
+  checkPlan,
+  planProblems,
+  rowsPerStrategy,
+} from './plan';
 import type { ValidPlan } from './plan';
 
-const PLAN: ValidPlan = { backends: [], strategies: [], rows: [100, 5000], hotRows: [5000], warmups: 1, repeats: 5, driverReleases: 'all', cellTimeoutMs: DEFAULT_CELL_TIMEOUT_MS };
+const PLAN: ValidPlan = {
+  backends: [],
+  strategies: [],
+  rows: [100, 5000],
+  hotRows: [5000],
+  warmups: 1,
+  repeats: 5,
+  driverReleases: 'all',
+  cellTimeoutMs: DEFAULT_CELL_TIMEOUT_MS,
+};
 
 describe('planProblems', () => {
   it('accepts the default curve and the documented maximum', () => {
@@ -62,6 +80,12 @@ describe('checkDistinctServers', () => {
     );
   });
   it('lets different servers and unavailable ids through', () => {
-    expect(() => checkDistinctServers([local('mariadb'), local('mariadb@11.8', 'chroot /var/cache/x /usr/sbin/mariadbd'), { available: false, backend: 'mariadb', id: 'mariadb@12', reason: 'none', tried: [] }])).not.toThrow();
+    expect(() =>
+      checkDistinctServers([
+        local('mariadb'),
+        local('mariadb@11.8', 'chroot /var/cache/x /usr/sbin/mariadbd'),
+        { available: false, backend: 'mariadb', id: 'mariadb@12', reason: 'none', tried: [] },
+      ]),
+    ).not.toThrow();
   });
 });

@@ -95,8 +95,10 @@ export function planProblems(plan: ValidPlan): PlanProblem[] {
   const problems: PlanProblem[] = [];
   const ids = plan.backends.map((b) => b.trim());
   for (const id of duplicates(ids)) problems.push({ field: 'backends', message: `names ${id} more than once: name each backend once` });
-  if (ids.includes('all') && ids.length > 1) problems.push({ field: 'backends', message: `"all" already means every backend and version, so it stands alone; got ${ids.join(',')}` });
-  for (const name of duplicates(plan.strategies.map((s) => s.trim()))) problems.push({ field: 'strategies', message: `names ${name} more than once: name each strategy once` });
+  if (ids.includes('all') && ids.length > 1)
+    problems.push({ field: 'backends', message: `"all" already means every backend and version, so it stands alone; got ${ids.join(',')}` });
+  for (const name of duplicates(plan.strategies.map((s) => s.trim())))
+    problems.push({ field: 'strategies', message: `names ${name} more than once: name each strategy once` });
   for (const field of ['rows', 'hotRows'] as const) {
     for (const n of duplicates(plan[field])) problems.push({ field, message: `names ${n} more than once: each row count makes one cell` });
     for (const n of plan[field]) {
@@ -109,7 +111,10 @@ export function planProblems(plan: ValidPlan): PlanProblem[] {
     }
   }
   if (plan.cellTimeoutMs > MAX_CELL_TIMEOUT_MS) {
-    problems.push({ field: 'cellTimeoutMs', message: `${fmt(plan.cellTimeoutMs)} ms is longer than the ${fmt(MAX_CELL_TIMEOUT_MS)} ms (one day) a cell may wait` });
+    problems.push({
+      field: 'cellTimeoutMs',
+      message: `${fmt(plan.cellTimeoutMs)} ms is longer than the ${fmt(MAX_CELL_TIMEOUT_MS)} ms (one day) a cell may wait`,
+    });
   }
   const total = rowsPerStrategy(plan);
   if (problems.length === 0 && total > MAX_ROWS_PER_STRATEGY) {

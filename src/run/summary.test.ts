@@ -44,7 +44,12 @@ describe('finishReport', () => {
 
   it('fails a run that measured nothing, saying why', () => {
     const report = finishReport(
-      input({ cells: [], backends: [], matrix: { ...input().matrix, backends: ['mariadb'] }, skipped: [{ backend: 'mariadb', reason: 'SQLTALLY_MARIADB_URL not set\n  more', environment: 'local' }] }),
+      input({
+        cells: [],
+        backends: [],
+        matrix: { ...input().matrix, backends: ['mariadb'] },
+        skipped: [{ backend: 'mariadb', reason: 'SQLTALLY_MARIADB_URL not set\n  more', environment: 'local' }],
+      }),
     );
     expect(report.status).toBe('failed');
     expect(report.failure).toEqual({

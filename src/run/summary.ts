@@ -61,8 +61,7 @@ function firstLine(err: unknown): string {
  * The cells that made it invalid are dropped, the rest kept where the schema allows.
  */
 export function finishReport(input: ReportInput): Report {
-  const settled: ReportInput =
-    input.status === 'ok' && input.cells.length === 0 ? { ...input, status: 'failed', failure: nothingMeasured(input) } : input;
+  const settled: ReportInput = input.status === 'ok' && input.cells.length === 0 ? { ...input, status: 'failed', failure: nothingMeasured(input) } : input;
   try {
     return buildReport(settled);
   } catch (err) {
@@ -76,7 +75,13 @@ export function finishReport(input: ReportInput): Report {
       return buildReport({ ...settled, status: 'failed', failure, cells: unique });
     } catch (again) {
       // Nothing of the measured part could be kept; what was asked and where it ran still can.
-      return buildReport({ ...settled, status: 'failed', failure: { ...failure, message: `${failure.message}; the cells were left out too: ${firstLine(again)}` }, backends: [], cells: [] });
+      return buildReport({
+        ...settled,
+        status: 'failed',
+        failure: { ...failure, message: `${failure.message}; the cells were left out too: ${firstLine(again)}` },
+        backends: [],
+        cells: [],
+      });
     }
   }
 }

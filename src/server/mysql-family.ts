@@ -305,7 +305,8 @@ export class MysqlFamilySource implements SnapshotSource {
       if (!counting) this.#preparedNote = "performance_schema's events_statements_current consumer is off: prepared executes have no statement class";
       const [digests] = await this.#query<{ size: unknown; enabled: unknown }>(SQL_DIGEST_SETUP).catch(() => [] as { size: unknown; enabled: unknown }[]);
       if (Number(digests?.size ?? 0) === 0) this.#digestsUnknown = 'performance_schema_digests_size is 0 on this server: no per-statement figures';
-      else if (String(digests?.enabled ?? '').toUpperCase() !== 'YES') this.#digestsUnknown = "performance_schema's statements_digest consumer is off: no per-statement figures";
+      else if (String(digests?.enabled ?? '').toUpperCase() !== 'YES')
+        this.#digestsUnknown = "performance_schema's statements_digest consumer is off: no per-statement figures";
       else {
         this.#digestsUnknown = await this.#query(SQL_DIGEST_WORK).then(
           () => null,
@@ -457,20 +458,39 @@ export class MysqlFamilySource implements SnapshotSource {
     if (deltas.perConnection) {
       for (const f of WORK_FIGURES) summary.figures[f] = deltas.perConnection[f] ?? 0;
     } else {
-      for (const f of WORK_FIGURES) summary.unknown[f] = missing.perConnection ?? 'the window connections\' statement summaries were not read';
+      for (const f of WORK_FIGURES) summary.unknown[f] = missing.perConnection ?? "the window connections' statement summaries were not read";
     }
     // Which statement scanned without an index: per digest when the digests can be told apart, else the window's total.
     if (statements && deltas.perConnection && sumStatements(statements, 'fullScans') === deltas.perConnection.fullScans) {
       summary.unindexedScans = statements
         .filter((s) => (s.figures.fullScans ?? 0) > 0)
-        .map((s) => ({ table: null, statement: s.text, scans: s.figures.fullScans ?? 0, rowsRead: s.figures.rowsExamined ?? 0, basis: 'rows examined by the statement, through any table' }));
+        .map((s) => ({
+          table: null,
+          statement: s.text,
+          scans: s.figures.fullScans ?? 0,
+          rowsRead: s.figures.rowsExamined ?? 0,
+          basis: 'rows examined by the statement, through any table',
+        }));
     } else if (deltas.perConnection) {
       const scans = deltas.perConnection.fullScans ?? 0;
       summary.unindexedScans =
-        scans > 0 ? [{ table: null, statement: null, scans, rowsRead: deltas.perConnection.rowsExamined ?? 0, basis: "rows examined by all of the window's statements" }] : [];
-      if (scans > 0) summary.notes.push(`unindexed scans not attributed to statements: ${missing.statements ?? 'the digests do not add up to the window connections\' own figures'}`);
+        scans > 0
+          ? [
+              {
+                table: null,
+                statement: null,
+                scans,
+                rowsRead: deltas.perConnection.rowsExamined ?? 0,
+                basis: "rows examined by all of the window's statements",
+              },
+            ]
+          : [];
+      if (scans > 0)
+        summary.notes.push(
+          `unindexed scans not attributed to statements: ${missing.statements ?? "the digests do not add up to the window connections' own figures"}`,
+        );
     } else {
-      summary.scansUnknown = missing.perConnection ?? 'the window connections\' statement summaries were not read';
+      summary.scansUnknown = missing.perConnection ?? "the window connections' statement summaries were not read";
     }
     return summary;
   }
@@ -525,7 +545,11 @@ export class MysqlFamilySource implements SnapshotSource {
     return { global, perConnection, prepared, statements: null, sessions, notes, failures, ...(work ? { work } : {}) };
   }
 
-  summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+  summarize(
+    global: Counters,
+    perConnection: Counters | null,
+    extras: WindowExtras,
+  ): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
     const g = (name: string): number | null => (this.#tracked.includes(name) ? (global[name] ?? 0) : null);
     if (perConnection) {
       const p = (name: string): number => perConnection[name] ?? 0;
@@ -617,14 +641,19 @@ function rowsComparison(globalCounter: string | undefined, whole: number | null,
  */
 export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
   ({ server }) => {
-    if (!(server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema')) return [];
+    if (!(server.perConnection && server.summarySource === 'perConnection' && server.globalSummary && server.attribution?.method === 'performance_schema'))
+      return [];
     const whole = server.globalSummary;
     const own = server.summary;
     // A re-prepare counts its statement's class again (Com_insert for an INSERT) with no question asked.
     const reprepares = server.global[REPREPARE] ?? 0;
     return [
       { counter: 'Questions (statements)', server: whole.statements, window: own.statements },
-      { counter: reprepares ? `Com_insert (inserts, ${reprepares} of them possibly re-prepares)` : 'Com_insert (inserts)', server: whole.inserts, window: own.inserts === null ? null : own.inserts + reprepares },
+      {
+        counter: reprepares ? `Com_insert (inserts, ${reprepares} of them possibly re-prepares)` : 'Com_insert (inserts)',
+        server: whole.inserts,
+        window: own.inserts === null ? null : own.inserts + reprepares,
+      },
       rowsComparison(server.comparable?.find((c) => c.perConnection === 'Handler_write')?.global, whole.rowsInserted, own.rowsInserted),
       { counter: 'Com_stmt_prepare - Com_stmt_reprepare (prepares)', server: whole.prepares, window: own.prepares },
       { counter: 'Com_commit (commits)', server: whole.commits, window: own.commits },

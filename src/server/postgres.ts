@@ -41,7 +41,7 @@ const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
 function mainReadSql(forcedFlush: boolean, sessions: boolean, work: boolean): string {
   return [
     'SELECT',
-    sessions ? "(SELECT json_build_object('sessions', sessions) FROM pg_stat_database WHERE datname = current_database()) AS db," : "NULL::json AS db,",
+    sessions ? "(SELECT json_build_object('sessions', sessions) FROM pg_stat_database WHERE datname = current_database()) AS db," : 'NULL::json AS db,',
     "(SELECT json_build_object('n_tup_ins', coalesce(sum(n_tup_ins), 0), 'n_tup_upd', coalesce(sum(n_tup_upd), 0), 'n_tup_del', coalesce(sum(n_tup_del), 0),",
     "  'relids', coalesce(json_agg(relid::text ORDER BY relid), '[]'::json)) FROM pg_stat_user_tables) AS tables,",
     "(SELECT json_build_object('n_tup_ins', n_tup_ins, 'n_tup_upd', n_tup_upd, 'n_tup_del', n_tup_del)",
@@ -265,7 +265,13 @@ export class PostgresSource implements SnapshotSource {
     const startNs = process.hrtime.bigint();
     const failures: string[] = [];
     const notes: string[] = [];
-    const work: WorkReading = { perConnection: null, tables: null, statements: null, openTransactions: [], unreadable: { perConnection: 'PostgreSQL keeps no per-connection work counters' } };
+    const work: WorkReading = {
+      perConnection: null,
+      tables: null,
+      statements: null,
+      openTransactions: [],
+      unreadable: { perConnection: 'PostgreSQL keeps no per-connection work counters' },
+    };
     const lost = this.#client?.lost;
     if (lost) failures.push(`probe connection lost: ${lost}`);
     let settleDetail = 'forced flush of every window session (pg_stat_force_next_flush, sent by the wire proxy)';
@@ -315,7 +321,10 @@ export class PostgresSource implements SnapshotSource {
       global = this.#countersOf(row);
       sessions = this.#sessions(ids, row.activity);
       work.tables = new Map(
-        (row.work_tables ?? []).map((t) => [t.t, { seqScans: Number(t.s), seqRowsRead: Number(t.sr), indexScans: Number(t.i), indexRowsFetched: Number(t.if) }]),
+        (row.work_tables ?? []).map((t) => [
+          t.t,
+          { seqScans: Number(t.s), seqRowsRead: Number(t.sr), indexScans: Number(t.i), indexRowsFetched: Number(t.if) },
+        ]),
       );
       const workload = new Set(ids);
       work.openTransactions = row.activity.filter((a) => workload.has(a.pid) && (a.state ?? '').startsWith('idle in transaction')).map((a) => a.pid);
@@ -399,7 +408,8 @@ export class PostgresSource implements SnapshotSource {
     const has = (k: string): number | null => (k in global ? (global[k] ?? 0) : null);
     const notes = ['PostgreSQL counts no prepares or executes on the server side: those are on the wire layer'];
     const dropped = extras.droppedObjects ?? [];
-    if (dropped.length > 0) notes.push(`${dropped.length} user table(s) were dropped inside the window and took their row counts with them: rowsInserted is unknown`);
+    if (dropped.length > 0)
+      notes.push(`${dropped.length} user table(s) were dropped inside the window and took their row counts with them: rowsInserted is unknown`);
     return {
       summary: {
         statements: has('statements.calls'),
@@ -433,7 +443,13 @@ export const POSTGRES_WINDOW_CHECKS: readonly WindowCheck[] = [
   ({ server, wire, explainedStatements }) => {
     const g = server.global;
     if (!('statements.calls' in g) || !wire) return [];
-    return [{ counter: 'pg_stat_statements calls (statements)', server: g['statements.calls'], window: Math.max((wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0), explainedStatements ?? 0) }];
+    return [
+      {
+        counter: 'pg_stat_statements calls (statements)',
+        server: g['statements.calls'],
+        window: Math.max((wire.commands.Execute ?? 0) + (wire.commands.Query ?? 0), explainedStatements ?? 0),
+      },
+    ];
   },
   // A statement that failed may have changed rows first (a duplicate key fails after its row is written, and
   // n_tup_ins counts it), which no answer reports: with an ErrorResponse in the window, rows bound nothing.

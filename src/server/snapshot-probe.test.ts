@@ -73,7 +73,11 @@ class ScriptedSource implements SnapshotSource {
     };
   }
 
-  summarize(global: Counters, perConnection: Counters | null, _extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
+  summarize(
+    global: Counters,
+    perConnection: Counters | null,
+    _extras: WindowExtras,
+  ): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] } {
     const q = perConnection ? perConnection.Questions : global.Questions;
     return {
       summary: { statements: q ?? null, inserts: null, prepares: null, executes: null, bulkExecutes: null, commits: null, rowsInserted: null },
@@ -297,7 +301,9 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
         const win = await opening;
         const layer = await win.end();
         expect(layer.foreignSessions.map((f) => f.id)).toEqual([41]);
-        expect(layer.notes).toContain(`connection(s) #41 closed before the window (by sqltally or through its proxy) were still on the server after ${DEPARTURE_WAIT_MS} ms`);
+        expect(layer.notes).toContain(
+          `connection(s) #41 closed before the window (by sqltally or through its proxy) were still on the server after ${DEPARTURE_WAIT_MS} ms`,
+        );
       } finally {
         jest.useRealTimers();
       }

@@ -108,7 +108,11 @@ export interface SnapshotSource {
    * last read (`readConnection`): subtracted once per connection that quit inside the window, like a probe cost.
    */
   readonly quitCost?: Counters;
-  summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] };
+  summarize(
+    global: Counters,
+    perConnection: Counters | null,
+    extras: WindowExtras,
+  ): { summary: ServerSummary; source: 'perConnection' | 'global'; notes: string[] };
   /** Global key and the per-connection key meaning the same thing. */
   readonly comparable: { global: string; perConnection: string }[];
   readonly attributionMethod: 'performance_schema' | 'total_changes' | null;
@@ -439,14 +443,17 @@ export class SnapshotProbe implements ServerProbe {
     }
     const ownCost = nonZero(cost.perConnection ?? {});
     if (Object.keys(ownCost).length > 0) {
-      incompleteReasons.push(`the probe's own readings moved the window connections' counters (${describeCounters(ownCost)}): they cannot be told apart from the workload`);
+      incompleteReasons.push(
+        `the probe's own readings moved the window connections' counters (${describeCounters(ownCost)}): they cannot be told apart from the workload`,
+      );
     }
     if (end.settle && !end.settle.settled) incompleteReasons.push(`statistics did not settle: ${end.settle.detail}`);
 
     const notes = [...new Set([...start.notes, ...end.notes, ...summaryNotes])];
     const residue = nonZero(control);
     if (Object.keys(residue).length > 0) notes.push(`control window moved: ${describeCounters(residue)}`);
-    if (retirement.retired.size > 0) notes.push(`${retirement.retired.size} window connection(s) closed inside the window; their counters were read before the server dropped them`);
+    if (retirement.retired.size > 0)
+      notes.push(`${retirement.retired.size} window connection(s) closed inside the window; their counters were read before the server dropped them`);
 
     const method = this.#source.attributionMethod;
     const attribution =
@@ -514,7 +521,13 @@ export class SnapshotProbe implements ServerProbe {
         if (why) missing[part] = why;
       }
       if (!missing.perConnection && a.perConnection && b.perConnection) {
-        const own = perConnectionWindow(ids, { ...start, perConnection: a.perConnection }, { ...end, perConnection: b.perConnection }, openedBefore, retiredWork);
+        const own = perConnectionWindow(
+          ids,
+          { ...start, perConnection: a.perConnection },
+          { ...end, perConnection: b.perConnection },
+          openedBefore,
+          retiredWork,
+        );
         if (own && own.missing.length > 0) missing.perConnection = `not every window connection could be read: ${own.missing.join('; ')}`;
         else if (own) deltas.perConnection = own.counters;
       }
@@ -532,7 +545,8 @@ export class SnapshotProbe implements ServerProbe {
       // Server-wide parts hold other sessions' work too: exact only when no other client was there to do any.
       for (const part of this.#source.workServerWide ?? []) {
         if (!sessions || missing[part]) continue;
-        if (sessions.foreign.length > 0) missing[part] = `${sessions.foreign.length} other client session(s) were on the server, and these counters are server-wide`;
+        if (sessions.foreign.length > 0)
+          missing[part] = `${sessions.foreign.length} other client session(s) were on the server, and these counters are server-wide`;
         else if (!sessions.canSeeOtherSessions) missing[part] = 'this account cannot see other sessions, and these counters are server-wide';
         if (missing[part]) deltas[part] = null;
       }
@@ -554,7 +568,8 @@ export class SnapshotProbe implements ServerProbe {
     for (const [figure, value] of Object.entries(summary.figures) as [keyof WorkFigures, number][]) {
       if (figure in unknown) continue;
       if (sessions && figure in this.#workCost.unstable) {
-        unknown[figure] = `the probe's own cost in ${figure} was not the same in every empty window (${this.#workCost.unstable[figure]!.join('/')}), so it cannot be subtracted`;
+        unknown[figure] =
+          `the probe's own cost in ${figure} was not the same in every empty window (${this.#workCost.unstable[figure]!.join('/')}), so it cannot be subtracted`;
         continue;
       }
       figures[figure] = sessions ? value - (this.#workCost.figures[figure] ?? 0) : value;
@@ -567,7 +582,11 @@ export class SnapshotProbe implements ServerProbe {
       unknown,
       tables: deltas.tables,
       statements: deltas.statements,
-      statementsUnknown: deltas.statements ? null : caps.statementFigures.length === 0 ? 'this server keeps no per-statement figures' : (missing.statements ?? 'the statement entries were not read'),
+      statementsUnknown: deltas.statements
+        ? null
+        : caps.statementFigures.length === 0
+          ? 'this server keeps no per-statement figures'
+          : (missing.statements ?? 'the statement entries were not read'),
       statementFigures: [...caps.statementFigures],
       unindexedScans: summary.unindexedScans,
       scansUnknown: summary.scansUnknown,
@@ -582,7 +601,13 @@ export class SnapshotProbe implements ServerProbe {
    */
   #statementTotals(before: Snapshot, after: Snapshot): Counters {
     if (!before.statements || !after.statements) return {};
-    const totals: Counters = { 'statements.calls': 0, 'statements.rows': 0, 'statements.insert_calls': 0, 'statements.begin_calls': 0, 'statements.commit_calls': 0 };
+    const totals: Counters = {
+      'statements.calls': 0,
+      'statements.rows': 0,
+      'statements.insert_calls': 0,
+      'statements.begin_calls': 0,
+      'statements.commit_calls': 0,
+    };
     for (const [key, s] of after.statements) {
       if (this.#probeStatementKeys.has(key)) continue;
       const prev = before.statements.get(key);
@@ -623,11 +648,7 @@ function movedStatements(before: Snapshot['statements'], after: Snapshot['statem
   return [...after.entries()].filter(([key, s]) => s.calls !== (before.get(key)?.calls ?? 0)).map(([key]) => key);
 }
 
-function statementDeltas(
-  before: Snapshot['statements'],
-  after: Snapshot['statements'],
-  probeKeys: ReadonlySet<string>,
-): ServerLayer['statements'] {
+function statementDeltas(before: Snapshot['statements'], after: Snapshot['statements'], probeKeys: ReadonlySet<string>): ServerLayer['statements'] {
   if (!before || !after) return null;
   const out: NonNullable<ServerLayer['statements']> = [];
   for (const [key, s] of after) {

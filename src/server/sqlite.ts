@@ -7,7 +7,7 @@ import type { Counters } from './window';
 import { messageOf } from '../shared/errors';
 
 const NO_WORK_COUNTERS =
-  "SQLite keeps its work counters per prepared statement (sqlite3_stmt_status: full-scan steps, sorts, automatic indexes), and better-sqlite3 does not expose them";
+  'SQLite keeps its work counters per prepared statement (sqlite3_stmt_status: full-scan steps, sorts, automatic indexes), and better-sqlite3 does not expose them';
 /** Nothing: every figure unknown, with the reason. */
 export const SQLITE_WORK: ServerWorkCapabilities = {
   figures: Object.fromEntries(SERVER_WORK_FIGURES.map((f) => [f, NO_WORK_COUNTERS])) as Record<ServerWorkFigure, string>,

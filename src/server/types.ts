@@ -61,9 +61,7 @@ export const ServerLayerSchema = z.object({
    */
   globalSummary: ServerSummarySchema.optional(),
   /** Per-statement calls and rows (`pg_stat_statements`), when loaded. */
-  statements: z
-    .array(z.object({ query: z.string(), calls: z.number().int(), rows: z.number().int() }))
-    .nullable(),
+  statements: z.array(z.object({ query: z.string(), calls: z.number().int(), rows: z.number().int() })).nullable(),
   /** What one snapshot pair costs in each counter, measured on this server, not hard-coded. */
   probeCost: z.record(z.string(), z.number().int()),
   /**

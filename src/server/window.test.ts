@@ -25,7 +25,7 @@ describe('subtractCost', () => {
     const B = { Questions: 104 };
     const C = { Questions: 109 };
     const cost = { Questions: 4 };
-    const trap = (C.Questions - A.Questions) - (B.Questions - A.Questions); // == C - B, the raw window
+    const trap = C.Questions - A.Questions - (B.Questions - A.Questions); // == C - B, the raw window
     expect(trap).toBe(5);
     expect(subtractCost(delta(B, C), cost)).toEqual({ Questions: 1 });
     expect(subtractCost(delta(A, B), cost)).toEqual({ Questions: 0 });

@@ -23,7 +23,7 @@ beforeAll(() => {
       // n frames of the package between the caller and fn, as an ORM's query builder puts 20 to 30 there.
       'exports.through = (n, fn) => (n === 0 ? fn() : exports.through(n - 1, fn));\n',
   );
-   
+
   fakePackage = require(join(pkg, 'index.js'));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -41,7 +41,7 @@ describe('captureCaller', () => {
     expect(viaPackage).toMatch(new RegExp(`^src/shared/caller\\.test\\.ts:${packageLine}:\\d+$`));
   });
 
-  it('is null when no frame is the user\'s', async () => {
+  it("is null when no frame is the user's", async () => {
     // Called from a timer inside a package: only its frame and Node's own are on the stack.
     await expect(fakePackage.later(captureCaller)).resolves.toBeNull();
   });
@@ -104,7 +104,7 @@ describe('captureCaller', () => {
   });
 });
 
-describe('sqltally\'s own code', () => {
+describe("sqltally's own code", () => {
   it('is the library folders of a source checkout, but not the test files in them', () => {
     const own = ownCodeOf('/repo/src/shared/caller.ts');
     expect(isLibraryFile('/repo/src/driver/mysql2.ts', own)).toBe(true);

@@ -21,10 +21,24 @@ describe('redactSecrets', () => {
   });
 
   it('keeps JSON text valid: a secret value ends at the closing quote', () => {
-    const json = JSON.stringify({ origin: 'postgres://u@h/d?password=hunter2', next: 'a@b', statement: 'x token=', sql: "SET PASSWORD 'trunc", c3: "O'Brien", more: 'mysql://u:p@h' });
+    const json = JSON.stringify({
+      origin: 'postgres://u@h/d?password=hunter2',
+      next: 'a@b',
+      statement: 'x token=',
+      sql: "SET PASSWORD 'trunc",
+      c3: "O'Brien",
+      more: 'mysql://u:p@h',
+    });
     const shown = redactSecrets(json);
     expect(shown).not.toContain('hunter2');
-    expect(JSON.parse(shown)).toEqual({ origin: 'postgres://u@h/d?password=***', next: 'a@b', statement: 'x token=***', sql: "SET PASSWORD 'trunc", c3: "O'Brien", more: 'mysql://u:***@h' });
+    expect(JSON.parse(shown)).toEqual({
+      origin: 'postgres://u@h/d?password=***',
+      next: 'a@b',
+      statement: 'x token=***',
+      sql: "SET PASSWORD 'trunc",
+      c3: "O'Brien",
+      more: 'mysql://u:***@h',
+    });
   });
 
   it('is what every SqltallyError message goes through', () => {

@@ -2,20 +2,7 @@
  * The phases a sqltally run goes through, in order. Every error names one, so a reader knows how far the run got.
  */
 export type Phase =
-  | 'config'
-  | 'provision'
-  | 'start'
-  | 'connect'
-  | 'setup'
-  | 'wrap'
-  | 'workload'
-  | 'verify'
-  | 'probe'
-  | 'wire'
-  | 'verdict'
-  | 'report'
-  | 'gate'
-  | 'stop';
+  'config' | 'provision' | 'start' | 'connect' | 'setup' | 'wrap' | 'workload' | 'verify' | 'probe' | 'wire' | 'verdict' | 'report' | 'gate' | 'stop';
 
 export interface SqltallyErrorContext {
   /** Backend name as the user addressed it (`mariadb`, `postgres@16`), when one is involved. */

@@ -2,20 +2,7 @@ import { z } from 'zod';
 import { DriverNameSchema, type DriverName } from '../shared/driver-names';
 
 /** Statement classes from the tokenizer; anything it cannot place is `other`, never guessed. */
-export const STATEMENT_CLASSES = [
-  'insert',
-  'select',
-  'update',
-  'delete',
-  'begin',
-  'commit',
-  'rollback',
-  'savepoint',
-  'set',
-  'show',
-  'ddl',
-  'other',
-] as const;
+export const STATEMENT_CLASSES = ['insert', 'select', 'update', 'delete', 'begin', 'commit', 'rollback', 'savepoint', 'set', 'show', 'ddl', 'other'] as const;
 export const StatementClassSchema = z.enum(STATEMENT_CLASSES);
 export type StatementClass = z.infer<typeof StatementClassSchema>;
 

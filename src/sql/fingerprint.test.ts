@@ -29,8 +29,16 @@ describe('fingerprint', () => {
     expectSame([
       ['mysql', "SELECT * FROM t WHERE id = 42 AND name = 'bob' AND flag = TRUE", 'SELECT * FROM t WHERE id = ? AND name = ? AND flag = ?'],
       ['mysql', 'SELECT * FROM t WHERE id = :id', 'SELECT * FROM t WHERE id = ?'],
-      ['mysql', 'SELECT * FROM t WHERE a = 0x1F AND b = X\'1F\' AND c = b\'01\' AND d = _utf8mb4\'x\' AND e = N\'y\'', 'SELECT * FROM t WHERE a = ? AND b = ? AND c = ? AND d = ? AND e = ?'],
-      ['postgres', "SELECT * FROM t WHERE id = 42 AND name = E'bob' AND body = $$x$$ AND tag = $q$y$q$", 'SELECT * FROM t WHERE id = $1 AND name = $2 AND body = $3 AND tag = $4'],
+      [
+        'mysql',
+        "SELECT * FROM t WHERE a = 0x1F AND b = X'1F' AND c = b'01' AND d = _utf8mb4'x' AND e = N'y'",
+        'SELECT * FROM t WHERE a = ? AND b = ? AND c = ? AND d = ? AND e = ?',
+      ],
+      [
+        'postgres',
+        "SELECT * FROM t WHERE id = 42 AND name = E'bob' AND body = $$x$$ AND tag = $q$y$q$",
+        'SELECT * FROM t WHERE id = $1 AND name = $2 AND body = $3 AND tag = $4',
+      ],
       ['postgres', "SELECT '{1,2}'::int[], U&'d\\0061t'", 'SELECT $1::int[], $2'],
       ['sqlite', "SELECT * FROM t WHERE a = 1 AND b = 'x' AND c = x'00'", 'SELECT * FROM t WHERE a = ?1 AND b = :b AND c = @c'],
       ['sqlite', 'SELECT * FROM t WHERE a = $a', 'SELECT * FROM t WHERE a = ?'],
@@ -65,7 +73,7 @@ describe('fingerprint', () => {
     expect(fingerprint("SELECT 'a ?'' ?' FROM t", 'sqlite')).toBe('SELECT ? FROM t');
   });
 
-  it('follows each dialect\'s string escapes', () => {
+  it("follows each dialect's string escapes", () => {
     // MySQL: a backslash escapes the quote, so this is one string.
     expect(fingerprint("SELECT 'a\\', b' FROM t", 'mysql')).toBe('SELECT ? FROM t');
     // PostgreSQL: a backslash is an ordinary character in standard strings, but escapes in E'' strings.
@@ -99,10 +107,18 @@ describe('fingerprint', () => {
     expectSame([
       ['mysql', `INSERT INTO t (a, b) VALUES ${rows(500, (i) => `(${i}, 'v${i}')`)}`, 'INSERT INTO t (a, b) VALUES (?, ?)'],
       ['mysql', `INSERT INTO t (a, b) VALUES ${rows(3, () => '(?, ?)')}`, `INSERT INTO t (a, b) VALUES ${rows(7, () => '(?,?)')}`],
-      ['postgres', `INSERT INTO t (a, b) VALUES ${rows(4, (i) => `($${2 * i + 1}, $${2 * i + 2})`)} RETURNING id`, 'INSERT INTO t (a, b) VALUES ($1, $2) RETURNING id'],
+      [
+        'postgres',
+        `INSERT INTO t (a, b) VALUES ${rows(4, (i) => `($${2 * i + 1}, $${2 * i + 2})`)} RETURNING id`,
+        'INSERT INTO t (a, b) VALUES ($1, $2) RETURNING id',
+      ],
       ['sqlite', `INSERT INTO t VALUES ${rows(3, () => '(?, ?)')} ON CONFLICT (a) DO NOTHING`, 'INSERT INTO t VALUES (?, ?) ON CONFLICT (a) DO NOTHING'],
       ['mysql', 'INSERT INTO t VALUES ROW(1, 2), ROW(3, 4)', 'INSERT INTO t VALUES ROW(?, ?)'],
-      ['mysql', 'INSERT INTO t (a) VALUES (1), (2) ON DUPLICATE KEY UPDATE a = VALUES(a)', 'INSERT INTO t (a) VALUES (?) ON DUPLICATE KEY UPDATE a = VALUES(a)'],
+      [
+        'mysql',
+        'INSERT INTO t (a) VALUES (1), (2) ON DUPLICATE KEY UPDATE a = VALUES(a)',
+        'INSERT INTO t (a) VALUES (?) ON DUPLICATE KEY UPDATE a = VALUES(a)',
+      ],
       ['postgres', 'SELECT * FROM (VALUES (1, 2), (3, 4)) AS v (a, b)', 'SELECT * FROM (VALUES (?, ?)) AS v (a, b)'],
     ]);
     // Rows of different shapes are all kept, first seen first.
@@ -121,7 +137,7 @@ describe('fingerprint', () => {
     ]);
   });
 
-  it('follows each server\'s identifier case rules', () => {
+  it("follows each server's identifier case rules", () => {
     expectSame([
       // PostgreSQL folds unquoted names to lower case; a quoted lower-case name is the same name.
       ['postgres', 'SELECT Id FROM Users', 'select id from "users"'],
@@ -154,8 +170,51 @@ describe('fingerprint', () => {
     // would give the same tokens. Every ordered pair and triple of these rows, with every separator, is checked
     // against plain lexing; some rows are deliberately broken (an escaped closing quote).
     const variants: [SqlDialect, string[]][] = [
-      ['mysql', ["(1, 'a')", "(22, 'b\\'c')", "(3,'d')", "( 4, 'e' )", "(5, X'1F')", "(6, X '1F')", "(-7, 'f')", '(8, NULL)', "(9, 'x' 'y')", "(10, 'g') /* c */", '(11, `q`)', "(12, 'h''i')", '(13, 0x1F)', "(1.5e-3, 'j')", "(15, 'm\\')", '(16, "n")', "(17, 'o\\\\')"]],
-      ['postgres', ["(1, 'a')", "(2, E'b\\'c')", "(3, 'd\\')", "(3, E'd\\')", '($1, $2)', '($3, $4)', '($5,$6)', '(4, $$x$$)', '(5, $t$y$t$)', '(6, "Q")', "(7, 'a'::text)", '(8, ARRAY[1, 2])', '(9, ARRAY[3])', "(10, B'01')", '(11, e)', "(12, e'x')", "(13, e'p\\')", "(14, e'q\\'r')"]],
+      [
+        'mysql',
+        [
+          "(1, 'a')",
+          "(22, 'b\\'c')",
+          "(3,'d')",
+          "( 4, 'e' )",
+          "(5, X'1F')",
+          "(6, X '1F')",
+          "(-7, 'f')",
+          '(8, NULL)',
+          "(9, 'x' 'y')",
+          "(10, 'g') /* c */",
+          '(11, `q`)',
+          "(12, 'h''i')",
+          '(13, 0x1F)',
+          "(1.5e-3, 'j')",
+          "(15, 'm\\')",
+          '(16, "n")',
+          "(17, 'o\\\\')",
+        ],
+      ],
+      [
+        'postgres',
+        [
+          "(1, 'a')",
+          "(2, E'b\\'c')",
+          "(3, 'd\\')",
+          "(3, E'd\\')",
+          '($1, $2)',
+          '($3, $4)',
+          '($5,$6)',
+          '(4, $$x$$)',
+          '(5, $t$y$t$)',
+          '(6, "Q")',
+          "(7, 'a'::text)",
+          '(8, ARRAY[1, 2])',
+          '(9, ARRAY[3])',
+          "(10, B'01')",
+          '(11, e)',
+          "(12, e'x')",
+          "(13, e'p\\')",
+          "(14, e'q\\'r')",
+        ],
+      ],
       ['sqlite', ['(?1, ?2)', '(?3, ?4)', '(?, ?)', '(:a, :b)', '([x], 1)', '([x y], 2)', "(3, 'z')", '(@p, $q)', '("a", 1)', "('a', 1)"]],
     ];
     const separators = [', ', ',', ' , ', ',\n  '];
@@ -177,7 +236,30 @@ describe('fingerprint', () => {
 
   it('steps over repeated IN list elements exactly as lexing them would', () => {
     const variants: [SqlDialect, string[]][] = [
-      ['mysql', ['1', '22', "'a'", "'b\\'c'", '?', ':p', 'x', '1 + 2', '1+2', '(1, 2)', 'f(1)', '-1', 'NULL', "'a' 'b'", '1 /* c */', "X'1F'", "X '1F'", '1e-5', "'m\\'"]],
+      [
+        'mysql',
+        [
+          '1',
+          '22',
+          "'a'",
+          "'b\\'c'",
+          '?',
+          ':p',
+          'x',
+          '1 + 2',
+          '1+2',
+          '(1, 2)',
+          'f(1)',
+          '-1',
+          'NULL',
+          "'a' 'b'",
+          '1 /* c */',
+          "X'1F'",
+          "X '1F'",
+          '1e-5',
+          "'m\\'",
+        ],
+      ],
       ['postgres', ['1', '$1', '$2', "E'x\\''", "'x\\'", '$$y$$', 'ARRAY[1, 2]', '1::int', 'e', "e'q'", 'a.b', '"Q"']],
       ['sqlite', ['?1', '?', ':a', '@b', '$c', '[x]', "'z'", '2']],
     ];
@@ -186,7 +268,12 @@ describe('fingerprint', () => {
     for (const [dialect, elements] of variants) {
       for (const a of elements) {
         for (const b of elements) {
-          for (const list of [[a, b], [a, b, a], [a, a, b], [a, a, a, b]]) {
+          for (const list of [
+            [a, b],
+            [a, b, a],
+            [a, a, b],
+            [a, a, a, b],
+          ]) {
             for (const separator of separators) {
               const sql = `SELECT * FROM t WHERE a IN (${list.join(separator)}) AND b IN (${list.join(separator)} ) + 1`;
               expect({ sql, shape: fingerprint(sql, dialect) }).toEqual({ sql, shape: fingerprint(sql, dialect, { skipRepeatedRows: false }) });
@@ -199,7 +286,9 @@ describe('fingerprint', () => {
     expect(checked).toBeGreaterThan(5000);
     // A subquery's select list is not an IN list: its repeated items stay.
     expect(fingerprint('SELECT * FROM t WHERE x IN (SELECT a, a, a FROM u)', 'mysql')).toBe('SELECT * FROM t WHERE x IN (SELECT a, a, a FROM u)');
-    expect(fingerprint(`SELECT * FROM t WHERE id IN (${Array.from({ length: 30_000 }, (_, i) => i).join(', ')})`, 'mysql')).toBe('SELECT * FROM t WHERE id IN (?)');
+    expect(fingerprint(`SELECT * FROM t WHERE id IN (${Array.from({ length: 30_000 }, (_, i) => i).join(', ')})`, 'mysql')).toBe(
+      'SELECT * FROM t WHERE id IN (?)',
+    );
   });
 
   it('fingerprints a 200 KB multi-row INSERT to one row', () => {

@@ -312,7 +312,10 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         prevWord = word;
         if (!KEYWORDS.has(word)) {
           tokens.push(IDENT, canonicalWord(sql.slice(t.start, t.end), dialect));
-        } else if ((word === 'NULL' || word === 'TRUE' || word === 'FALSE') && !(tokens.kind(n - 1) === WORD && (tokens.text(n - 1) === 'IS' || tokens.text(n - 1) === 'NOT'))) {
+        } else if (
+          (word === 'NULL' || word === 'TRUE' || word === 'FALSE') &&
+          !(tokens.kind(n - 1) === WORD && (tokens.text(n - 1) === 'IS' || tokens.text(n - 1) === 'NOT'))
+        ) {
           tokens.push(VALUE);
         } else {
           tokens.push(WORD, word);

@@ -52,7 +52,10 @@ class TextCache<V> {
 /** Statement class by SQL text: wrappers sit on every call of a user's suite, and a loop sends the same few texts. */
 class ClassCache extends TextCache<StatementClass> {
   constructor(dialect: SqlDialect) {
-    super((sql) => classifyStatement(sql, dialect), () => 0);
+    super(
+      (sql) => classifyStatement(sql, dialect),
+      () => 0,
+    );
   }
 }
 

@@ -69,11 +69,7 @@ describe('classifyStatement', () => {
       ["WITH a AS (SELECT ')' AS p) REPLACE INTO t SELECT * FROM a", 'insert', 'mysql'],
       ['WITH a AS (SELECT 1) (SELECT * FROM a)', 'select'],
       ['WITH a AS (SELECT 1) VALUES (1)', 'select'],
-      [
-        'WITH RECURSIVE s(id) AS (SELECT 1) SEARCH DEPTH FIRST BY id SET ord SELECT * FROM s ORDER BY ord',
-        'select',
-        'postgres',
-      ],
+      ['WITH RECURSIVE s(id) AS (SELECT 1) SEARCH DEPTH FIRST BY id SET ord SELECT * FROM s ORDER BY ord', 'select', 'postgres'],
       ['WITH -- SELECT\n a AS (/* INSERT */ SELECT 1) DELETE FROM t', 'delete'],
       ['WITH', 'other'],
       ['WITH a AS (SELECT 1); SELECT 2', 'other'],
@@ -190,13 +186,7 @@ describe('SqlLexer', () => {
   });
 
   it('does not treat backslash as an escape in standard PostgreSQL strings, but does in E strings', () => {
-    expect(tokens(`SELECT 'C:\\' , E'it\\'s' x`, 'postgres')).toEqual([
-      'word:SELECT',
-      "string:'",
-      'punct:,',
-      "string:'",
-      'word:X',
-    ]);
+    expect(tokens(`SELECT 'C:\\' , E'it\\'s' x`, 'postgres')).toEqual(['word:SELECT', "string:'", 'punct:,', "string:'", 'word:X']);
   });
 
   it('skips dollar-quoted bodies with tags, and keeps $1 parameters apart', () => {
@@ -213,14 +203,7 @@ describe('SqlLexer', () => {
   });
 
   it('skips quoted identifiers per dialect', () => {
-    expect(tokens('SELECT `a``b`, [c d] FROM "e""f"', 'sqlite')).toEqual([
-      'word:SELECT',
-      'ident:`',
-      'punct:,',
-      'ident:[',
-      'word:FROM',
-      'ident:"',
-    ]);
+    expect(tokens('SELECT `a``b`, [c d] FROM "e""f"', 'sqlite')).toEqual(['word:SELECT', 'ident:`', 'punct:,', 'ident:[', 'word:FROM', 'ident:"']);
   });
 
   it('ends cleanly on unterminated strings and comments', () => {
@@ -230,14 +213,7 @@ describe('SqlLexer', () => {
   });
 
   it('reports ? placeholders as params', () => {
-    expect(tokens('VALUES (?, ?)', 'mysql')).toEqual([
-      'word:VALUES',
-      'punct:(',
-      'param:?',
-      'punct:,',
-      'param:?',
-      'punct:)',
-    ]);
+    expect(tokens('VALUES (?, ?)', 'mysql')).toEqual(['word:VALUES', 'punct:(', 'param:?', 'punct:,', 'param:?', 'punct:)']);
   });
 });
 

@@ -14,8 +14,16 @@ function server(overrides: Partial<ServerSummary>): ServerSummary {
 function wire(commands: Record<string, number>): WireCounts {
   const total = Object.values(commands).reduce((a, b) => a + b, 0);
   return {
-    protocol: 'mysql', commands, commandsTotal: total, roundTrips: total, bytesClientToServer: 0, bytesServerToClient: 0,
-    clientWrites: total, connections: 1, incomplete: false, incompleteReasons: [],
+    protocol: 'mysql',
+    commands,
+    commandsTotal: total,
+    roundTrips: total,
+    bytesClientToServer: 0,
+    bytesServerToClient: 0,
+    clientWrites: total,
+    connections: 1,
+    incomplete: false,
+    incompleteReasons: [],
   };
 }
 
@@ -121,8 +129,14 @@ describe('reconcile', () => {
     });
     expect(r.discrepancies).toEqual([]);
     expect(r.findings.map((f) => [f.kind, f.message])).toEqual([
-      ['batch-fallback', "server statements 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server statements: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)"],
-      ['batch-fallback', "server executes 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)"],
+      [
+        'batch-fallback',
+        "server statements 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server statements: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)",
+      ],
+      [
+        'batch-fallback',
+        "server executes 5000, within the model's 1-5000: 1 driver batch(es) became 5000 server executes: the connector fell back from bulk (bulk option off, server without COM_STMT_BULK_EXECUTE, or parameter types changed)",
+      ],
     ]);
   });
 
@@ -165,11 +179,23 @@ describe('reconcile', () => {
       event({ method: 'execute', kind: 'execute', sql: 'INSERT INTO t (a) VALUES (?)', bindValues: 1, rowsAffected: 1, connectionId });
     const pooled = { ...wire({ COM_STMT_PREPARE: 4, COM_STMT_EXECUTE: 24 }), connections: 4 };
     const summary = server({ statements: 24, inserts: 24, prepares: 4, executes: 24, rowsInserted: 24 });
-    const r = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: driverLayer(Array.from({ length: 24 }, () => execute(null))), wire: pooled, server: summary });
+    const r = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer(Array.from({ length: 24 }, () => execute(null))),
+      wire: pooled,
+      server: summary,
+    });
     expect(r.discrepancies).toEqual([]);
     expect(r.prediction.wire.COM_STMT_PREPARE).toEqual({ min: 0, max: 4 });
     // On one known connection a text is still prepared once at most.
-    const one = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: driverLayer(Array.from({ length: 24 }, () => execute(7))), wire: pooled, server: summary });
+    const one = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: driverLayer(Array.from({ length: 24 }, () => execute(7))),
+      wire: pooled,
+      server: summary,
+    });
     expect(one.discrepancies).toEqual([
       'wire layer: 4 COM_STMT_PREPARE, model predicts 0-1 from 24 driver calls (extra commands: another client on the proxied port, or driver-internal commands)',
       'server layer: prepares 4, model predicts 0-1: 3 more than the driver calls explain: another connection, driver-internal statements (SET, ping), or retries',
@@ -257,7 +283,14 @@ describe('reconcile', () => {
     const full = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, window: windowOfEvents(all), wire: null, server: summary });
     expect(full.discrepancies).toEqual([]);
     expect(full.reconciliation[0]).toMatch(/^300 driver executes \[insert\]/);
-    const wrong = reconcile({ driverName: 'mysql2', capabilities: caps(true), driver: capped, window: windowOfEvents(all), wire: null, server: { ...summary, executes: 301 } });
+    const wrong = reconcile({
+      driverName: 'mysql2',
+      capabilities: caps(true),
+      driver: capped,
+      window: windowOfEvents(all),
+      wire: null,
+      server: { ...summary, executes: 301 },
+    });
     expect(wrong.discrepancies).toHaveLength(1);
   });
 
@@ -271,27 +304,56 @@ describe('reconcile', () => {
     expect(p.server.rowsInserted).toEqual({ min: 1, max: Number.MAX_SAFE_INTEGER });
     expect(p.lines[0]).toMatch(/^2 driver executes \[insert\], 1 failed -> /);
     // The server wrote the refused row too (InnoDB counts it): not a discrepancy.
-    const r = reconcile({ ...input, wire: wire({ COM_STMT_EXECUTE: 2 }), server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 2 }) });
+    const r = reconcile({
+      ...input,
+      wire: wire({ COM_STMT_EXECUTE: 2 }),
+      server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 2 }),
+    });
     expect(r.discrepancies).toEqual([]);
-    expect(r.reconciliation).toContain('not modelled: 1 INSERT call(s) failed: a statement\'s rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least 1');
+    expect(r.reconciliation).toContain(
+      "not modelled: 1 INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least 1",
+    );
     // Fewer rows than the calls that succeeded reported still is one.
-    expect(reconcile({ ...input, wire: null, server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 0 }) }).discrepancies).toHaveLength(1);
+    expect(
+      reconcile({ ...input, wire: null, server: server({ statements: 2, inserts: 2, prepares: 0, executes: 2, rowsInserted: 0 }) }).discrepancies,
+    ).toHaveLength(1);
   });
 
   describe('pg calls tagged with their protocol', () => {
     const shape = (sql: string, protocol: CallShape['protocol'], bindValues = 0): CallShape => ({
-      method: 'query', kind: 'query', sql, statementClass: sql.startsWith('INSERT') ? 'insert' : 'select', bindValues, parameterSets: 1, ...(protocol ? { protocol } : {}),
+      method: 'query',
+      kind: 'query',
+      sql,
+      statementClass: sql.startsWith('INSERT') ? 'insert' : 'select',
+      bindValues,
+      parameterSets: 1,
+      ...(protocol ? { protocol } : {}),
     });
     const windowOf = (calls: [CallShape, number | null][], ignore?: (s: { sql: string }) => boolean) => {
       const totals = new WindowTotals(ignore ? { ignore } : {});
       for (const [s, connection] of calls) totals.add('pg', s, 0, 0, s.statementClass === 'insert' ? 1 : null, null, connection);
       return totals.finish();
     };
-    const input = (w: ReturnType<typeof windowOf>) => ({ driverName: 'pg' as const, capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const }, driver: w.layer, window: w, wire: null, server: null });
+    const input = (w: ReturnType<typeof windowOf>) => ({
+      driverName: 'pg' as const,
+      capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const },
+      driver: w.layer,
+      window: w,
+      wire: null,
+      server: null,
+    });
 
     it('get exact counts: Query per simple call, Parse per unnamed call; a named one at most once per connection', () => {
       const named = shape('INSERT INTO t VALUES ($1)', 'named', 1);
-      const w = windowOf([[named, 7], [named, 7], [named, 7], [named, 8], [shape('SELECT $1', 'extended', 1), 7], [shape('SELECT $1', 'extended', 1), 7], [shape('SELECT 1', 'simple'), 7]]);
+      const w = windowOf([
+        [named, 7],
+        [named, 7],
+        [named, 7],
+        [named, 8],
+        [shape('SELECT $1', 'extended', 1), 7],
+        [shape('SELECT $1', 'extended', 1), 7],
+        [shape('SELECT 1', 'simple'), 7],
+      ]);
       expect(predict(input(w)).wire).toEqual({
         Query: { min: 1, max: 1 },
         Parse: { min: 2, max: 4 },
@@ -304,45 +366,118 @@ describe('reconcile', () => {
 
     it('a named statement through a pool (no connection id) parses at most once per window connection; an untagged call keeps the range', () => {
       const named = shape('INSERT INTO t VALUES ($1)', 'named', 1);
-      expect(predict(input(windowOf([[named, null], [named, null], [named, null]]))).wire.Parse).toEqual({ min: 0, max: 1 });
+      expect(
+        predict(
+          input(
+            windowOf([
+              [named, null],
+              [named, null],
+              [named, null],
+            ]),
+          ),
+        ).wire.Parse,
+      ).toEqual({ min: 0, max: 1 });
       const onTwo = { ...wire({}), connections: 2, protocol: 'postgres' as const };
-      expect(predict({ ...input(windowOf([[named, null], [named, null], [named, null]])), wire: onTwo }).wire.Parse).toEqual({ min: 0, max: 2 });
+      expect(
+        predict({
+          ...input(
+            windowOf([
+              [named, null],
+              [named, null],
+              [named, null],
+            ]),
+          ),
+          wire: onTwo,
+        }).wire.Parse,
+      ).toEqual({ min: 0, max: 2 });
       expect(predict(input(windowOf([[shape('SELECT 1', undefined), 7]]))).wire.Query).toEqual({ min: 0, max: 1 });
     });
 
     it('ignored calls stay in the comparison, and their exact share is what a layer loses without them', () => {
-      const w = windowOf([[shape('SELECT 1', 'simple'), 7], [shape('INSERT INTO t VALUES ($1)', 'extended', 1), 7]], (s) => s.sql === 'SELECT 1');
+      const w = windowOf(
+        [
+          [shape('SELECT 1', 'simple'), 7],
+          [shape('INSERT INTO t VALUES ($1)', 'extended', 1), 7],
+        ],
+        (s) => s.sql === 'SELECT 1',
+      );
       expect(w.layer).toMatchObject({ calls: 1, ignoredCalls: 1 });
       const wireSeen = { ...wire({ Query: 1, Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }), protocol: 'postgres' as const };
       const r = reconcile({ ...input(w), wire: wireSeen, server: server({ statements: 2, inserts: 1, rowsInserted: 1 }) });
       expect(r.discrepancies).toEqual([]);
       expect(r.reconciliation[1]).toBe('1 driver query [select, ignored] -> Query -> 1 pg_stat_statements call');
-      expect(ignoredShare(input(w))).toEqual({ calls: 1, wire: { Query: 1, Parse: 0, Bind: 0, Describe: 0, Execute: 0, Sync: 0 }, server: { statements: 1, rowsInserted: 0 }, inexact: [] });
+      expect(ignoredShare(input(w))).toEqual({
+        calls: 1,
+        wire: { Query: 1, Parse: 0, Bind: 0, Describe: 0, Execute: 0, Sync: 0 },
+        server: { statements: 1, rowsInserted: 0 },
+        inexact: [],
+      });
       // Without the ignored call in the model, the same layers would disagree.
-      const blind = reconcile({ ...input({ ...w, ignored: { groups: [], insertedRows: 0 } }), wire: wireSeen, server: server({ statements: 2, inserts: 1, rowsInserted: 1 }) });
+      const blind = reconcile({
+        ...input({ ...w, ignored: { groups: [], insertedRows: 0 } }),
+        wire: wireSeen,
+        server: server({ statements: 2, inserts: 1, rowsInserted: 1 }),
+      });
       expect(blind.discrepancies).toHaveLength(2);
     });
 
     it('a COMMIT from a named statement is counted by the server at its first run on a connection only; as a Query, every time', () => {
       const commit = (protocol: CallShape['protocol']): CallShape => ({ ...shape('COMMIT', protocol), statementClass: 'commit' });
-      const named = predict(input(windowOf([[commit('named'), 7], [commit('named'), 7], [commit('named'), 8]])));
+      const named = predict(
+        input(
+          windowOf([
+            [commit('named'), 7],
+            [commit('named'), 7],
+            [commit('named'), 8],
+          ]),
+        ),
+      );
       expect(named.server).toMatchObject({ statements: { min: 0, max: 2 }, commits: { min: 0, max: 2 } });
-      const mixed = predict(input(windowOf([[commit('simple'), 7], [commit('named'), 7]])));
+      const mixed = predict(
+        input(
+          windowOf([
+            [commit('simple'), 7],
+            [commit('named'), 7],
+          ]),
+        ),
+      );
       expect(mixed.server).toMatchObject({ statements: { min: 1, max: 2 }, commits: { min: 1, max: 2 } });
-      expect(predict(input(windowOf([[commit('extended'), 7], [commit('extended'), 7]]))).server.statements).toEqual({ min: 2, max: 2 });
+      expect(
+        predict(
+          input(
+            windowOf([
+              [commit('extended'), 7],
+              [commit('extended'), 7],
+            ]),
+          ),
+        ).server.statements,
+      ).toEqual({ min: 2, max: 2 });
     });
   });
 
   describe('postgres.js calls tagged with their protocol', () => {
     const shape = (sql: string, statementClass: CallShape['statementClass'], protocol: CallShape['protocol'], bindValues = 0): CallShape => ({
-      method: 'unsafe', kind: 'query', sql, statementClass, bindValues, parameterSets: 1, ...(protocol ? { protocol } : {}),
+      method: 'unsafe',
+      kind: 'query',
+      sql,
+      statementClass,
+      bindValues,
+      parameterSets: 1,
+      ...(protocol ? { protocol } : {}),
     });
     const windowOf = (calls: CallShape[]) => {
       const totals = new WindowTotals({});
       for (const s of calls) totals.add('postgres-js', s, 0, 0, s.statementClass === 'insert' ? 1 : null, null, 7);
       return totals.finish();
     };
-    const input = (w: ReturnType<typeof windowOf>) => ({ driverName: 'postgres-js' as const, capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const }, driver: w.layer, window: w, wire: null, server: null });
+    const input = (w: ReturnType<typeof windowOf>) => ({
+      driverName: 'postgres-js' as const,
+      capabilities: { bulkExecute: false, wireProtocol: 'postgres' as const },
+      driver: w.layer,
+      window: w,
+      wire: null,
+      server: null,
+    });
     const insert = shape('INSERT INTO t VALUES ($1)', 'insert', 'named', 1);
 
     it("a query builder's BEGIN and COMMIT through unsafe() are Queries, counted every time (the untagged range took every COMMIT for sql.begin()'s)", () => {

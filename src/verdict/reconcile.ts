@@ -76,7 +76,10 @@ export function predict(input: ReconcileInput): Prediction {
   const preparesLeft = new Map<string, number>();
   // Ignored calls reached the wire and the server like any other: the layers only line up with them in.
   const ignoredGroups = window.ignored?.groups ?? [];
-  const all = ignoredGroups.length > 0 ? [...window.groups.map((g) => ({ g, ignored: false })), ...ignoredGroups.map((g) => ({ g, ignored: true }))] : window.groups.map((g) => ({ g, ignored: false }));
+  const all =
+    ignoredGroups.length > 0
+      ? [...window.groups.map((g) => ({ g, ignored: false })), ...ignoredGroups.map((g) => ({ g, ignored: true }))]
+      : window.groups.map((g) => ({ g, ignored: false }));
   for (const { g: group, ignored } of all) {
     const key = `${group.connectionId ?? '?'}\u0000${group.sql}`;
     const claimPrepare = (): number => {
@@ -88,7 +91,8 @@ export function predict(input: ReconcileInput): Prediction {
     const whole = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
     // A failed call may have stopped anywhere: each one counts from nothing up to what it would have done. The floor
     // is the model of the calls that surely succeeded; its prepares are none (a prepare is 0 at least anyway).
-    const c = group.errors === 0 ? whole : fromFloor(whole, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
+    const c =
+      group.errors === 0 ? whole : fromFloor(whole, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
     const lineKey = `${group.kind}|${group.statementClass}${ignored ? ', ignored' : ''}|${c.wireWords}`;
@@ -111,11 +115,12 @@ export function predict(input: ReconcileInput): Prediction {
     const reasons = (Object.keys(LOOSE_ROWS) as LooseRows[]).filter((r) => loose[r] > 0);
     server.rowsInserted = { min: reasons.some((r) => LOOSE_ROWS[r].noFloor) ? 0 : rows, max: reasons.length > 0 ? UNBOUNDED : rows };
     for (const r of reasons) gaps.push(LOOSE_ROWS[r].words(loose[r], rows));
-  }
-  else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
+  } else gaps.push('some INSERT calls did not report affected rows: rows not predicted');
   const failedCalls = [...lines.values()].reduce((n, l) => n + l.failed, 0);
   if (failedCalls > 0) {
-    gaps.push(`${failedCalls} call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`);
+    gaps.push(
+      `${failedCalls} call(s) failed: each counts from nothing up to a whole call's share on the wire and the server, since a call can fail before it is sent, at its prepare or as it runs`,
+    );
   }
   if (window.groupsIncomplete) gaps.push(window.groupsIncomplete);
   if (partial) {
@@ -146,13 +151,16 @@ const LOOSE_ROWS: Record<LooseRows, { noFloor?: true; words: (calls: number, row
       `${n} upsert call(s) (ON CONFLICT, ON DUPLICATE KEY UPDATE, INSERT IGNORE, REPLACE): the driver's affected rows count updated rows (twice on MySQL and MariaDB) and skip ignored ones, and the server counts an ignored row's attempt, so the rows inserted are not predicted`,
   },
   failedInsert: {
-    words: (n, rows) => `${n} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`,
+    words: (n, rows) =>
+      `${n} INSERT call(s) failed: a statement's rows written before it failed (a duplicate key, say) count on the server and in no driver result, so rows are compared as at least ${rows}`,
   },
   otherWriter: {
-    words: (n, rows) => `${n} call(s) of statements that are not INSERTs may write rows (COPY ... FROM a file, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`,
+    words: (n, rows) =>
+      `${n} call(s) of statements that are not INSERTs may write rows (COPY ... FROM a file, CALL, DO, CREATE TABLE ... AS): rows are compared as at least ${rows}`,
   },
   severalStatements: {
-    words: (n, rows) => `${n} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`,
+    words: (n, rows) =>
+      `${n} call(s) sent several statements in one text: the rows their INSERTs wrote are in no INSERT call's result, so rows are compared as at least ${rows}`,
   },
 };
 
@@ -292,13 +300,20 @@ export function reconcile(input: ReconcileInput): Reconciliation {
       // One execute per parameter set fits the bulk range too, but it is what a fallback looks like, unless each of
       // those executes was seen to be a bulk command.
       const fellBack =
-        bulkExpected && (field === 'executes' || field === 'statements') && actual >= bulkSets && actual > bulkBatches && (bulkSeen === null || bulkSeen < actual);
+        bulkExpected &&
+        (field === 'executes' || field === 'statements') &&
+        actual >= bulkSets &&
+        actual > bulkBatches &&
+        (bulkSeen === null || bulkSeen < actual);
       if (partial) continue;
       if (actual < r.min || actual > r.max) {
         discrepancies.push(`server layer: ${field} ${actual}, model predicts ${rangeText(r)}: ${serverCause(field, actual, r, batches)}`);
       } else if (fellBack) {
         // Within the model's range the numbers are explained: a fallback says how the code ran, not that a count is off.
-        findings.push({ kind: 'batch-fallback', message: `server ${field} ${actual}, within the model's ${rangeText(r)}: ${serverCause(field, actual, r, batches)}` });
+        findings.push({
+          kind: 'batch-fallback',
+          message: `server ${field} ${actual}, within the model's ${rangeText(r)}: ${serverCause(field, actual, r, batches)}`,
+        });
       }
     }
     if (parts.length > 0) reconciliation.push(`server: ${parts.join(', ')}`);

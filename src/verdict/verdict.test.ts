@@ -46,7 +46,7 @@ describe('decideVerdict', () => {
   it('reports a client that connected during the window even when it left before the session listing', () => {
     const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: serverLayer({ connectionsOpened: 1 }) });
     expect(v.kind).toBe('report');
-    expect(v.reason).toContain('the server counted 1 Connections (connections opened) where the window\'s connections account for 0 (+1)');
+    expect(v.reason).toContain("the server counted 1 Connections (connections opened) where the window's connections account for 0 (+1)");
   });
 
   it('reports when the account cannot see other sessions', () => {
@@ -63,10 +63,19 @@ describe('decideVerdict', () => {
   });
 
   it('on a shared server without per-connection counts, says why a window there cannot assert and what can', () => {
-    const off = decideVerdict({ backend: backend({ privateServer: false, perThreadStatements: false }, 'external'), driver: null, wire: null, server: serverLayer() });
+    const off = decideVerdict({
+      backend: backend({ privateServer: false, perThreadStatements: false }, 'external'),
+      driver: null,
+      wire: null,
+      server: serverLayer(),
+    });
     expect(off.kind).toBe('report');
     expect(off.reason).toContain('per-connection attribution, which can assert on a shared server, needs performance_schema on');
-    const pgBackend = { ...backend({ privateServer: false, perThreadStatements: false, wireProtocol: 'postgres' }, 'external'), name: 'postgres' as const, flavour: 'postgres' as const };
+    const pgBackend = {
+      ...backend({ privateServer: false, perThreadStatements: false, wireProtocol: 'postgres' }, 'external'),
+      name: 'postgres' as const,
+      flavour: 'postgres' as const,
+    };
     const none = decideVerdict({ backend: pgBackend, driver: null, wire: null, server: serverLayer() });
     expect(none.reason).toContain('postgres keeps no per-connection statement counts');
   });
@@ -84,14 +93,14 @@ describe('decideVerdict', () => {
       comparable: [{ global: 'Handler_write', perConnection: 'Handler_write' }],
     });
 
-    it('on a private server it is the user\'s own code going around the proxy: report, naming what the server did beyond', () => {
+    it("on a private server it is the user's own code going around the proxy: report, naming what the server did beyond", () => {
       const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: intruded });
       expect(v.kind).toBe('report');
       expect(v.reason).toMatch(/^the server did work the window's connections do not account for: /);
       expect(v.reason).toContain('client connections outside the window: #12 root@localhost (Sleep)');
-      expect(v.reason).toContain('the server counted 5 Questions (statements) where the window\'s connections account for 1 (+4)');
-      expect(v.reason).toContain('the server counted 2 Com_insert (inserts) where the window\'s connections account for 1 (+1)');
-      expect(v.reason).toContain('the server counted 7 Handler_write (rows inserted) where the window\'s connections account for 3 (+4)');
+      expect(v.reason).toContain("the server counted 5 Questions (statements) where the window's connections account for 1 (+4)");
+      expect(v.reason).toContain("the server counted 2 Com_insert (inserts) where the window's connections account for 1 (+1)");
+      expect(v.reason).toContain("the server counted 7 Handler_write (rows inserted) where the window's connections account for 3 (+4)");
       // No Node driver was counted: the advice names what any client is given, not session.count().
       expect(v.reason).toContain("point every client at the proxy's host and port");
       expect(beyondWindow(backend().flavour, intruded, null)).toEqual([
@@ -101,16 +110,23 @@ describe('decideVerdict', () => {
       ]);
     });
 
-    it('on a server declared shared the window\'s own connections may still assert, naming the foreign work', () => {
+    it("on a server declared shared the window's own connections may still assert, naming the foreign work", () => {
       const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: intruded, otherConnections: 'foreign' });
       expect(v.kind).toBe('assert');
-      expect(v.reason).toMatch(/^per-connection attribution \(performance_schema\) covers the window's connection #7 exactly; the server as a whole also did other clients' work, set aside: /);
+      expect(v.reason).toMatch(
+        /^per-connection attribution \(performance_schema\) covers the window's connection #7 exactly; the server as a whole also did other clients' work, set aside: /,
+      );
       expect(v.reason).toContain('Questions (statements)');
     });
   });
 
   it("MySQL: the window connections' Handler_write above the server-wide Innodb_rows_inserted (DDL's data-dictionary writes) is not rows inserted: report", () => {
-    const mysql = { ...backend({ rowCounter: 'Innodb_rows_inserted', bulkExecute: false }), name: 'mysql' as const, flavour: 'mysql' as const, id: 'mysql@9.7' };
+    const mysql = {
+      ...backend({ rowCounter: 'Innodb_rows_inserted', bulkExecute: false }),
+      name: 'mysql' as const,
+      flavour: 'mysql' as const,
+      id: 'mysql@9.7',
+    };
     const ddl = serverLayer({
       global: { Questions: 4, Com_insert: 1, Innodb_rows_inserted: 1 },
       perConnection: { Questions: 4, Handler_write: 28 },
@@ -158,8 +174,16 @@ describe('decideVerdict', () => {
       backend: backend(),
       driver: null,
       wire: {
-        protocol: 'mysql', commands: {}, commandsTotal: 0, roundTrips: 0, bytesClientToServer: 0, bytesServerToClient: 0,
-        clientWrites: 0, connections: 1, incomplete: true, incompleteReasons: ['TLS on connection 1'],
+        protocol: 'mysql',
+        commands: {},
+        commandsTotal: 0,
+        roundTrips: 0,
+        bytesClientToServer: 0,
+        bytesServerToClient: 0,
+        clientWrites: 0,
+        connections: 1,
+        incomplete: true,
+        incompleteReasons: ['TLS on connection 1'],
       },
       server: serverLayer(),
     });
@@ -221,7 +245,10 @@ describe('findings and deferred work', () => {
     driverName: 'mariadb' as const,
     driver: driverLayer([batch]),
     wire: null,
-    server: serverLayer({ summary: { statements: 5000, inserts: 5000, prepares: 1, executes: 5000, bulkExecutes: null, commits: 0, rowsInserted: 5000 }, global: {} }),
+    server: serverLayer({
+      summary: { statements: 5000, inserts: 5000, prepares: 1, executes: 5000, bulkExecutes: null, commits: 0, rowsInserted: 5000 },
+      global: {},
+    }),
   };
 
   it('a mariadb batch that fell back to one execute per row, within the model range: assert, with the fallback as a finding', () => {
@@ -245,10 +272,18 @@ describe('findings and deferred work', () => {
   it('work that settled within the wait: counted, but report, never assert', () => {
     const v = decideVerdict({
       ...fellBack,
-      deferredWork: { waitMs: 1500, items: [{ what: 'a promise', site: 'app.test.ts:9:3', settled: true }, { what: 'a promise', site: 'app.test.ts:9:3', settled: true }] },
+      deferredWork: {
+        waitMs: 1500,
+        items: [
+          { what: 'a promise', site: 'app.test.ts:9:3', settled: true },
+          { what: 'a promise', site: 'app.test.ts:9:3', settled: true },
+        ],
+      },
     });
     expect(v.kind).toBe('report');
-    expect(v.reason).toMatch(/^the measured function returned before work it started had finished: 2 × a promise created at app.test.ts:9:3\. It settled within/);
+    expect(v.reason).toMatch(
+      /^the measured function returned before work it started had finished: 2 × a promise created at app.test.ts:9:3\. It settled within/,
+    );
   });
 
   it('a workload that threw after starting work it did not await: incomplete, naming both', () => {

@@ -111,7 +111,11 @@ function counterList(counters: Record<string, number>): string {
 export function beyondWindow(flavour: Flavour, server: ServerLayer, wire: WireCounts | null, explainedStatements?: number): BeyondWindow[] {
   const out: BeyondWindow[] = [];
   for (const check of windowChecksOf(flavour)) {
-    for (const { counter, server: serverValue, window: windowValue } of check({ server, wire, ...(explainedStatements === undefined ? {} : { explainedStatements }) })) {
+    for (const { counter, server: serverValue, window: windowValue } of check({
+      server,
+      wire,
+      ...(explainedStatements === undefined ? {} : { explainedStatements }),
+    })) {
       // Only the server doing MORE counts: less (statistics not settled, a prepared COMMIT pg_stat_statements skips)
       // is a reconciliation matter, not work done elsewhere.
       if (serverValue === null || serverValue === undefined || windowValue === null || windowValue === undefined) continue;
@@ -139,9 +143,7 @@ export function belowWindow(flavour: Flavour, server: ServerLayer, wire: WireCou
 /** Why the server-wide counters cannot be attributed to the window alone, in words. Empty when they can. */
 export function globalDisturbances(backend: BackendDescription, server: ServerLayer, wire: WireCounts | null = null, explainedStatements?: number): string[] {
   const reasons: string[] = [];
-  const residue = Object.fromEntries(
-    Object.entries(server.control).filter(([k, v]) => v !== 0 && !k.startsWith('perConnection.')),
-  );
+  const residue = Object.fromEntries(Object.entries(server.control).filter(([k, v]) => v !== 0 && !k.startsWith('perConnection.')));
   if (Object.keys(residue).length > 0) {
     reasons.push(`control window moved by ${counterList(residue)} after subtracting the probe cost: something else is talking to the server`);
   }
@@ -159,7 +161,9 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
     reasons.push(`the server is not private to sqltally (provider ${backend.provider}): other clients may use it unseen${noAttributionWhy(backend)}`);
   }
   for (const b of beyondWindow(backend.flavour, server, wire, explainedStatements)) {
-    reasons.push(`the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`);
+    reasons.push(
+      `the server counted ${b.server} ${b.counter} where the window's connections account for ${b.window} (${b.server - b.window > 0 ? '+' : ''}${b.server - b.window})`,
+    );
   }
   return reasons;
 }
@@ -273,7 +277,10 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     const why = nodeDriverCounted(input)
       ? "a query started without await, or a callback after the function's end"
       : `a client (a process the window started, or a connection it opened) had not received its answer when the window ended: wait for the client process to exit, or for its last statement's result, before the window ends${where}`;
-    return verdict('incomplete', `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}${leftRunning}; its counts are not the window's`);
+    return verdict(
+      'incomplete',
+      `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}${leftRunning}; its counts are not the window's`,
+    );
   }
   const incomplete: string[] = [];
   if (input.probeError) incomplete.push(`server probe failed: ${input.probeError}`);
@@ -289,9 +296,7 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
   if (!server) return verdict('report', 'no server layer was read: counts are not verified at the server');
 
   const background =
-    server.backgroundSessions.length > 0
-      ? ` (background threads set aside: ${list(server.backgroundSessions.map((s) => `${s.name} #${s.id}`))})`
-      : '';
+    server.backgroundSessions.length > 0 ? ` (background threads set aside: ${list(server.backgroundSessions.map((s) => `${s.name} #${s.id}`))})` : '';
   const degraded = server.degraded ?? [];
   const disturbances = globalDisturbances(backend, server, input.wire, explained);
   const otherConnections: OtherConnections = input.otherConnections ?? (backend.capabilities.privateServer ? 'mine' : 'foreign');
@@ -309,7 +314,10 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     const missing = attribution.missing?.length
       ? attribution.missing
       : attribution.requested.filter((id) => !attribution.found.includes(id)).map((id) => `#${id} not found`);
-    return verdict('report', `per-connection attribution is not exact: ${missing.join('; ') || 'no window connection was given'}${disturbances.length ? `; ${disturbances.join('; ')}` : ''}${background}`);
+    return verdict(
+      'report',
+      `per-connection attribution is not exact: ${missing.join('; ') || 'no window connection was given'}${disturbances.length ? `; ${disturbances.join('; ')}` : ''}${background}`,
+    );
   }
   // Layers that disagree in a way the driver model cannot explain are not an assert, whatever the attribution.
   const disagree = rec.discrepancies.length > 0 ? `the layers disagree where the driver model cannot explain it: ${rec.discrepancies.join('; ')}` : null;

@@ -35,7 +35,15 @@ const pgbenchPrepared = wire(
 );
 const pgbenchServer = (statements: number, begins: number, commits: number) =>
   serverLayer({
-    global: { 'statements.calls': statements, 'statements.begin_calls': begins, 'statements.commit_calls': commits, 'statements.insert_calls': 1000, 'tables.n_tup_ins': 1000, 'tables.n_tup_upd': 3000, 'tables.n_tup_del': 0 },
+    global: {
+      'statements.calls': statements,
+      'statements.begin_calls': begins,
+      'statements.commit_calls': commits,
+      'statements.insert_calls': 1000,
+      'tables.n_tup_ins': 1000,
+      'tables.n_tup_upd': 3000,
+      'tables.n_tup_del': 0,
+    },
     summary: { statements, inserts: 1000, prepares: null, executes: null, bulkExecutes: null, commits, rowsInserted: 1000 },
     control: {},
   });
@@ -53,13 +61,21 @@ describe('the wire as a model of its own', () => {
     const noRepeats = wire('postgres', pgbenchPrepared.commands, { ...pgbenchPrepared.statements, namedRepeats: 0, namedRepeatsByClass: {} });
     const v = decideVerdict({ backend: postgres(), driver: null, wire: noRepeats, server: pgbenchServer(5010, 4, 4) });
     expect(v.kind).toBe('report');
-    expect(v.discrepancies.join('\n')).toContain('pg_stat_statements calls (statements) 5010, the wire\'s answers account for 7002: 1992 fewer');
+    expect(v.discrepancies.join('\n')).toContain("pg_stat_statements calls (statements) 5010, the wire's answers account for 7002: 1992 fewer");
   });
 
-  it('psql sending two INSERTs in one Query: two statements on the server are the window\'s own, not work around the proxy', () => {
+  it("psql sending two INSERTs in one Query: two statements on the server are the window's own, not work around the proxy", () => {
     const w = wire('postgres', { Query: 1 }, { completed: 2, completedByClass: { insert: 2 }, rowsInserted: 2 });
     const server = serverLayer({
-      global: { 'statements.calls': 2, 'statements.insert_calls': 2, 'statements.begin_calls': 0, 'statements.commit_calls': 0, 'tables.n_tup_ins': 2, 'tables.n_tup_upd': 0, 'tables.n_tup_del': 0 },
+      global: {
+        'statements.calls': 2,
+        'statements.insert_calls': 2,
+        'statements.begin_calls': 0,
+        'statements.commit_calls': 0,
+        'tables.n_tup_ins': 2,
+        'tables.n_tup_upd': 0,
+        'tables.n_tup_del': 0,
+      },
       summary: { statements: 2, inserts: 2, prepares: null, executes: null, bulkExecutes: null, commits: 0, rowsInserted: 2 },
       control: {},
     });
@@ -68,26 +84,43 @@ describe('the wire as a model of its own', () => {
     expect(verdict.kind).toBe('assert');
   });
 
-  it("MariaDB INSERT ... RETURNING: the rows of its result set are the rows inserted, and Handler_write agrees", () => {
-    const w = wire('mysql', { COM_QUERY: 2, COM_QUIT: 1 }, {
-      completed: 2,
-      completedByClass: { select: 1, insert: 1 },
-      rowsInserted: 5000,
-      connectStatements: 1,
-      connectTexts: ['#9 select @@version_comment limit 1'],
+  it('MariaDB INSERT ... RETURNING: the rows of its result set are the rows inserted, and Handler_write agrees', () => {
+    const w = wire(
+      'mysql',
+      { COM_QUERY: 2, COM_QUIT: 1 },
+      {
+        completed: 2,
+        completedByClass: { select: 1, insert: 1 },
+        rowsInserted: 5000,
+        connectStatements: 1,
+        connectTexts: ['#9 select @@version_comment limit 1'],
+      },
+    );
+    const server = serverLayer({
+      global: { Questions: 2, Com_insert: 1, Handler_write: 5000 },
+      summary: { statements: 2, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 5000 },
     });
-    const server = serverLayer({ global: { Questions: 2, Com_insert: 1, Handler_write: 5000 }, summary: { statements: 2, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 5000 } });
     const v = decideVerdict({ backend: backend(), driver: null, wire: w, server });
     expect(v.kind).toBe('assert');
-    expect(v.reconciliation.join('\n')).toContain('connection set-up: 1 statement(s) the clients ran as they connected, counted with the rest: #9 select @@version_comment limit 1');
-    const short = decideVerdict({ backend: backend(), driver: null, wire: w, server: serverLayer({ summary: { statements: 2, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 4000 } }) });
+    expect(v.reconciliation.join('\n')).toContain(
+      'connection set-up: 1 statement(s) the clients ran as they connected, counted with the rest: #9 select @@version_comment limit 1',
+    );
+    const short = decideVerdict({
+      backend: backend(),
+      driver: null,
+      wire: w,
+      server: serverLayer({ summary: { statements: 2, inserts: 1, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 4000 } }),
+    });
     expect(short.kind).toBe('report');
     expect(short.discrepancies.join('\n')).toContain('rows inserted 4000');
   });
 
   it('a statement that failed makes the rows at least what the answers reported, and Questions counts it', () => {
     const w = wire('mysql', { COM_QUERY: 2 }, { completed: 1, completedByClass: { insert: 1 }, failed: 1, failedByClass: { insert: 1 }, rowsInserted: 3 });
-    const r = reconcileWire(w, serverLayer({ summary: { statements: 2, inserts: 2, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 4 } }));
+    const r = reconcileWire(
+      w,
+      serverLayer({ summary: { statements: 2, inserts: 2, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 4 } }),
+    );
     expect(r.discrepancies).toEqual([]);
     expect(r.reconciliation.join('\n')).toContain('Questions (statements) 2 (wire: 2)');
   });
@@ -111,13 +144,21 @@ describe('reasons when no Node driver was counted', () => {
       inFlight: ['connection #4242: SELECT pg_sleep(5)'],
     });
     expect(v.kind).toBe('incomplete');
-    expect(v.reason).toContain('wait for the client process to exit, or for its last statement\'s result');
+    expect(v.reason).toContain("wait for the client process to exit, or for its last statement's result");
     expect(v.reason).toContain('connection #4242: SELECT pg_sleep(5)');
     expect(v.reason).not.toMatch(/await|session\.count/);
   });
 
   it('work around the proxy points at the host and port any client is given, not session.count()', () => {
-    const v = decideVerdict({ backend: backend(), driver: null, wire: wire('mysql', {}, {}), server: serverLayer({ connectionsOpened: 1, summary: { statements: 0, inserts: 0, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 0 } }) });
+    const v = decideVerdict({
+      backend: backend(),
+      driver: null,
+      wire: wire('mysql', {}, {}),
+      server: serverLayer({
+        connectionsOpened: 1,
+        summary: { statements: 0, inserts: 0, prepares: 0, executes: 0, bulkExecutes: null, commits: 0, rowsInserted: 0 },
+      }),
+    });
     expect(v.kind).toBe('report');
     expect(v.reason).toContain("point every client at the proxy's host and port");
     expect(v.reason).not.toMatch(/session\.count\(\)|await/);

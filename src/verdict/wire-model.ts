@@ -77,7 +77,11 @@ function mysqlExpectations(wire: WireCounts, s: WireStatements, summary: ServerS
     { what: 'Com_insert (inserts)', actual: summary.inserts, range: widen(byClass('insert'), summary.inserts === null ? 0 : reprepares) },
     { what: 'Com_commit (commits)', actual: summary.commits, range: byClass('commit') },
     { what: 'Com_stmt_prepare (prepares)', actual: summary.prepares, range: exact(of(wire.commands, 'COM_STMT_PREPARE')) },
-    { what: 'Com_stmt_execute (executes)', actual: summary.executes, range: exact(of(wire.commands, 'COM_STMT_EXECUTE') + of(wire.commands, 'COM_STMT_BULK_EXECUTE')) },
+    {
+      what: 'Com_stmt_execute (executes)',
+      actual: summary.executes,
+      range: exact(of(wire.commands, 'COM_STMT_EXECUTE') + of(wire.commands, 'COM_STMT_BULK_EXECUTE')),
+    },
     { what: 'bulk executes', actual: summary.bulkExecutes, range: exact(of(wire.commands, 'COM_STMT_BULK_EXECUTE')) },
     { what: 'rows inserted', actual: summary.rowsInserted, range: rowsRange(s.rowsInserted, s) },
   ];
@@ -111,10 +115,17 @@ const WIRE_MODELS = {
 export function reconcileWire(wire: WireCounts, server: ServerLayer | null): WireReconciliation {
   const s = wire.statements;
   if (!s) {
-    return { reconciliation: ['the wire layer has no statement-by-statement counts: the server is not compared with it'], discrepancies: [], explainedStatements: undefined };
+    return {
+      reconciliation: ['the wire layer has no statement-by-statement counts: the server is not compared with it'],
+      discrepancies: [],
+      explainedStatements: undefined,
+    };
   }
   const lines: string[] = [];
-  const repeats = s.namedRepeats > 0 ? `, of which ${s.namedRepeats} utility statement(s) re-run from a named prepared statement (${words(s.namedRepeatsByClass)}), which pg_stat_statements counts only at their first run on the connection` : '';
+  const repeats =
+    s.namedRepeats > 0
+      ? `, of which ${s.namedRepeats} utility statement(s) re-run from a named prepared statement (${words(s.namedRepeatsByClass)}), which pg_stat_statements counts only at their first run on the connection`
+      : '';
   lines.push(
     `wire model: ${s.completed} statement(s) finished (${words(s.completedByClass) || 'none'})${s.failed > 0 ? `, ${s.failed} failed (${words(s.failedByClass)})` : ''}${repeats}; rows ${s.rowsInserted} inserted, ${s.rowsUpdated} updated, ${s.rowsDeleted} deleted`,
   );
@@ -122,8 +133,12 @@ export function reconcileWire(wire: WireCounts, server: ServerLayer | null): Wir
     lines.push(`connection set-up: ${s.connectStatements} statement(s) the clients ran as they connected, counted with the rest: ${s.connectTexts.join('; ')}`);
   }
   const gaps: string[] = [];
-  if (s.textsUnread > 0) gaps.push(`${s.textsUnread} request text(s) longer than the proxy keeps: their statements are counted from the answers, their classes may be unknown`);
-  if (s.rowsUnsplit > 0) gaps.push(`${s.rowsUnsplit} statement(s) (MERGE, an upsert, bulk unit results) changed rows the answers do not split into inserted, updated and deleted: rows are not compared`);
+  if (s.textsUnread > 0)
+    gaps.push(`${s.textsUnread} request text(s) longer than the proxy keeps: their statements are counted from the answers, their classes may be unknown`);
+  if (s.rowsUnsplit > 0)
+    gaps.push(
+      `${s.rowsUnsplit} statement(s) (MERGE, an upsert, bulk unit results) changed rows the answers do not split into inserted, updated and deleted: rows are not compared`,
+    );
   if (s.suspended > 0) gaps.push(`${s.suspended} Execute(s) suspended by a row limit: their statements count on the server when they end`);
   const model: WireModel = WIRE_MODELS[wire.protocol];
   const explained = model.explained(wire, s);

@@ -157,10 +157,7 @@ export function binaryRow(seq: number, value: number): Buffer {
   return mysqlPacket(seq, Buffer.concat([Buffer.from([0x00, 0x00]), u32(value)]));
 }
 export function prepareOk(seq: number, statementId: number, columns: number, params: number): Buffer {
-  return mysqlPacket(
-    seq,
-    Buffer.concat([Buffer.from([0x00]), u32(statementId), u16(columns), u16(params), Buffer.from([0]), u16(0)]),
-  );
+  return mysqlPacket(seq, Buffer.concat([Buffer.from([0x00]), u32(statementId), u16(columns), u16(params), Buffer.from([0]), u16(0)]));
 }
 export function executeCommand(statementId: number, flags = 0): Buffer {
   return command(0x17, Buffer.concat([u32(statementId), Buffer.from([flags]), u32(1), Buffer.from([0, 1, 3, 0]), u32(42)]));
@@ -222,8 +219,7 @@ export const pg = {
   bindComplete: (): Buffer => pgMessage('2'),
   closeComplete: (): Buffer => pgMessage('3'),
   noData: (): Buffer => pgMessage('n'),
-  rowDescription: (): Buffer =>
-    pgMessage('T', Buffer.concat([be16(1), cstr('a'), be32(0), be16(0), be32(23), be16(4), be32(-1), be16(0)])),
+  rowDescription: (): Buffer => pgMessage('T', Buffer.concat([be16(1), cstr('a'), be32(0), be16(0), be32(23), be16(4), be32(-1), be16(0)])),
   dataRow: (value: string): Buffer => {
     const v = Buffer.from(value);
     return pgMessage('D', Buffer.concat([be16(1), be32(v.length), v]));
@@ -265,8 +261,7 @@ export function drive(
   const replies: Buffer[] = [];
   turns.forEach((turn, index) => {
     for (const piece of cut(turn, index)) {
-      const out =
-        turn.from === 'client' ? session.fromClient(piece, (b) => replies.push(b)) : session.fromServer(piece);
+      const out = turn.from === 'client' ? session.fromClient(piece, (b) => replies.push(b)) : session.fromServer(piece);
       if (out) (turn.from === 'client' ? toServer : toClient).push(out);
     }
   });

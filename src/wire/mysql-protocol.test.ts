@@ -25,7 +25,8 @@ import {
 } from './frames.fixture';
 import type { Turn } from './frames.fixture';
 
-const CLIENT_CAPS = CAP.PROTOCOL_41 | CAP.SECURE_CONNECTION | CAP.PLUGIN_AUTH | CAP.TRANSACTIONS | CAP.MULTI_RESULTS | CAP.PS_MULTI_RESULTS | CAP.CONNECT_WITH_DB;
+const CLIENT_CAPS =
+  CAP.PROTOCOL_41 | CAP.SECURE_CONNECTION | CAP.PLUGIN_AUTH | CAP.TRANSACTIONS | CAP.MULTI_RESULTS | CAP.PS_MULTI_RESULTS | CAP.CONNECT_WITH_DB;
 const MORE_RESULTS = 0x0008 | 0x0002;
 const passthrough = (): MysqlSession => new MysqlSession({ tls: 'passthrough' });
 const refuse = (): MysqlSession => new MysqlSession({ tls: 'refuse' });
@@ -34,11 +35,7 @@ const client = (...parts: Buffer[]): Turn => ({ from: 'client', bytes: Buffer.co
 const server = (...parts: Buffer[]): Turn => ({ from: 'server', bytes: Buffer.concat(parts) });
 
 function handshake(clientCaps: number, serverExtended = 0, clientExtended = 0): Turn[] {
-  return [
-    server(greeting(77, SERVER_CAPS & ~CAP.MYSQL, serverExtended)),
-    client(handshakeResponse(clientCaps, clientExtended)),
-    server(ok(2)),
-  ];
+  return [server(greeting(77, SERVER_CAPS & ~CAP.MYSQL, serverExtended)), client(handshakeResponse(clientCaps, clientExtended)), server(ok(2))];
 }
 
 /** Asserts that every cut of the stream gives the whole-stream counts, and returns them. */
@@ -211,7 +208,15 @@ describe('MySQL prepared statements, pipelining, bulk', () => {
       server(prepareOk(1, 9, 0, 1), columnDefinition(2, '?'), ok(1, 1), ok(1, 1), ok(1, 1)),
       // A select through the cached metadata: the column count carries a "no metadata" flag and no definitions follow.
       client(command(0x16, 'SELECT a FROM t WHERE a > ?'), executeCommand(0xffffffff)),
-      server(prepareOk(1, 10, 1, 1), columnDefinition(2, '?'), columnDefinition(3, 'a'), columnCount(1, 1, 0), binaryRow(2, 1), binaryRow(3, 2), ok(4, 0, 0x0002, 0xfe)),
+      server(
+        prepareOk(1, 10, 1, 1),
+        columnDefinition(2, '?'),
+        columnDefinition(3, 'a'),
+        columnCount(1, 1, 0),
+        binaryRow(2, 1),
+        binaryRow(3, 2),
+        ok(4, 0, 0x0002, 0xfe),
+      ),
     ];
     const counts = splitProof(passthrough, turns);
     expect(counts.commands).toEqual({ COM_STMT_PREPARE: 2, COM_STMT_EXECUTE: 4 });
@@ -291,7 +296,11 @@ describe('MySQL commands larger than 16 MB', () => {
     const offsets = new Set<number>();
     for (const b of boundaries) for (let d = -6; d <= 6; d += 1) offsets.add(handshakeBytes + b + d);
     for (let k = 0; k <= handshakeBytes; k += 1) offsets.add(k);
-    const counts = splitProof(passthrough, turns, [...offsets].filter((k) => k >= 0));
+    const counts = splitProof(
+      passthrough,
+      turns,
+      [...offsets].filter((k) => k >= 0),
+    );
     expect(counts.commands).toEqual({ COM_QUERY: 1 });
     expect(counts.roundTrips).toBe(1);
     expect(counts.bytesClientToServer).toBe(query.length);
@@ -364,10 +373,7 @@ describe('MySQL TLS and faults', () => {
     session.end('server closed');
     const counts = session.tally.toCounts(session.unanswered());
     expect(counts.incomplete).toBe(true);
-    expect(counts.incompleteReasons).toEqual([
-      'server closed in the middle of a server packet',
-      'server closed with 1 command(s) unanswered',
-    ]);
+    expect(counts.incompleteReasons).toEqual(['server closed in the middle of a server packet', 'server closed with 1 command(s) unanswered']);
   });
 
   it('accepts an unsolicited ERR (connection killed) without a pending command', () => {
@@ -420,7 +426,10 @@ describe('MySQL LOAD DATA LOCAL INFILE', () => {
     expect(counts.rowsAffected).toBe(3);
     expect(counts.incomplete).toBe(false);
     expect(counts.unansweredRequests).toBe(0);
-    const client_ = turns.slice(3).filter((t) => t.from === 'client').reduce((n, t) => n + t.bytes.length, 0);
+    const client_ = turns
+      .slice(3)
+      .filter((t) => t.from === 'client')
+      .reduce((n, t) => n + t.bytes.length, 0);
     expect(counts.bytesClientToServer).toBe(client_);
   });
 

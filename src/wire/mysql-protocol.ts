@@ -90,7 +90,8 @@ export class MysqlFrameRecord implements MysqlFrame {
   }
 
   get head(): Buffer {
-    this.#head ??= this.headStart === 0 && this.bytes.length === this.headLength ? this.bytes : this.bytes.subarray(this.headStart, this.headStart + this.headLength);
+    this.#head ??=
+      this.headStart === 0 && this.bytes.length === this.headLength ? this.bytes : this.bytes.subarray(this.headStart, this.headStart + this.headLength);
     return this.#head;
   }
 }
@@ -517,7 +518,13 @@ export class MysqlSession implements WireSession {
   #checkClientSeq(seq: number): void {
     const handshakeNext = (this.#handshakeSeq + 1) & 0xff;
     const ok =
-      this.#phase === 'command' ? seq === (this.#infile ? this.#infile.nextSeq : 0) : this.#phase === 'auth' ? seq === 0 || seq === handshakeNext : this.#phase === 'handshakeResponse' ? seq === handshakeNext : true;
+      this.#phase === 'command'
+        ? seq === (this.#infile ? this.#infile.nextSeq : 0)
+        : this.#phase === 'auth'
+          ? seq === 0 || seq === handshakeNext
+          : this.#phase === 'handshakeResponse'
+            ? seq === handshakeNext
+            : true;
     if (!ok) throw new WireParseError(`bad sequence id ${seq} in a client packet during ${this.#phase}`);
   }
 
@@ -869,7 +876,12 @@ export class MysqlSession implements WireSession {
    */
   injectable(): boolean {
     return (
-      this.#phase === 'command' && !this.#compressed && this.#greetingHold === null && this.unanswered() === 0 && !this.#client.midFrame && !this.#server.midFrame
+      this.#phase === 'command' &&
+      !this.#compressed &&
+      this.#greetingHold === null &&
+      this.unanswered() === 0 &&
+      !this.#client.midFrame &&
+      !this.#server.midFrame
     );
   }
 

@@ -1,5 +1,21 @@
 import { MysqlSession } from './mysql-protocol';
-import { CAP, SERVER_CAPS, columnCount, columnDefinition, command, countsAtEverySplit, drive, eof, err, executeCommand, greeting, handshakeResponse, ok, prepareOk, textRow } from './frames.fixture';
+import {
+  CAP,
+  SERVER_CAPS,
+  columnCount,
+  columnDefinition,
+  command,
+  countsAtEverySplit,
+  drive,
+  eof,
+  err,
+  executeCommand,
+  greeting,
+  handshakeResponse,
+  ok,
+  prepareOk,
+  textRow,
+} from './frames.fixture';
 import type { Turn } from './frames.fixture';
 
 const CLIENT_CAPS = CAP.PROTOCOL_41 | CAP.SECURE_CONNECTION | CAP.PLUGIN_AUTH | CAP.TRANSACTIONS | CAP.MULTI_RESULTS | CAP.MULTI_STATEMENTS;
@@ -46,7 +62,7 @@ describe('MySQL statements on the wire', () => {
     expect(whole.statements).toMatchObject({ completed: 2, completedByClass: { insert: 1, other: 1 }, rowsInserted: 3 });
   });
 
-  it('a COM_QUERY of several statements: one per result; an ERR stops the rest; a CALL\'s extra results are its own', () => {
+  it("a COM_QUERY of several statements: one per result; an ERR stops the rest; a CALL's extra results are its own", () => {
     const { counts } = drive(session, [
       ...handshake,
       client(command(0x03, 'INSERT INTO t VALUES (1); INSERT INTO t VALUES (2), (3); DELETE FROM t WHERE a = 1')),
@@ -91,12 +107,8 @@ describe('MySQL statements on the wire', () => {
     expect(counts.statements).toMatchObject({ completed: 3, completedByClass: { insert: 2, delete: 1 }, rowsInserted: 2, rowsDeleted: 2 });
   });
 
-  it('an upsert\'s affected rows are not rows inserted', () => {
-    const { counts } = drive(session, [
-      ...handshake,
-      client(command(0x03, 'INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2')),
-      server(ok(1, 2)),
-    ]);
+  it("an upsert's affected rows are not rows inserted", () => {
+    const { counts } = drive(session, [...handshake, client(command(0x03, 'INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2')), server(ok(1, 2))]);
     expect(counts.statements).toMatchObject({ completed: 1, rowsInserted: 0, rowsUnsplit: 1 });
   });
 });

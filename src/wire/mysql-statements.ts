@@ -86,7 +86,9 @@ export class MysqlStatementTracker {
       const first = payload.bytes[p]!;
       const size = first < 0xfb ? 1 : first === 0xfc ? 3 : first === 0xfd ? 4 : first === 0xfe ? 9 : -1;
       if (size < 0 || p + size > end) return -1;
-      if (i === 0) params = size === 1 ? first : size === 3 ? payload.bytes.readUInt16LE(p + 1) : size === 4 ? payload.bytes.readUIntLE(p + 1, 3) : Number.MAX_SAFE_INTEGER;
+      if (i === 0)
+        params =
+          size === 1 ? first : size === 3 ? payload.bytes.readUInt16LE(p + 1) : size === 4 ? payload.bytes.readUIntLE(p + 1, 3) : Number.MAX_SAFE_INTEGER;
       skipped += size;
     }
     return params === 0 ? skipped : -1;

@@ -88,9 +88,34 @@ describe('CommandComplete tags', () => {
     return m ? Number(m[1]) : 0;
   };
   const tags = [
-    'INSERT 0 5000', 'INSERT 0 1', 'INSERT 16385 1', 'INSERT 5000', 'INSERT  5', 'INSERT 0 ', 'INSERT 0 5 ', 'INSERT x 5', 'INSERT 0 5x',
-    'UPDATE 3', 'UPDATE 0', 'UPDATE', 'UPDATE ', 'UPDATEX 3', 'UPDATE 3 4', 'DELETE 1', 'DELETE 12x', 'MERGE 2', 'COPY 10', 'COPY 1234567890123456789',
-    'SELECT 5', 'FETCH 5', 'MOVE 5', 'CREATE TABLE', 'copy 10', 'INSERT 0 01', `UPDATE ${'9'.repeat(60)}`, `INSERT 0 ${'1'.repeat(60)}`,
+    'INSERT 0 5000',
+    'INSERT 0 1',
+    'INSERT 16385 1',
+    'INSERT 5000',
+    'INSERT  5',
+    'INSERT 0 ',
+    'INSERT 0 5 ',
+    'INSERT x 5',
+    'INSERT 0 5x',
+    'UPDATE 3',
+    'UPDATE 0',
+    'UPDATE',
+    'UPDATE ',
+    'UPDATEX 3',
+    'UPDATE 3 4',
+    'DELETE 1',
+    'DELETE 12x',
+    'MERGE 2',
+    'COPY 10',
+    'COPY 1234567890123456789',
+    'SELECT 5',
+    'FETCH 5',
+    'MOVE 5',
+    'CREATE TABLE',
+    'copy 10',
+    'INSERT 0 01',
+    `UPDATE ${'9'.repeat(60)}`,
+    `INSERT 0 ${'1'.repeat(60)}`,
   ];
 
   it.each(tags)('reads "%s" as the reference does', (tag) => {
@@ -243,7 +268,13 @@ describe('PostgreSQL sessions', () => {
   it('counts the bytes of every CopyData frame as client bytes', () => {
     const data = ['a\tb\n', 'c\\d\n', '\\N\t\n'];
     const copy = data.map((d) => pg.copyData(d));
-    const turns: Turn[] = [...startup, client(pg.query('COPY t FROM STDIN')), server(pg.copyInResponse()), client(...copy, pg.copyDone()), server(pg.commandComplete('COPY 3'), pg.ready())];
+    const turns: Turn[] = [
+      ...startup,
+      client(pg.query('COPY t FROM STDIN')),
+      server(pg.copyInResponse()),
+      client(...copy, pg.copyDone()),
+      server(pg.commandComplete('COPY 3'), pg.ready()),
+    ];
     const counts = splitProof(passthrough, turns);
     const sent = pg.query('COPY t FROM STDIN').length + copy.reduce((n, b) => n + b.length, 0) + pg.copyDone().length;
     expect(counts.bytesClientToServer).toBe(sent);
@@ -252,7 +283,13 @@ describe('PostgreSQL sessions', () => {
 
 describe('PostgreSQL TLS', () => {
   it("passthrough: SSLRequest answered 'N' continues in plain text", () => {
-    const turns: Turn[] = [client(pg.sslRequest()), server(Buffer.from('N')), ...startup, client(pg.query('SELECT 1')), server(pg.commandComplete('SELECT 1'), pg.ready())];
+    const turns: Turn[] = [
+      client(pg.sslRequest()),
+      server(Buffer.from('N')),
+      ...startup,
+      client(pg.query('SELECT 1')),
+      server(pg.commandComplete('SELECT 1'), pg.ready()),
+    ];
     const counts = splitProof(passthrough, turns);
     expect(counts.commands).toEqual({ Query: 1 });
     expect(counts.roundTrips).toBe(1);
@@ -270,7 +307,13 @@ describe('PostgreSQL TLS', () => {
   });
 
   it("refuse: the proxy answers 'N' to SSLRequest and GSSENCRequest itself and the server never sees them", () => {
-    const turns: Turn[] = [client(pg.gssencRequest()), client(pg.sslRequest()), ...startup, client(pg.query('SELECT 1')), server(pg.commandComplete('SELECT 1'), pg.ready())];
+    const turns: Turn[] = [
+      client(pg.gssencRequest()),
+      client(pg.sslRequest()),
+      ...startup,
+      client(pg.query('SELECT 1')),
+      server(pg.commandComplete('SELECT 1'), pg.ready()),
+    ];
     for (const cut of [undefined, (t: Turn) => Array.from(t.bytes, (_, j) => t.bytes.subarray(j, j + 1))]) {
       const run = drive(refuse, turns, cut);
       expect(run.replies.toString()).toBe('NN');

@@ -73,7 +73,8 @@ export class PgFrameRecord implements PgFrame {
   }
 
   get head(): Buffer {
-    this.#head ??= this.headStart === 0 && this.bytes.length === this.headLength ? this.bytes : this.bytes.subarray(this.headStart, this.headStart + this.headLength);
+    this.#head ??=
+      this.headStart === 0 && this.bytes.length === this.headLength ? this.bytes : this.bytes.subarray(this.headStart, this.headStart + this.headLength);
     return this.#head;
   }
 }

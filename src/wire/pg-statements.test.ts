@@ -80,7 +80,15 @@ describe('PostgreSQL statements on the wire', () => {
       client(pg.close(), pgMessage('C', Buffer.concat([Buffer.from('S'), cstr('s')])), pg.parse('s', 'COMMIT'), bindNamed('s'), executePortal(), pg.sync()),
       server(pg.closeComplete(), pg.closeComplete(), pg.parseComplete(), pg.bindComplete(), pg.commandComplete('COMMIT'), pg.ready()),
       client(pg.parse('', 'BEGIN'), bindNamed(''), executePortal(), pg.parse('', 'BEGIN'), bindNamed(''), executePortal(), pg.sync()),
-      server(pg.parseComplete(), pg.bindComplete(), pg.commandComplete('BEGIN'), pg.parseComplete(), pg.bindComplete(), pg.commandComplete('BEGIN'), pg.ready()),
+      server(
+        pg.parseComplete(),
+        pg.bindComplete(),
+        pg.commandComplete('BEGIN'),
+        pg.parseComplete(),
+        pg.bindComplete(),
+        pg.commandComplete('BEGIN'),
+        pg.ready(),
+      ),
     ]);
     expect(counts.statements).toMatchObject({ completed: 5, namedRepeats: 1, namedRepeatsByClass: { commit: 1 } });
   });
@@ -89,9 +97,17 @@ describe('PostgreSQL statements on the wire', () => {
     const { counts } = drive(session, [
       ...startup,
       client(
-        pg.parse('', 'INSERT INTO t VALUES (1)'), bindNamed(''), executePortal(),
-        pg.parse('', 'UPDATE t SET a = 2'), bindNamed(''), executePortal(), pg.sync(),
-        pg.parse('', 'DELETE FROM t'), bindNamed(''), executePortal(), pg.sync(),
+        pg.parse('', 'INSERT INTO t VALUES (1)'),
+        bindNamed(''),
+        executePortal(),
+        pg.parse('', 'UPDATE t SET a = 2'),
+        bindNamed(''),
+        executePortal(),
+        pg.sync(),
+        pg.parse('', 'DELETE FROM t'),
+        bindNamed(''),
+        executePortal(),
+        pg.sync(),
       ),
       server(pg.error('dup'), pg.ready(), pg.parseComplete(), pg.bindComplete(), pg.commandComplete('DELETE 4'), pg.ready()),
     ]);

@@ -185,7 +185,20 @@ export class PgStatementTracker {
     const copyIn = this.#copyIn;
     this.#copyIn = false;
     // An INSERT ... ON CONFLICT's tag counts the rows it updated beside those it inserted.
-    const kind = word === 'INSERT' ? (text !== null && ON_CONFLICT.test(text) ? 'unsplit' : 'inserted') : word === 'UPDATE' ? 'updated' : word === 'DELETE' ? 'deleted' : word === 'COPY' && copyIn ? 'inserted' : word === 'MERGE' ? 'unsplit' : null;
+    const kind =
+      word === 'INSERT'
+        ? text !== null && ON_CONFLICT.test(text)
+          ? 'unsplit'
+          : 'inserted'
+        : word === 'UPDATE'
+          ? 'updated'
+          : word === 'DELETE'
+            ? 'deleted'
+            : word === 'COPY' && copyIn
+              ? 'inserted'
+              : word === 'MERGE'
+                ? 'unsplit'
+                : null;
     if (!kind) return;
     const rows = Number(tag.slice(tag.lastIndexOf(' ') + 1));
     this.#tally.rows(kind, Number.isSafeInteger(rows) ? rows : 0);

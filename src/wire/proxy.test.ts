@@ -20,7 +20,10 @@ interface FakeServer {
 }
 
 /** A server that runs `behave` on each connection and records everything it received. */
-async function fakeServer(behave: (socket: net.Socket, data: Buffer, all: () => Buffer) => void, onConnect?: (socket: net.Socket) => void): Promise<FakeServer> {
+async function fakeServer(
+  behave: (socket: net.Socket, data: Buffer, all: () => Buffer) => void,
+  onConnect?: (socket: net.Socket) => void,
+): Promise<FakeServer> {
   const chunks: Buffer[] = [];
   const all = (): Buffer => {
     if (chunks.length > 1) chunks.splice(0, chunks.length, Buffer.concat(chunks));
@@ -322,7 +325,12 @@ describe('WireProxy with real sockets', () => {
     expect(fake.received().subarray(setup).includes(command(0x01))).toBe(false);
     release();
     await until(() => fake?.received().subarray(setup).includes(command(0x01)) === true, 'the goodbye after the hook');
-    expect(fake.received().subarray(setup).equals(Buffer.concat([command(0x03, 'SELECT 1'), command(0x03, 'SELECT 2'), command(0x01)]))).toBe(true);
+    expect(
+      fake
+        .received()
+        .subarray(setup)
+        .equals(Buffer.concat([command(0x03, 'SELECT 1'), command(0x03, 'SELECT 2'), command(0x01)])),
+    ).toBe(true);
     await until(() => c.data().length >= greeting(1234).length + 3 * ok(1).length, 'the second answer');
     c.socket.end();
     await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
@@ -331,15 +339,13 @@ describe('WireProxy with real sockets', () => {
 
   it('PostgreSQL: a Terminate is held until the closing hook ran; queries before it pass first', async () => {
     const received: Buffer[] = [];
-    fake = await fakeServer(
-      (socket, data) => {
-        received.push(data);
-        const all = Buffer.concat(received);
-        // Answer the startup once, then one ReadyForQuery per Query.
-        if (all.length === data.length) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(4321, 1), pg.ready()]));
-        else for (let k = 0; k < data.length; k += 1) if (data[k] === 0x51) socket.write(Buffer.concat([pg.commandComplete('SELECT 1'), pg.ready()]));
-      },
-    );
+    fake = await fakeServer((socket, data) => {
+      received.push(data);
+      const all = Buffer.concat(received);
+      // Answer the startup once, then one ReadyForQuery per Query.
+      if (all.length === data.length) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(4321, 1), pg.ready()]));
+      else for (let k = 0; k < data.length; k += 1) if (data[k] === 0x51) socket.write(Buffer.concat([pg.commandComplete('SELECT 1'), pg.ready()]));
+    });
     proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: fake.port } });
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -401,7 +407,8 @@ describe('WireProxy with real sockets', () => {
     fake = await fakeServer((socket, data) => {
       received.push(data);
       if (received.length === 1) socket.write(Buffer.concat([pg.authOk(), pg.backendKeyData(4321, 1), pg.ready()]));
-      else if (data.includes(pg.sync())) socket.write(Buffer.concat([pg.parseComplete(), pg.bindComplete(), pg.noData(), pg.commandComplete('INSERT 0 1'), pg.ready()]));
+      else if (data.includes(pg.sync()))
+        socket.write(Buffer.concat([pg.parseComplete(), pg.bindComplete(), pg.noData(), pg.commandComplete('INSERT 0 1'), pg.ready()]));
     });
     proxy = await startWireProxy({ protocol: 'postgres', target: { host: '127.0.0.1', port: fake.port } });
     const stream = proxy.openStream();
@@ -415,7 +422,11 @@ describe('WireProxy with real sockets', () => {
     for (const m of messages) stream.write(m);
     stream.uncork();
     await until(() => Buffer.concat(got).includes(pg.commandComplete('INSERT 0 1')), 'the answer');
-    expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 }, clientWrites: 1, incomplete: false });
+    expect(proxy.diff(before, proxy.snapshot())).toMatchObject({
+      commands: { Parse: 1, Bind: 1, Describe: 1, Execute: 1, Sync: 1 },
+      clientWrites: 1,
+      incomplete: false,
+    });
     expect(received.at(-1)?.equals(Buffer.concat(messages))).toBe(true);
     stream.end();
   });

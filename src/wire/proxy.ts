@@ -243,10 +243,7 @@ function relay(id: number, client: ClientSide, options: WireProxyOptions, closin
       return false;
     };
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      hook(record(), settle).catch(() => undefined),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSING_HOOK_TIMEOUT_MS))),
-    ]);
+    await Promise.race([hook(record(), settle).catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSING_HOOK_TIMEOUT_MS)))]);
     clearTimeout(timer);
   };
 
@@ -457,8 +454,7 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     // Only listen() can fail, and that rejects below; later errors have no socket to hurt.
   });
   await new Promise<void>((resolve, reject) => {
-    const onError = (error: Error): void =>
-      reject(new SqltallyError('wire proxy could not listen on 127.0.0.1', { phase: 'wire', cause: error }));
+    const onError = (error: Error): void => reject(new SqltallyError('wire proxy could not listen on 127.0.0.1', { phase: 'wire', cause: error }));
     server.once('error', onError);
     server.listen(0, '127.0.0.1', () => {
       server.off('error', onError);

@@ -24,7 +24,7 @@ describe('diffWireSnapshots', () => {
     expect(diffWireSnapshots(before, closed).incompleteReasons).toEqual([]);
   });
 
-  it('counts an empty window in the proxy\'s own protocol', () => {
+  it("counts an empty window in the proxy's own protocol", () => {
     expect(diffWireSnapshots(snap(1, [], 'p', 'postgres'), snap(2, [], 'p', 'postgres')).protocol).toBe('postgres');
     expect(diffWireSnapshots(snap(1, [], 'p', 'mysql'), snap(2, [], 'p', 'mysql')).protocol).toBe('mysql');
   });
@@ -36,7 +36,15 @@ describe('diffWireSnapshots', () => {
       conn(3, {}, 5),
     ]);
     const after = snap(20, [
-      conn(1, { commands: { COM_QUERY: 5 }, commandsTotal: 5, roundTrips: 5, bytesClientToServer: 140, bytesServerToClient: 80, clientWrites: 4, rowsAffected: 7 }),
+      conn(1, {
+        commands: { COM_QUERY: 5 },
+        commandsTotal: 5,
+        roundTrips: 5,
+        bytesClientToServer: 140,
+        bytesServerToClient: 80,
+        clientWrites: 4,
+        rowsAffected: 7,
+      }),
       conn(2, { commands: { COM_PING: 1 }, commandsTotal: 1, roundTrips: 1, bytesClientToServer: 5, bytesServerToClient: 11, clientWrites: 1 }),
       conn(3, {}, 5),
       conn(4, {
@@ -94,7 +102,14 @@ describe('sumWireCounts', () => {
   it('adds counts and reasons, and refuses mixing protocols', () => {
     const a = counts({ commands: { COM_QUERY: 1 }, commandsTotal: 1, roundTrips: 1 });
     const b = counts({ commands: { COM_QUERY: 2 }, commandsTotal: 2, roundTrips: 2, incomplete: true, incompleteReasons: ['r'] });
-    expect(sumWireCounts([a, b])).toMatchObject({ commands: { COM_QUERY: 3 }, commandsTotal: 3, roundTrips: 3, connections: 2, incomplete: true, incompleteReasons: ['r'] });
+    expect(sumWireCounts([a, b])).toMatchObject({
+      commands: { COM_QUERY: 3 },
+      commandsTotal: 3,
+      roundTrips: 3,
+      connections: 2,
+      incomplete: true,
+      incompleteReasons: ['r'],
+    });
     expect(sumWireCounts([])).toBeNull();
     expect(() => sumWireCounts([a, { ...emptyWireCounts('postgres') }])).toThrow(/cannot sum/);
   });

@@ -180,7 +180,18 @@ export function emptyStatements(): WireStatements {
   };
 }
 
-const STATEMENT_NUMBERS = ['completed', 'failed', 'namedRepeats', 'textsUnread', 'suspended', 'rowsInserted', 'rowsUpdated', 'rowsDeleted', 'rowsUnsplit', 'connectStatements'] as const;
+const STATEMENT_NUMBERS = [
+  'completed',
+  'failed',
+  'namedRepeats',
+  'textsUnread',
+  'suspended',
+  'rowsInserted',
+  'rowsUpdated',
+  'rowsDeleted',
+  'rowsUnsplit',
+  'connectStatements',
+] as const;
 const STATEMENT_RECORDS = ['completedByClass', 'failedByClass', 'namedRepeatsByClass'] as const;
 
 /** `into += after - before`; connect texts of `after` beyond those of `before`, each marked with `label`. */
@@ -297,7 +308,15 @@ export class ConnectionTally {
       serverMessages: this.#serverMessages.toRecord(),
       ...(this.#rowsAffectedKnown ? { rowsAffected: this.#rowsAffected } : {}),
       unansweredRequests: unanswered,
-      ...(this.statements.lastSent !== null ? { lastRequestText: this.statements.lastSent.slice(0, LAST_TEXT_CHARS * 4).replace(/\s+/g, ' ').trim().slice(0, LAST_TEXT_CHARS) } : {}),
+      ...(this.statements.lastSent !== null
+        ? {
+            lastRequestText: this.statements.lastSent
+              .slice(0, LAST_TEXT_CHARS * 4)
+              .replace(/\s+/g, ' ')
+              .trim()
+              .slice(0, LAST_TEXT_CHARS),
+          }
+        : {}),
       setup: { connectionsOpened: 1, ...this.#setup },
       statements: this.statements.toRecord(),
     };
@@ -394,8 +413,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     setup.serverMessages += setupAfter.serverMessages - setupBefore.serverMessages;
     setup.tlsRefused += setupAfter.tlsRefused - setupBefore.tlsRefused;
 
-    const movedSetup = setupAfter.bytesClientToServer + setupAfter.bytesServerToClient !==
-      setupBefore.bytesClientToServer + setupBefore.bytesServerToClient;
+    const movedSetup = setupAfter.bytesClientToServer + setupAfter.bytesServerToClient !== setupBefore.bytesClientToServer + setupBefore.bytesServerToClient;
     const carriedTraffic = !prev || bytesUp > 0 || bytesDown > 0 || movedSetup;
     if (carriedTraffic) out.connections += 1;
     const newReasons = a.incompleteReasons.filter((r) => !(b?.incompleteReasons ?? []).includes(r));
@@ -407,7 +425,9 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
       out.incompleteReasons.push(`connection ${connection.id}: ${inFlightBefore} request(s) in flight when the window opened`);
     }
     if (connection.closedAtNs === null && a.clientMidMessage) {
-      out.incompleteReasons.push(`connection ${connection.id}: a client message was half received when the window closed (the rest never came, or has not yet)`);
+      out.incompleteReasons.push(
+        `connection ${connection.id}: a client message was half received when the window closed (the rest never came, or has not yet)`,
+      );
     }
     if (inFlightAfter > 0) {
       out.incompleteReasons.push(`connection ${connection.id}: ${inFlightAfter} request(s) still unanswered when the window closed`);
@@ -469,12 +489,7 @@ export function sumWireCounts(parts: readonly WireCounts[]): WireCounts | null {
 }
 
 /** Helper for snapshot building: one connection's record. */
-export function connectionRecord(
-  id: number,
-  session: WireSession,
-  openedAtNs: number,
-  closedAtNs: number | null,
-): WireConnection {
+export function connectionRecord(id: number, session: WireSession, openedAtNs: number, closedAtNs: number | null): WireConnection {
   return {
     id,
     serverConnectionId: session.serverConnectionId,

@@ -87,4 +87,3 @@ export function parseBulkTextLine(line: string): (string | null)[] {
     return field.replace(/\\(.)/g, (_m, c: string) => (c === 't' ? '\t' : c === 'n' ? '\n' : c === 'r' ? '\r' : c));
   });
 }
-

@@ -1,11 +1,5 @@
 import { SqltallyError } from '../shared/errors';
-import {
-  DEFAULT_BIND_BUDGET,
-  planChunks,
-  planTextChunks,
-  sliceBySizes,
-  TEXT_ROWS_PER_STATEMENT,
-} from './chunking';
+import { DEFAULT_BIND_BUDGET, planChunks, planTextChunks, sliceBySizes, TEXT_ROWS_PER_STATEMENT } from './chunking';
 
 const plan = (rows: number, budget?: number, limit = 65_535) => planChunks({ rows, columns: 6, budget, limit });
 

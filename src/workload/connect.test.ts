@@ -15,16 +15,19 @@ describe('openPlainConnection', () => {
   it.each(['mysql2', 'mariadb', 'pg'] as const)('%s: an unreachable server is a connect-phase error without the password', async (driver) => {
     const port = await freePort();
     const secret = 's3cr3t-pw';
-    const error = await openPlainConnection(driver, { kind: 'network', host: '127.0.0.1', port, user: 'root', password: secret, database: 'x' }, { connectTimeout: 2_000 }, 'mariadb').catch(
-      (e: unknown) => e,
-    );
+    const error = await openPlainConnection(
+      driver,
+      { kind: 'network', host: '127.0.0.1', port, user: 'root', password: secret, database: 'x' },
+      { connectTimeout: 2_000 },
+      'mariadb',
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SqltallyError);
     expect((error as SqltallyError).phase).toBe('connect');
     expect((error as Error).message).toContain(`127.0.0.1:${port}`);
     expect((error as Error).message).not.toContain(secret);
   });
 
-  it('reads back with one driver per backend, and an in-process engine\'s cell through its own driver', () => {
+  it("reads back with one driver per backend, and an in-process engine's cell through its own driver", () => {
     expect(READ_DRIVER_BY_BACKEND).toEqual({ sqlite: 'better-sqlite3', mariadb: 'mysql2', mysql: 'mysql2', postgres: 'pg' });
     expect(readDriverFor('sqlite')).toBe('better-sqlite3');
     expect(readDriverFor('sqlite', 'sqlite3')).toBe('sqlite3');

@@ -90,7 +90,7 @@ describe('SQLite literals read back exactly (checked on a real in-memory SQLite)
   it('every double, from subnormal to MAX_VALUE (plain decimal literals are off by an ulp beyond ~1e±84)', () => {
     const values = [5e-324, -5e-324, 2.2250738585072014e-308, Number.MAX_VALUE, -Number.MAX_VALUE, 1.5e-300, 0, -0.5, 1e60, 1.0000000000000002e61];
     let seed = 12345;
-    const random = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
     for (let exponent = -323; exponent <= 308; exponent += 1) values.push((random() < 0.5 ? -1 : 1) * (1 + random() * 9) * 10 ** exponent);
     const wrong = values.filter((x) => Number.isFinite(x) && !Object.is(readBack(SQLITE_DIALECT.doubleLiteral(x)), x));
     expect(wrong).toEqual([]);

@@ -86,12 +86,7 @@ export async function verifyRowsWith(source: RowSource, table: WorkloadTable, ex
  * {@link verifyRowsWith} through a FRESH connection of its own (never the workload's), closed afterwards, so what
  * it sees is what any other client would see after the workload committed.
  */
-export async function verifyRows(
-  backend: StartedBackend,
-  table: string | WorkloadTable,
-  expectedRows: number,
-  options: VerifyOptions = {},
-): Promise<number> {
+export async function verifyRows(backend: StartedBackend, table: string | WorkloadTable, expectedRows: number, options: VerifyOptions = {}): Promise<number> {
   const name = backend.description.name;
   const target = typeof table === 'string' ? workloadTable(name, table) : table;
   const driver = readDriverFor(name, options.cellDriver);

@@ -31,7 +31,19 @@ class PathSink implements StatementSink {
   readonly ledger = new PathLedger();
   record(driver: DriverName, shape: CallShape, _s: number, _e: number, rows: number | null, error: unknown, connectionId: number | null): void {
     const { method, kind, sql, statementClass, bindValues, parameterSets, protocol } = shape;
-    this.seen.push({ driver, method, kind, sql, statementClass, bindValues, parameterSets, protocol, rows, failed: error !== null && error !== undefined, connectionId });
+    this.seen.push({
+      driver,
+      method,
+      kind,
+      sql,
+      statementClass,
+      bindValues,
+      parameterSets,
+      protocol,
+      rows,
+      failed: error !== null && error !== undefined,
+      connectionId,
+    });
   }
   notePath(driver: DriverName, feature: string, reason: string | null): void {
     this.ledger.note(driver, feature, reason);
@@ -81,7 +93,12 @@ class ChangedPromiseConnection extends PromiseConnection<Core> {
   }
 }
 const mysql2Workload = async (c: PromiseConnection<Core>): Promise<void> => {
-  await c.query('INSERT INTO t VALUES ?', [[[1, 'a'], [2, 'b']]]);
+  await c.query('INSERT INTO t VALUES ?', [
+    [
+      [1, 'a'],
+      [2, 'b'],
+    ],
+  ]);
   await c.execute('INSERT INTO t VALUES (?, ?)', [3, 'c']);
   const statement = (await c.prepare('INSERT INTO t VALUES (?, ?)')) as unknown as { execute(v: unknown): Promise<unknown> };
   await statement.execute([4, 'd']);
@@ -206,7 +223,12 @@ function fakePostgres(variant: 'expected' | 'changed') {
     q.prepare = !simple && strings.length > 1;
     q.state = { pid: 7 };
     const command = text.split(' ')[0]!.toUpperCase();
-    const result = Object.assign([], { command, count: command === 'INSERT' ? 1 : null, statement: { string: text, types: args.map(() => 23) }, state: { pid: 7 } });
+    const result = Object.assign([], {
+      command,
+      count: command === 'INSERT' ? 1 : null,
+      statement: { string: text, types: args.map(() => 23) },
+      state: { pid: 7 },
+    });
     (q.resolve as (v: unknown) => void)(result);
   };
   const sql = (strings: readonly string[], ...args: unknown[]): Query => new Query(strings, args, {}, run);
@@ -265,7 +287,12 @@ const CASES: { [D in DriverName]: DriverCase | { noFastPath: string } } = {
   },
 };
 
-async function countOn(release: Release, wrap: DriverCase['wrap'], driver: DriverName, forced: boolean): Promise<{ seen: Seen[]; path: DriverPath | undefined }> {
+async function countOn(
+  release: Release,
+  wrap: DriverCase['wrap'],
+  driver: DriverName,
+  forced: boolean,
+): Promise<{ seen: Seen[]; path: DriverPath | undefined }> {
   const before = process.env[DRIVER_PATH_ENV];
   if (forced) process.env[DRIVER_PATH_ENV] = 'plain';
   else delete process.env[DRIVER_PATH_ENV];

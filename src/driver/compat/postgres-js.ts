@@ -114,7 +114,7 @@ export type SharedHandlers = Record<string, { readonly original: QueryHandler; r
 function countingHandler(site: Site, method: string, original: QueryHandler, asked: Asked | undefined): QueryHandler {
   const counting: QueryHandler = function countingRun(this: unknown, query: PostgresJsQuery): unknown {
     startRun(query, site, method, asked);
-     
+
     return reflectApply(original, this, arguments);
   };
   counting.debug = original.debug;
@@ -233,7 +233,11 @@ export function callerAtBuild(sink: StatementSink, strings: readonly string[], m
 }
 
 /** The template {@link callerAtBuild} last asked a sink about, and in which of its windows (it keeps both alive). */
-const lastBuildAsk: { strings: readonly string[] | null; sink: StatementSink | null; epoch: number | undefined } = { strings: null, sink: null, epoch: undefined };
+const lastBuildAsk: { strings: readonly string[] | null; sink: StatementSink | null; epoch: number | undefined } = {
+  strings: null,
+  sink: null,
+  epoch: undefined,
+};
 
 /** A caller captured at build, and the text the window was asked about (handed back: StatementSink.askAnswered). */
 export interface Asked {

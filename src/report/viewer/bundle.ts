@@ -23,7 +23,16 @@ export function viewerScript(): string {
 
 /** One IIFE for the browser, minified; shared by the build script and the source fallback. */
 export function bundleViewer(esbuild: typeof import('esbuild'), entry: string): string {
-  const out = esbuild.buildSync({ entryPoints: [entry], bundle: true, format: 'iife', platform: 'browser', target: 'es2020', minify: true, write: false, legalComments: 'none' });
+  const out = esbuild.buildSync({
+    entryPoints: [entry],
+    bundle: true,
+    format: 'iife',
+    platform: 'browser',
+    target: 'es2020',
+    minify: true,
+    write: false,
+    legalComments: 'none',
+  });
   const text = out.outputFiles[0]?.text;
   if (!text) throw new Error('esbuild produced no viewer bundle');
   return text;

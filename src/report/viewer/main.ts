@@ -71,7 +71,14 @@ function headlineSection(h: HeadlineBackend): HTMLElement {
   const chart = el('div', { class: 'chart' });
   // The chart is our own markup from numbers and escaped names, never text read from elsewhere.
   chart.innerHTML = countsChart(h);
-  return el('section', { class: 'backend' }, el('h3', {}, `${h.backend} (${h.serverVersion}), ${h.rows} rows`), el('p', { class: 'finding' }, h.finding), table, chart);
+  return el(
+    'section',
+    { class: 'backend' },
+    el('h3', {}, `${h.backend} (${h.serverVersion}), ${h.rows} rows`),
+    el('p', { class: 'finding' }, h.finding),
+    table,
+    chart,
+  );
 }
 
 /** The read cap path's figures, each with why it is unknown where it is. */
@@ -116,10 +123,32 @@ function details(cell: Cell): HTMLElement {
 }
 
 function cellTable(cells: readonly Cell[], detailsBox: HTMLElement): HTMLElement {
-  const filter = el('input', { type: 'search', placeholder: 'filter: backend, strategy, driver, verdict…', 'aria-label': 'filter cells', 'data-testid': 'filter' });
-  const verdicts = el('select', { 'aria-label': 'verdict', 'data-testid': 'verdict-filter' }, ...['all verdicts', 'assert', 'report', 'incomplete'].map((v) => el('option', { value: v }, v)));
+  const filter = el('input', {
+    type: 'search',
+    placeholder: 'filter: backend, strategy, driver, verdict…',
+    'aria-label': 'filter cells',
+    'data-testid': 'filter',
+  });
+  const verdicts = el(
+    'select',
+    { 'aria-label': 'verdict', 'data-testid': 'verdict-filter' },
+    ...['all verdicts', 'assert', 'report', 'incomplete'].map((v) => el('option', { value: v }, v)),
+  );
   const count = el('span', { class: 'count', 'data-testid': 'shown' });
-  const header = ['backend', 'driver', 'strategy', 'rows', 'driver calls', 'wire cmds', 'round trips', 'server stmts', 'server rows', 'verdict', 'p50 ms', 'read back stmts/examined/scans'];
+  const header = [
+    'backend',
+    'driver',
+    'strategy',
+    'rows',
+    'driver calls',
+    'wire cmds',
+    'round trips',
+    'server stmts',
+    'server rows',
+    'verdict',
+    'p50 ms',
+    'read back stmts/examined/scans',
+  ];
   const body = el('tbody');
   const rows = cells.map((c) => {
     const l = c.layers ?? { driver: null, wire: null, server: null };
@@ -180,13 +209,24 @@ function render(root: HTMLElement, report: Report, source: string): void {
   const detailsBox = el('aside', { class: 'details-box', 'data-testid': 'details-box' }, el('p', { class: 'hint' }, 'Click a cell to see its reconciliation.'));
   const status = report.status === 'failed' ? problemBox('This run failed.', [report.failure?.message ?? 'no failure message recorded']) : null;
   const parts: (Node | string)[] = [
-    el('p', { class: 'meta' }, `${source} · status ${report.status ?? '?'} · ${cells.length} cell(s) · ${report.startedAt ?? '?'} → ${report.finishedAt ?? '?'}`),
+    el(
+      'p',
+      { class: 'meta' },
+      `${source} · status ${report.status ?? '?'} · ${cells.length} cell(s) · ${report.startedAt ?? '?'} → ${report.finishedAt ?? '?'}`,
+    ),
   ];
   if (status) parts.push(status);
   for (const s of report.skipped ?? []) parts.push(el('p', { class: 'skipped' }, `Skipped ${s.backend}: ${s.reason}`));
   if (cells.length === 0) parts.push(problemBox('This report has no cells.', ['Nothing was measured: see the status and skipped backends above.']));
   else {
-    parts.push(el('h2', {}, 'Headline'), el('p', {}, 'Per backend, every strategy at one row count, cheapest first. Counts are exact per layer; "-" means the layer does not exist there or was not read.'));
+    parts.push(
+      el('h2', {}, 'Headline'),
+      el(
+        'p',
+        {},
+        'Per backend, every strategy at one row count, cheapest first. Counts are exact per layer; "-" means the layer does not exist there or was not read.',
+      ),
+    );
     for (const h of backends) parts.push(headlineSection(h));
     parts.push(el('div', { class: 'split' }, cellTable(cells, detailsBox), detailsBox));
   }
@@ -205,14 +245,20 @@ function pickerFor(root: HTMLElement): HTMLElement {
 
 function load(root: HTMLElement, text: string | null, source: string): void {
   if (text === null || text.trim() === '') {
-    root.replaceChildren(problemBox(`No report data in ${source}.`, ['The page was written without its report, or the data was removed. Regenerate it with `sqltally report <dir>`, or open a report.json below.']));
+    root.replaceChildren(
+      problemBox(`No report data in ${source}.`, [
+        'The page was written without its report, or the data was removed. Regenerate it with `sqltally report <dir>`, or open a report.json below.',
+      ]),
+    );
     return;
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
-    root.replaceChildren(problemBox(`${source} is not valid JSON.`, [String((err as Error).message), 'The file is damaged or truncated: regenerate it with `sqltally run`.']));
+    root.replaceChildren(
+      problemBox(`${source} is not valid JSON.`, [String((err as Error).message), 'The file is damaged or truncated: regenerate it with `sqltally run`.']),
+    );
     return;
   }
   const problems = checkReport(value);

@@ -13,8 +13,7 @@ export const MYSQL_DIALECT: Dialect = {
   createTableSql: (table) =>
     `CREATE TABLE ${table} (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, c1 INT, c2 INT, c3 VARCHAR(32), ` +
     `c4 DOUBLE PRECISION, c5 BIGINT, c6 VARCHAR(32)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
-  textLiteral: (value) =>
-    NEEDS_HEX.test(value) ? `_utf8mb4 X'${Buffer.from(value, 'utf8').toString('hex')}'` : `'${value.replace(/'/g, "''")}'`,
+  textLiteral: (value) => (NEEDS_HEX.test(value) ? `_utf8mb4 X'${Buffer.from(value, 'utf8').toString('hex')}'` : `'${value.replace(/'/g, "''")}'`),
   doubleLiteral: exponentDouble,
   asText: (expression) => `CAST(${expression} AS CHAR)`,
   checksumSql(table) {

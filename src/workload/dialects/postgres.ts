@@ -11,8 +11,7 @@ export const POSTGRES_DIALECT: Dialect = {
     `c4 DOUBLE PRECISION, c5 BIGINT, c6 VARCHAR(32))`,
   // An E'' string is escape-processed whatever standard_conforming_strings says; a plain one only holds when no
   // backslash is inside, so text with a backslash takes the E form.
-  textLiteral: (value) =>
-    value.includes('\\') ? `E'${value.replace(/\\/g, '\\\\').replace(/'/g, "''")}'` : `'${value.replace(/'/g, "''")}'`,
+  textLiteral: (value) => (value.includes('\\') ? `E'${value.replace(/\\/g, '\\\\').replace(/'/g, "''")}'` : `'${value.replace(/'/g, "''")}'`),
   doubleLiteral: exponentDouble,
   asText: (expression) => `(${expression})::text`,
   checksumSql(table) {

@@ -45,8 +45,7 @@ export const SQLITE_DIALECT: Dialect = {
   quoteIdent: (name) => `"${name}"`,
   placeholder: () => '?',
   createTableSql: (table) =>
-    `CREATE TABLE ${table} (id INTEGER PRIMARY KEY, c1 INT, c2 INT, c3 VARCHAR(32), c4 DOUBLE PRECISION, ` +
-    `c5 BIGINT, c6 VARCHAR(32))`,
+    `CREATE TABLE ${table} (id INTEGER PRIMARY KEY, c1 INT, c2 INT, c3 VARCHAR(32), c4 DOUBLE PRECISION, ` + `c5 BIGINT, c6 VARCHAR(32))`,
   // SQLite has no backslash escapes: doubling the quote is the whole rule.
   textLiteral: (value) => `'${value.replace(/'/g, "''")}'`,
   doubleLiteral(value) {

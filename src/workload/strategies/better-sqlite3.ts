@@ -41,7 +41,8 @@ export const SQLITE_MULTIROW = defineStrategy({
   name: 'better-sqlite3.multirow',
   driver: 'better-sqlite3',
   backends: BACKENDS,
-  summary: 'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
+  summary:
+    'prepare() a multi-row INSERT per chunk size, run() per chunk; chunks at the bind budget (default 30000 = 5000 rows), never above SQLITE_MAX_VARIABLE_NUMBER',
   chunking: 'bind-budget',
   build: (rows, table, plan) => placeholderSteps(rows, table, plan.statementRows),
   run: (db, input) =>
@@ -64,4 +65,3 @@ export const SQLITE_RAW_SQL = defineStrategy({
 });
 
 export const SQLITE_STRATEGIES = [SQLITE_PER_ROW_TX, SQLITE_MULTIROW, SQLITE_RAW_SQL] as const satisfies readonly InsertStrategy<'better-sqlite3'>[];
-

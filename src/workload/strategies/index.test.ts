@@ -141,7 +141,12 @@ describe('expectedDriverCounts follows the plan', () => {
   const counts = (name: keyof typeof STRATEGIES, rows: number) => STRATEGIES[name].expectedDriverCounts(rows, capsFor(STRATEGIES[name]));
 
   it('mysql2.execute-multirow: one execute per chunk, 30000 values each', () => {
-    expect(counts('mysql2.execute-multirow', 10_000)).toMatchObject({ calls: 2, parameterSets: 2, bindValuesPerCall: [30_000, 30_000], byKind: { execute: 2 } });
+    expect(counts('mysql2.execute-multirow', 10_000)).toMatchObject({
+      calls: 2,
+      parameterSets: 2,
+      bindValuesPerCall: [30_000, 30_000],
+      byKind: { execute: 2 },
+    });
     expect(counts('mysql2.execute-multirow', 5_000)).toMatchObject({ calls: 1, bindValuesPerCall: [30_000] });
   });
 
@@ -169,7 +174,13 @@ describe('expectedDriverCounts follows the plan', () => {
   });
 
   it('bulk paths: one call per COPY / LOAD DATA binding nothing, and the data messages one per 1000 rows on the wire', () => {
-    expect(counts('pg.copy', 10_000)).toMatchObject({ calls: 1, parameterSets: 1, bindValuesPerCall: [0], byClass: { other: 1 }, wire: { Query: 1, CopyData: 10, CopyDone: 1, CopyFail: 0 } });
+    expect(counts('pg.copy', 10_000)).toMatchObject({
+      calls: 1,
+      parameterSets: 1,
+      bindValuesPerCall: [0],
+      byClass: { other: 1 },
+      wire: { Query: 1, CopyData: 10, CopyDone: 1, CopyFail: 0 },
+    });
     expect(counts('pg.copy', 2_500).wire).toEqual({ Query: 1, CopyData: 3, CopyDone: 1, CopyFail: 0 });
     expect(counts('postgres-js.copy', 100).wire).toEqual({ Query: 1, CopyData: 1, CopyDone: 1, CopyFail: 1 });
     expect(counts('mysql2.load-data', 5_000).wire).toEqual({ COM_QUERY: 1, LocalInfileData: 5, LocalInfileEnd: 1 });
@@ -198,7 +209,12 @@ describe('expectedDriverCounts follows the plan', () => {
   });
 
   it('better-sqlite3: one prepare per distinct chunk size; the transaction shows as BEGIN/COMMIT', () => {
-    expect(counts('better-sqlite3.multirow', 10_000)).toMatchObject({ calls: 3, parameterSets: 2, bindValuesPerCall: [0, 30_000, 30_000], byKind: { prepare: 1, execute: 2 } });
+    expect(counts('better-sqlite3.multirow', 10_000)).toMatchObject({
+      calls: 3,
+      parameterSets: 2,
+      bindValuesPerCall: [0, 30_000, 30_000],
+      byKind: { prepare: 1, execute: 2 },
+    });
     expect(counts('better-sqlite3.multirow', 10_001)).toMatchObject({ calls: 5, bindValuesPerCall: [0, 30_000, 30_000, 0, 6] });
     expect(counts('better-sqlite3.per-row-tx', 100)).toMatchObject({ calls: 103, parameterSets: 102, byKind: { prepare: 1, query: 2, execute: 100 } });
   });
@@ -209,7 +225,9 @@ describe('expectedDriverCounts follows the plan', () => {
         const c = strategy.expectedDriverCounts(rows, capsFor(strategy));
         expect(c.calls).toBe(c.sequence.length);
         expect(c.bindValuesPerCall).toHaveLength(c.calls);
-        expect(Math.max(...c.bindValuesPerCall)).toBeLessThanOrEqual(strategy.name.endsWith('query-multirow') || strategy.name.includes('batch') ? 60_000 : 30_000);
+        expect(Math.max(...c.bindValuesPerCall)).toBeLessThanOrEqual(
+          strategy.name.endsWith('query-multirow') || strategy.name.includes('batch') ? 60_000 : 30_000,
+        );
         const bound = c.bindValuesPerCall.reduce((a, b) => a + b, 0);
         const expected = strategy.name.endsWith('raw-sql') || /\.(copy|load-data)$/.test(strategy.name) ? 0 : strategy.name.endsWith('.unnest') ? 6 : rows * 6;
         expect(bound).toBe(expected);
@@ -237,7 +255,9 @@ describe('prepare', () => {
     const strategy = STRATEGIES['pg.unnest'];
     const rows = makeRows(3);
     const [step] = strategy.prepare(rows, table, strategy.plan(3, CAPS)).steps;
-    expect(step?.sql).toBe('INSERT INTO "t" (c1, c2, c3, c4, c5, c6) SELECT * FROM unnest($1::int[], $2::int[], $3::text[], $4::float8[], $5::int8[], $6::text[])');
+    expect(step?.sql).toBe(
+      'INSERT INTO "t" (c1, c2, c3, c4, c5, c6) SELECT * FROM unnest($1::int[], $2::int[], $3::text[], $4::float8[], $5::int8[], $6::text[])',
+    );
     expect(step?.params[0]).toEqual([0, 1, 2, 3, 4, 5].map((c) => rows.map((r) => r[c])));
   });
 
@@ -265,7 +285,9 @@ describe('prepare', () => {
   it('refuses rows that do not match the plan, and a table of another backend', () => {
     const strategy = STRATEGIES['pg.unnest'];
     expect(() => strategy.prepare(makeRows(4), table, strategy.plan(3, CAPS))).toThrow(/plan is for 3 rows but 4 were given/);
-    expect(() => strategy.prepare(makeRows(3), workloadTable('sqlite', 't'), strategy.plan(3, CAPS))).toThrow(/table is for sqlite but the plan is for postgres/);
+    expect(() => strategy.prepare(makeRows(3), workloadTable('sqlite', 't'), strategy.plan(3, CAPS))).toThrow(
+      /table is for sqlite but the plan is for postgres/,
+    );
     expect(() => STRATEGIES['pg.raw-sql'].prepare(makeRows(3), table, strategy.plan(3, CAPS))).toThrow(/plan was made by pg.unnest/);
   });
 });

@@ -80,7 +80,9 @@ export function findStrategy(name: string, backend: BackendName | string): AnyIn
   if (!strategy.backends.includes(backendName)) {
     throw new SqltallyError(
       `strategy "${name}" does not run on ${backendName} (it is for ${strategy.backends.join(', ')}); ` +
-        `strategies for ${backendName}: ${strategiesFor(backendName).map((s) => s.name).join(', ')}`,
+        `strategies for ${backendName}: ${strategiesFor(backendName)
+          .map((s) => s.name)
+          .join(', ')}`,
       { backend: String(backend), phase: 'config' },
     );
   }

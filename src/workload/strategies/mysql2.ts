@@ -61,15 +61,22 @@ export const MYSQL2_EXECUTE_PER_ROW_TX = defineStrategy({
   build: (rows, table) => perRowStep(rows, table),
   async run(handle, input) {
     await handle.query('BEGIN');
-    await withRollback(async () => {
-      for (const step of input.steps) {
-        for (const params of step.params) await handle.execute(step.sql, params as ExecuteValues[]);
-      }
-      await handle.query('COMMIT');
-    }, () => handle.query('ROLLBACK'));
+    await withRollback(
+      async () => {
+        for (const step of input.steps) {
+          for (const params of step.params) await handle.execute(step.sql, params as ExecuteValues[]);
+        }
+        await handle.query('COMMIT');
+      },
+      () => handle.query('ROLLBACK'),
+    );
   },
   calls: (plan) =>
-    inTransaction('query', 'query', plan.statementRows.map(() => expectedCall('execute', 'execute', 'insert', COLUMN_COUNT))),
+    inTransaction(
+      'query',
+      'query',
+      plan.statementRows.map(() => expectedCall('execute', 'execute', 'insert', COLUMN_COUNT)),
+    ),
 });
 
 /** The raw-SQL twin: literals escaped for MySQL in prepare(), sent with a parameterless `query`. */
@@ -110,4 +117,3 @@ export const MYSQL2_STRATEGIES = [
   MYSQL2_RAW_SQL,
   MYSQL2_LOAD_DATA,
 ] as const satisfies readonly InsertStrategy<'mysql2'>[];
-

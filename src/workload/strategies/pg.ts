@@ -57,14 +57,22 @@ export const PG_PER_ROW_TX = defineStrategy({
   build: (rows, table) => perRowStep(rows, table),
   async run(handle, input) {
     await handle.query('BEGIN');
-    await withRollback(async () => {
-      for (const step of input.steps) {
-        for (const params of step.params) await handle.query(step.sql, params as unknown[]);
-      }
-      await handle.query('COMMIT');
-    }, () => handle.query('ROLLBACK'));
+    await withRollback(
+      async () => {
+        for (const step of input.steps) {
+          for (const params of step.params) await handle.query(step.sql, params as unknown[]);
+        }
+        await handle.query('COMMIT');
+      },
+      () => handle.query('ROLLBACK'),
+    );
   },
-  calls: (plan) => inTransaction('query', 'query', plan.statementRows.map(() => expectedCall('query', 'query', 'insert', COLUMN_COUNT))),
+  calls: (plan) =>
+    inTransaction(
+      'query',
+      'query',
+      plan.statementRows.map(() => expectedCall('query', 'query', 'insert', COLUMN_COUNT)),
+    ),
 });
 
 /** The raw-SQL twin: literals escaped for PostgreSQL, `query(sql)` without values (simple query protocol). */
@@ -90,7 +98,7 @@ export const PG_COPY = defineStrategy({
   name: 'pg.copy',
   driver: 'pg',
   backends: BACKENDS,
-  summary: 'client.query(copyFrom(\'COPY t (...) FROM STDIN\')) with the rows piped in as text, one CopyData per 1000 rows (pg-copy-streams)',
+  summary: "client.query(copyFrom('COPY t (...) FROM STDIN')) with the rows piped in as text, one CopyData per 1000 rows (pg-copy-streams)",
   chunking: 'bulk',
   build(rows, table, plan) {
     loadCopyFrom(table.backend);

@@ -29,7 +29,11 @@ export const POSTGRES_JS_MULTIROW = defineStrategy({
   summary: 'sql`INSERT INTO t ${sql(rows, ...columns)}` (postgres.js multi-row helper), chunked at the bind budget (default 30000 = 5000 rows)',
   chunking: 'bind-budget',
   build(rows, table, plan): PreparedStep[] {
-    return sliceBySizes(rows, plan.statementRows).map((chunk) => ({ sql: table.name, params: chunk.map(rowObject) as unknown as unknown[][], rows: chunk.length }));
+    return sliceBySizes(rows, plan.statementRows).map((chunk) => ({
+      sql: table.name,
+      params: chunk.map(rowObject) as unknown as unknown[][],
+      rows: chunk.length,
+    }));
   },
   async run(sql, input) {
     for (const step of input.steps) {
@@ -79,11 +83,19 @@ export const POSTGRES_JS_PIPELINED_TX = defineStrategy({
     for (const step of input.steps) {
       const name = step.sql;
       await sql.begin((tx) =>
-        step.params.map((p) => tx`INSERT INTO ${tx(name)} (c1, c2, c3, c4, c5, c6) VALUES (${p[0] as number}, ${p[1] as number}, ${p[2] as string}, ${p[3] as number}, ${p[4] as never}, ${p[5] as string})`),
+        step.params.map(
+          (p) =>
+            tx`INSERT INTO ${tx(name)} (c1, c2, c3, c4, c5, c6) VALUES (${p[0] as number}, ${p[1] as number}, ${p[2] as string}, ${p[3] as number}, ${p[4] as never}, ${p[5] as string})`,
+        ),
       );
     }
   },
-  calls: (plan) => inTransaction('begin', 'query', plan.statementRows.map(() => expectedCall('sql', 'query', 'insert', COLUMN_COUNT))),
+  calls: (plan) =>
+    inTransaction(
+      'begin',
+      'query',
+      plan.statementRows.map(() => expectedCall('sql', 'query', 'insert', COLUMN_COUNT)),
+    ),
 });
 
 /**
@@ -94,7 +106,7 @@ export const POSTGRES_JS_COPY = defineStrategy({
   name: 'postgres-js.copy',
   driver: 'postgres-js',
   backends: BACKENDS,
-  summary: "(await sql`COPY t (...) FROM STDIN`.writable()) with the rows piped in as text, one CopyData per 1000 rows",
+  summary: '(await sql`COPY t (...) FROM STDIN`.writable()) with the rows piped in as text, one CopyData per 1000 rows',
   chunking: 'bulk',
   build: (rows, table, plan) => bulkSteps(rows, copyFromStdinSql(table), plan),
   async run(sql, input) {
@@ -105,7 +117,17 @@ export const POSTGRES_JS_COPY = defineStrategy({
   },
   calls: (plan) => plan.statementRows.map(() => expectedCall('unsafe', 'query', 'other', 0)),
   // postgres.js sends a CopyFail after each CopyDone (see copyInWire); the server ignores it.
-  wire: (plan) => ({ Query: plan.statementRows.length, CopyData: bulkDataMessages(plan), CopyDone: plan.statementRows.length, CopyFail: plan.statementRows.length }),
+  wire: (plan) => ({
+    Query: plan.statementRows.length,
+    CopyData: bulkDataMessages(plan),
+    CopyDone: plan.statementRows.length,
+    CopyFail: plan.statementRows.length,
+  }),
 });
 
-export const POSTGRES_JS_STRATEGIES = [POSTGRES_JS_MULTIROW, POSTGRES_JS_UNNEST, POSTGRES_JS_PIPELINED_TX, POSTGRES_JS_COPY] as const satisfies readonly InsertStrategy<'postgres-js'>[];
+export const POSTGRES_JS_STRATEGIES = [
+  POSTGRES_JS_MULTIROW,
+  POSTGRES_JS_UNNEST,
+  POSTGRES_JS_PIPELINED_TX,
+  POSTGRES_JS_COPY,
+] as const satisfies readonly InsertStrategy<'postgres-js'>[];

@@ -9,16 +9,7 @@ import { parseBackendId } from '../../backends/registry';
 import { insertHead, placeholderRows } from '../table';
 import { rowLiteral } from '../dialects/types';
 import type { WorkloadTable } from '../table';
-import type {
-  DriverHandle,
-  ExpectedCall,
-  ExpectedDriverCounts,
-  InsertPlan,
-  InsertStrategy,
-  PlanOptions,
-  PreparedInput,
-  PreparedStep,
-} from './types';
+import type { DriverHandle, ExpectedCall, ExpectedDriverCounts, InsertPlan, InsertStrategy, PlanOptions, PreparedInput, PreparedStep } from './types';
 
 /**
  * How a strategy cuts N rows into INSERT executions: by the bind-value budget, by the text row rule, one row per
@@ -43,13 +34,7 @@ export interface StrategySpec<D extends DriverName> {
   wire?(plan: InsertPlan): Record<string, number>;
 }
 
-export function expectedCall(
-  method: string,
-  kind: CallKind,
-  statementClass: StatementClass,
-  bindValues: number,
-  parameterSets = 1,
-): ExpectedCall {
+export function expectedCall(method: string, kind: CallKind, statementClass: StatementClass, bindValues: number, parameterSets = 1): ExpectedCall {
   return { method, kind, statementClass, bindValues, parameterSets };
 }
 
@@ -102,10 +87,10 @@ export function defineStrategy<D extends DriverName>(spec: StrategySpec<D>): Ins
     if (requested === undefined) throw new SqltallyError(`strategy ${spec.name} lists no backend`, { phase: 'config' });
     const backend = parseBackendId(requested).name;
     if (!spec.backends.includes(backend)) {
-      throw new SqltallyError(
-        `strategy ${spec.name} does not run on ${backend}; it is for ${spec.backends.join(', ')}`,
-        { backend: String(requested), phase: 'config' },
-      );
+      throw new SqltallyError(`strategy ${spec.name} does not run on ${backend}; it is for ${spec.backends.join(', ')}`, {
+        backend: String(requested),
+        phase: 'config',
+      });
     }
     // The capability the backend reported (declared per flavour, refined from the server): the one the report shows.
     const bindLimit = caps.maxBindValues;
