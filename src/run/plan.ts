@@ -24,8 +24,7 @@ export const MAX_CELL_TIMEOUT_MS = 86_400_000;
 /**
  * Most rows one cell may insert. Before the clock starts a cell builds every row, its bound values and, for the
  * raw-SQL strategies, the whole statement text; while it runs, every driver call of every window is kept (the
- * per-row strategies make one per row). Measured with better-sqlite3.per-row-tx at 500 000 rows, 1 warm-up and
- * 5 repeats: 1.7 GB resident, and it still passes under a 2 GB V8 heap (`--max-old-space-size=2048`).
+ * per-row strategies make one per row): the limit is what fits a 2 GB V8 heap (docs/main-job.md, *Limits*).
  */
 export const MAX_ROWS_PER_CELL = 500_000;
 

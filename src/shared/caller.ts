@@ -28,11 +28,8 @@ const DEPTHS_MAX = 1024;
 
 /**
  * How many frames to take first for a path that gave its name (a driver's method): where its user frame was found.
- * A frame costs about a microsecond to capture (V8 summarises each optimised frame it walks, the skipped ones too),
- * so 12 frames where 8 reach the user's line waste about 40% of a capture, and an ORM 20-30 frames deep paid for 12
- * and then 60. A path's frames between the user and the driver are the same from one call to the next, so the
- * depth found first is taken again; a deeper one found later (the first look missed and the deep one found it)
- * replaces it, and a shallower one never does, so a path that varies settles on its deepest after a miss or two.
+ * Each frame walked costs (V8 summarises the skipped ones too), and a path's frames between the user and the driver
+ * repeat from call to call; a deeper depth found later replaces the first, a shallower one never does.
  */
 const firstDepths = new Map<string, number>();
 
