@@ -1,6 +1,7 @@
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import ts from 'typescript';
+import { PAGES, ROOT } from './pages';
 
 /**
  * Every TypeScript block in README.md, CONTRIBUTING.md and docs/*.md compiles as a module against sqltally's sources
@@ -9,14 +10,6 @@ import ts from 'typescript';
  * `<!-- compile-in: integration -->` right above the block names. What a page's fragments take as given (the reader's
  * `session`, `pool`, a recipe defined further down) is declared in `docs/fixtures/<page>.d.ts`, one per page.
  */
-const ROOT = join(__dirname, '..');
-const PAGES = [
-  'README.md',
-  'CONTRIBUTING.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => `docs/${f}`),
-];
 const BLOCK = /(?:<!-- compile-in: (\S+) -->\n)?```ts\n([\s\S]*?)\n```/g;
 
 interface Block {

@@ -1,7 +1,8 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
+import { PAGES, ROOT } from './pages';
 
 /**
  * Every ```sh block in README.md, CONTRIBUTING.md and docs/*.md is checked, command by command, without the minutes
@@ -13,14 +14,6 @@ import { promisify } from 'node:util';
  * `<!-- sh: not run: <reason> -->`, and shows as a skipped test with that reason. The GitHub Actions workflows of the
  * docs (```yaml) are checked the same way, for their `run:` steps that call sqltally, npm or jest.
  */
-const ROOT = join(__dirname, '..');
-const PAGES = [
-  'README.md',
-  'CONTRIBUTING.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => `docs/${f}`),
-];
 const BLOCK = /(?:<!-- sh: not run: (.*?) -->\n)?```sh\n([\s\S]*?)\n```/g;
 const CLI = join(ROOT, 'bin', 'sqltally.js');
 const RUN_TIMEOUT_MS = 120_000;
