@@ -1,4 +1,5 @@
 import { AsyncResource, createHook, executionAsyncId, type AsyncHook } from 'node:async_hooks';
+import { AssertionError } from 'node:assert';
 import { isAbsolute, relative, sep } from 'node:path';
 import { isLibraryFile } from '../shared/caller';
 import { z } from 'zod';
@@ -129,15 +130,22 @@ function isWork(e: Entry): boolean {
 }
 
 /**
+ * The Error of the context Node's core modules run in. Under Jest this module's own Error has no printer, and the
+ * one that maps positions to the sources (Jest's source-map support) is installed on that one; elsewhere it is the same.
+ */
+const OUTER_ERROR = Object.getPrototypeOf(AssertionError) as ErrorConstructor;
+
+/**
  * The captured frames as the environment prints them (source-mapped under Jest, ts-jest, tsx) beside V8's call sites,
  * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
  */
 function framesOf(trace: Trace): { line: string; async: boolean }[] {
   if (trace.frames) return trace.frames;
   const environment = Error.prepareStackTrace;
+  const printer = environment ?? OUTER_ERROR.prepareStackTrace;
   let sites: NodeJS.CallSite[] = trace.sites ?? [];
   const print = (error: Error, s: NodeJS.CallSite[]): string =>
-    environment ? String(environment(error, s)) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
+    printer ? String(printer(error, s)) : `${String(error)}\n${s.map((site) => `    at ${String(site)}`).join('\n')}`;
   let text: string;
   if (trace.sites) {
     text = print(trace as unknown as Error, trace.sites);
