@@ -631,7 +631,7 @@ function rowsComparison(globalCounter: string | undefined, whole: number | null,
   if (globalCounter === undefined || globalCounter === 'Handler_write') return comparison;
   return {
     ...comparison,
-    belowMeans: `the window's connections' Handler_write counts writes that are not table rows (the data dictionary rows DDL writes, internal temporary tables), so their rows inserted is not the rows their statements inserted`,
+    belowMeans: `the window's connections' Handler_write counts writes that are not table rows (a write a duplicate key refused, the data dictionary rows DDL writes, internal temporary tables), so their rows inserted is not the rows their statements inserted`,
   };
 }
 
