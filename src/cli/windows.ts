@@ -43,7 +43,8 @@ export class MeasuredWindows {
 
   static async open(backend: string | StartedBackend, table: TableName | undefined): Promise<MeasuredWindows> {
     const environment = collectEnvironment();
-    const session = await CaptureSession.open({ backend, ...(table ? { table } : {}) });
+    // The measured work is another process's: nothing this process starts in a window is the command's work.
+    const session = await CaptureSession.open({ backend, deferredWork: false, ...(table ? { table } : {}) });
     return new MeasuredWindows(session, environment);
   }
 
