@@ -52,12 +52,16 @@ it("names the user's own lines in a plain JavaScript file under babel-jest", () 
       moduleNameMapper: { '^sqltally$': path.join(ROOT, 'src', 'index.ts') },
       moduleDirectories: ['node_modules', path.join(ROOT, 'node_modules')],
     };
-    const r = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--ci', '--colors=false'], {
-      cwd: dir,
-      encoding: 'utf8',
-      env: { ...process.env, FORCE_COLOR: '0' },
-      timeout: 120_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--ci', '--colors=false'],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+        env: { ...process.env, FORCE_COLOR: '0' },
+        timeout: 120_000,
+      },
+    );
     const reasons = `${r.stdout}\n${r.stderr}`
       .split('\n')
       .filter((l) => l.includes('REASON '))
