@@ -211,6 +211,17 @@ describeEachBackend(
     afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
     const log = (): string => path.join(scratch, 'command.log');
     const failedWith = (): string => (fs.existsSync(log()) ? fs.readFileSync(log(), 'utf8').slice(-3000) : '');
+    /** Runs the test suite under `sqltally exec --named-windows` and checks its two windows: one row, then three. */
+    const expectOneAndThree = async (argv: string[], table: string, names: [string, string]): Promise<void> => {
+      const result = await runExec(execOptions(argv), server(), io(log()));
+      expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
+      expect(figures(result.report?.windows ?? [])).toEqual([
+        { name: names[0], source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
+        { name: names[1], source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
+      ]);
+      const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
+      expect(Number(row?.n)).toBe(4);
+    };
 
     const clients = CLIENTS[b.backend as keyof typeof CLIENTS];
     const pytestSkip = pytestMissing(b.backend as keyof typeof CLIENTS);
@@ -250,14 +261,7 @@ describeEachBackend(
         );
         const out = path.join(scratch, 'pytest-report');
         const argv = ['--named-windows', '--out', out, '--', PYTHON, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '--rootdir', dir, dir];
-        const result = await runExec(execOptions(argv), server(), io(log()));
-        expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
-        expect(figures(result.report?.windows ?? [])).toEqual([
-          { name: 'test_insert_one', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
-          { name: 'test_insert_three', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
-        ]);
-        const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
-        expect(Number(row?.n)).toBe(4);
+        await expectOneAndThree(argv, table, ['test_insert_one', 'test_insert_three']);
       },
     );
 
@@ -331,14 +335,7 @@ describeEachBackend(
           '--select-class',
           'ItemsTest',
         ];
-        const result = await runExec(execOptions(argv), server(), io(log()));
-        expect({ exitCode: result.exitCode, log: result.exitCode === 0 ? '' : failedWith() }).toEqual({ exitCode: 0, log: '' });
-        expect(figures(result.report?.windows ?? [])).toEqual([
-          { name: 'insertOne()', source: 'control', verdict: 'assert', wireRows: 1, serverRows: 1, serverInserts: 1 },
-          { name: 'insertThree()', source: 'control', verdict: 'assert', wireRows: 3, serverRows: 3, serverInserts: 1 },
-        ]);
-        const [row] = await sql(server(), `SELECT count(*) AS n FROM ${table}`);
-        expect(Number(row?.n)).toBe(4);
+        await expectOneAndThree(argv, table, ['insertOne()', 'insertThree()']);
       },
     );
 
