@@ -280,6 +280,57 @@ describeEachBackend(
         expect(fs.existsSync(envFile)).toBe(false);
       },
     );
+
+    maybe(
+      `sqltally proxy stopped with a named window open while a client writes: the window is given up and the rows committed anyway are counted${skipped}`,
+      async () => {
+        const stop = new AbortController();
+        const printed: string[] = [];
+        let env: Record<string, string> = {};
+        const serving = runProxy(parseProxyArgs(['--no-write', '--table', table])!, server(), {
+          env: process.env,
+          signal: stop.signal,
+          progress: (line) => void printed.push(line),
+          print: () => undefined,
+          onReady: (e) => (env = e),
+        });
+        while (!env['SQLTALLY_CONTROL_URL']) {
+          const early = await Promise.race([serving, sleep(20)]);
+          if (early) throw new Error(`sqltally proxy ended before serving: ${printed.join('\n')}`);
+        }
+        const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
+        expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/loop/begin`, { method: 'POST', headers: auth })).status).toBe(201);
+        const loop = spawn('sh', ['-c', `while :; do ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1)`)} 2>/dev/null; done`], {
+          env: { ...process.env, ...env },
+          stdio: 'ignore',
+          detached: true,
+        });
+        try {
+          while ((await rowCount(server(), table)) < 3) await sleep(50);
+          stop.abort('SIGINT');
+          const result = await serving;
+          process.kill(-loop.pid!, 'SIGKILL');
+          await sleep(300);
+          const truth = await rowCount(server(), table);
+          expect(result.exitCode).toBe(1);
+          const w = only(result.report);
+          expect(w.name).toBe('loop');
+          expect(w.verdict.kind).toBe('incomplete');
+          expect(w.error?.message).toMatch(/^window "loop" was not ended: sqltally proxy was stopped \(SIGINT\)/);
+          expect(w.lateCommits).toMatchObject({ table, rowsAfterwards: truth });
+          expect(w.lateCommits!.rowsAtGiveUp).not.toBeNull();
+          expect(w.lateCommits!.rowsCommittedAfterGivingUp).toBe(truth - w.lateCommits!.rowsAtGiveUp!);
+          // Everything in the table was written in the window or after its give-up: none is missing from the report.
+          expect((w.layers.server?.summary.rowsInserted ?? 0) + w.lateCommits!.rowsCommittedAfterGivingUp!).toBeGreaterThanOrEqual(truth);
+        } finally {
+          try {
+            process.kill(-loop.pid!, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+      },
+    );
   },
   (b) => b.backend === 'postgres' || b.backend === 'mariadb',
 );

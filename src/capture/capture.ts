@@ -293,6 +293,12 @@ export type Captured<T> = Tally & { result: T | undefined };
 export interface OpenCapture {
   /** Closes the window; pass the error the code under it threw, if any, so the tally shows it. */
   end(error?: unknown): Promise<Tally>;
+  /**
+   * Closes the window as given up (the code under it was stopped, not finished): statements still running on the
+   * window's connections are cancelled (or waited for with `onTimeout: 'wait'`) and, with a table named, the rows that
+   * committed anyway are counted, as for a timed-out `measure()`. The verdict is `incomplete`.
+   */
+  giveUp(why: string, opts?: Pick<MeasureOptions, 'onTimeout'>): Promise<Tally>;
 }
 
 /** Marks "the function did not throw" apart from a function that threw `undefined`. */
@@ -976,21 +982,24 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const atReturn = this.#readAtReturn(tracker);
     // The code under the window runs in its caller's context (a test body): work is told by the frames that made it.
     tracker?.open(true);
-    const close = async (error: unknown): Promise<Tally> => {
+    const close = async (error: unknown, closeOpts: MeasureOptions): Promise<Tally> => {
       open.durationNs = Number(process.hrtime.bigint() - started);
       try {
-        if (tracker) open.deferred = await this.#settleDeferred(tracker, waitMs, atReturn.value);
+        // Work given up on is not waited for: what it still does is counted as late commits.
+        if (tracker) open.deferred = await this.#settleDeferred(tracker, gaveUp(error) ? 0 : waitMs, atReturn.value);
       } finally {
         tracker?.close();
       }
-      return this.#close(open, error === undefined ? NOTHING : error, opts);
+      return this.#close(open, error === undefined ? NOTHING : error, closeOpts);
+    };
+    const once = (error: unknown, closeOpts: MeasureOptions): Promise<Tally> => {
+      if (ended) return ended;
+      const run = () => (ended = close(error, closeOpts));
+      return tracker ? tracker.ending(run) : run();
     };
     return {
-      end: (error?: unknown) => {
-        if (ended) return ended;
-        const run = () => (ended = close(error));
-        return tracker ? tracker.ending(run) : run();
-      },
+      end: (error?: unknown) => once(error, opts),
+      giveUp: (why: string, giveUpOpts: Pick<MeasureOptions, 'onTimeout'> = {}) => once({ [GAVE_UP]: why }, { ...opts, ...giveUpOpts }),
     };
   }
 

@@ -1,9 +1,8 @@
 import type { StdioOptions } from 'node:child_process';
-import { countRows } from '../capture/late-commits';
 import { SqltallyError, redactSecrets } from '../shared/errors';
 import { interruptible } from './interrupt';
 import type { StartedBackend } from '../backends/types';
-import type { CommandRun, Failure, Report, Window } from '../report/schema';
+import type { CommandRun, Failure, Report } from '../report/schema';
 import { exitCodeOf, resolveCommand, startChild } from './child';
 import type { ChildExit, RunningChild } from './child';
 import { childEnvironment, connectionEnv } from './child-env';
@@ -68,43 +67,6 @@ class CommandFailed extends Error {}
 
 function exitWords(exit: ChildExit): string {
   return exit.signal ? `was ended by ${exit.signal}` : `exited with code ${exit.code}`;
-}
-
-/**
- * The rows a stopped command committed anyway, counted again once its whole process group is gone: the window's
- * own count after the give-up may have been taken while a process was still dying.
- */
-async function recountLateCommits(entry: Window, backend: StartedBackend, table: ExecOptions['table']): Promise<Window> {
-  const late = entry.lateCommits;
-  if (!late || !table) return entry;
-  let now: number;
-  try {
-    now = await countRows(backend, table);
-  } catch (err) {
-    return {
-      ...entry,
-      lateCommits: {
-        ...late,
-        summary: `${late.summary}; counting ${table.name} once the command's processes were gone failed: ${err instanceof Error ? err.message : String(err)}`,
-      },
-    };
-  }
-  if (now === late.rowsAfterwards) return entry;
-  const where = `counted through a fresh connection once the command's processes were gone (${now} in the table)`;
-  if (late.rowsAtGiveUp === null) {
-    // The count at the give-up failed (SQLite busy under the writer, a server slow to answer): the rows are known, not when they committed.
-    return { ...entry, lateCommits: { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` } };
-  }
-  const committed = now - late.rowsAtGiveUp;
-  return {
-    ...entry,
-    lateCommits: {
-      ...late,
-      rowsAfterwards: now,
-      rowsCommittedAfterGivingUp: committed,
-      summary: `${late.summary}; ${committed} row(s) committed to ${table.name} after the give-up in all, ${where}`,
-    },
-  };
 }
 
 /** Runs one command under a window (or under its own named windows) on `backend`, and reports. */
@@ -172,8 +134,7 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     } else {
       const tally = await measured.session.measure(runCommand, { connection: 'none', signal: giveUp.signal, onTimeout: 'cancel' });
       if (stopping) await stopping;
-      const entry = measured.record(opts.name, 'command', tally, tally.durationNs);
-      measured.replace(await recountLateCommits(entry, measured.session.backend, opts.table));
+      measured.record(opts.name, 'command', tally, tally.durationNs);
     }
     if (stopping) await stopping;
     if (child) exit = await (child as RunningChild).exited;
@@ -181,6 +142,7 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
       stoppedBy ? `sqltally stopped the command (${stoppedBy}) while it was open` : `the command ${exit ? exitWords(exit) : 'ended'} with it still open`,
     );
     if (open.length > 0) io.progress(`window(s) left open by the command, ended now and marked failed: ${open.join(', ')}`);
+    await measured.recountLateCommits("once the command's processes were gone");
   } catch (err) {
     failure = {
       message: redactSecrets(err instanceof Error ? err.message : String(err)),

@@ -1,4 +1,6 @@
 import { CaptureSession } from '../capture/capture';
+import { countRows } from '../capture/late-commits';
+import { startBackend } from '../backends/registry';
 import type { OpenCapture } from '../capture/capture';
 import { startControlEndpoint, WindowConflict } from '../capture/control';
 import type { ControlEndpoint, ControlledWindow } from '../capture/control';
@@ -36,16 +38,28 @@ export class MeasuredWindows {
   /** Why the control endpoint may not begin a window now, or null when it may. */
   #beginRefused: string | null = null;
 
-  private constructor(session: CaptureSession, environment: Environment) {
+  readonly #table: TableName | undefined;
+  /** Started here, so that it outlives the session: late rows are counted once the proxy has cut the clients. */
+  readonly #ownBackend: StartedBackend | null;
+
+  private constructor(session: CaptureSession, environment: Environment, table: TableName | undefined, ownBackend: StartedBackend | null) {
     this.session = session;
     this.environment = environment;
+    this.#table = table;
+    this.#ownBackend = ownBackend;
   }
 
   static async open(backend: string | StartedBackend, table: TableName | undefined): Promise<MeasuredWindows> {
     const environment = collectEnvironment();
-    // The measured work is another process's: nothing this process starts in a window is the command's work.
-    const session = await CaptureSession.open({ backend, deferredWork: false, ...(table ? { table } : {}) });
-    return new MeasuredWindows(session, environment);
+    const started = typeof backend === 'string' ? await startBackend(backend) : backend;
+    try {
+      // The measured work is another process's: nothing this process starts in a window is the command's work.
+      const session = await CaptureSession.open({ backend: started, deferredWork: false, ...(table ? { table } : {}) });
+      return new MeasuredWindows(session, environment, table, typeof backend === 'string' ? started : null);
+    } catch (err) {
+      if (typeof backend === 'string') await started.stop().catch(() => undefined);
+      throw err;
+    }
   }
 
   get endpoint(): ControlEndpoint | null {
@@ -75,7 +89,8 @@ export class MeasuredWindows {
 
   /**
    * Ends what the endpoint still has open when the command exited, or sqltally was stopped, before ending it: the
-   * window's verdict is then `incomplete` (its end is not the command's), and its entry says why.
+   * window is given up (`incomplete`, its end is not the command's), what its connections still ran is cancelled and,
+   * with `--table`, the rows that committed anyway are counted; its entry says why.
    */
   async endOpenWindows(why: string): Promise<string[]> {
     await this.#endpoint?.close();
@@ -84,7 +99,7 @@ export class MeasuredWindows {
       const { open, started } = this.#open.get(name)!;
       this.#open.delete(name);
       const message = `window "${name}" was not ended: ${why}`;
-      const tally = await open.end(new Error(message));
+      const tally = await open.giveUp(message);
       this.record(name, 'control', tally, Number(process.hrtime.bigint() - started), { message, phase: 'workload' });
     }
     return names;
@@ -122,10 +137,38 @@ export class MeasuredWindows {
     return entry;
   }
 
-  /** Replaces a recorded window (late commits counted again once the command's processes were gone). */
-  replace(entry: Window): void {
-    const i = this.windows.findIndex((w) => w.key === entry.key);
-    if (i >= 0) this.windows[i] = makeWindow(stripKey(entry));
+  /**
+   * Counts `--table` again for every window that was given up: its own count after the give-up may have been taken
+   * while a client was still writing (a process dying, a connection the proxy had not cut yet).
+   */
+  async recountLateCommits(when: string): Promise<void> {
+    const table = this.#table;
+    if (!table) return;
+    for (const [i, entry] of this.windows.entries()) {
+      const late = entry.lateCommits;
+      if (!late) continue;
+      let now: number;
+      try {
+        now = await countRows(this.session.backend, table);
+      } catch (err) {
+        const summary = `${late.summary}; counting ${table.name} ${when} failed: ${err instanceof Error ? err.message : String(err)}`;
+        this.windows[i] = makeWindow(stripKey({ ...entry, lateCommits: { ...late, summary } }));
+        continue;
+      }
+      if (now === late.rowsAfterwards) continue;
+      const where = `counted through a fresh connection ${when} (${now} in the table)`;
+      // Without a count at the give-up (SQLite busy under the writer, a server slow to answer) the rows are known, not when they committed.
+      const lateCommits =
+        late.rowsAtGiveUp === null
+          ? { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` }
+          : {
+              ...late,
+              rowsAfterwards: now,
+              rowsCommittedAfterGivingUp: now - late.rowsAtGiveUp,
+              summary: `${late.summary}; ${now - late.rowsAtGiveUp} row(s) committed to ${table.name} after the give-up in all, ${where}`,
+            };
+      this.windows[i] = makeWindow(stripKey({ ...entry, lateCommits }));
+    }
   }
 
   /** The report of this run, in the report schema `sqltally gate` reads. */
@@ -148,13 +191,17 @@ export class MeasuredWindows {
 
   /** Closes the endpoint and the session (and the backend, when the session started it). */
   async close(): Promise<Failure | null> {
+    let failure: Failure | null = null;
     try {
       await this.endOpenWindows('sqltally closed the session');
       await this.session.close();
-      return null;
     } catch (err) {
-      return failureOf(err);
+      failure = failureOf(err);
     }
+    // The session's proxy is closed now, its clients cut: what they had running has committed or failed.
+    await this.recountLateCommits('once the proxy had cut every client');
+    await this.#ownBackend?.stop().catch((err: unknown) => (failure ??= failureOf(err)));
+    return failure;
   }
 }
 
