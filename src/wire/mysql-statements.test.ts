@@ -47,6 +47,39 @@ describe('MySQL statements on the wire', () => {
     });
   });
 
+  it("Django's connect-time autocommit switches are set-up; switching autocommit off again opens a transaction: work", () => {
+    const turns: Turn[] = [
+      ...handshake,
+      ...['SET NAMES utf8mb3', 'SET autocommit=0', 'SET autocommit=1', 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED', 'SET autocommit=0'].flatMap(
+        (sql) => [client(command(0x03, sql)), server(ok(1, 0))],
+      ),
+      client(command(0x03, 'INSERT INTO t VALUES (1),(2)')),
+      server(ok(1, 2)),
+      client(command(0x03, 'COMMIT')),
+      server(ok(1, 0)),
+      client(command(0x03, 'SET autocommit=1')),
+      server(ok(1, 0)),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 50, 120]);
+    expect(whole.statements).toMatchObject({
+      completed: 8,
+      connectStatements: 4,
+      connectTexts: ['SET NAMES utf8mb3', 'SET autocommit=0', 'SET autocommit=1', 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'],
+    });
+  });
+
+  it("MySQLdb's one connect-time SET autocommit=0 stays set-up", () => {
+    const turns: Turn[] = [
+      ...handshake,
+      client(command(0x03, 'SET autocommit=0')),
+      server(ok(1, 0)),
+      client(command(0x03, 'INSERT INTO t VALUES (1)')),
+      server(ok(1, 1)),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 40]);
+    expect(whole.statements).toMatchObject({ completed: 2, connectStatements: 1, connectTexts: ['SET autocommit=0'] });
+  });
+
   it('with query attributes agreed (MySQL 8.0.23+ and mysql2), the text after the two counts is classified; with attribute values it is not guessed', () => {
     const QUERY_ATTRIBUTES = 0x8000000;
     const turns: Turn[] = [

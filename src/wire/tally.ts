@@ -93,6 +93,10 @@ const CONNECT_TEXTS_KEPT = 8;
 const CONNECT_TEXT_CHARS = 80;
 const LAST_TEXT_CHARS = 120;
 
+/** `SET autocommit = <value>` (MySQL's transaction switch); the value is the capture. */
+const AUTOCOMMIT = /^\s*set\s+(?:@@(?:session\.)?|session\s+)?autocommit\s*=\s*(\w+)\s*;?\s*$/i;
+const OFF = /^(?:0|off|false)$/i;
+
 /** Whether a statement is session set-up a client runs when it connects: SET, SHOW, a SELECT of no table (`SELECT VERSION()`). */
 function isSessionSetup(statementClass: StatementClass, text: string | null): boolean {
   if (statementClass === 'set' || statementClass === 'show') return true;
@@ -108,6 +112,8 @@ export class StatementTally {
   readonly #s: WireStatements = emptyStatements();
   /** Until the connection's first statement that is not session set-up, its statements are connect-time ones. */
   #connecting = true;
+  /** Whether a connect-time statement turned autocommit back on: turning it off again opens a transaction. */
+  #autocommitOn = false;
   /** The text of the last statement the client sent, for naming a request still in flight. */
   lastSent: string | null = null;
 
@@ -117,7 +123,10 @@ export class StatementTally {
     s.completed += 1;
     bump(s.completedByClass, statementClass);
     if (!this.#connecting) return;
-    if (isSessionSetup(statementClass, text)) {
+    const autocommit = text === null ? null : AUTOCOMMIT.exec(text);
+    if (autocommit && this.#autocommitOn && OFF.test(autocommit[1]!)) this.#connecting = false;
+    else if (isSessionSetup(statementClass, text)) {
+      if (autocommit) this.#autocommitOn = !OFF.test(autocommit[1]!);
       s.connectStatements += 1;
       if (s.connectTexts.length < CONNECT_TEXTS_KEPT) s.connectTexts.push((text ?? '').replace(/\s+/g, ' ').trim().slice(0, CONNECT_TEXT_CHARS));
     } else this.#connecting = false;
