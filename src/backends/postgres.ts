@@ -37,10 +37,9 @@ export function postgresLogFile(dataDir: string): string {
 }
 
 /**
- * Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. Its log
- * goes to one fixed file through the logging collector, which reassembles each message whole: backends writing
- * long messages at once straight into one stderr pipe interleave past PIPE_BUF. Bind failures are logged before the
- * collector starts, so they still reach the start-up tail; later messages are read from the file (ServerLaunch.logFile).
+ * Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. The log goes
+ * through the logging collector, which keeps each message whole (long messages on one stderr pipe interleave past
+ * PIPE_BUF); bind failures come before it starts, so later messages are read from ServerLaunch.logFile.
  */
 /** Every server sqltally starts is thrown away after the run (a private process or a container): no durability. */
 const THROWAWAY_DURABILITY = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } as const;

@@ -46,8 +46,8 @@ const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
 /**
- * The redo log MySQL makes at initialise and keeps: its default 100 MB was more than half of the 187 MB every start
- * copied. A third of it still takes a single BLOB of 3 MB (InnoDB refuses one over 10% of the redo log).
+ * The redo log MySQL makes at initialise, which every start copies: sized down from the default, it still takes a
+ * single 3 MB BLOB (InnoDB refuses a BLOB over a tenth of the redo log).
  */
 const MYSQL_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
 /**
@@ -86,8 +86,7 @@ const RECIPES = {
     backend: 'mysql',
     flavour: 'mysql',
     serverBinary: '/usr/sbin/mysqld',
-    // A clean shutdown of MySQL 9.7 takes 1.3 s and the process exits 1.2 s after it says "Shutdown complete", every
-    // stop, mostly waiting; what it would save is a data directory that is deleted next, so it is killed outright.
+    // A clean shutdown mostly waits, to save a data directory that is deleted next: killed outright.
     stopSignal: 'SIGKILL',
     initialize: (dataDir, tmpDir) => ({
       binary: '/usr/sbin/mysqld',
@@ -98,7 +97,7 @@ const RECIPES = {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
-    // MariaDB 11.8 shuts down in about 60 ms.
+    // MariaDB shuts down at once, so it is let to.
     stopSignal: 'SIGTERM',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
