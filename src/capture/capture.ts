@@ -63,13 +63,10 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    */
   otherConnections?: OtherConnections;
   /**
-   * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its
-   * fingerprint, e.g. `/^SELECT \?$/` for a pool's `SELECT 1` keep-alive) or shape ids (12 hex characters from
-   * `tally.layers.driver.shapes`). They are listed as ignored shapes (`ignored: true`, `driver.ignoredCalls`) and
-   * counted in none of the driver layer's totals. The wire and server layers cannot tell statements apart by
-   * shape: the verdict compares them with the ignored calls still in, then the driver model's exact share of the
-   * ignored calls is taken out of the wire commands and the server summary (`tally.ignored` says how much, and what
-   * stayed in: round trips, bytes, global and per-connection counters).
+   * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its fingerprint,
+   * e.g. `/^SELECT \?$/` for a pool's keep-alive) or shape ids from `tally.layers.driver.shapes`. The driver layer lists
+   * them as ignored shapes; the wire and server layers cannot tell statements apart, so the driver model's share of
+   * them is taken out of their counts after the verdict's comparison (`tally.ignored` says how much, and what stayed in).
    */
   ignore?: IgnoreEntry[];
   /**
@@ -721,15 +718,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets the answers to requests whose calls are over arrive before the window's last wire reading. A driver may
-   * settle a call before the protocol exchange ends: pg calls back on a failed query's ErrorResponse, before the
-   * ReadyForQuery that answers its Sync (and pg-pool then throws that client away: its goodbye follows at once),
-   * and postgres.js's `describe()` resolves on the description, before the answer to its Sync. Read at once, such a
-   * request counted as in flight and the window as `incomplete`, or not, by a race. So the window waits for it when
-   * its client said goodbye, or when every counted driver call has settled or none was counted (`driverIdle`): the
-   * layers are then read at one moment, the probe's flush and the wire both after the last answer. While a counted call is
-   * still running (a query the function did not await), only a connection that said goodbye is waited for, and the
-   * window stays `incomplete`.
+   * Lets the answers to requests whose calls are over arrive before the last wire reading: drivers settle some calls
+   * before the exchange ends (pg on an ErrorResponse before its ReadyForQuery, postgres.js's `describe()`), which would
+   * otherwise count as in flight by a race. While a counted call still runs, only a connection that said goodbye is waited for.
    */
   async #settleAnswers(driverIdle: boolean): Promise<void> {
     const proxy = this.#proxy;
@@ -817,10 +808,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
     const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
     let deferred = await tracker.settle(wait);
-    // A promise or socket request that settled in the wait is work only if the database saw something after the
-    // function returned (or a call was still running then): a driver's own promises and a socket shut down settle
-    // after it returned too, with nothing sent. One still pending is work whatever the database did: a query
-    // waiting for a pool connection has sent nothing yet. Timers, ticks and microtasks the code set always are.
+    // A promise or socket request settled in the wait is work only if the database saw something after the return (a
+    // driver's own promises settle then too, sending nothing); one still pending is work anyway, and so are timers and ticks.
     const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
     if (deferred && !databaseMoved) {
       const items = deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
