@@ -109,10 +109,8 @@ interface TextInfo {
 }
 
 /**
- * One call's bound values as a list that {@link sameValues} can compare, or null when they cannot be compared cheaply
- * (too many, a long string, a nested array or object). A copy: a caller may reuse its array for the next call. Only
- * the first calls of a text get here (see MAX_TRACKED_CALLS); comparing lists, instead of building a string key per
- * call, spares converting every number and bigint to text.
+ * One call's bound values as a copied list {@link sameValues} can compare (a caller may reuse its array), or null when
+ * not cheaply comparable. Lists, not a string key per call, spare converting every number to text.
  */
 function comparableValues(values: unknown): unknown[] | null {
   if (values === undefined || values === null) return [];
@@ -212,8 +210,7 @@ export class WindowTotals {
   readonly #maxSql: number;
   readonly #maxTexts: number;
   readonly #events: StatementEvent[] = [];
-  // maxEvents - events.length, kept apart: `keepsEvents` is read on every call (StatementSink.timed), and one field
-  // read instead of two is 8 instructions a per-row call (bench/driver-cpu.ts: +1240 with it, +1248 without).
+  // maxEvents - events.length, kept apart: `keepsEvents` is read on every call (StatementSink.timed), so one field read, not two.
   #eventsLeft: number;
   // Keyed by text, then by kind and connection: a map per text keeps the per-call lookup a single hash of the text.
   readonly #texts = new Map<string, TextInfo>();
@@ -358,11 +355,8 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
-    // Captures are what MAX_CALLERS bounds: one a wrapper was told to take (needsCaller) counts from the ask on, as
-    // pending, and moves to the taken ones here. A caller handed over without an ask of this text was captured for
-    // another (a transaction's BEGIN serving its COMMIT) or taken under the text it was asked about (a postgres.js
-    // template, askAnswered) and costs nothing more. Without one, the window captures it itself: also when
-    // the asker's call of the text settles after another call of it.
+    // MAX_CALLERS bounds captures: an asked one (needsCaller) counts as pending from the ask and moves to taken here;
+    // one handed over unasked was captured for another text and costs nothing. Without one, the window captures itself.
     let caller: string | null = null;
     if (this.#callersPending.size > 0 && this.#callersPending.delete(sql)) {
       this.#callersTaken++;

@@ -25,13 +25,10 @@ import { promiseViewMethods } from './compat/mysql2';
 const DRIVER = 'mysql2';
 
 /**
- * The subset of mysql2's promise `Connection` / `PoolConnection` (from `mysql2/promise`) that is counted.
- * `query` (text protocol; `VALUES ?` arrays are expanded on the client, so nested values are counted as the
- * scalars they become), `execute` (binary protocol; the driver's implicit prepare is not a separate event),
- * `prepare` (the returned statement's `execute` is counted), and `beginTransaction`/`commit`/`rollback`, which
- * send `START TRANSACTION`/`COMMIT`/`ROLLBACK` as text queries. Not counted: `ping`, `changeUser`, `reset`,
- * `end`, `unprepare`, statement `close` (none of them is a statement the server counts as a query).
- * `connection` (the callback connection underneath) is handed out wrapped.
+ * The subset of mysql2's promise `Connection` / `PoolConnection` that is counted: `query` (nested `VALUES ?` values as
+ * the scalars they become), `execute` (its implicit prepare is no event of its own), `prepare` (its statement's
+ * `execute` is counted), `beginTransaction`/`commit`/`rollback`. Not counted: `ping`, `changeUser`, `reset`, `end`,
+ * `unprepare`, statement `close` (no statement the server counts). `connection` is handed out wrapped.
  */
 export interface Mysql2PromiseConnection {
   query(sql: unknown, values?: unknown): Promise<unknown>;
@@ -152,13 +149,9 @@ function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape
 }
 
 /**
- * `query` and `execute` of the promise API, on a connection or a pool. mysql2 builds them on the callback API
- * underneath (`this.connection`, `this.pool`): one promise, settled by the callback it hands that object's `query`.
- * Where a method reads so, it runs through a counted view of that object (viewHooks), so the call is counted there,
- * by the callback mysql2 hands it, and counting adds no promise. Chaining mysql2's promise did (callgrind, an awaited
- * call on a stand-in built as mysql2's: +2193 instructions chained, +1781 through the view); under Jest, whose runner
- * turns promise hooks on for every promise in its workers, a promise costs some 200 ns. A method that does not read
- * as mysql2's (a spy, another release) keeps its own promise, chained; the values are found once per call.
+ * `query` and `execute` of the promise API, on a connection or a pool. Where a method reads as mysql2's (one promise
+ * around its callback object's `query`), it runs on a counted view of that object (viewHooks), adding no promise,
+ * which Jest's promise hooks make dear; any other (a spy, another release) keeps its own promise, chained.
  */
 function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
   const through = viewHooks(sink, target, core, ['query', 'execute'], (raw) => {
@@ -178,11 +171,9 @@ function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target:
 }
 
 /**
- * Hooks that run the promise object's own `methods` on a receiver whose callback object (`this.<core>`) is a view
- * of the raw one, `Object.create`d from it, with those methods counted (`counted(raw)`: null when the raw object is
- * not one this module counts); the rest of either object reads through to it. Only for the methods that read as
- * mysql2's (compat/mysql2.ts); none when no method does, and then nothing is built. A Proxy in place of the view cost more
- * per call in its traps than the promise saved (+2391 instructions against +2193 chained).
+ * Hooks that run the promise object's own `methods` on a receiver whose callback object is an `Object.create`d view of
+ * the raw one with those methods counted; only for methods that read as mysql2's, else nothing is built. Not a Proxy:
+ * its traps cost more per call than the promise saved.
  */
 function viewHooks<T extends object>(
   sink: StatementSink,

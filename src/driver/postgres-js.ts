@@ -49,17 +49,10 @@ interface Inherited {
 }
 
 /**
- * Counts every query run through a postgres.js `sql` instance (`postgres(...)`), a transaction's `sql` inside
- * `sql.begin`, or a reserved connection from `sql.reserve()`, into `sink`. Same function and behaviour out.
- * - Tagged templates, `sql.unsafe` and `sql.file` -> one `query` event each when the query runs (with its text,
- *   parameter count, rows from the command tag and the backend pid that ran it). A query nested as a fragment runs
- *   as part of its parent and is not a call of its own. Concurrent queries are pipelined by postgres.js: that shows
- *   on the wire, not here.
- * - `sql.begin(fn)` -> BEGIN and COMMIT (or ROLLBACK when it rejects) as `query` events with method `begin` and no
- *   duration (postgres.js sends them itself), with `fn` handed a counted transaction `sql`; `savepoint(fn)` adds
- *   SAVEPOINT and, when it rejects, ROLLBACK TO SAVEPOINT.
- * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`. A cursor and a `forEach` are one call
- *   each, in flight from their start until their last batch of rows.
+ * Counts every query run through a postgres.js `sql` (also `sql.begin`'s and `sql.reserve()`'s) into `sink`; same
+ * function and behaviour out. Templates, `unsafe` and `file` are one `query` event each when they run (a fragment is
+ * part of its parent); `sql.begin(fn)` adds its BEGIN and COMMIT/ROLLBACK (method `begin`, no duration), `savepoint`
+ * its SAVEPOINT; a cursor or `forEach` is one call until its last batch. Not counted: listen/notify, large objects, end.
  */
 export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: Inherited): T {
   return wrapOnce(DRIVER, target, sink, () => {
@@ -231,12 +224,9 @@ function isSql(value: unknown): boolean {
 }
 
 /**
- * postgres.js prepares every tagged query as a named statement once per connection (Parse/Describe/Flush, then
- * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
- * and `unsafe` without them as a simple Query; a `sql` made with `prepare: false` sends its templates unnamed too.
- * A call whose protocol the wrapper saw (every query that ran and succeeded, and what postgres.js sends itself in
- * `begin`) gets exact counts; the rest (events rebuilt from a report, a failed query) a range, in which a COMMIT,
- * ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s own, a template.
+ * postgres.js sends a template as a named statement parsed once per connection, `unsafe` with parameters unnamed and
+ * without them as a simple Query (`prepare: false` makes templates unnamed). A call whose protocol the wrapper saw gets
+ * exact counts; the rest a range, in which a COMMIT, ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s template.
  */
 const range = (min: number, max: number): Range => ({ min, max });
 
@@ -272,11 +262,9 @@ const postgresJsModel: DriverModel = (group, ctx) => {
 };
 
 /**
- * Every call's protocol is known: a Query per simple call, Bind/Execute/Sync per other call, Parse and Describe per
- * unnamed call and for a named one at most once per connection (postgres.js parses again when the same text comes
- * with other parameter types, so up to once per call; a Flush after each Parse that waits for its Describe). A
- * cursor is a Bind, an Execute and a Flush per batch of rows (how many batches, the rows decide), and a Sync. A
- * describe is a Parse, a Describe, a Flush and a Sync, and nothing runs on the server.
+ * Every call's protocol is known: Query per simple call, Bind/Execute/Sync per other, Parse/Describe/Flush per unnamed
+ * call and up to once per call for a named one (new parameter types parse again); a cursor adds Bind/Execute/Flush per
+ * batch, and a describe runs nothing on the server.
  */
 function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol & { cursor: number; describe: number }): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });

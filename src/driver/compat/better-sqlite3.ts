@@ -1,12 +1,7 @@
 /**
- * Everything the better-sqlite3 wrapper relies on that better-sqlite3 does not promise, with the plain path beside it.
- *
- * Fast path `counting-prototype`: a statement the counted `prepare` made is counted in place, its prototype swapped
- * for a counting one that inherits from the driver's and calls the native `run`/`get`/`all`/`iterate`/`bind` it finds
- * there on `this`. That needs those methods on the statement's prototype (not shadowed on the instance), the statement
- * extensible, and `source` a string.
- * Plain path: the statement is handed out behind a counting Proxy (counted.ts `countedProxy`), through its public
- * methods only; slower per call, the same counts.
+ * What the better-sqlite3 wrapper relies on that better-sqlite3 does not promise. Fast path `counting-prototype`
+ * (needs the native methods on an extensible statement's prototype and `source` a string) swaps the statement's
+ * prototype; plain path: a counting Proxy over the public methods, slower per call, the same counts.
  */
 import { getPrototypeOf, hasOwn } from '../../shared/intrinsics';
 import type { StatementSink } from '../../sql/events';
