@@ -700,11 +700,9 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets connections that are closing (a goodbye said, or a socket destroyed) finish, and the probe finish reading those that closed inside the
-   * window. A driver's `end()` resolves as soon as its COM_QUIT or Terminate is written (mysql2, pg-pool), before the
-   * proxy has even read it: at a window's start such a connection would count as the window's, gone from the server
-   * before the first reading (attribution not exact); at its end, its read would still be running, its cost not
-   * subtracted (the server doing more than the window's connections).
+   * Lets closing connections finish, and the probe finish reading those closed in the window: a driver's `end()`
+   * resolves once its goodbye is written, before the proxy has read it, so such a connection would be counted in a
+   * window it left, or its read's cost not subtracted.
    */
   async #settleGoodbyes(): Promise<void> {
     const proxy = this.#proxy;

@@ -28,15 +28,9 @@ const STATEMENT_TEXT_READ = 400;
 const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
 
 /**
- * One statement reads the user tables, the named table, the sessions and (14+) the database's session count. On 15+
- * it also asks for its own flush, so that every probe transaction is visible to the next reading.
- *
- * Rows come from the user tables' own counters, summed over every table of the database (a user's ORM writes
- * tables sqltally was never told about), with the list of tables read, so a table dropped inside the window (which
- * takes its counts with it) is seen rather than silently missing. `pg_stat_database`'s transaction and tuple
- * counters are not read: they take in every session's transactions and catalog writes, and a session that ends
- * flushes its own into whatever window is open, so no window can have them exact (measured on 15: one autocommit
- * INSERT read 4 to 13 commits).
+ * One statement reads the user tables (all of them: an ORM writes tables sqltally was never told about, and a table
+ * dropped in the window must be seen), the sessions and, on 15+, asks for its own flush. `pg_stat_database`'s
+ * counters are not read: every session's transactions and catalog writes land in them, so no window has them exact.
  */
 function mainReadSql(forcedFlush: boolean, sessions: boolean, work: boolean): string {
   return [

@@ -317,10 +317,8 @@ export class SnapshotProbe implements ServerProbe {
       cost.stable = cost.stable && own.stable;
     }
     const readConnection = this.#source.readConnection?.bind(this.#source);
-    // Which connection is read does not change what the read runs (its statements filter by id on this side), so a
-    // session with no window connection yet (a pool that connects inside the first window) measures it on id 0, which
-    // no thread has: without this cost, every connection that closed inside a later window left its read's
-    // statements in the global counters, as work beyond the window's connections.
+    // What a read runs does not depend on the connection read, so a session with no window connection yet measures its
+    // cost on id 0, which no thread has: else a connection closing in a later window left its read as foreign work.
     const sample = ids[0] ?? 0;
     if (readConnection) {
       // What one read of a closing connection costs globally: two readings around it, minus one snapshot's cost.
@@ -356,11 +354,8 @@ export class SnapshotProbe implements ServerProbe {
     const retiredPrepared = new Map<string, PreparedInstance>();
     const retiredWork = new Map<number, Counters>();
     const retirement = { retired, retiredPrepared, retiredWork, retireReads: 0, quits: 0, retireFailures: [] as string[] };
-    // A closing connection's read must fall wholly inside the window, before the end snapshot's global reading: its
-    // cost is subtracted from the window, and a read running beside the end snapshot could land after it (the cost
-    // then taken out of counts that never had it). Reads under way when `end()` is called finish first; a connection
-    // that starts closing once the end has begun is read by the end snapshot itself, still open on the server
-    // because its goodbye waits for `retire` to return, which waits for the end.
+    // A closing connection's read, whose cost is subtracted, must land before the end snapshot's global reading: reads
+    // under way at `end()` finish first, and one closing after is read by the end snapshot (its goodbye waits for it).
     const reading = new Set<Promise<void>>();
     let ending: Promise<ServerLayer> | null = null;
     const readClosing = async (connectionId: number, goodbye: { quit: boolean } | undefined): Promise<void> => {

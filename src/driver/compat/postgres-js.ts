@@ -1,8 +1,7 @@
 /**
- * What the postgres.js wrapper reads of postgres.js that it does not promise. Fast paths: `query-handler` replaces each
- * query's own `handler` to count it as it runs; `origin` rewrites a failed query's origin Error so the user's line stays.
- * Plain paths: a query is counted when first awaited, from its public result (cursors read with `for await` and queries
- * only `.execute()`d go unseen), and the origin is left as postgres.js made it.
+ * What the postgres.js wrapper reads of postgres.js that it does not promise. Fast paths: `query-handler` counts each
+ * query as it runs through its own `handler`; `origin` keeps the user's line in a failed query's origin. Plain paths:
+ * counted when first awaited, from the public result (a `for await` cursor goes unseen); the origin left as it was.
  */
 import type { CallProtocol, StatementSink } from '../../sql/events';
 import { captureCaller } from '../../shared/caller';
