@@ -39,10 +39,9 @@ export type DeferredWork = z.infer<typeof DeferredWorkSchema>;
 interface Kind {
   what: string;
   /**
-   * Timers, immediates, ticks and microtasks count when the user's code called the API itself: a driver's or a
-   * stream's own housekeeping (an idle timer, a pool's reaper interval, a write's nextTick) is not the user's work.
-   * Promises and requests count when the user's code is anywhere on the stack: an un-awaited ORM call's promise is
-   * made inside the ORM.
+   * Timers, immediates, ticks and microtasks count when the user's code called the API itself (a driver's housekeeping
+   * is not the user's work); promises and requests when the user's code is anywhere on the stack, since an un-awaited
+   * ORM call's promise is made inside the ORM.
    */
   direct: boolean;
   /** Settled by running its callback once (a repeating timer never is; a request's is its completion), or by its promise settling. */
@@ -180,12 +179,9 @@ function capture(turn: number): Trace {
 const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
 
 /**
- * The stack here as call sites (no formatting), for a begin() window, which tells the user's work when it is made.
- * Reading the sites costs more than a lazy capture's formatting never done, so a measured function's work is not
- * read this way. A few frames first: the hook's own and Node's, then nearly always the
- * user's frame or the first asynchronous one, past which attribution never looks; the deep capture only when
- * neither was among them (an ORM's promise made some 15 frames under the user's call). A frame walked is most of a
- * capture's cost.
+ * The stack here as call sites, for a begin() window, which tells the user's work when it is made (a measured
+ * function's lazy capture is cheaper). A few frames first, which nearly always reach the user's frame or the first
+ * asynchronous one; the deep capture only when neither was among them, a frame walked being most of the cost.
  */
 function captureSites(turn: number): Trace {
   const environment = Error.prepareStackTrace;
