@@ -1,8 +1,7 @@
 /**
  * Every call form of every driver hands the window the values it binds: three calls binding 1, 2 and 2 are two
- * distinct parameter sets (a repeat, then one more), whatever the form; and the window names the line that called. A wrapper that hands over the wrong argument
- * shows here: mysql2's callback-API prepared statement handed `values.values` (a function), which the window read as
- * an empty list, so every call looked like the same set.
+ * distinct parameter sets, whatever the form, and the window names the calling line. A wrapper handing over the wrong
+ * argument shows here as every call looking like the same set.
  */
 import { DriverRecorder } from '../src/driver/driver-layer';
 import { markOf } from '../src/driver/counted';

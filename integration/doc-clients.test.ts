@@ -11,10 +11,9 @@ import type { Window } from '../src/report/schema';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 
 /**
- * The pytest fixture, the JUnit 5 extension and the Django recipe of docs/exec.md, taken from the page as written and
- * run: each under `sqltally exec --named-windows` against a private server, with test files of our own that insert a
- * known number of rows per test or window. Each must come back as one window per name, as the page says, with its
- * statements and rows on every layer.
+ * The pytest fixture, JUnit 5 extension and Django recipe of docs/exec.md, taken from the page as written and run under
+ * `sqltally exec --named-windows` with tests inserting known rows: one window per name, with its statements and rows on
+ * every layer.
  */
 jest.setTimeout(START_TIMEOUT_MS);
 

@@ -185,9 +185,8 @@ describeEachBackend(
         });
 
         it("captures a looped template's line once a window: a loop of 300 leaves the window's captures to the templates after it", async () => {
-          // An ask answered under the `$n` text was forgotten: every build of the template asked again and captured
-          // its line again (about 400 ns a query), until the window's 256 captures were gone and a later template
-          // named no line.
+          // An ask answered under the `$n` text must be remembered, or every build asks and captures again until the
+          // window's captures are gone and a later template names no line.
           const recorder = new DriverRecorder();
           const conn = await openCountedConnection('postgres-js', backend().connection, recorder);
           try {

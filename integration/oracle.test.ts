@@ -14,17 +14,9 @@ import { describeEachBackend, withBackend } from './harness';
 import { PG_SETTLE_SQL, mysqlFamilyLog, postgresLog, type LogEntry, type ServerLog } from './server-log';
 
 /**
- * An oracle for sqltally's counts: a log the server writes itself, read statement by statement and compared with
- * what the window counted on its driver, wire and server layers, for the same connections.
- *
- * - MySQL, MariaDB and PostgreSQL: the server's own statement log, read between two marks (integration/server-log.ts:
- *   the general query log to a file; `log_statement = 'all'` with `log_min_duration_statement = 0`).
- * - SQLite has no server and no server log. The next best independent reading: better-sqlite3's `verbose` callback
- *   on the user's own handle (called by the native binding once per statement it executes, below sqltally's
- *   wrapper), and the table's row count read through a second handle that sqltally does not count.
- *
- * Both sides classify statements on their own: the oracle by the statement's first keyword, never with sqltally's
- * tokenizer. Rows come from `count(*)` through a connection of the oracle's own, outside the window.
+ * An oracle for sqltally's counts: the server's own statement log (integration/server-log.ts), or on SQLite
+ * better-sqlite3's native `verbose` callback below the wrapper, compared with each layer for the same connections.
+ * The oracle classifies by first keyword, never with sqltally's tokenizer, and counts rows through a connection of its own.
  */
 
 const ROWS = 24;

@@ -49,7 +49,7 @@ interface OwnCode {
    */
   abrupt(at: NetworkConnection): Promise<{ client: object; insert: (client: object, a: number) => Promise<unknown>; destroy: () => void }>;
   create: string;
-  /** An INSERT that commits one row after about 1.5 s. */
+  /** An INSERT that sleeps on the server before it commits one row, long enough to be cancelled midway. */
   slowInsert: string;
   /**
    * Rows that slow INSERT still commits when cancelled on the server. MySQL interrupts SLEEP() (it returns 1) and
@@ -149,11 +149,9 @@ const FAILING = {
 };
 
 /**
- * What those calls leave on each layer: 4 driver calls, 3 of them failed. A failed statement is a statement on
- * MySQL and MariaDB (Questions) but not in pg_stat_statements; a refused prepare executes nothing; the row the
- * duplicate wrote before it was refused counts among the server's rows inserted on every backend. pg-pool throws
- * away a client whose query failed (`release(err)` ends it, its Terminate said while the server's answer to its
- * Sync is still on the way) and connects a new one for the next query; the mysql2 pool keeps its connection.
+ * What those calls leave on each layer: 4 driver calls, 3 failed. A failed statement counts in MySQL's Questions, not
+ * in pg_stat_statements; a refused prepare executes nothing; a refused duplicate's row still counts as inserted; pg-pool
+ * replaces a client whose query failed, where the mysql2 pool keeps its connection.
  */
 /**
  * MySQL also keeps Innodb_rows_inserted server-wide: below the connection's Handler_write (which counts the duplicate's
@@ -525,8 +523,8 @@ describeEachBackend(
       }
     });
 
-    // The process-level half of this (no unhandled rejection) cannot be seen from inside Jest's sandbox: a listener
-    // here heard nothing even before the fix. The integration/faults/interrupt.test.ts child process shows it.
+    // The process-level half (no unhandled rejection) cannot be seen from inside Jest's sandbox: the
+    // integration/faults/interrupt.test.ts child process shows it.
     it('aborted while the window opens: the function never starts, incomplete', async () => {
       const controller = new AbortController();
       controller.abort('SIGINT');
@@ -606,10 +604,8 @@ describeEachBackend(
         }
       });
 
-      // How a transaction's statements go out depends on who sends them: postgres.js's own sql.begin sends BEGIN as a
-      // Query and COMMIT as a template (named, or unnamed under `prepare: false`); a query builder on a reserved
-      // connection (Kysely's postgres.js dialect) sends both through unsafe(), as Queries. Warmed once first, so every
-      // window is alike: a named COMMIT is then not counted by pg_stat_statements again on its connection.
+      // sql.begin sends BEGIN as a Query and COMMIT as a template; a query builder on a reserved connection sends both
+      // as Queries. Warmed once first, so every window is alike (pg_stat_statements counts a named COMMIT once per connection).
       const TRANSACTIONS = {
         'sql.begin': { prepare: true, wire: { Query: 2, Parse: 0, Describe: 0, Bind: 4, Execute: 4, Sync: 4 }, statements: 4 },
         'sql.begin under prepare: false': { prepare: false, wire: { Query: 2, Parse: 4, Describe: 4, Bind: 4, Execute: 4, Sync: 4 }, statements: 6 },

@@ -6,11 +6,9 @@ import path from 'node:path';
 import { START_TIMEOUT_MS, describeEachBackend } from './harness';
 
 /**
- * The README's first test, as a user copies it: run by Jest in a folder of its own (`sqltally` and `sqltally/jest`
- * mapped to the sources), once beside `docs/fixtures/orders.ts` (one statement per order: it passes) and once beside
- * a `saveOrder` that writes one INSERT per line (it fails). The failure output must hold every line of the README's
- * failure example (a line ending in ` ...` as the start of one), so the example is what sqltally prints, not what it
- * once printed.
+ * The README's first test as a user copies it, run by Jest in a folder of its own beside a `saveOrder` that passes and
+ * one that writes an INSERT per line: the failure output must hold every line of the README's failure example (one
+ * ending in ` ...` as a prefix), so the example is what sqltally prints.
  */
 jest.setTimeout(START_TIMEOUT_MS);
 

@@ -9,11 +9,9 @@ import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
- * Sequelize opens its connections itself from the driver package (`dialectModule` takes a package, not a pool or
- * a client). On SQLite the package is node-sqlite3, whose `Database` Sequelize constructs and keeps: a package whose
- * `Database` hands back a Database counted with `session.count()` gives it the driver layer. On the network
- * backends it would take a stand-in for each driver's connect path, so they are counted on the wire and the server;
- * the driver layer is null (`tally.driverAbsent` says why).
+ * Sequelize opens its connections itself from a driver package (`dialectModule`). On SQLite a package whose `Database`
+ * is counted with `session.count()` gives it the driver layer; on the network backends that would take a stand-in
+ * connect path, so the driver layer is null (`tally.driverAbsent` says why), counted on the wire and the server.
  */
 const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver package (dialectModule); it takes no pool or client to count';
 
@@ -89,7 +87,7 @@ function workload(sequelize: Sequelize): OrmUnderTest {
   };
 }
 
-// Measured on the real servers: wire and server layers (the driver layer is null). Sequelize writes every value
+// Read from the real servers: wire and server layers (the driver layer is null). Sequelize writes every value
 // into the statement text itself, so each statement is one simple query (PostgreSQL `Query`, MySQL `COM_QUERY`).
 function on(dialect: 'postgres' | 'mariadb' | 'mysql', driver: OrmCase['driver'], expected: Pick<OrmCase, 'bulk' | 'read'>): OrmCase {
   return { driver, driverLayer: { absent: WHY_NOT_COUNTED }, open: async (s) => workload(await sequelizeOn(s, dialect)), ...expected };

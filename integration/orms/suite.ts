@@ -22,7 +22,7 @@ export interface OrmUnderTest {
   end(): Promise<void>;
 }
 
-/** One ORM on one backend: its recipe and every count it must show, exactly, measured on the real server. */
+/** One ORM on one backend: its recipe and every count it must show, exactly, as read from the real server. */
 export interface OrmCase {
   /** The driver package the ORM talks through on this backend. */
   driver: DriverName;
