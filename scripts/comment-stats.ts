@@ -28,7 +28,10 @@ export const FIGURE_PATTERNS: { name: string; re: RegExp }[] = [
   { name: 'percent', re: /\b\d+(?:\.\d+)?\s?%/ },
   { name: 'instructions', re: /\d[\d.,k]*\s+(?:more\s+|fewer\s+)?instructions\b|\bcallgrind\b/i },
   { name: 'date', re: /\b20\d\d-\d\d(?:-\d\d)?\b/ },
-  { name: 'measured', re: /\b(?:measured|profiled) (?:on|over|here)\b|\bbenchmarked\b|\bbisected\b/i },
+  {
+    name: 'measured',
+    re: /\b(?:measured|profiled) (?:on|over|here)\b(?! (?:this|the|each|every|its own) (?:server|connection|window))|\bbenchmarked\b|\bbisected\b/i,
+  },
   { name: 'story', re: /\b(?:round \d+|last session|an earlier session|flaked|flaky|was red|CI failed|before (?:this|the) (?:fix|change))\b/i },
   { name: 'load', re: /\bload \d|\bon (?:two|2) cores\b|\b\d+ of \d+ runs\b/i },
 ];
@@ -37,13 +40,18 @@ export function figureKinds(text: string): string[] {
   return [...new Set(FIGURE_PATTERNS.filter((p) => p.re.test(text)).map((p) => p.name))];
 }
 
+/** Lines with words, not counting JSDoc type tags (`@param {string} x`: a JavaScript file's types, not prose). */
 function wordLines(text: string): number {
-  return text.split('\n').filter((l) => /[\p{L}\p{N}]/u.test(l.replace(/^\s*(?:\/\/+|\/\*+|\*+\/?)/, '').replace(/\*\/\s*$/, ''))).length;
+  const words = (l: string) => l.replace(/^\s*(?:\/\/+|\/\*+|\*+\/?)/, '').replace(/\*\/\s*$/, '');
+  return text.split('\n').filter((l) => /[\p{L}\p{N}]/u.test(words(l)) && !/^\s*@(?:param|returns?|type|typedef|template)\b/.test(words(l))).length;
 }
 
 function isExported(node: ts.Node): boolean {
   for (let n: ts.Node | undefined = node; n && !ts.isSourceFile(n); n = n.parent) {
+    if (ts.isBlock(n)) return false;
     const mods = ts.canHaveModifiers(n) ? ts.getModifiers(n) : undefined;
+    if (mods?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword || m.kind === ts.SyntaxKind.ProtectedKeyword)) return false;
+    if (ts.isClassElement(n) && n.name && ts.isPrivateIdentifier(n.name)) return false;
     if (mods?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword)) return true;
     if (ts.isExportAssignment(n) || ts.isExportDeclaration(n)) return true;
   }
