@@ -97,7 +97,7 @@ const RECIPES = {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
-    // MariaDB shuts down at once, so it is let to.
+    // MariaDB's clean shutdown is quick, so it keeps one.
     stopSignal: 'SIGTERM',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
