@@ -628,9 +628,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
     const wrapped = module.wrap(target, this.#recorder);
     this.#noteCounted(module.name);
-    // Once per Database: counting it again hands back the same wrapper, and a second number for the same handle
-    // would add its total_changes() to the window twice (a Database counted in beforeAll and again in each test
-    // read 12000, 18000, 24000 rows for windows of 6000).
+    // Once per Database: counting it again hands back the same wrapper, since a second number for the same handle
+    // would add its total_changes() to every window again.
     if (module.embedded && ![...this.#embeddedHandles.values()].some((e) => e.handle === target)) {
       this.#embeddedHandles.set(++this.#embeddedNumbers, { module, handle: target });
     }

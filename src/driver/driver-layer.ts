@@ -43,9 +43,8 @@ function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
   return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
 }
 
-// Templates copied by spread for every window: a window opens per test, and building the maps key by key was most
-// of the cost of opening and closing one. Copies of one literal also share one hidden class, which keeps the
-// per-call `byKind[kind]++` a monomorphic store.
+// Templates copied by spread for every window (one opens per test): cheaper than building the maps key by key, and
+// copies of one literal share a hidden class, keeping the per-call `byKind[kind]++` a monomorphic store.
 const NO_KINDS: Readonly<Record<CallKind, number>> = zeroes(CallKindSchema.options);
 const NO_CLASSES: Readonly<Record<StatementClass, number>> = zeroes(STATEMENT_CLASSES);
 
@@ -226,9 +225,8 @@ export class WindowTotals {
   /** Texts a wrapper was told to capture the caller of (needsCaller) and that no call has been recorded of yet. */
   readonly #callersPending = new Set<string>();
   /**
-   * Texts asked about and answered under another (askAnswered): their caller is taken, so a later ask about one is
-   * no. Forgotten, every build of a looped postgres.js template asked again and captured its line again, until the
-   * window's captures were gone and a later template named no line. At most MAX_CALLERS of them.
+   * Texts asked about and answered under another (askAnswered): their caller is taken, so a later ask is no, or a
+   * looped postgres.js template would use up the window's captures. At most MAX_CALLERS of them.
    */
   readonly #asksAnswered = new Set<string>();
   /** Shared with the counters handed out (steadyCounter), which count while it is open. */
