@@ -136,9 +136,8 @@ function errorText(error: unknown): string {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Wires one accepted client socket to a new upstream socket. Every socket gets an 'error' listener (an unhandled
- * one would crash the test process); whichever side closes first, the other is ended after its pending writes (the
- * server side only once the closing hook has run).
+ * Wires one accepted client socket to a new upstream socket, each with an 'error' listener (unhandled, one crashes the
+ * process); whichever side closes first, the other ends after its writes (the server's after the closing hook).
  */
 function relay(id: number, client: ClientSide, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
   const session = WIRE_SESSIONS[options.protocol].session(options.tls ?? 'refuse');
@@ -369,9 +368,8 @@ class StreamEnd extends Duplex {
     });
   }
 
-  // A driver that corks its socket (pg: Parse/Bind/Describe/Execute/Sync) hands over several writes at once. Over TCP
-  // they leave in one writev and arrive as one read; here they become one chunk too, so the proxy forwards them in one
-  // write and `clientWrites` reads the same on both paths.
+  // A corked socket's writes (pg's Parse/Bind/Describe/Execute/Sync) arrive as one read over TCP; here they become one
+  // chunk too, so the proxy forwards them in one write and `clientWrites` reads the same on both paths.
   override _writev(chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
     this._write(chunks.length === 1 ? (chunks[0] as { chunk: Buffer }).chunk : Buffer.concat(chunks.map((c) => c.chunk)), 'binary', callback);
   }
