@@ -9,8 +9,7 @@ import { main } from './main';
 
 /**
  * Bad input to every command, as one table: what was typed or set, the exit code, the message naming it, and proof
- * that nothing was written (the scratch directory byte for byte as it was). Cases needing a server are in
- * integration/bad-input.test.ts.
+ * that nothing was written. Cases needing a server are in integration/bad-input.test.ts.
  */
 
 /** Files each case finds in its scratch directory. */

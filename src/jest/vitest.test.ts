@@ -5,9 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 
 /**
- * The matchers under Vitest, run from Jest so one `npx jest` covers both: a small Vitest project in a temporary
- * directory, type-checked without `@types/jest`, then run twice (writing its count snapshot, then as CI with one
- * statement more).
+ * The matchers under Vitest, run from Jest so one `npx jest` covers both: a small Vitest project, type-checked without
+ * `@types/jest`, run twice (writing its count snapshot, then as CI with one statement more).
  */
 
 const REPO = join(__dirname, '..', '..');

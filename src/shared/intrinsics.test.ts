@@ -5,9 +5,8 @@ import ts from 'typescript';
 const ROOT = path.resolve(__dirname, '..', '..');
 
 /**
- * Functions that run per driver call, packet, bound value or generated row, by file: each takes its built-ins from
- * `src/shared/intrinsics.ts`, a global lookup under Jest costing more than the whole per-row call. Nested functions
- * are checked with their holder; `throw` and `catch` are not, errors being rare.
+ * Functions run per call, packet, value or row, by file: each takes its built-ins from `src/shared/intrinsics.ts`
+ * (a global lookup under Jest is dear). Nested functions are checked with their holder; `throw` and `catch` are not.
  */
 const PER_CALL: Record<string, readonly string[]> = {
   'src/driver/counted.ts': [
