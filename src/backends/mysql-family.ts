@@ -19,9 +19,8 @@ const BULK_EXECUTE_SINCE = [10, 2, 7] as const;
 const ROW_COUNTERS = ['Innodb_rows_inserted', 'Handler_write'] as const;
 
 /**
- * The memory options of every private MySQL-family server sqltally starts, by flavour: what a server fills at start is
- * most of what a start costs, so what no probe reads (history tables, summaries, key and page caches) is kept small,
- * while the per-thread tables and the digest table the probes read keep their sizes (bench/HISTORY.md, *Server start*).
+ * Memory options of every private MySQL-family server, by flavour: what a server fills is most of a start's cost, so what
+ * no probe reads is kept small, and the tables the probes read keep their sizes (bench/HISTORY.md, *Server start*).
  */
 const SHARED_MEMORY_OPTIONS = [
   '--innodb-buffer-pool-size=64M',

@@ -51,9 +51,8 @@ const INITIALIZE_TIMEOUT_MS = 180_000;
  */
 const MYSQL_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
 /**
- * No doublewrite buffer: it guards pages against a torn write in a crash, which a throwaway server never recovers
- * from, and MySQL keeps it in two files of its own (16 of the template's MB, copied at every start) and writes every
- * flushed page twice. Given at initialise too, so the files are never made.
+ * No doublewrite buffer: it guards against torn writes in a crash a throwaway server never recovers from, costs files
+ * every start copies and writes each page twice. Given at initialise too, so the files are never made.
  */
 const MYSQL_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
 /** The same for MariaDB 11.8, whose 96 MB default redo log was 96 of the 141 MB template (the host's uses 16 MB). */
@@ -308,9 +307,8 @@ async function startInRootfs(name: RootfsName, rootfs: string, module: BackendMo
 }
 
 /**
- * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts):
- * initialising takes 5 to 30 s on two busy cores, a copy well under one. It lives inside the root filesystem because
- * the chrooted initialiser writes it there.
+ * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts), far
+ * cheaper than initialising; inside the root filesystem because the chrooted initialiser writes it there.
  */
 function initializeTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): TemplateRecipe {
   const recipe: RootfsRecipe = RECIPES[name];

@@ -142,9 +142,8 @@ function viewOf(pid: number): ProcessView | undefined {
 }
 
 /**
- * The processes running a server of ours on `dir`: working in it, run by us or its owner, with no terminal, and naming
- * the directory on their command line or descending from such a process (PostgreSQL's helpers rename themselves). A
- * recorded server alive but not passing this refuses the whole record.
+ * Processes running a server of ours on `dir`: working in it, run by us or its owner, no terminal, naming it or descending
+ * from one that does (PostgreSQL's helpers rename themselves). A recorded server alive but failing this refuses the record.
  */
 function processesOn(dir: string, record: OwnerRecord): { found: (ProcessIdentity & { stopSignal: string })[]; refused?: string } {
   const name = `/${path.basename(dir)}`;

@@ -699,9 +699,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets closing connections finish, and the probe finish reading those closed in the window: a driver's `end()`
-   * resolves once its goodbye is written, before the proxy has read it, so such a connection would be counted in a
-   * window it left, or its read's cost not subtracted.
+   * Lets closing connections finish, and their reads: a driver's `end()` resolves once its goodbye is written, before
+   * the proxy has read it, so it would count in a window it left, or its read's cost stay unsubtracted.
    */
   async #settleGoodbyes(): Promise<void> {
     const proxy = this.#proxy;
@@ -715,9 +714,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets the answers to requests whose calls are over arrive before the last wire reading: drivers settle some calls
-   * before the exchange ends (pg on an ErrorResponse before its ReadyForQuery, postgres.js's `describe()`), which would
-   * otherwise count as in flight by a race. While a counted call still runs, only a connection that said goodbye is waited for.
+   * Lets answers to finished calls arrive before the last wire reading: drivers settle some calls before the exchange
+   * ends (pg on an ErrorResponse), counted as in flight by a race otherwise. With a call still running, only goodbyes.
    */
   async #settleAnswers(driverIdle: boolean): Promise<void> {
     const proxy = this.#proxy;
@@ -733,9 +731,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * When every call still in flight is one the code let go of and the driver finishes by itself (a postgres.js
-   * cursor left with `break`: StatementSink.letGo), waits for them to settle, so they count in the window they
-   * started in. A call in flight that the code could have awaited is not waited for: the window is `incomplete`.
+   * Waits for calls the code let go of and the driver finishes by itself (StatementSink.letGo), so they count in their
+   * own window; a call the code could have awaited is not waited for: the window is `incomplete`.
    */
   async #settleLetGo(): Promise<void> {
     const recorder = this.#recorder;
@@ -812,9 +809,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       const items = deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
       deferred = items.length > 0 ? { ...deferred, items } : null;
     }
-    // A counted call running as the function returned that no other work explains (a postgres.js query started
-    // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
-    // waited for like any other work.
+    // A counted call running at the return that no other work explains (a postgres.js execute()): the user's promises
+    // pending then name the line, even if the call has ended since, and are waited for like other work.
     const candidates = deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
     if (candidates.length > 0) {
       for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
@@ -1203,9 +1199,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Late work of the last window, seen now: counted calls it had started that settled after it closed, and, when it
-   * closed with work still running, the commands the wire saw since on the user's connections (not the session's own).
-   * Each one found is also kept in `lateWork`.
+   * Late work of the last window, seen now: its calls that settled after it closed and, if it closed with work running,
+   * the wire commands since on the user's connections. Each one found is also kept in `lateWork`.
    */
   #lateSince(): Finding[] {
     const last = this.#lastEnd;

@@ -89,9 +89,8 @@ function siteFor(sink: StatementSink, opts: WrapOptions | undefined): CallSite {
 }
 
 /**
- * The user's line for a text the sink's window has not seen, captured here rather than by the sink (see
- * StatementSink.needsCaller: the frames between here and the user are fewer); undefined when the sink needs none.
- * `path` keys the depth captureCaller remembers, one per wrapper method, apart from the sink's own captures.
+ * The user's line for a text the window has not seen, captured here, fewer frames from the user than the sink
+ * (StatementSink.needsCaller); undefined when none is needed. `path` keys the depth captureCaller remembers.
  */
 function callerFor(sink: StatementSink, sql: string, path: string): string | null | undefined {
   return sink.needsCaller?.(sql) === true ? captureCaller(path) : undefined;
@@ -150,9 +149,8 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
   // A statement already marked is wrapOnce's to answer. An unmarked one is wrapped here without wrapOnce's WeakMap:
   // the statement carries the mark itself, sparing the WeakMap's insert and an entry per statement for the collector.
   if (markOf(stmt) !== undefined) return wrapOnce(DRIVER, stmt, sink, () => stmt);
-  // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
-  // of it are identity checks. The text never changes, so it is classified once, by the prepare that made it (a
-  // text over 4 KB is classified afresh at each lookup, see statement-cache.ts): `run` is the per-row hot path.
+  // The string prepare() was given (a frozen own property), so later lookups are identity checks, and it is classified
+  // once, by the prepare (a text over 4 KB afresh at each lookup, see statement-cache.ts): `run` is the per-row path.
   const sql = stmt.source;
   const state: StatementState = { sql, statementClass, boundValues: 0 };
   const slots = stmt as unknown as Record<symbol, StatementState | ExecutionState>;
@@ -278,9 +276,8 @@ const NATIVE_BIND = Symbol('better-sqlite3 bind');
 const COUNTING_PROTOTYPES = new WeakMap<object, object>();
 
 /**
- * Why a prototype, not a method shadowed on each statement: a native method called through a closure takes V8's
- * generic path into C++; kept on the prototype under a symbol and called on `this` with a fixed arity, it keeps the
- * direct call the raw `stmt.run(...)` gets (figures: bench/HISTORY.md).
+ * A prototype, not a method shadowed per statement: a native method called through a closure takes V8's generic path
+ * into C++, while on the prototype, called on `this` at a fixed arity, it keeps the raw call's direct path.
  */
 function countingPrototype(base: object): object {
   let proto = COUNTING_PROTOTYPES.get(base);
@@ -312,9 +309,8 @@ function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
 }
 
 /**
- * A counted `run`/`get`/`all`/`iterate`. Values are counted from each call's arguments, never from the SQL (a long
- * text's placeholders are dear to count, and a wrong count fails in the driver anyway). `run` is the bulk insert's
- * per-row path: it reads `arguments` at fixed positions, the clock only while kept, the values only for a window's first calls.
+ * A counted `run`/`get`/`all`/`iterate`: values counted from the arguments, never the SQL (dear for a long text). `run` is
+ * the bulk insert's per-row path: fixed `arguments` positions, the clock only while kept, values only for first calls.
  */
 function countedExecution(method: ExecutionMethod) {
   const { rowsOf, native, state: key } = COUNTED[method];
@@ -466,9 +462,8 @@ function countedTransaction(tx: TransactionFunction, db: BetterSqlite3Database, 
     const counted = function (this: unknown, ...args: unknown[]): unknown {
       const nested = db.inTransaction;
       const begin = nowNs();
-      // Every statement this call records has one caller, the line that called the transaction function: its frame
-      // stays where it is until the function returns (the body runs synchronously; better-sqlite3 refuses a promise).
-      // So the first capture serves the others (an undefined caller: none taken yet).
+      // Every statement this call records has one caller, the line that called the transaction function (the body runs
+      // synchronously), so the first capture serves the others (undefined: none taken yet).
       const opening = nested ? `SAVEPOINT ${SAVEPOINT_NAME}` : BEGIN_BY_VARIANT[variant];
       let caller = callerFor(sink, opening, TRANSACTION_CALLER);
       const closing = (sql: string, at: number): void => {

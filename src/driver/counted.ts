@@ -112,9 +112,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 export function callerAtCall(site: CallSite, shape: CallShape): string | null | undefined {
   const sink = site.sink;
   if (sink.needsCaller === undefined) return undefined;
-  // A loop of one statement asks about its text once per window: a shape is one text, and the window's answer for a
-  // text it was asked about stays no until it closes (the ask is pending, then the text is known; its caps only
-  // fill). The sink's epoch tells a new window; a sink without one is asked every call.
+  // A loop of one statement asks about its text once per window (the answer stays no until the window closes); the
+  // sink's epoch tells a new window, and a sink without one is asked every call.
   const epoch = sink.epoch;
   if (shape === lastAsk.shape && sink === lastAsk.sink && epoch === lastAsk.epoch && epoch !== undefined) return undefined;
   lastAsk.shape = shape;

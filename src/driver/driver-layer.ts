@@ -577,9 +577,8 @@ interface WindowState {
 }
 
 /**
- * A group's count of one shape's calls, handed to a wrapper once nothing about them is kept but that count. Does
- * what `add` does for such a call (no error, no event kept, no values compared, a group of its own, the shape's
- * values already in `maxBindValues` from the call that asked).
+ * A group's count of one shape's calls, handed to a wrapper once nothing but that count is kept: what `add` does for
+ * such a call (no error, no event, no values compared, its values already in `maxBindValues`).
  */
 class GroupCounter implements SteadyCounter {
   readonly #group: Group;
@@ -718,9 +717,8 @@ export class DriverTally implements StatementSink {
 }
 
 /**
- * The sink of a capture session: every object the session counts records here, and only calls that settle while a
- * window is open are counted, into that window's {@link WindowTotals}. It also knows how many calls are in flight,
- * so a window can tell that the user's code returned with a query still running.
+ * The sink of a capture session: every counted object records here, calls settling in an open window count into its
+ * {@link WindowTotals}, and calls in flight are known, so a window sees code that returned with a query running.
  */
 /** Statements of late calls kept to name them. */
 const LATE_SQL_SHOWN = 3;

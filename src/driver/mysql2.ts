@@ -149,9 +149,8 @@ function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape
 }
 
 /**
- * `query` and `execute` of the promise API, on a connection or a pool. Where a method reads as mysql2's (one promise
- * around its callback object's `query`), it runs on a counted view of that object (viewHooks), adding no promise,
- * which Jest's promise hooks make dear; any other (a spy, another release) keeps its own promise, chained.
+ * `query` and `execute` of the promise API. Where a method reads as mysql2's, it runs on a counted view of its callback
+ * object (viewHooks), adding no promise (Jest's promise hooks make one dear); any other keeps its promise, chained.
  */
 function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
   const through = viewHooks(sink, target, core, ['query', 'execute'], (raw) => {
@@ -171,9 +170,8 @@ function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target:
 }
 
 /**
- * Hooks that run the promise object's own `methods` on a receiver whose callback object is an `Object.create`d view of
- * the raw one with those methods counted; only for methods that read as mysql2's, else nothing is built. Not a Proxy:
- * its traps cost more per call than the promise saved.
+ * Hooks that run the promise object's `methods` on a receiver whose callback object is an `Object.create`d, counted view
+ * of the raw one; built only for methods that read as mysql2's. Not a Proxy: its traps cost more than the promise saved.
  */
 function viewHooks<T extends object>(
   sink: StatementSink,
@@ -361,9 +359,8 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
 }
 
 /**
- * The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. As for `query`
- * (promiseCalls), mysql2's `execute` runs on a receiver whose callback statement (`this.statement`) is a view with a
- * counted `execute`, where it reads so; otherwise its promise is chained.
+ * The statement from promise `prepare()`: `execute(values)` is counted as `query` is (promiseCalls: a counted view of
+ * `this.statement` where mysql2's source reads so, else its promise chained); `close` passes through.
  */
 function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
@@ -402,9 +399,8 @@ function wrapCallbackStatement(statement: object, sink: StatementSink, site: Cal
 }
 
 /*
- * Number handling is kept the same on both MySQL drivers: BIGINT and DECIMAL come back as strings (mysql2
- * `supportBigNumbers` + `bigNumberStrings`; the mariadb connector honours the same two options), so a
- * workload's verification reads identical values whichever driver wrote them.
+ * BIGINT and DECIMAL come back as strings on both MySQL drivers (`supportBigNumbers` + `bigNumberStrings`, which the
+ * mariadb connector honours too), so a workload's verification reads the same values whichever driver wrote them.
  */
 export const MYSQL_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: true } as const;
 

@@ -110,9 +110,8 @@ function isCopyInStream(value: unknown): value is CopyInStream {
 }
 
 /**
- * A COPY ... FROM STDIN stream is one call from `query()` until pg hands it its ReadyForQuery (rows from `COPY n`) or
- * an error: pg calls exactly one of the two on the stream, and the stream's own `handle*` methods are shadowed on
- * the instance for that, so no listener changes how its errors surface. pg-copy-streams sends its text as a Query.
+ * A COPY ... FROM STDIN stream is one call until pg hands it its ReadyForQuery (rows from `COPY n`) or an error, seen by
+ * shadowing its `handle*` methods on the instance, so no listener changes how its errors surface.
  */
 function trackCopyIn(site: CallSite, shape: CallShape, stream: CopyInStream, args: unknown[], original: (...a: unknown[]) => unknown): unknown {
   const caller = callerAtCall(site, shape);
@@ -253,9 +252,8 @@ function isPgObject(value: unknown): boolean {
 }
 
 /**
- * node-postgres: values given (or a name, a row limit, `queryMode: 'extended'`) => extended protocol in one round trip,
- * else a simple Query. Calls tagged with their protocol get exact counts; untagged ones a range (0 or 1 Parse, and any
- * number of Executes, since a portal reader such as pg-cursor executes once per batch).
+ * node-postgres: values, a name, a row limit or `queryMode: 'extended'` => extended protocol in one round trip, else a
+ * simple Query. Tagged calls get exact counts; untagged a range (a portal reader executes once per batch).
  */
 const pgModel: DriverModel = (group, ctx) => {
   const calls = group.kind === 'prepare' ? 0 : group.calls;

@@ -25,9 +25,8 @@ import {
 const DRIVER = 'postgres-js';
 
 /**
- * A synthetic event for what postgres.js sends itself inside `begin` and `savepoint`: its BEGIN goes out as a simple
- * Query (`unsafe`), the rest (COMMIT, ROLLBACK, SAVEPOINT ...) as templates, named statements unless the `sql` was
- * made with `prepare: false`.
+ * A synthetic event for what postgres.js sends itself in `begin` and `savepoint`: BEGIN as a simple Query, the rest as
+ * templates (named statements unless the `sql` has `prepare: false`).
  */
 function control(site: CallSite, sql: string, protocol: CallProtocol, at = nowNs()): void {
   const shape: CallShape = { method: 'begin', kind: 'query', sql, statementClass: classifyCached(sql, 'postgres'), bindValues: 0, parameterSets: 1, protocol };
@@ -161,9 +160,8 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 }
 
 /**
- * The plain path (compat/postgres-js.ts): a query counted when it is first awaited, through its own `then` shadowed on
- * the instance, from its public result and the call's own arguments. A query only built (a fragment) is never awaited,
- * so never counted, as on the fast path.
+ * The plain path (compat/postgres-js.ts): a query counted when first awaited, through its own `then` shadowed on the
+ * instance, from its public result and arguments. A fragment is never awaited, so never counted, as on the fast path.
  */
 function countWhenAwaited(query: PromiseLike<unknown>, site: Site, method: string, args: unknown[], tagged: CallProtocol): void {
   const then = query.then;
@@ -203,9 +201,8 @@ function placeholdered(strings: readonly string[]): string {
 }
 
 /**
- * The protocol postgres.js picks, from the call's own arguments (its documented options): `unsafe`/`file` without
- * parameters (or `simple: true`) a simple Query, with them the unnamed statement unless `prepare: true`; a template as
- * the `sql` prepares. Left open where the arguments cannot tell (a file with parameters).
+ * The protocol postgres.js picks, from the call's documented options: `unsafe`/`file` without parameters a simple Query,
+ * with them unnamed unless `prepare: true`; a template as the `sql` prepares. Open where they cannot tell.
  */
 function plainProtocol(method: string, args: unknown[], tagged: CallProtocol): CallProtocol | undefined {
   if (method === 'sql') return tagged;
@@ -224,9 +221,8 @@ function isSql(value: unknown): boolean {
 }
 
 /**
- * postgres.js sends a template as a named statement parsed once per connection, `unsafe` with parameters unnamed and
- * without them as a simple Query (`prepare: false` makes templates unnamed). A call whose protocol the wrapper saw gets
- * exact counts; the rest a range, in which a COMMIT, ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s template.
+ * postgres.js: a template is named, parsed once per connection (unnamed under `prepare: false`), `unsafe` unnamed or simple.
+ * Calls whose protocol was seen get exact counts; the rest a range, a COMMIT or ROLLBACK taken for `sql.begin()`'s.
  */
 const range = (min: number, max: number): Range => ({ min, max });
 
@@ -263,8 +259,7 @@ const postgresJsModel: DriverModel = (group, ctx) => {
 
 /**
  * Every call's protocol is known: Query per simple call, Bind/Execute/Sync per other, Parse/Describe/Flush per unnamed
- * call and up to once per call for a named one (new parameter types parse again); a cursor adds Bind/Execute/Flush per
- * batch, and a describe runs nothing on the server.
+ * call and up to once per named one (new parameter types parse again); a cursor adds messages per batch.
  */
 function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol & { cursor: number; describe: number }): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });

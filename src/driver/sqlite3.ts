@@ -69,9 +69,8 @@ function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValue
 type Raise = (error: unknown) => void;
 
 /**
- * One counted call: its callbacks (the caller's, or one added so the end is known) record the event once, then call
- * the caller's. Without a callback a failure is raised as the driver would: an `error` event on the object that ran it.
- * `each` ends with its completion callback.
+ * One counted call: its callbacks (the caller's, or one added so the end is known) record the event once, then call the
+ * caller's; without one, a failure is an `error` event on the object that ran it, as the driver does.
  */
 function countedCall(
   site: CallSite,

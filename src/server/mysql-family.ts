@@ -136,9 +136,8 @@ const SQL_THREAD_STATUS =
   'JOIN performance_schema.threads t ON t.THREAD_ID = s.THREAD_ID ' +
   'WHERE t.PROCESSLIST_ID IS NOT NULL';
 /**
- * Prepared statements still open, per owner connection, with their executions so far: how a connection's
- * `statement/com/Execute` count is told apart by statement class. Only the head of the text is read: enough to
- * classify it, where a large INSERT's whole text would be hundreds of kilobytes.
+ * Prepared statements still open, per owner connection, with their executions: how `statement/com/Execute` is told apart
+ * by statement class. Only the head of the text is read, enough to classify it.
  */
 const SQL_PREPARED =
   'SELECT t.PROCESSLIST_ID AS ID, p.OBJECT_INSTANCE_BEGIN AS K, LEFT(p.SQL_TEXT, 200) AS Q, p.COUNT_EXECUTE AS N ' +
@@ -616,9 +615,8 @@ function reprepareNote(reprepares: number): string {
 }
 
 /**
- * Rows inserted server-wide against the window connections' Handler_write. Where the server-wide counter is another
- * one (MySQL's Innodb_rows_inserted counts table rows only), Handler_write also counts writes that are not table
- * rows, such as the data dictionary rows DDL writes and internal temporary tables: less server-wide says so.
+ * Rows inserted server-wide against the window connections' Handler_write, which also counts non-table writes (data
+ * dictionary, temporary tables) where the server-wide counter (MySQL's Innodb_rows_inserted) does not: less says so.
  */
 function rowsComparison(globalCounter: string | undefined, whole: number | null, own: number | null): WindowComparison {
   const comparison: WindowComparison = { counter: `${globalCounter ?? 'rows'} (rows inserted)`, server: whole, window: own };

@@ -28,9 +28,8 @@ const STATEMENT_TEXT_READ = 400;
 const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
 
 /**
- * One statement reads the user tables (all of them: an ORM writes tables sqltally was never told about, and a table
- * dropped in the window must be seen), the sessions and, on 15+, asks for its own flush. `pg_stat_database`'s
- * counters are not read: every session's transactions and catalog writes land in them, so no window has them exact.
+ * One statement reads every user table (an ORM writes tables sqltally was never told about), the sessions and, on 15+,
+ * asks for its own flush. Not `pg_stat_database`: every session's transactions and catalog writes land there.
  */
 function mainReadSql(forcedFlush: boolean, sessions: boolean, work: boolean): string {
   return [
@@ -346,9 +345,8 @@ export class PostgresSource implements SnapshotSource {
         );
         statements = new Map(
           (res?.statements ?? [])
-            // The flush the wire proxy (or the probe, without one) asks of each session is sqltally's, never the
-            // workload's. Calibration learns the probe's own statements by key, but a proxied session that first
-            // connects inside a window was not there to be learned from, and would count in every window after.
+            // The flush asked of each session is sqltally's, never the workload's: calibration cannot learn it from a
+            // proxied session that first connects inside a window, which would count it in every window after.
             .filter((s) => s.query !== SQL_FORCE_FLUSH)
             .map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows), statementClass: classifyCached(s.query, 'postgres') }]),
         );

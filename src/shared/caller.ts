@@ -27,9 +27,8 @@ const FRAMES_FIRST = 12;
 const DEPTHS_MAX = 1024;
 
 /**
- * How many frames to take first for a path that gave its name (a driver's method): where its user frame was found.
- * Each frame walked costs (V8 summarises the skipped ones too), and a path's frames between the user and the driver
- * repeat from call to call; a deeper depth found later replaces the first, a shallower one never does.
+ * How many frames to take first for a named path (a driver's method): where its user frame was found, since every frame
+ * walked costs and a path's frames repeat from call to call. A deeper depth found later replaces it, a shallower never.
  */
 const firstDepths = new Map<string, number>();
 
@@ -99,9 +98,8 @@ interface CallSite {
 }
 
 /**
- * Callers already printed, by the user frame's position in the code that runs. Printing maps the position through
- * source maps, which is most of a capture's cost (tens of microseconds), and a position always maps to the same
- * line: so each position is printed once per process. Bounded like the statement caches: it starts over when full.
+ * Callers already printed, by the user frame's position in the running code: mapping through source maps is most of a
+ * capture's cost and a position always maps to the same line. Bounded like the statement caches (starts over when full).
  */
 const PRINTED_MAX = 4096;
 const printed = new Map<string, string | null>();

@@ -1,7 +1,6 @@
 /**
- * Server connections that sqltally's own code closed, by server address, across every session of this process: a
- * server lists a closed session for a moment, which a window opened then would take for a client around the proxy,
- * so windows wait for these to leave (`WindowContext.departedConnectionIds`) while the user's own still show.
+ * Connections sqltally's own code closed, by server address, across this process's sessions: a server lists a closed
+ * session for a moment, so windows wait for these to leave (`WindowContext.departedConnectionIds`), the user's still show.
  */
 import { mathMax } from '../shared/intrinsics';
 

@@ -87,9 +87,8 @@ const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 const PLAIN_LOWER_NAME = /^[a-z_][a-z0-9_$]*$/;
 
 /**
- * Normalised tokens, in typed arrays that double when full: pushing onto plain arrays token by token took most of
- * the time when every row of a 200 KB INSERT was lexed. Only keywords, identifiers and operators carry their own text; the rest
- * is implied by the kind.
+ * Normalised tokens, in typed arrays that double when full (cheaper than pushing onto plain arrays token by token for a
+ * long INSERT). Only keywords, identifiers and operators carry their own text; the rest is implied by the kind.
  */
 class Tokens {
   kinds: Uint8Array;
@@ -369,9 +368,8 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
 }
 
 /**
- * From the comma at `comma`, steps over the elements that lex like `[refStart, refEnd)` ({@link SqlLexer.skipSameShape}),
- * runs of exact copies in a few comparisons; the end of the last one, or -1. With `whole`, an element counts only when
- * a `,` or `)` follows it (an IN list element is everything up to its comma; a row ends at its parenthesis).
+ * From the comma at `comma`, steps over elements that lex like `[refStart, refEnd)` ({@link SqlLexer.skipSameShape}) to
+ * the end of the last one, or -1. With `whole`, an element counts only when a `,` or `)` follows it.
  */
 function skipElementsLike(lexer: SqlLexer, sql: string, refStart: number, refEnd: number, comma: number, whole: boolean): number {
   if (refEnd <= refStart) return -1;

@@ -312,9 +312,8 @@ export class SqlLexer {
   }
 
   /**
-   * The reference row as a list of steps: exact text, a run of whitespace, a literal to skip. Null when the row
-   * holds anything that looks like a comment (even inside a string), or a string whose escaping depends on a
-   * token boundary that a character test cannot see.
+   * The reference row as steps (exact text, whitespace, a literal to skip); null when it holds anything comment-like, or a
+   * string whose escaping depends on a token boundary a character test cannot see.
    */
   #shapeOf(refStart: number, refEnd: number): RowShape | null {
     if (this.#shape.start === refStart && this.#shape.end === refEnd) return this.#shape.value;
@@ -614,9 +613,8 @@ function classifyRollback(lexer: SqlLexer): StatementClass {
 }
 
 /**
- * Skips the common table expressions (their bodies are parenthesised, so depth tracking is enough) and classifies
- * the main statement: the first top-level DML word, or a top-level `(` right after a CTE body (`WITH x AS (...)
- * (SELECT ...)`).
+ * Skips the common table expressions (parenthesised, so depth tracking is enough) and classifies the main statement: the
+ * first top-level DML word, or a top-level `(` right after a CTE body (`WITH x AS (...) (SELECT ...)`).
  */
 function classifyWith(lexer: SqlLexer): StatementClass {
   let depth = 0;

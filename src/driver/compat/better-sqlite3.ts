@@ -1,7 +1,6 @@
 /**
- * What the better-sqlite3 wrapper relies on that better-sqlite3 does not promise. Fast path `counting-prototype`
- * (needs the native methods on an extensible statement's prototype and `source` a string) swaps the statement's
- * prototype; plain path: a counting Proxy over the public methods, slower per call, the same counts.
+ * What the better-sqlite3 wrapper relies on that is not promised: fast path `counting-prototype` swaps an extensible
+ * statement's prototype (native methods there, `source` a string); plain path: a counting Proxy, slower, same counts.
  */
 import { getPrototypeOf, hasOwn } from '../../shared/intrinsics';
 import type { StatementSink } from '../../sql/events';

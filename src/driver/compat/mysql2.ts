@@ -1,7 +1,6 @@
 /**
- * What the mysql2 wrapper reads of mysql2 that mysql2 does not promise. Fast path `promise-view`: a promise method whose
- * source reads as mysql2 3.x's runs on a counted view of its callback object, adding no promise; plain path: the
- * returned promise is chained, through the public API only.
+ * What the mysql2 wrapper reads that mysql2 does not promise: fast path `promise-view` runs a promise method whose source
+ * reads as 3.x's on a counted view of its callback object; plain path: the returned promise chained.
  */
 import type { StatementSink } from '../../sql/events';
 import { decide, sourceOf } from './path';

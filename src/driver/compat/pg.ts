@@ -1,7 +1,6 @@
 /**
- * What the pg wrapper reads of node-postgres that it does not promise. Fast path `own-promise`: a promise-form `query`
- * goes through pg's callback form inside a promise built as pg builds its own (needs pg's promise constructor and
- * `query` source reading as pg 8's); plain path: the returned promise is chained, through the public API only.
+ * What the pg wrapper reads that node-postgres does not promise: fast path `own-promise` runs a promise-form `query` through
+ * the callback form inside pg's own kind of promise (pg 8's source); plain path: the returned promise chained.
  */
 import type { StatementSink } from '../../sql/events';
 import { isArray } from '../../shared/intrinsics';

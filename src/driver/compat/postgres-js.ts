@@ -1,7 +1,6 @@
 /**
- * What the postgres.js wrapper reads of postgres.js that it does not promise. Fast paths: `query-handler` counts each
- * query as it runs through its own `handler`; `origin` keeps the user's line in a failed query's origin. Plain paths:
- * counted when first awaited, from the public result (a `for await` cursor goes unseen); the origin left as it was.
+ * What the postgres.js wrapper reads that postgres.js does not promise: fast paths `query-handler` (counted as it runs)
+ * and `origin` (the user's line kept); plain paths count a query when first awaited and leave the origin as it was.
  */
 import type { CallProtocol, StatementSink } from '../../sql/events';
 import { captureCaller } from '../../shared/caller';
@@ -144,9 +143,8 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
   // to hand on, and the query stays counted until the last batch settles it.
   defineProperty(query, 'resolve', { configurable: true, enumerable: true, get: () => onResolve, set: (f: PostgresJsQuery['resolve']) => void (resolve = f) });
   defineProperty(query, 'reject', { configurable: true, enumerable: true, get: () => onReject, set: (f: PostgresJsQuery['reject']) => void (reject = f) });
-  // Each batch goes to the loop through `cursorFn`, and the loop answers with postgres.js's CLOSE when it stops early
-  // (`break`). postgres.js then closes the portal by itself, after the loop has ended, with nothing the code could
-  // await: from then on the call is one the code let go of (StatementSink.letGo), until it settles.
+  // A loop that stops early answers `cursorFn` with CLOSE, and postgres.js closes the portal after the loop, with nothing
+  // to await: from then on the call is one the code let go of (StatementSink.letGo), until it settles.
   let cursorFn = query.cursorFn as (value: unknown) => unknown;
   const answered = (answer: unknown): void => {
     if (answer !== site.close || site.close === undefined || !running || letGo) return;
@@ -184,9 +182,8 @@ function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked
 }
 
 /**
- * How a query that ran went out, as postgres.js decided when it built it: simple Query, named statement (parsed once
- * per connection), unnamed statement, cursor (an execute per batch) or `.describe()`. Left open for a failed query,
- * which may have stopped anywhere: the model gives a range for it.
+ * How a query that ran went out, as postgres.js built it: simple, named (parsed once per connection), unnamed, cursor or
+ * `.describe()`. Left open for a failed query, which may have stopped anywhere: the model gives a range.
  */
 function protocolOf(query: PostgresJsQuery): CallProtocol | undefined {
   if (query.options?.simple === true) return 'simple';
@@ -228,9 +225,8 @@ export interface Asked {
 }
 
 /**
- * What the wrapper keeps per template, found by the frozen strings array a tagged template hands over at every call
- * of its line: the strings joined into the text asked about, and the template's origin (keepOrigin), each made once.
- * The last template is kept beside the map: a loop of one template finds it without a lookup.
+ * What the wrapper keeps per template, keyed by the template's frozen strings array: its text and origin (keepOrigin),
+ * each made once. The last one is kept beside the map, so a loop of one template needs no lookup.
  */
 interface Template {
   text: string | undefined;

@@ -16,9 +16,8 @@ function powerOfTwoLiteral(exponent: number): string {
 }
 
 /**
- * `x` as `M * 2^a * 2^b ...` with M the 53-bit significand as an integer: every product is exact because each
- * factor is a power of two and the running value moves monotonically towards x, so it never leaves the range
- * x itself is in.
+ * `x` as `M * 2^a * 2^b ...` with M the 53-bit significand as an integer: every product is exact, each factor being a
+ * power of two and the running value moving monotonically towards x, never leaving its range.
  */
 function exactDoubleExpression(x: number): string {
   const view = new DataView(new ArrayBuffer(8));
