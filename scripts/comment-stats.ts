@@ -107,7 +107,7 @@ export function sourceFiles(dir: string): string[] {
 }
 
 /** A block longer than this many lines of words is reported as long (API docs get `API_DOC_LINES`). */
-export const MAX_LINES = 3;
+export const MAX_LINES = 2;
 export const API_DOC_LINES = 6;
 
 export function isLong(b: CommentBlock): boolean {
