@@ -140,7 +140,7 @@ function main(): void {
       const longest = [...g.blocks].sort((a, b) => b.lines - a.lines).slice(0, 3);
       console.log(
         `${group}: comments ${((100 * g.comment) / g.chars).toFixed(1)}% of ${g.chars} characters; ${g.blocks.length} blocks, ` +
-          `${overTwo} longer than 2 lines, ${long.length} longer than ${MAX_LINES} (API docs ${API_DOC_LINES}), ${figures.length} with figures or stories; ` +
+          `${overTwo} longer than 2 lines, ${long.length} past the rule (over ${MAX_LINES}, API docs over ${API_DOC_LINES}), ${figures.length} with figures or stories; ` +
           `longest ${longest.map((b) => `${b.lines} (${b.file}:${b.line})`).join(', ')}`,
       );
       const shown = list === 'long' ? long : list === 'figures' ? figures : [];
