@@ -312,9 +312,8 @@ describeEachBackend(
           }
         });
 
-        // A promise-form call is made through pg's callback form inside a promise built as pg builds its own (one
-        // promise fewer than chaining pg's). What the caller can observe must be pg's: the result, the error and its
-        // stack, the promise class, a config object left as pg leaves it, a synchronous throw.
+        // A promise-form call goes through pg's callback form inside pg's own kind of promise: all the caller observes
+        // must be pg's (result, error and stack, promise class, config object, a synchronous throw).
         it('a promise-form call through the callback form: the caller sees what raw pg gives', async () => {
           const info = network(backend().connection);
           const config = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };

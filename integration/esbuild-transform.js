@@ -7,9 +7,8 @@ const { transformSync } = require('esbuild');
 const { version: ESBUILD_VERSION } = require('esbuild/package.json');
 
 /**
- * TypeScript for Jest, stripped by esbuild, not compiled by ts-jest in every worker (`npm run typecheck` checks types):
- * CommonJS as tsc emits it for tsconfig.json, with a source map so stacks and captured callers show TypeScript lines.
- * The examples project stays on ts-jest, which is what most users' suites run under.
+ * TypeScript for Jest, stripped by esbuild rather than compiled per worker (`npm run typecheck` checks types): CommonJS
+ * as tsc emits it, with source maps for TypeScript lines. The examples stay on ts-jest, as most users' suites run.
  */
 
 /** The project's compiler options (plain JSON): esbuild reads what changes its output from them (class fields). */
@@ -36,9 +35,8 @@ function transformTs(source, filename, sourcemap) {
     sourcemap,
     sourcefile: filename,
     tsconfigRaw: TSCONFIG_RAW,
-    // `import()` becomes a `require()` in a promise, as tsc's CommonJS output has it: Jest's module registry
-    // serves that, while a real dynamic import in a vm context needs --experimental-vm-modules (and in a plain Node
-    // child, Node's ESM loader, which cannot read TypeScript).
+    // `import()` becomes a `require()` in a promise, as in tsc's CommonJS output: a real dynamic import needs
+    // --experimental-vm-modules under Jest, and Node's ESM loader, which cannot read TypeScript, in a child.
     supported: { 'dynamic-import': false },
   });
   return { ...out, code: out.code.replace(TO_COMMONJS, DIRECT_EXPORTS) };

@@ -1,7 +1,6 @@
 /**
- * A text-protocol call's bind values are a model of how the driver expands them into its one SQL text, so no layer
- * sees them bound: each form is checked against the server's own count of what the driver wrote (the columns a
- * `SELECT` of them returns, or rows affected times columns per row).
+ * A text-protocol call's bind values model how the driver expands them into one SQL text no layer sees bound: each form
+ * is checked against the server's count of what was written (columns a `SELECT` returns, or rows times columns).
  */
 import { DriverRecorder } from '../src/driver/driver-layer';
 import { markOf } from '../src/driver/counted';

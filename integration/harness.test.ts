@@ -2,9 +2,8 @@ import fs from 'node:fs';
 import { describeEachBackend, integrationBackends, withBackend } from './harness';
 
 /**
- * The harness's promise: a describeEachBackend block's afterAll hooks run while its server is up, even when declared
- * after withBackend, or a pool ended there sees its connections cut. SQLite stands in for every provider: its
- * "server" is a folder that stopping removes, so the check is cheap.
+ * The harness's promise: a describeEachBackend block's afterAll hooks run while its server is up, even declared after
+ * withBackend. SQLite stands in for every provider: its "server" is a folder that stopping removes, a cheap check.
  */
 
 const seenAtTeardown: string[] = [];

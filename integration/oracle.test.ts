@@ -14,9 +14,8 @@ import { describeEachBackend, withBackend } from './harness';
 import { PG_SETTLE_SQL, mysqlFamilyLog, postgresLog, type LogEntry, type ServerLog } from './server-log';
 
 /**
- * An oracle for sqltally's counts: the server's own statement log (integration/server-log.ts), or on SQLite
- * better-sqlite3's native `verbose` callback below the wrapper, compared with each layer for the same connections.
- * The oracle classifies by first keyword, never with sqltally's tokenizer, and counts rows through a connection of its own.
+ * An oracle for sqltally's counts: the server's own statement log (on SQLite, better-sqlite3's native `verbose`), compared
+ * with each layer; it classifies by first keyword, never sqltally's tokenizer, and counts rows on its own connection.
  */
 
 const ROWS = 24;
@@ -681,9 +680,8 @@ function sqliteReading(b: StartedBackend): SqliteReading {
 }
 
 /**
- * Which providers leave the server's own log where this process can read it, or why not (NOT_SUPPORTED). A
- * private server started from local binaries or a root filesystem writes its log under its data directory, which
- * crosses the per-worker pool with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
+ * Which providers leave the server's log where this process can read it, or why not (NOT_SUPPORTED): a private server's
+ * is under its data directory, lent with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
  */
 const SERVER_LOG = {
   local: null,

@@ -13,9 +13,8 @@ import type { BackendName, NetworkConnection, StartedBackend } from '../src/back
 import { describeEachBackend, withBackend } from './harness';
 
 /**
- * The user's own code, the way real projects run it: their own pools and clients, created by them, connected to
- * `session.connection` and counted with `session.count()`; windows over whatever ran. Every count asserted here comes
- * from the real server, and the rows are checked through a second connection that sqltally does not count.
+ * The user's own code as real projects run it: their pools and clients on `session.connection`, counted with
+ * `session.count()`; counts from the real server, rows checked through a connection sqltally does not count.
  */
 
 const POOL_SIZE = 4;
@@ -129,9 +128,8 @@ const KEEPALIVE_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * Calls that fail, each the way it fails: an INSERT whose row is written and then refused (a duplicate key), a text
- * the server cannot parse, and a statement whose prepare fails (a missing table), so nothing of it is executed. Run
- * on a pool of one connection, so a warm-up leaves every window alike.
+ * Calls that fail each their own way (a refused duplicate, a text that does not parse, a failed prepare), on a pool of
+ * one connection so a warm-up leaves every window alike.
  */
 const FAILING = {
   mysql2: async (pool: mysql.Pool, id: number): Promise<void> => {
@@ -149,9 +147,8 @@ const FAILING = {
 };
 
 /**
- * What those calls leave on each layer: 4 driver calls, 3 failed. A failed statement counts in MySQL's Questions, not
- * in pg_stat_statements; a refused prepare executes nothing; a refused duplicate's row still counts as inserted; pg-pool
- * replaces a client whose query failed, where the mysql2 pool keeps its connection.
+ * What those calls leave: 4 driver calls, 3 failed. A failed statement counts in Questions, not in pg_stat_statements; a
+ * refused duplicate's row still counts as inserted; pg-pool replaces a client whose query failed, mysql2 keeps it.
  */
 /**
  * MySQL also keeps Innodb_rows_inserted server-wide: below the connection's Handler_write (which counts the duplicate's
@@ -180,9 +177,8 @@ const FAILING_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * One upsert of a row already there and a new one. MySQL and MariaDB report an updated row as 2 affected rows and
- * count a write attempt for each row (Handler_write), the duplicate's included; PostgreSQL reports both rows as
- * affected and counts the new one in n_tup_ins (the other in n_tup_upd).
+ * One upsert of a row already there and a new one: MySQL and MariaDB report the update as 2 affected rows and a write
+ * attempt per row (Handler_write); PostgreSQL reports both affected, the new one in n_tup_ins, the other in n_tup_upd.
  */
 const UPSERT_EXPECTED = {
   mariadb: {
@@ -203,9 +199,8 @@ const UPSERT_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * A stored procedure that inserts two rows. The server counts its inner INSERTs (MySQL and MariaDB: Com_insert
- * server-wide, not in the calling thread's statements) or their rows (PostgreSQL: n_tup_ins), and no answer on the
- * wire reports them.
+ * A stored procedure that inserts two rows: the server counts its inner INSERTs (MySQL/MariaDB Com_insert server-wide)
+ * or their rows (PostgreSQL n_tup_ins), and no answer on the wire reports them.
  */
 const PROCEDURE = {
   mariadb: {
@@ -658,9 +653,8 @@ describeEachBackend(
         }
       });
 
-      // Calls whose messages differ from a plain query's, each run on 100 rows: a cursor executes once per batch (30,
-      // 30, 30, 10), describe() executes nothing and resolves before the answer to its Sync, and a simple Query can
-      // carry several statements, each one counted by pg_stat_statements.
+      // Calls whose messages differ from a plain query's, on 100 rows: a cursor executes once per batch, describe()
+      // executes nothing, and a simple Query can carry several statements, each counted by pg_stat_statements.
       const POSTGRES_JS_FORMS: Record<string, { run: (sql: postgres.Sql) => Promise<unknown>; wire: Record<string, number>; statements: number }> = {
         'a cursor read to its end with for await': {
           run: async (sql) => {

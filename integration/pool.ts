@@ -9,9 +9,8 @@ import type { ClientSession, HandoverSession, PooledHandover, ServerState } from
 import { lentPart, type IntegrationBackend, type ServerLender } from './harness';
 
 /**
- * Private servers started once per Jest worker and lent to one test file after another, taken back only clean (no
- * client connection left, no setting changed; the test database recreated), else stopped. A worker has too little time
- * to exit to stop a server, so global teardown waits for them, found by the pool's run tag (`sqltally-<run>pool-`).
+ * Private servers started once per Jest worker, lent to one file after another and taken back only clean (else stopped);
+ * a worker has too little time to exit to stop them, so global teardown does, by the run tag (`sqltally-<run>pool-`).
  */
 
 /** Where the worker process keeps its pool, shared by the test environment and (in band) global teardown. */

@@ -6,9 +6,8 @@ import path from 'node:path';
 import { START_TIMEOUT_MS, describeEachBackend } from './harness';
 
 /**
- * The README's first test as a user copies it, run by Jest in a folder of its own beside a `saveOrder` that passes and
- * one that writes an INSERT per line: the failure output must hold every line of the README's failure example (one
- * ending in ` ...` as a prefix), so the example is what sqltally prints.
+ * The README's first test as a user copies it, beside a `saveOrder` that passes and one writing an INSERT per line, whose
+ * failure output must hold every line of the README's failure example (` ...` ends a prefix).
  */
 jest.setTimeout(START_TIMEOUT_MS);
 

@@ -5,9 +5,8 @@ const path = require('node:path');
 const { outputKey, transformTs } = require('./esbuild-transform');
 
 /**
- * Lets a plain Node child of a test (`tsChild()` in integration/ts-child.ts) require the project's TypeScript with the
- * esbuild output the tests run: cheaper per child than tsx's loader thread, and many tests start children. Stacks show
- * TypeScript lines (Node's source-map support, turned on below).
+ * Lets a plain Node child of a test (`tsChild()`) require the project's TypeScript as the tests run it, cheaper per child
+ * than tsx's loader thread; stacks show TypeScript lines (Node's source-map support, turned on below).
  */
 process.setSourceMapsEnabled(true);
 

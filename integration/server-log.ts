@@ -6,9 +6,8 @@ import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import { isProbeConnection } from '../src/server/own-connections';
 
 /**
- * The servers' own statement logs, read between two marks, as an independent truth: MySQL's general log to a FILE
- * (a log TABLE would move the writer's Handler_write, the counter checked), PostgreSQL's log with `log_statement = 'all'`
- * and `log_min_duration_statement = 0`. Turned on per describe block and restored by `close()` for the pool.
+ * The servers' own statement logs between two marks, an independent truth: MySQL's general log to a FILE (a TABLE moves
+ * the Handler_write checked), PostgreSQL's with `log_statement = 'all'`; restored by `close()` for the pool.
  */
 
 const MARK_TIMEOUT_MS = 15_000;
@@ -71,9 +70,8 @@ function readFrom(file: string, from: number): { text: string; end: number } {
 }
 
 /**
- * Sends a marker statement on the oracle's own connection and waits for it in the log: every statement answered
- * before it is then in the file too (the server logs a command before it runs it, and all of a server's lines go
- * through one writer in order). Returns the offset just after the marker's line.
+ * Sends a marker statement on the oracle's connection and waits for it in the log, where every statement answered before
+ * it already is (logged before run, through one writer in order). Returns the offset just after the marker's line.
  */
 async function waitForMarker(
   file: string,

@@ -34,9 +34,8 @@ interface PlainClient {
 }
 
 /**
- * sqltally's own raw connection of the driver it reads back with (an in-process engine's through the ORM's driver, so
- * no two SQLite copies hold one file), noted as departed when closed: the server lists a closed session for a moment,
- * and the next test's window would take it for a client around the proxy.
+ * sqltally's own raw connection for reading back (SQLite's through the ORM's driver: no two copies on one file), noted
+ * as departed when closed, or the next window would take its lingering session for a client around the proxy.
  */
 async function plainClient(backend: StartedBackend, cellDriver?: DriverName): Promise<PlainClient> {
   const driver = readDriverFor(backend.description.name, cellDriver);

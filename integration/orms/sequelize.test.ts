@@ -9,9 +9,8 @@ import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
- * Sequelize opens its connections itself from a driver package (`dialectModule`). On SQLite a package whose `Database`
- * is counted with `session.count()` gives it the driver layer; on the network backends that would take a stand-in
- * connect path, so the driver layer is null (`tally.driverAbsent` says why), counted on the wire and the server.
+ * Sequelize opens connections itself from a driver package: on SQLite a package whose `Database` is counted gives it the
+ * driver layer; on network backends it is null (`tally.driverAbsent` says why), counted on the wire and the server.
  */
 const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver package (dialectModule); it takes no pool or client to count';
 
@@ -142,9 +141,8 @@ describeOrm('sequelize', {
       },
     },
   }),
-  // Driver layer counted: every value written into the text (no bound values), one `run` for the bulk INSERT, and
-  // for each read a `PRAGMA table_info` of its table (Sequelize reads the column types before every SELECT on SQLite)
-  // then the SELECT. SQLite has no wire and no statement counter: the server layer is total_changes().
+  // Values written into the text, one `run` for the bulk INSERT, a `PRAGMA table_info` before each SELECT (Sequelize
+  // reads column types first on SQLite). No wire or statement counter: the server layer is total_changes().
   sqlite: !installedReleases('sqlite3').length
     ? { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, which is not installed' }
     : {

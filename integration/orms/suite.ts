@@ -107,9 +107,8 @@ export function describeOrm(orm: string, cases: OrmCases): void {
     let session: CaptureSession | undefined;
     let under: OrmUnderTest | undefined;
     let tag = 0;
-    // Declared before withBackend: Jest runs afterAll hooks in the order they are declared, and the server must still
-    // be up while the ORM ends its pool (a pg pool whose idle client hears the server shut down emits an unhandled
-    // 'error'). The ORM first: the session refuses to close over connections still open through its proxy.
+    // Declared before withBackend, as afterAll hooks run in order: the server must be up while the ORM ends its pool,
+    // and the ORM closes first since the session refuses to close over connections still open through its proxy.
     afterAll(async () => {
       await under?.end();
       await session?.close();

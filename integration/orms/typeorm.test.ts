@@ -6,9 +6,8 @@ import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
- * TypeORM loads its driver package itself and its `driver` option takes a package, not a pool: counting the driver
- * layer would take a stand-in package, shim code rather than the recipe. So the driver layer is null
- * (`tally.driverAbsent` says why) and TypeORM is counted on the wire and the server.
+ * TypeORM loads its driver package itself, so counting its driver layer would take a stand-in package, not the recipe:
+ * the driver layer is null (`tally.driverAbsent` says why), and it is counted on the wire and the server.
  */
 const WHY_NOT_COUNTED = 'TypeORM creates its pool from the driver package it loads itself; it takes no pool or client to count';
 
