@@ -1,6 +1,5 @@
-// Measures the comments of the TypeScript and JavaScript sources: their share of the characters, how many blocks run
-// past a few lines and how many carry figures or stories that belong in bench/ docs. `npx tsx scripts/comment-stats.ts
-// [--list long|figures] [folders...]`; src/comments.test.ts holds src/ to the same rules.
+// Measures comments per folder: share of characters, blocks past a line or two, blocks with figures or stories.
+// `npx tsx scripts/comment-stats.ts [--list long|figures] [folders...]`; src/comments.test.ts holds src/ to the rules.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import ts from 'typescript';
