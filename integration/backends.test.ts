@@ -23,8 +23,7 @@ const EXPECTED_FLAVOUR = { sqlite: 'sqlite', mariadb: 'mariadb', mysql: 'mysql',
 const ROWS = 3;
 /**
  * Resident memory of a private server from local binaries once ready and used by a few tests, in MB, with room for
- * versions (MariaDB 11.8 read 135, 10.11 124, MySQL 9.7 303); null where nothing was made smaller (SQLite runs in
- * this process; a PostgreSQL postmaster is about 31 MB, its backends are separate processes).
+ * versions (bench/HISTORY.md has the readings); null where nothing was made smaller (SQLite, PostgreSQL).
  */
 const RESIDENT_MB_AT_MOST = { sqlite: null, mariadb: 160, mysql: 400, postgres: null } as const satisfies Record<BackendName, number | null>;
 
@@ -204,9 +203,8 @@ describeEachBackend((b) => {
   const residentLimit = RESIDENT_MB_AT_MOST[b.backend];
   if (b.provider === 'local' && residentLimit !== null) {
     it(`starts lean: at most ${residentLimit} MB resident (memory counting never reads is kept small)`, () => {
-      // Every page a server fills at start is a fault, about 10 us each on the project's VMs: with their default
-      // sizes MySQL 9.7 was 530 MB resident once ready and MariaDB 10.11 194 MB (PRIVATE_SERVER_MEMORY_OPTIONS;
-      // `bench/server-start.ts` prints it).
+      // Every page a server fills at start is a page fault, so the memory options keep starts cheap
+      // (PRIVATE_SERVER_MEMORY_OPTIONS; `bench/server-start.ts` prints it).
       const status = fs.readFileSync(`/proc/${backend().pid}/status`, 'utf8');
       const residentKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
       expect(residentKb / 1024).toBeLessThanOrEqual(residentLimit);
@@ -391,9 +389,8 @@ describe('bad input', () => {
           };
           started = await install.start({ env: process.env, id, pickPort });
           expect(picked[0]).toBe(takenPort);
-          // At least one retry, and the server on the last port picked. Not exactly one: a free port is the kernel's
-          // pick of an ephemeral one, which other workers' servers and loopback connections draw from too, and a full
-          // run once lost a second race here (picked 3 ports: the retry itself met a port taken in between).
+          // At least one retry, the server on the last port picked; not exactly one, since other workers draw from the
+          // same ephemeral ports and the retry itself may meet a port taken in between.
           expect(picked.length).toBeGreaterThanOrEqual(2);
           expect(picked.slice(1)).not.toContain(takenPort);
           expect((started.connection as NetworkConnection).port).toBe(picked[picked.length - 1]);

@@ -72,9 +72,8 @@ const SCENARIOS = {
 const ABANDONED_SLEEP_S = 1;
 
 /**
- * A client of the user's through the session's proxy that starts a long statement and drops its socket: the proxy
- * sees the connection close at once, the server session stays listed until the statement ends (neither server looks
- * at the socket while it sleeps). Resolves once the client is gone; null where there is no wire proxy (SQLite).
+ * A user's client that starts a long statement through the proxy and drops its socket: the proxy sees it close at once,
+ * the server lists it until the statement ends. Resolves once the client is gone; null without a wire proxy (SQLite).
  */
 const ABANDON = {
   sqlite: null,

@@ -26,9 +26,8 @@ import { createTables } from './orms/fixture';
 installSqltallyMatchers();
 
 /**
- * Work the measured function starts and does not await: an ORM call, a timer, a tick, a microtask. None of it may
- * give `assert`, and each reason names the work and the line of this file that started it; the same code awaited
- * asserts as before. Expectations are keyed by backend where they differ.
+ * Work the measured function starts and does not await (an ORM call, a timer, a tick, a microtask): never `assert`, the
+ * reason naming the work and the line that started it; the same code awaited asserts. Keyed by backend where they differ.
  */
 
 const ROWS = 400;
@@ -232,9 +231,8 @@ const RUNS_SYNCHRONOUSLY: Partial<Record<BackendName, string[]>> = {
 };
 
 /**
- * Not awaited, not `assert`, but the line is not named: knex's own better-sqlite3 handle is counted nowhere and
- * SQLite has no wire, so nothing shows that the database moved after the function returned; the probe sees the
- * file change (data_version) and says `report`.
+ * Not awaited, not `assert`, line not named: knex's own SQLite handle is counted nowhere and there is no wire, so only the
+ * probe sees the file change (data_version) and says `report`.
  */
 const UNNAMED: Partial<Record<BackendName, Record<string, RegExp>>> = {
   sqlite: { 'a knex insert (knex with its own pool)': /data_version/ },
@@ -244,9 +242,8 @@ const UNNAMED: Partial<Record<BackendName, Record<string, RegExp>>> = {
 const WINDOW_CASES = ['a knex insert (counted pool, the README recipe)', 'a knex insert (knex with its own pool)', 'a query from setTimeout(50)'];
 
 /**
- * Left running by a test body and finished before the runner's afterEach ended the window: knex over a counted
- * better-sqlite3 handle runs its insert synchronously a few microtasks after the call, so the window holds all of it
- * (the awaited counts) and nothing was pending when it ended.
+ * Left running by a test body, finished before afterEach ended the window: knex over a counted better-sqlite3 handle
+ * inserts a few microtasks after the call, so the window holds the awaited counts and nothing pending.
  */
 const FINISHED_BEFORE_AFTER_EACH: Partial<Record<BackendName, string[]>> = {
   sqlite: ['a knex insert (counted pool, the README recipe)'],

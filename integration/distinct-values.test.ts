@@ -1,8 +1,6 @@
 /**
- * Every call form of every driver hands the window the values it binds: three calls binding 1, 2 and 2 are two
- * distinct parameter sets (a repeat, then one more), whatever the form; and the window names the line that called. A wrapper that hands over the wrong argument
- * shows here: mysql2's callback-API prepared statement handed `values.values` (a function), which the window read as
- * an empty list, so every call looked like the same set.
+ * Every call form of every driver hands the window the values it binds (1, 2 and 2 are two distinct parameter sets) and
+ * the calling line; a wrapper handing over the wrong argument shows as every call looking like the same set.
  */
 import { DriverRecorder } from '../src/driver/driver-layer';
 import { markOf } from '../src/driver/counted';

@@ -11,10 +11,8 @@ import type { Window } from '../src/report/schema';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 
 /**
- * The pytest fixture, the JUnit 5 extension and the Django recipe of docs/exec.md, taken from the page as written and
- * run: each under `sqltally exec --named-windows` against a private server, with test files of our own that insert a
- * known number of rows per test or window. Each must come back as one window per name, as the page says, with its
- * statements and rows on every layer.
+ * The pytest fixture, JUnit 5 extension and Django recipe of docs/exec.md, run as written under `sqltally exec
+ * --named-windows` with tests inserting known rows: one window per name, its statements and rows on every layer.
  */
 jest.setTimeout(START_TIMEOUT_MS);
 
@@ -175,9 +173,8 @@ const DJANGO_CONNECT: Record<'postgres' | 'mariadb' | 'mysql', RegExp[]> = {
 };
 
 /**
- * What each window carries, per backend (N rows): docs/exec.md's Django table. psycopg2 opens the transaction with
- * BEGIN; mysqlclient with autocommit switches. MariaDB 10.5+ answers Django's `INSERT ... RETURNING` with the rows as
- * a result set (no OK packet), which is where the wire's row count comes from.
+ * What each window carries per backend (N rows), docs/exec.md's Django table: psycopg2 begins with BEGIN, mysqlclient
+ * with autocommit switches; MariaDB answers `INSERT ... RETURNING` with a result set, whence the wire's row count.
  */
 const DJANGO_WORK: Record<'postgres' | 'mariadb' | 'mysql', { bulk: Record<string, number>; bulkIds: number }> = {
   postgres: { bulk: { begin: 1, insert: 1, commit: 1 }, bulkIds: DJANGO_ROWS },

@@ -185,9 +185,8 @@ describeEachBackend(
         });
 
         it("captures a looped template's line once a window: a loop of 300 leaves the window's captures to the templates after it", async () => {
-          // An ask answered under the `$n` text was forgotten: every build of the template asked again and captured
-          // its line again (about 400 ns a query), until the window's 256 captures were gone and a later template
-          // named no line.
+          // An ask answered under the `$n` text must be remembered, or every build asks and captures again until the
+          // window's captures are gone and a later template names no line.
           const recorder = new DriverRecorder();
           const conn = await openCountedConnection('postgres-js', backend().connection, recorder);
           try {
@@ -313,9 +312,8 @@ describeEachBackend(
           }
         });
 
-        // A promise-form call is made through pg's callback form inside a promise built as pg builds its own (one
-        // promise fewer than chaining pg's). What the caller can observe must be pg's: the result, the error and its
-        // stack, the promise class, a config object left as pg leaves it, a synchronous throw.
+        // A promise-form call goes through pg's callback form inside pg's own kind of promise: all the caller observes
+        // must be pg's (result, error and stack, promise class, config object, a synchronous throw).
         it('a promise-form call through the callback form: the caller sees what raw pg gives', async () => {
           const info = network(backend().connection);
           const config = { host: info.host, port: info.port, user: info.user, password: info.password, database: info.database };

@@ -7,13 +7,8 @@ const { transformSync } = require('esbuild');
 const { version: ESBUILD_VERSION } = require('esbuild/package.json');
 
 /**
- * TypeScript for Jest, stripped by esbuild rather than compiled by ts-jest: types are checked once, by `npm run
- * typecheck`, and loading the TypeScript compiler in every worker was most of a cold run's transform time.
- *
- * The output keeps what the tests rely on: CommonJS with `esModuleInterop`'s default imports, tsconfig.json's
- * target (class fields defined, as tsc does for ES2022), `import()` as a `require()`, and a source map handed to
- * Jest, so stacks (and the callers the driver layer captures, read from printed stacks) show TypeScript lines. The
- * examples project stays on ts-jest, which is what most users' suites run under.
+ * TypeScript for Jest, stripped by esbuild rather than compiled per worker (`npm run typecheck` checks types): CommonJS
+ * as tsc emits it, with source maps for TypeScript lines. The examples stay on ts-jest, as most users' suites run.
  */
 
 /** The project's compiler options (plain JSON): esbuild reads what changes its output from them (class fields). */
@@ -26,8 +21,7 @@ const TARGET = String(COMPILER_OPTIONS.target).toLowerCase();
 const IDENTITY = createHash('sha256').update(fs.readFileSync(__filename)).update(ESBUILD_VERSION).update(TSCONFIG).digest('hex');
 
 /**
- * One TypeScript file as CommonJS, with its source map: apart (`external`) for Jest, which keeps maps itself, or
- * inline for Node's own source-map support (integration/register-ts.js).
+ * One TypeScript file as CommonJS, its source map apart for Jest or inline for Node (integration/register-ts.js).
  * @param {string} source
  * @param {string} filename
  * @param {'external' | 'inline'} sourcemap
@@ -41,26 +35,22 @@ function transformTs(source, filename, sourcemap) {
     sourcemap,
     sourcefile: filename,
     tsconfigRaw: TSCONFIG_RAW,
-    // `import()` becomes a `require()` in a promise, as tsc's CommonJS output has it: Jest's module registry
-    // serves that, while a real dynamic import in a vm context needs --experimental-vm-modules (and in a plain Node
-    // child, Node's ESM loader, which cannot read TypeScript).
+    // `import()` becomes a `require()` in a promise, as in tsc's CommonJS output: a real dynamic import needs
+    // --experimental-vm-modules under Jest, and Node's ESM loader, which cannot read TypeScript, in a child.
     supported: { 'dynamic-import': false },
   });
   return { ...out, code: out.code.replace(TO_COMMONJS, DIRECT_EXPORTS) };
 }
 
 /**
- * esbuild's `__toCommonJS` wraps the module's exports in getters that read through a computed key, which V8 does
- * not inline, so every `import_x.name` on a per-value path paid for it (tsc's output, which users run, does not).
- * The module's own object is handed over instead, with the same `__esModule` mark: its getters read the live
- * bindings and V8 inlines them. Same line count, so the source map is unchanged.
+ * esbuild's `__toCommonJS` getters read through a computed key V8 does not inline, which tsc's output (what users run)
+ * does not pay: the module's own object is handed over instead, same `__esModule` mark, same line count for the map.
  */
 const TO_COMMONJS = 'var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);';
 const DIRECT_EXPORTS = 'var __toCommonJS = (mod) => __defProp(mod, "__esModule", { value: true });';
 
 /**
- * The cache key of one file's output: everything {@link IDENTITY} covers, the file's name, its source and, for Jest,
- * the project's configuration (integration/register-ts.js has none).
+ * The cache key of one file's output: {@link IDENTITY}, the file's name and source and, for Jest, the configuration.
  * @param {string} source
  * @param {string} filename
  * @param {string} [configString]

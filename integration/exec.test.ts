@@ -17,9 +17,8 @@ import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 import { tsChild } from './ts-child';
 
 /**
- * `sqltally exec` and `sqltally proxy` around real clients from Debian's packages, on the private servers of the
- * worker's pool (handed to the same code the CLI runs, so the server counts as sqltally's own). Each count is checked
- * against the client's own work and against the rows a fresh connection finds afterwards.
+ * `sqltally exec` and `sqltally proxy` around real clients from Debian's packages, on the worker's pooled servers: each
+ * count checked against the client's own work and the rows a fresh connection finds afterwards.
  */
 jest.setTimeout(START_TIMEOUT_MS);
 

@@ -1,10 +1,6 @@
 /**
- * A text-protocol call's bind values are a model of how the driver expands them into the SQL it sends (nested
- * arrays flattened, an object as `key = value` pairs or as one string): the wire carries one text, so no layer sees
- * them bound one by one. Each form here is checked against the server: the columns a `SELECT` of the values
- * returns, or the rows an INSERT affected times the columns each row sets. Both are the server's own counts of what
- * the driver wrote. An object inside a `VALUES ?` row counted one value per key until stop 32 (mysql2 writes it as
- * one string), and a mariadb JSON value one per key (the connector writes one JSON string).
+ * A text-protocol call's bind values model how the driver expands them into one SQL text no layer sees bound: each form
+ * is checked against the server's count of what was written (columns a `SELECT` returns, or rows times columns).
  */
 import { DriverRecorder } from '../src/driver/driver-layer';
 import { markOf } from '../src/driver/counted';

@@ -2,11 +2,8 @@ import fs from 'node:fs';
 import { describeEachBackend, integrationBackends, withBackend } from './harness';
 
 /**
- * The harness's own promise: a describeEachBackend block's afterAll hooks run while its server is still up,
- * even when they are declared after withBackend. A lent server outlives the file anyway; a server the block
- * started itself (every container, every `{ fresh: true }`) would otherwise stop first, and a pool the block
- * ends afterwards sees its idle connections cut ("Connection terminated unexpectedly" from pg).
- * SQLite stands in for every provider: its "server" is a folder that stopping removes, so the check is cheap.
+ * The harness's promise: a describeEachBackend block's afterAll hooks run while its server is up, even declared after
+ * withBackend. SQLite stands in for every provider: its "server" is a folder that stopping removes, a cheap check.
  */
 
 const seenAtTeardown: string[] = [];

@@ -5,9 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 
 /**
- * A plain JavaScript test under Jest's default transform (babel-jest, which moves lines) names the line of the user's
- * own file where un-awaited work was made, in `measure()` and in a `begin()` window: the positions must be mapped
- * back through the transform's source map, as Jest maps the stacks it prints.
+ * A plain JavaScript test under babel-jest (which moves lines) names the user's line where un-awaited work was made, in
+ * `measure()` and `begin()` windows: positions mapped back through the transform's source map, as Jest's stacks are.
  */
 const ROOT = path.join(__dirname, '..');
 

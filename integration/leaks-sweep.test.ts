@@ -29,10 +29,8 @@ eachId(
   '%s: after a SIGKILL',
   (id) => {
     it('the next sqltally backends stops what is left, removes the data directory and lists it', async () => {
-      // A TMPDIR of this test's own: any sqltally process of the run (another file's CLI child, the main job's next
-      // run) sweeps the shared one, and took the dead child's directory first once in a fresh-clone CI run, so this
-      // command found nothing to list. (A root filesystem's var/tmp stays shared: MySQL's directories live there.)
-      // Short: PostgreSQL's socket path inside the data directory inside it must stay under 107 bytes.
+      // A TMPDIR of this test's own, since any sqltally process of the run sweeps the shared one and could take the dead
+      // child's directory first. Short: PostgreSQL's socket path inside it must stay under 107 bytes.
       const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sw-'));
       privateTmpDirs.push(tmp);
       // PostgreSQL runs as its own OS user and must get through to its data directory, as through the shared TMPDIR.

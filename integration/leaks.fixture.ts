@@ -7,7 +7,7 @@ import { tsChild } from './ts-child';
 import type { AvailableIntegrationBackend } from './harness';
 
 // What the two leak files share (leaks.test.ts: signals to a Node process holding a server; leaks-sweep.test.ts:
-// what a killed run leaves and who sweeps it). One file held both, 64-99 s of mostly waiting, the longest of the run.
+// what a killed run leaves and who sweeps it), split so their waits run in parallel.
 
 export const ROOT = path.resolve(__dirname, '..');
 const SETTLE_MS = 3_000;

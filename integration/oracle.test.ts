@@ -14,17 +14,8 @@ import { describeEachBackend, withBackend } from './harness';
 import { PG_SETTLE_SQL, mysqlFamilyLog, postgresLog, type LogEntry, type ServerLog } from './server-log';
 
 /**
- * An oracle for sqltally's counts: a log the server writes itself, read statement by statement and compared with
- * what the window counted on its driver, wire and server layers, for the same connections.
- *
- * - MySQL, MariaDB and PostgreSQL: the server's own statement log, read between two marks (integration/server-log.ts:
- *   the general query log to a file; `log_statement = 'all'` with `log_min_duration_statement = 0`).
- * - SQLite has no server and no server log. The next best independent reading: better-sqlite3's `verbose` callback
- *   on the user's own handle (called by the native binding once per statement it executes, below sqltally's
- *   wrapper), and the table's row count read through a second handle that sqltally does not count.
- *
- * Both sides classify statements on their own: the oracle by the statement's first keyword, never with sqltally's
- * tokenizer. Rows come from `count(*)` through a connection of the oracle's own, outside the window.
+ * An oracle for sqltally's counts: the server's own statement log (on SQLite, better-sqlite3's native `verbose`), compared
+ * with each layer; it classifies by first keyword, never sqltally's tokenizer, and counts rows on its own connection.
  */
 
 const ROWS = 24;
@@ -689,9 +680,8 @@ function sqliteReading(b: StartedBackend): SqliteReading {
 }
 
 /**
- * Which providers leave the server's own log where this process can read it, or why not (NOT_SUPPORTED). A
- * private server started from local binaries or a root filesystem writes its log under its data directory, which
- * crosses the per-worker pool with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
+ * Which providers leave the server's log where this process can read it, or why not (NOT_SUPPORTED): a private server's
+ * is under its data directory, lent with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
  */
 const SERVER_LOG = {
   local: null,

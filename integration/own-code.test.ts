@@ -13,9 +13,8 @@ import type { BackendName, NetworkConnection, StartedBackend } from '../src/back
 import { describeEachBackend, withBackend } from './harness';
 
 /**
- * The user's own code, the way real projects run it: their own pools and clients, created by them, connected to
- * `session.connection` and counted with `session.count()`; windows over whatever ran. Every count asserted here comes
- * from the real server, and the rows are checked through a second connection that sqltally does not count.
+ * The user's own code as real projects run it: their pools and clients on `session.connection`, counted with
+ * `session.count()`; counts from the real server, rows checked through a connection sqltally does not count.
  */
 
 const POOL_SIZE = 4;
@@ -49,7 +48,7 @@ interface OwnCode {
    */
   abrupt(at: NetworkConnection): Promise<{ client: object; insert: (client: object, a: number) => Promise<unknown>; destroy: () => void }>;
   create: string;
-  /** An INSERT that commits one row after about 1.5 s. */
+  /** An INSERT that sleeps on the server before it commits one row, long enough to be cancelled midway. */
   slowInsert: string;
   /**
    * Rows that slow INSERT still commits when cancelled on the server. MySQL interrupts SLEEP() (it returns 1) and
@@ -129,9 +128,8 @@ const KEEPALIVE_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * Calls that fail, each the way it fails: an INSERT whose row is written and then refused (a duplicate key), a text
- * the server cannot parse, and a statement whose prepare fails (a missing table), so nothing of it is executed. Run
- * on a pool of one connection, so a warm-up leaves every window alike.
+ * Calls that fail each their own way (a refused duplicate, a text that does not parse, a failed prepare), on a pool of
+ * one connection so a warm-up leaves every window alike.
  */
 const FAILING = {
   mysql2: async (pool: mysql.Pool, id: number): Promise<void> => {
@@ -149,11 +147,8 @@ const FAILING = {
 };
 
 /**
- * What those calls leave on each layer: 4 driver calls, 3 of them failed. A failed statement is a statement on
- * MySQL and MariaDB (Questions) but not in pg_stat_statements; a refused prepare executes nothing; the row the
- * duplicate wrote before it was refused counts among the server's rows inserted on every backend. pg-pool throws
- * away a client whose query failed (`release(err)` ends it, its Terminate said while the server's answer to its
- * Sync is still on the way) and connects a new one for the next query; the mysql2 pool keeps its connection.
+ * What those calls leave: 4 driver calls, 3 failed. A failed statement counts in Questions, not in pg_stat_statements; a
+ * refused duplicate's row still counts as inserted; pg-pool replaces a client whose query failed, mysql2 keeps it.
  */
 /**
  * MySQL also keeps Innodb_rows_inserted server-wide: below the connection's Handler_write (which counts the duplicate's
@@ -182,9 +177,8 @@ const FAILING_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * One upsert of a row already there and a new one. MySQL and MariaDB report an updated row as 2 affected rows and
- * count a write attempt for each row (Handler_write), the duplicate's included; PostgreSQL reports both rows as
- * affected and counts the new one in n_tup_ins (the other in n_tup_upd).
+ * One upsert of a row already there and a new one: MySQL and MariaDB report the update as 2 affected rows and a write
+ * attempt per row (Handler_write); PostgreSQL reports both affected, the new one in n_tup_ins, the other in n_tup_upd.
  */
 const UPSERT_EXPECTED = {
   mariadb: {
@@ -205,9 +199,8 @@ const UPSERT_EXPECTED = {
 } satisfies Partial<Record<BackendName, unknown>>;
 
 /**
- * A stored procedure that inserts two rows. The server counts its inner INSERTs (MySQL and MariaDB: Com_insert
- * server-wide, not in the calling thread's statements) or their rows (PostgreSQL: n_tup_ins), and no answer on the
- * wire reports them.
+ * A stored procedure that inserts two rows: the server counts its inner INSERTs (MySQL/MariaDB Com_insert server-wide)
+ * or their rows (PostgreSQL n_tup_ins), and no answer on the wire reports them.
  */
 const PROCEDURE = {
   mariadb: {
@@ -525,8 +518,8 @@ describeEachBackend(
       }
     });
 
-    // The process-level half of this (no unhandled rejection) cannot be seen from inside Jest's sandbox: a listener
-    // here heard nothing even before the fix. The integration/faults/interrupt.test.ts child process shows it.
+    // The process-level half (no unhandled rejection) cannot be seen from inside Jest's sandbox: the
+    // integration/faults/interrupt.test.ts child process shows it.
     it('aborted while the window opens: the function never starts, incomplete', async () => {
       const controller = new AbortController();
       controller.abort('SIGINT');
@@ -606,10 +599,8 @@ describeEachBackend(
         }
       });
 
-      // How a transaction's statements go out depends on who sends them: postgres.js's own sql.begin sends BEGIN as a
-      // Query and COMMIT as a template (named, or unnamed under `prepare: false`); a query builder on a reserved
-      // connection (Kysely's postgres.js dialect) sends both through unsafe(), as Queries. Warmed once first, so every
-      // window is alike: a named COMMIT is then not counted by pg_stat_statements again on its connection.
+      // sql.begin sends BEGIN as a Query and COMMIT as a template; a query builder on a reserved connection sends both
+      // as Queries. Warmed once first, so every window is alike (pg_stat_statements counts a named COMMIT once per connection).
       const TRANSACTIONS = {
         'sql.begin': { prepare: true, wire: { Query: 2, Parse: 0, Describe: 0, Bind: 4, Execute: 4, Sync: 4 }, statements: 4 },
         'sql.begin under prepare: false': { prepare: false, wire: { Query: 2, Parse: 4, Describe: 4, Bind: 4, Execute: 4, Sync: 4 }, statements: 6 },
@@ -662,9 +653,8 @@ describeEachBackend(
         }
       });
 
-      // Calls whose messages differ from a plain query's, each run on 100 rows: a cursor executes once per batch (30,
-      // 30, 30, 10), describe() executes nothing and resolves before the answer to its Sync, and a simple Query can
-      // carry several statements, each one counted by pg_stat_statements.
+      // Calls whose messages differ from a plain query's, on 100 rows: a cursor executes once per batch, describe()
+      // executes nothing, and a simple Query can carry several statements, each counted by pg_stat_statements.
       const POSTGRES_JS_FORMS: Record<string, { run: (sql: postgres.Sql) => Promise<unknown>; wire: Record<string, number>; statements: number }> = {
         'a cursor read to its end with for await': {
           run: async (sql) => {

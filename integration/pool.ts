@@ -9,16 +9,8 @@ import type { ClientSession, HandoverSession, PooledHandover, ServerState } from
 import { lentPart, type IntegrationBackend, type ServerLender } from './harness';
 
 /**
- * Private servers started once per Jest worker process and lent to one test file after another, never to two at
- * once. A server goes back into the pool only if it is handed over clean: no client connection of the last file
- * still open, no setting changed; then its test database is recreated empty, as on a fresh start. Anything else
- * fails the file that left it so, and the server is stopped rather than lent again.
- *
- * A Jest worker gets half a second to exit before Jest kills it, less than a MySQL shutdown takes; so a worker does
- * not stop its servers itself. As it exits it tells each one to shut down and hands the rest to global teardown,
- * which waits for them and removes their data before it looks for leaks. Their directories carry the pool's own
- * run tag (`sqltally-<run>pool-`), so the sweep finds exactly them; whatever it cannot remove, the leak check that
- * follows reports like any other leak.
+ * Private servers started once per Jest worker, lent to one file after another and taken back only clean (else stopped);
+ * a worker has too little time to exit to stop them, so global teardown does, by the run tag (`sqltally-<run>pool-`).
  */
 
 /** Where the worker process keeps its pool, shared by the test environment and (in band) global teardown. */

@@ -11,9 +11,8 @@ import { decideVerdict } from '../src/verdict/verdict';
 import { describeEachBackend, withBackend } from './harness';
 
 /**
- * Server probes against real private servers: the control window is exactly 0, isolated inserts assert exact
- * server counts, a second writer turns the global-counter verdict into `report` while per-connection attribution
- * stays exact, and probe faults become `incomplete`/`report` with the reason. Inserts use the raw drivers.
+ * Server probes on real servers: the control window is exactly 0, isolated inserts assert exact counts, a second writer
+ * makes global counters `report` while per-connection stays exact, probe faults give `incomplete`/`report` with reasons.
  */
 
 const CONTROL_REPEATS = 20;

@@ -2,16 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /**
- * A RAM-backed `TMPDIR` for a test run, where the machine has one to spare.
- *
- * The private servers' data directories live under `TMPDIR`, and on an ext4 disk the kernel's side of writing them
- * was most of a start: `initdb` 0.47 s of system time there against 0.22 s on tmpfs, a 39 MB copy 0.58 s against
- * 0.07 s, and the servers' own writes while the tests run (durability is already off). `npm test` on two cores went
- * from 176 s to 159 s with its system time from 83 s to 62 s. Nothing counted depends on where the files are.
- *
- * Only when nobody chose: a `TMPDIR` already set (a CI runner's, a test's own) is kept, and
- * `SQLTALLY_TEST_RAM_TMPDIR=0` keeps the default. Needs a tmpfs at `/dev/shm` with `MIN_FREE_BYTES` free, as
- * Debian and most Linux machines have (a container's is often 64 MB: then nothing changes).
+ * A RAM-backed `TMPDIR` for a test run, where the machine has one to spare: the kernel's side of writing the private
+ * servers' data directories was most of a start on disk (figures: CONTRIBUTING.md). Only when nobody chose: a set
+ * `TMPDIR` or `SQLTALLY_TEST_RAM_TMPDIR=0` keeps the default; needs `MIN_FREE_BYTES` free on a tmpfs at `/dev/shm`.
  */
 export const RAM_TMPDIR_ENV = 'SQLTALLY_TEST_RAM_TMPDIR';
 const SHM = '/dev/shm';

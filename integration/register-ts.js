@@ -5,17 +5,13 @@ const path = require('node:path');
 const { outputKey, transformTs } = require('./esbuild-transform');
 
 /**
- * Lets a plain Node child of a test (`tsChild()` in integration/ts-child.ts) require the project's TypeScript, with
- * the same esbuild output the tests themselves run. tsx did this before, and its ESM hooks run on a loader thread of
- * their own: a `sqltally backends` child took 0.36 s of CPU through tsx and 0.20 s through this hook, and the leak
- * and fault tests start some 35 such children a run. Stacks show TypeScript lines (Node's source-map support, turned on below).
+ * Lets a plain Node child of a test (`tsChild()`) require the project's TypeScript as the tests run it, cheaper per child
+ * than tsx's loader thread; stacks show TypeScript lines (Node's source-map support, turned on below).
  */
 process.setSourceMapsEnabled(true);
 
-// Each child transformed every file it loaded afresh, and its first transform started an esbuild service process of
-// its own: 34 esbuild processes took 7.1 s of CPU in one `npm test` (process accounting). Outputs are kept by content,
-// as Jest keeps its own, so a child whose files were seen before loads them without esbuild.
-// SQLTALLY_TS_CACHE moves it (its test uses a directory of its own).
+// Outputs kept by content, as Jest keeps its own, so a child loads files seen before without starting an esbuild
+// service of its own. SQLTALLY_TS_CACHE moves it (its test uses a directory of its own).
 const CACHE_DIR = process.env['SQLTALLY_TS_CACHE'] || path.join(__dirname, '..', 'node_modules', '.cache', 'sqltally-register-ts');
 
 /** @param {string} source @param {string} filename */

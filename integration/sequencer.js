@@ -27,11 +27,8 @@ function declaredSeconds(file) {
 }
 
 /**
- * Longest first, where a file's length is the last run's timing if Jest has one and the waits it declares if not;
- * failed files still go first. Jest's own order puts every file without a timing first, by size, ahead of every
- * file with one: after a run of a few files (the unit project, one integration file) the small file that waits out
- * three frozen servers started two minutes into the next full run, and the whole run waited for it (seen: 210 s
- * against 191 s).
+ * Longest first, by the last run's timing or else the waits a file declares; failed files still go first. Jest's own
+ * order puts files without a timing first, by size, so a small file with long waits could start late and hold up the run.
  */
 class WaitersFirst extends TestSequencer {
   /**

@@ -6,19 +6,8 @@ import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import { isProbeConnection } from '../src/server/own-connections';
 
 /**
- * The servers' own statement logs, read between two marks, as an independent truth for what sqltally counted:
- *
- * - MySQL and MariaDB: the general query log, written to a FILE in the data directory (`log_output = 'TABLE'` is
- *   not used: a row written to mysql.general_log moves the writing thread's own Handler_write, which is sqltally's
- *   per-connection row counter, so the oracle would change what it checks). One line per command: Query, Prepare, Execute (a MariaDB COM_STMT_BULK_EXECUTE is one
- *   `Execute` line per bulk command, not per row), Close stmt, Reset stmt, Init DB, Connect, Quit; COM_PING is not
- *   logged.
- * - PostgreSQL: the server's own log file (StartedBackend.logFile) with `log_statement = 'all'` (simple queries as
- *   `statement:`, extended ones as `execute <name>:`) and `log_min_duration_statement = 0` (which also logs each
- *   Parse and Bind as `duration: ... parse|bind <name>:`), lines prefixed with the backend pid.
- *
- * Both are turned on for the server of a describe block and restored by `close()`, so a pooled server goes back
- * as it came.
+ * The servers' own statement logs between two marks, an independent truth: MySQL's general log to a FILE (a TABLE moves
+ * the Handler_write checked), PostgreSQL's with `log_statement = 'all'`; restored by `close()` for the pool.
  */
 
 const MARK_TIMEOUT_MS = 15_000;
@@ -81,9 +70,8 @@ function readFrom(file: string, from: number): { text: string; end: number } {
 }
 
 /**
- * Sends a marker statement on the oracle's own connection and waits for it in the log: every statement answered
- * before it is then in the file too (the server logs a command before it runs it, and all of a server's lines go
- * through one writer in order). Returns the offset just after the marker's line.
+ * Sends a marker statement on the oracle's connection and waits for it in the log, where every statement answered before
+ * it already is (logged before run, through one writer in order). Returns the offset just after the marker's line.
  */
 async function waitForMarker(
   file: string,
@@ -203,7 +191,7 @@ export async function mysqlFamilyLog(b: StartedBackend): Promise<ServerLog> {
 // PostgreSQL: the server's own log file
 // ---------------------------------------------------------------------------------------------------------------
 
-/** `2026-12-01 10:00:29.651 UTC [5905] LOG:  message`; a line without the prefix continues the message before it. */
+/** `<date> <time> UTC [<pid>] LOG:  message`; a line without the prefix continues the message before it. */
 const PG_LOG_LINE = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \S+ \[(\d+)\] ([A-Z]+): {2}(.*)$/;
 
 export async function postgresLog(b: StartedBackend): Promise<ServerLog> {

@@ -8,9 +8,8 @@ import { decideVerdict } from '../src/verdict/verdict';
 import { describeEachBackend, withBackend } from './harness';
 
 /**
- * The driver model against real drivers and servers: the driver layer (counted wrappers), the server layer (probe)
- * and the verdict's reconciliation must line up with no unexplained discrepancy for every modelled strategy, and a
- * model told the wrong thing (bulk on while the connection has it off) must name the difference.
+ * The driver model against real drivers and servers: driver layer, server layer and reconciliation line up for every
+ * modelled strategy, and a model told the wrong thing (bulk on, connection off) names the difference.
  */
 
 const ROWS = 200;

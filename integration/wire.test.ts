@@ -8,10 +8,8 @@ import type { WireCounts } from '../src/wire/types';
 import { describeEachBackend, withBackend } from './harness';
 
 /**
- * The wire proxy between the raw drivers and private servers: for each insert-many strategy the commands on the
- * wire and the round trips are exact, and they agree with the server's own counters for the same window (MySQL
- * family: session `Com_stmt_execute`, `Com_stmt_prepare`, `Questions` read on the same connection, just outside the
- * wire window; PostgreSQL: `pg_stat_statements` calls of the table's INSERT).
+ * The wire proxy between raw drivers and private servers: per insert-many strategy the wire's commands and round trips
+ * are exact and agree with the server's counters for the window (MySQL session counters, pg_stat_statements calls).
  */
 
 const MULTI_ROW = 500;

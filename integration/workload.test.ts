@@ -69,9 +69,8 @@ describeEachBackend((b) => {
   }
 
   describe("a check between two writes of one open connection sees the second (the main job's hot point)", () => {
-    // A fresh connection checks what an open one wrote, then the open one writes again. An in-process engine is
-    // checked through the cell's own driver: another copy of SQLite closing the file deletes the WAL the open
-    // connection goes on writing to, and the next check reads the rows from before.
+    // A fresh connection checks what an open one wrote, then it writes again; SQLite through the cell's own driver, as
+    // another SQLite copy closing the file would delete the WAL the open connection goes on writing to.
     const first = new Map<string, AnyInsertStrategy>();
     for (const s of strategiesFor(b.backend)) if (!first.has(s.driver)) first.set(s.driver, s);
     it.each([...first.values()].map((s) => [s.driver, s] as const))(

@@ -7,10 +7,8 @@ import { driverModule } from './driver/registry';
 import { PROTOCOLS } from './backends/protocols';
 
 /**
- * The registries are closed: a fact about one driver, backend, flavour or protocol lives in its module, and the shared
- * steps (capture, verdict, report, cli, run, jest) ask the modules. So none of them may name a driver in a string,
- * compare anything with such a name, switch on one, or default to one (`?? 'mysql'` sends a third protocol down
- * MySQL's path unseen). Comments may name them.
+ * The registries are closed: the shared steps ask the modules, so none may name a driver in a string, compare with,
+ * switch on or default to one (`?? 'mysql'` sends a third protocol down MySQL's path unseen). Comments may name them.
  */
 const SHARED = ['capture', 'verdict', 'report', 'cli', 'run', 'jest'];
 const ROOT = __dirname;

@@ -81,7 +81,7 @@ function workload(built: { db: object; end: () => Promise<unknown> }, schema: ty
   };
 }
 
-// Measured on the real servers; maps list what is not 0 and their totals leave room for nothing else.
+// Read from the real servers; maps list what is not 0 and their totals leave room for nothing else.
 const PARENTS_SQL = 'SELECT id, name FROM parents ORDER BY parents.id ASC LIMIT ?';
 const CHILDREN_SQL = 'SELECT id, name FROM children WHERE children.parent_id = ?';
 const READ_SHAPES: [string, CallKind, number][] = [

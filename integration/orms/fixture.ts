@@ -34,12 +34,8 @@ interface PlainClient {
 }
 
 /**
- * sqltally's own raw connection (`openRawConnection`) of the driver it reads back with (`readDriverFor`: an in-process
- * engine's through the ORM's own driver, as two SQLite copies must not hold one file open at once), which goes
- * around the proxy like any direct client and is noted as departed when closed: the server lists a session for a
- * moment after its client closed it, and a window opened right after (the next test's) took such a session for a
- * client around the proxy, one Question more than the window's connections sent, and said `report` (typeorm and
- * kysely on MySQL 9.7, about once in twenty runs). Noted, it is waited for.
+ * sqltally's own raw connection for reading back (SQLite's through the ORM's driver: no two copies on one file), noted
+ * as departed when closed, or the next window would take its lingering session for a client around the proxy.
  */
 async function plainClient(backend: StartedBackend, cellDriver?: DriverName): Promise<PlainClient> {
   const driver = readDriverFor(backend.description.name, cellDriver);

@@ -81,7 +81,7 @@ function workload(built: { db: Knex; end: () => Promise<unknown> }): OrmUnderTes
   };
 }
 
-// Every count below was measured on the real servers; each layer is exact: the per-kind and per-command maps list
+// Every count below was read from the real servers; each layer is exact: the per-kind and per-command maps list
 // what is not 0, and their totals (calls, commandsTotal) leave no room for anything else.
 const READ_SHAPES: [string, CallKind, number][] = [
   ['SELECT id, name FROM parents ORDER BY id ASC LIMIT ?', 'query', 1],

@@ -64,7 +64,7 @@ function workload(db: Kysely<Tables>): OrmUnderTest {
   };
 }
 
-// Measured on the real servers; maps list what is not 0 and their totals leave room for nothing else.
+// Read from the real servers; maps list what is not 0 and their totals leave room for nothing else.
 const READ_SHAPES: [string, CallKind, number][] = [
   ['SELECT id, name FROM parents ORDER BY id LIMIT ?', 'query', 1],
   ['SELECT id, name FROM children WHERE parent_id = ?', 'query', PARENTS],

@@ -133,7 +133,7 @@ function onSqlite(db: Database.Database): OrmUnderTest {
   };
 }
 
-// Measured on the real servers; maps list what is not 0 and their totals leave room for nothing else.
+// Read from the real servers; maps list what is not 0 and their totals leave room for nothing else.
 const READ_DRIVER = { calls: 21, byKind: { query: 21 }, byClass: { select: 21 }, parameterSets: 21, bindValues: 21, rowsAffected: 0 };
 const READ_SHAPES: [string, CallKind, number][] = [
   ['SELECT id, name FROM parents ORDER BY id LIMIT ?', 'query', 1],

@@ -9,11 +9,8 @@ import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
- * Sequelize opens its connections itself from the driver package (`dialectModule` takes a package, not a pool or
- * a client). On SQLite the package is node-sqlite3, whose `Database` Sequelize constructs and keeps: a package whose
- * `Database` hands back a Database counted with `session.count()` gives it the driver layer. On the network
- * backends it would take a stand-in for each driver's connect path, so they are counted on the wire and the server;
- * the driver layer is null (`tally.driverAbsent` says why).
+ * Sequelize opens connections itself from a driver package: on SQLite a package whose `Database` is counted gives it the
+ * driver layer; on network backends it is null (`tally.driverAbsent` says why), counted on the wire and the server.
  */
 const WHY_NOT_COUNTED = 'Sequelize opens its connections itself from the driver package (dialectModule); it takes no pool or client to count';
 
@@ -89,7 +86,7 @@ function workload(sequelize: Sequelize): OrmUnderTest {
   };
 }
 
-// Measured on the real servers: wire and server layers (the driver layer is null). Sequelize writes every value
+// Read from the real servers: wire and server layers (the driver layer is null). Sequelize writes every value
 // into the statement text itself, so each statement is one simple query (PostgreSQL `Query`, MySQL `COM_QUERY`).
 function on(dialect: 'postgres' | 'mariadb' | 'mysql', driver: OrmCase['driver'], expected: Pick<OrmCase, 'bulk' | 'read'>): OrmCase {
   return { driver, driverLayer: { absent: WHY_NOT_COUNTED }, open: async (s) => workload(await sequelizeOn(s, dialect)), ...expected };
@@ -144,9 +141,8 @@ describeOrm('sequelize', {
       },
     },
   }),
-  // Driver layer counted: every value written into the text (no bound values), one `run` for the bulk INSERT, and
-  // for each read a `PRAGMA table_info` of its table (Sequelize reads the column types before every SELECT on SQLite)
-  // then the SELECT. SQLite has no wire and no statement counter: the server layer is total_changes().
+  // Values written into the text, one `run` for the bulk INSERT, a `PRAGMA table_info` before each SELECT (Sequelize
+  // reads column types first on SQLite). No wire or statement counter: the server layer is total_changes().
   sqlite: !installedReleases('sqlite3').length
     ? { notSupported: 'Sequelize talks to SQLite through the sqlite3 package, which is not installed' }
     : {

@@ -22,7 +22,7 @@ export interface OrmUnderTest {
   end(): Promise<void>;
 }
 
-/** One ORM on one backend: its recipe and every count it must show, exactly, measured on the real server. */
+/** One ORM on one backend: its recipe and every count it must show, exactly, as read from the real server. */
 export interface OrmCase {
   /** The driver package the ORM talks through on this backend. */
   driver: DriverName;
@@ -107,9 +107,8 @@ export function describeOrm(orm: string, cases: OrmCases): void {
     let session: CaptureSession | undefined;
     let under: OrmUnderTest | undefined;
     let tag = 0;
-    // Declared before withBackend: Jest runs afterAll hooks in the order they are declared, and the server must still
-    // be up while the ORM ends its pool (a pg pool whose idle client hears the server shut down emits an unhandled
-    // 'error'). The ORM first: the session refuses to close over connections still open through its proxy.
+    // Declared before withBackend, as afterAll hooks run in order: the server must be up while the ORM ends its pool,
+    // and the ORM closes first since the session refuses to close over connections still open through its proxy.
     afterAll(async () => {
       await under?.end();
       await session?.close();

@@ -6,10 +6,8 @@ import { describeOrm } from './suite';
 import type { OrmCase, OrmUnderTest } from './suite';
 
 /**
- * TypeORM loads its driver package itself (`require('pg')`, `require('mysql2')`, `require('better-sqlite3')`) and
- * creates its pool from it; its `driver` option takes a package, not a pool or a client. Counting the driver layer
- * would take a counting stand-in for the package: shim code, not the recipe. So TypeORM is counted on the wire and
- * the server: the driver layer is null (`tally.driverAbsent` says why).
+ * TypeORM loads its driver package itself, so counting its driver layer would take a stand-in package, not the recipe:
+ * the driver layer is null (`tally.driverAbsent` says why), and it is counted on the wire and the server.
  */
 const WHY_NOT_COUNTED = 'TypeORM creates its pool from the driver package it loads itself; it takes no pool or client to count';
 
@@ -97,7 +95,7 @@ function workload(dataSource: DataSource): OrmUnderTest {
   };
 }
 
-// Measured on the real servers: wire and server layers (the driver layer is null). Maps list what is not 0, and
+// Read from the real servers: wire and server layers (the driver layer is null). Maps list what is not 0, and
 // their totals leave room for nothing else.
 function mysqlFamily(type: 'mariadb' | 'mysql', bulkExecutes: { bulkExecutes: number } | Record<string, never>): OrmCase {
   return {

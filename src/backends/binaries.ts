@@ -33,10 +33,8 @@ export function searchDirs(env: NodeJS.ProcessEnv, backend: string): { dirs: str
 }
 
 /**
- * Outputs already read in this process, by binary, arguments and the binary's file identity: resolving a backend asks
- * every candidate install for its version (`postgres --version`, `pg_config --pkglibdir`), and each start resolves
- * again: a test run would ask the same binary the same question a hundred times. A binary
- * replaced, resized or touched since is asked again.
+ * Outputs already read in this process, by binary, arguments and file identity: every start resolves its backend
+ * again, asking each candidate install the same questions. A binary replaced, resized or touched since is asked again.
  */
 const OUTPUTS = new Map<string, { identity: string; output: Promise<string | undefined> }>();
 

@@ -285,12 +285,8 @@ function signalQuietly(pid: number, signal: NodeJS.Signals): void {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Whether the log of a server that exited shows `pattern`, looked for until LOG_SETTLE_MS after the exit. PostgreSQL
- * starts its logging collector before it binds its port, so its "could not create any TCP/IP sockets" is written to
- * the log file by the collector, a process of its own that writes it moments after the postmaster has exited: read
- * at once, the file could still lack it, and a port taken between probe and bind failed the start instead of trying
- * another port (seen once in a fresh-clone CI run on a loaded 2-core host). A server that exited for another reason
- * pays the wait once, on its way to an error.
+ * Whether the log of a server that exited shows `pattern`, looked for until LOG_SETTLE_MS after the exit: PostgreSQL's
+ * logging collector may write a bind failure after the postmaster has gone, and a taken port must be retried, not fail.
  */
 async function logShows(logText: () => string, pattern: RegExp): Promise<boolean> {
   const deadline = Date.now() + LOG_SETTLE_MS;
@@ -364,10 +360,8 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
 
   let stopping: Promise<void> | undefined;
   const stopProcess = async (): Promise<void> => {
-    // The server's children, listed while they are still its own (once the leader has died they are reparented and
-    // no longer found). PostgreSQL's start sessions of their own, so no group signal reaches them, and its logger
-    // exits only after every other process has closed its pipe: moments after the postmaster, still running in
-    // the data directory that is removed next (seen: `postgres: logger` left behind a run that gave up a window).
+    // The server's children, listed while still its own (reparented once the leader dies): PostgreSQL's start sessions
+    // of their own, out of a group signal's reach, and its logger outlives the postmaster inside the directory removed next.
     const children = descendantsOf(pid).flatMap((p) => processIdentity(p) ?? []);
     if (!exited(child)) {
       // A stopped server (frozen by SIGSTOP or a debugger) would only act on the polite signal once continued, and

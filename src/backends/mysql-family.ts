@@ -19,18 +19,8 @@ const BULK_EXECUTE_SINCE = [10, 2, 7] as const;
 const ROW_COUNTERS = ['Innodb_rows_inserted', 'Handler_write'] as const;
 
 /**
- * The memory options of every private MySQL-family server sqltally starts (local binaries, root filesystems,
- * containers), by flavour: what counting never reads is kept small, because what a server fills at start is most
- * of what a start costs (figures: bench/HISTORY.md, `npx tsx bench/server-start.ts`).
- *
- * What shrinks is never read by a probe: the `*_history_long` tables, MySQL's error summaries,
- * the per-account, -user and -host summaries past 32 of each (a thread that ends adds its statement and status
- * counters to the global ones with or without a row there), MyISAM's key cache and Aria's page cache (no table of a
- * workload uses either), and InnoDB buffers sized for a throwaway server (64 MB of pages, the size the local servers
- * already had, holds the largest table the main job writes many times over). The per-thread tables the probes read
- * (`threads`, `status_by_thread`, `events_statements_summary_by_thread_by_event_name`,
- * `prepared_statements_instances`) keep their automatic sizes, so no connection goes uninstrumented. The statement
- * digest table, read for per-statement server work, keeps room for a test run's distinct statements.
+ * Memory options of every private MySQL-family server, by flavour: what a server fills is most of a start's cost, so what
+ * no probe reads is kept small, and the tables the probes read keep their sizes (bench/HISTORY.md, *Server start*).
  */
 const SHARED_MEMORY_OPTIONS = [
   '--innodb-buffer-pool-size=64M',

@@ -37,10 +37,8 @@ export function postgresLogFile(dataDir: string): string {
 }
 
 /**
- * Settings for a private throwaway PostgreSQL: loopback only, statement statistics loaded, no durability. Its log
- * goes to one fixed file through the logging collector, which reassembles each message whole: backends writing
- * long messages at once straight into one stderr pipe interleave past PIPE_BUF. Bind failures are logged before the
- * collector starts, so they still reach the start-up tail; later messages are read from the file (ServerLaunch.logFile).
+ * Settings for a private throwaway PostgreSQL: loopback only, statement statistics, no durability, and the logging
+ * collector, which keeps long messages whole (one stderr pipe interleaves them past PIPE_BUF).
  */
 /** Every server sqltally starts is thrown away after the run (a private process or a container): no durability. */
 const THROWAWAY_DURABILITY = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } as const;
@@ -53,9 +51,8 @@ export function postgresServerArgs(dataDir: string, port: number): string[] {
     shared_preload_libraries: STATEMENTS_EXTENSION,
     ...THROWAWAY_DURABILITY,
     max_connections: '100',
-    // Dynamic shared memory as files in the data directory, which is removed at stop: the default (posix) puts each
-    // segment in /dev/shm, where a server killed by a fault test or a SIGKILL leaves it (115 segments of 1 MB after a
-    // day of test runs on one machine).
+    // Dynamic shared memory as files in the data directory, removed at stop: the default puts segments in /dev/shm,
+    // where a killed server leaves them.
     dynamic_shared_memory_type: 'mmap',
     logging_collector: 'on',
     log_directory: path.join(dataDir, LOG_DIRECTORY),
@@ -118,15 +115,13 @@ interface PostgresBinaries {
   initdb: string;
 }
 
-// 1 MB WAL segments instead of 16: every start copies the template, whose first segment was most of it, and the
-// servers write only a few MB of WAL. The socket lives in the 0700 data directory, so only its owner (and root) reach
-// the trusted socket; TCP needs the password each start sets (privatePassword).
+// 1 MB WAL segments: every start copies the template, and the servers write little WAL. The socket lives in the 0700
+// data directory, so only its owner reaches the trusted socket; TCP needs the password each start sets.
 const INITDB_OPTIONS = ['-U', SUPERUSER, '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync', '--wal-segsize=1'];
 
 /**
- * What the template holds beyond initdb's cluster, made in single-user mode (no port, no socket): sqltally's database
- * and the statement-statistics extension in it, so a local start creates neither (CREATE DATABASE copies template1
- * through the WAL, a fifth of a start's CPU). Servers sqltally did not initialise (containers, URLs) still get them from `preparePostgres`.
+ * What the template holds beyond initdb's cluster, made in single-user mode: sqltally's database and the statistics
+ * extension, so a local start creates neither; other servers (containers, URLs) get them from `preparePostgres`.
  */
 const TEMPLATE_STATEMENTS: readonly { database: string; sql: string }[] = [
   { database: 'postgres', sql: `CREATE DATABASE ${DATABASE}` },

@@ -182,10 +182,8 @@ function unavailable(module: BackendModule, id: BackendId, tried: Unavailable['t
 }
 
 /**
- * The providers to try, in order. A URL set for this id always wins: over the order, and over a global
- * `SQLTALLY_PROVIDER` (the URL names this backend, the global variable every backend). A per-backend provider other
- * than `external` beside the URL is two contradictory orders for one backend: a usage error naming both, never a
- * silent choice of one.
+ * The providers to try, in order. A URL set for this id wins over the order and over a global `SQLTALLY_PROVIDER`; a
+ * per-backend provider other than `external` beside the URL is a usage error naming both, never a silent choice.
  */
 function providerOrder(module: BackendModule, id: BackendId, forced: ReturnType<typeof forcedProvider>, env: NodeJS.ProcessEnv): readonly ProviderKind[] {
   const urlVariable = envKey(id, 'URL');

@@ -46,14 +46,13 @@ const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
 /**
- * The redo log MySQL makes at initialise and keeps: its default 100 MB was more than half of the 187 MB every start
- * copied. A third of it still takes a single BLOB of 3 MB (InnoDB refuses one over 10% of the redo log).
+ * The redo log MySQL makes at initialise, which every start copies: sized down from the default, it still takes a
+ * single 3 MB BLOB (InnoDB refuses a BLOB over a tenth of the redo log).
  */
 const MYSQL_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
 /**
- * No doublewrite buffer: it guards pages against a torn write in a crash, which a throwaway server never recovers
- * from, and MySQL keeps it in two files of its own (16 of the template's MB, copied at every start) and writes every
- * flushed page twice. Given at initialise too, so the files are never made.
+ * No doublewrite buffer: it guards against torn writes in a crash a throwaway server never recovers from, costs files
+ * every start copies and writes each page twice. Given at initialise too, so the files are never made.
  */
 const MYSQL_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
 /** The same for MariaDB 11.8, whose 96 MB default redo log was 96 of the 141 MB template (the host's uses 16 MB). */
@@ -86,8 +85,7 @@ const RECIPES = {
     backend: 'mysql',
     flavour: 'mysql',
     serverBinary: '/usr/sbin/mysqld',
-    // A clean shutdown of MySQL 9.7 takes 1.3 s and the process exits 1.2 s after it says "Shutdown complete", every
-    // stop, mostly waiting; what it would save is a data directory that is deleted next, so it is killed outright.
+    // A clean shutdown mostly waits, to save a data directory that is deleted next: killed outright.
     stopSignal: 'SIGKILL',
     initialize: (dataDir, tmpDir) => ({
       binary: '/usr/sbin/mysqld',
@@ -98,7 +96,7 @@ const RECIPES = {
     backend: 'mariadb',
     flavour: 'mariadb',
     serverBinary: '/usr/sbin/mariadbd',
-    // MariaDB 11.8 shuts down in about 60 ms.
+    // MariaDB's clean shutdown is quick, so it keeps one.
     stopSignal: 'SIGTERM',
     // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
     // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
@@ -309,9 +307,8 @@ async function startInRootfs(name: RootfsName, rootfs: string, module: BackendMo
 }
 
 /**
- * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts):
- * initialising takes 5 to 30 s on two busy cores, a copy well under one. It lives inside the root filesystem because
- * the chrooted initialiser writes it there.
+ * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts), far
+ * cheaper than initialising; inside the root filesystem because the chrooted initialiser writes it there.
  */
 function initializeTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): TemplateRecipe {
   const recipe: RootfsRecipe = RECIPES[name];

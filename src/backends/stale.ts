@@ -142,11 +142,8 @@ function viewOf(pid: number): ProcessView | undefined {
 }
 
 /**
- * The processes running a server of ours on `dir`: each one's working directory is the directory or inside it, it
- * runs as us or as the directory's owner, has no terminal, and either its command line names the directory (a
- * chrooted server sees it under its own root, so by its name) or its parent or process group leader is such a
- * process (PostgreSQL's helpers rename themselves). A recorded server that is alive but does not pass is the reason
- * the whole record is refused.
+ * Processes running a server of ours on `dir`: working in it, run by us or its owner, no terminal, naming it or descending
+ * from one that does (PostgreSQL's helpers rename themselves). A recorded server alive but failing this refuses the record.
  */
 function processesOn(dir: string, record: OwnerRecord): { found: (ProcessIdentity & { stopSignal: string })[]; refused?: string } {
   const name = `/${path.basename(dir)}`;

@@ -8,9 +8,8 @@ import { trackLive } from './live';
 import { runTool, serverTempBase } from './local-process';
 
 /**
- * Initialised data directories, made once per server binary and copied for every private start: a copy
- * costs a third of initialising (`npx tsx bench/server-start.ts`). Each start still gets its own copy, so counters,
- * tables and accounts start from nothing every time.
+ * Initialised data directories, made once per server binary and copied for every private start (cheaper than
+ * initialising): each start still gets its own copy, so counters, tables and accounts start from nothing.
  */
 
 const DEFAULT_CACHE = '/var/cache/sqltally/templates';

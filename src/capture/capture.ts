@@ -63,13 +63,10 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    */
   otherConnections?: OtherConnections;
   /**
-   * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its
-   * fingerprint, e.g. `/^SELECT \?$/` for a pool's `SELECT 1` keep-alive) or shape ids (12 hex characters from
-   * `tally.layers.driver.shapes`). They are listed as ignored shapes (`ignored: true`, `driver.ignoredCalls`) and
-   * counted in none of the driver layer's totals. The wire and server layers cannot tell statements apart by
-   * shape: the verdict compares them with the ignored calls still in, then the driver model's exact share of the
-   * ignored calls is taken out of the wire commands and the server summary (`tally.ignored` says how much, and what
-   * stayed in: round trips, bytes, global and per-connection counters).
+   * Statements to leave out of every window's counts: RegExps matched against the statement's shape (its fingerprint,
+   * e.g. `/^SELECT \?$/` for a pool's keep-alive) or shape ids from `tally.layers.driver.shapes`. The driver layer lists
+   * them as ignored shapes; the wire and server layers cannot tell statements apart, so the driver model's share of
+   * them is taken out of their counts after the verdict's comparison (`tally.ignored` says how much, and what stayed in).
    */
   ignore?: IgnoreEntry[];
   /**
@@ -637,9 +634,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
     const wrapped = module.wrap(target, this.#recorder);
     this.#noteCounted(module.name);
-    // Once per Database: counting it again hands back the same wrapper, and a second number for the same handle
-    // would add its total_changes() to the window twice (a Database counted in beforeAll and again in each test
-    // read 12000, 18000, 24000 rows for windows of 6000).
+    // Once per Database: counting it again hands back the same wrapper, since a second number for the same handle
+    // would add its total_changes() to every window again.
     if (module.embedded && ![...this.#embeddedHandles.values()].some((e) => e.handle === target)) {
       this.#embeddedHandles.set(++this.#embeddedNumbers, { module, handle: target });
     }
@@ -709,11 +705,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets connections that are closing (a goodbye said, or a socket destroyed) finish, and the probe finish reading those that closed inside the
-   * window. A driver's `end()` resolves as soon as its COM_QUIT or Terminate is written (mysql2, pg-pool), before the
-   * proxy has even read it: at a window's start such a connection would count as the window's, gone from the server
-   * before the first reading (attribution not exact); at its end, its read would still be running, its cost not
-   * subtracted (the server doing more than the window's connections).
+   * Lets closing connections finish, and their reads: a driver's `end()` resolves once its goodbye is written, before
+   * the proxy has read it, so it would count in a window it left, or its read's cost stay unsubtracted.
    */
   async #settleGoodbyes(): Promise<void> {
     const proxy = this.#proxy;
@@ -727,15 +720,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Lets the answers to requests whose calls are over arrive before the window's last wire reading. A driver may
-   * settle a call before the protocol exchange ends: pg calls back on a failed query's ErrorResponse, before the
-   * ReadyForQuery that answers its Sync (and pg-pool then throws that client away: its goodbye follows at once),
-   * and postgres.js's `describe()` resolves on the description, before the answer to its Sync. Read at once, such a
-   * request counted as in flight and the window as `incomplete`, or not, by a race. So the window waits for it when
-   * its client said goodbye, or when every counted driver call has settled or none was counted (`driverIdle`): the
-   * layers are then read at one moment, the probe's flush and the wire both after the last answer. While a counted call is
-   * still running (a query the function did not await), only a connection that said goodbye is waited for, and the
-   * window stays `incomplete`.
+   * Lets answers to finished calls arrive before the last wire reading: drivers settle some calls before the exchange
+   * ends (pg on an ErrorResponse), counted as in flight by a race otherwise. With a call still running, only goodbyes.
    */
   async #settleAnswers(driverIdle: boolean): Promise<void> {
     const proxy = this.#proxy;
@@ -751,9 +737,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * When every call still in flight is one the code let go of and the driver finishes by itself (a postgres.js
-   * cursor left with `break`: StatementSink.letGo), waits for them to settle, so they count in the window they
-   * started in. A call in flight that the code could have awaited is not waited for: the window is `incomplete`.
+   * Waits for calls the code let go of and the driver finishes by itself (StatementSink.letGo), so they count in their
+   * own window; a call the code could have awaited is not waited for: the window is `incomplete`.
    */
   async #settleLetGo(): Promise<void> {
     const recorder = this.#recorder;
@@ -823,18 +808,15 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     // Read at the function's return (see tracker.onReturn), before work it left has run: microtasks run first.
     const before = atReturn ?? { calls: recorder.recordedInWindow, wire: wireCommands(), running: running() };
     let deferred = await tracker.settle(wait);
-    // A promise or socket request that settled in the wait is work only if the database saw something after the
-    // function returned (or a call was still running then): a driver's own promises and a socket shut down settle
-    // after it returned too, with nothing sent. One still pending is work whatever the database did: a query
-    // waiting for a pool connection has sent nothing yet. Timers, ticks and microtasks the code set always are.
+    // A promise or socket request settled in the wait is work only if the database saw something after the return (a
+    // driver's own promises settle then too, sending nothing); one still pending is work anyway, and so are timers and ticks.
     const databaseMoved = before.running || running() || recorder.recordedInWindow > before.calls || wireCommands() > before.wire;
     if (deferred && !databaseMoved) {
       const items = deferred.items.filter((i) => DIRECT_WORK.has(i.type) || !i.settled);
       deferred = items.length > 0 ? { ...deferred, items } : null;
     }
-    // A counted call running as the function returned that no other work explains (a postgres.js query started
-    // with execute()): the user's promises pending then are the line to name, even if the call has ended since;
-    // waited for like any other work.
+    // A counted call running at the return that no other work explains (a postgres.js execute()): the user's promises
+    // pending then name the line, even if the call has ended since, and are waited for like other work.
     const candidates = deferred === null && (before.running || running()) ? tracker.unawaitedPromises() : [];
     if (candidates.length > 0) {
       for (let waited = 0; running() && waited < wait; waited += 5) await new Promise((r) => setTimeout(r, 5));
@@ -1226,9 +1208,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   }
 
   /**
-   * Late work of the last window, seen now: counted calls it had started that settled after it closed, and, when it
-   * closed with work still running, the commands the wire saw since on the user's connections (not the session's own).
-   * Each one found is also kept in `lateWork`.
+   * Late work of the last window, seen now: its calls that settled after it closed and, if it closed with work running,
+   * the wire commands since on the user's connections. Each one found is also kept in `lateWork`.
    */
   #lateSince(): Finding[] {
     const last = this.#lastEnd;

@@ -39,10 +39,8 @@ export type DeferredWork = z.infer<typeof DeferredWorkSchema>;
 interface Kind {
   what: string;
   /**
-   * Timers, immediates, ticks and microtasks count when the user's code called the API itself: a driver's or a
-   * stream's own housekeeping (an idle timer, a pool's reaper interval, a write's nextTick) is not the user's work.
-   * Promises and requests count when the user's code is anywhere on the stack: an un-awaited ORM call's promise is
-   * made inside the ORM.
+   * Timers, immediates, ticks and microtasks count when the user's code called the API itself (not a driver's
+   * housekeeping); promises and requests when it is anywhere on the stack (an ORM makes an un-awaited call's promise).
    */
   direct: boolean;
   /** Settled by running its callback once (a repeating timer never is; a request's is its completion), or by its promise settling. */
@@ -180,12 +178,8 @@ function capture(turn: number): Trace {
 const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
 
 /**
- * The stack here as call sites (no formatting), for a begin() window, which tells the user's work when it is made.
- * Reading the sites costs more than a lazy capture's formatting never done, so a measured function's work is not
- * read this way. A few frames first: the hook's own and Node's, then nearly always the
- * user's frame or the first asynchronous one, past which attribution never looks; the deep capture only when
- * neither was among them (an ORM's promise made some 15 frames under the user's call). A frame walked is most of a
- * capture's cost.
+ * The stack here as call sites, for a begin() window, which tells the user's work when it is made: a few frames first,
+ * which nearly always reach the user's or an asynchronous frame, the deep capture only when not (frames are the cost).
  */
 function captureSites(turn: number): Trace {
   const environment = Error.prepareStackTrace;
@@ -230,9 +224,8 @@ function isHookFrame(file: string): boolean {
 }
 
 /**
- * Whether call sites read at creation show the user's work, by the rule `attribute` applies to printed frames: the
- * first frame of the user's code among the synchronous callers, and for `direct` kinds nothing but Node's timer and
- * tick files in between. Positions are those of the code that runs, which is enough to tell whose file it is.
+ * Whether call sites read at creation show the user's work, by `attribute`'s rule for printed frames (a user frame
+ * among the synchronous callers; for `direct` kinds, only Node's timer and tick files between).
  */
 function isUserSites(sites: NodeJS.CallSite[], kind: Kind): boolean {
   let direct = true;
@@ -275,9 +268,8 @@ function madeByFunction(trace: Trace): string | null {
 }
 
 /**
- * Where an entry was created, if it is the user's work: the first frame of the user's code among the frames that
- * called it (never the asynchronous ones: a pool's promise made after an `await` in the user's call is the pool's).
- * For `direct` kinds that frame must be the one that called Node's API, with only Node's timer and tick files between.
+ * Where an entry was created, if it is the user's work: the first user frame among its synchronous callers (a pool's
+ * promise made after an `await` is the pool's); for `direct` kinds, the frame that called Node's API itself.
  */
 function attribute(entry: Entry): void {
   if (entry.user !== undefined) return;
@@ -396,9 +388,8 @@ export class DeferredWorkTracker {
           const parent = entries.get(trigger);
           if (parent !== undefined) parent.observed = true;
           if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
-          // Chained (then, await) in the same synchronous run as the promise it waits on: made by the same lines,
-          // so that promise's stack is this one's; a stack capture is most of what following a promise costs. A
-          // begin() window reads its call sites (see `madeByFunction`), which a measured function's need not have.
+          // Chained in the same synchronous run as the promise it waits on: made by the same lines, so it shares that
+          // stack, sparing a capture (a begin() window's call sites, see `madeByFunction`, likewise).
           const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
           if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
         }

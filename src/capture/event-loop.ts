@@ -24,11 +24,9 @@ function sleep(ms: number): Promise<void> {
 }
 
 /**
- * Records the event-loop delay around the measured runs only. Each run gets its own histogram: a histogram that
- * is disabled and enabled again records the idle gap in between as one huge delay (measured on Node 20: a 200 ms
- * pause between two runs showed up as a 229 ms "delay"). The timer needs one tick before the workload (its first
- * tick only sets a reference point) and one after (a synchronous insert shows up in the tick that follows it), so
- * `around` waits a little on both sides, outside the timed part.
+ * Records the event-loop delay around the measured runs only, one histogram per run (a re-enabled histogram records the
+ * idle gap as one huge delay). `around` waits a tick on both sides, outside the timed part: the first tick only sets a
+ * reference point, and a synchronous insert shows up in the tick after it.
  */
 export class EventLoopDelayRecorder {
   readonly #runs: { count: number; maxNs: number; p99Ns: number }[] = [];
@@ -50,9 +48,8 @@ export class EventLoopDelayRecorder {
   }
 
   /**
-   * Over all runs: the largest delay seen, and as p99 the largest per-run p99. Node cannot merge interval
-   * histograms, and the largest per-run p99 is an upper bound of the p99 over all ticks (at least 99% of every
-   * run's ticks are at or below it), where an average of percentiles would be no bound at all.
+   * Over all runs: the largest delay seen, and as p99 the largest per-run p99. Node cannot merge histograms, and the
+   * largest per-run p99 bounds the p99 over all ticks from above, where an average of percentiles bounds nothing.
    */
   result(): EventLoopDelay {
     const resolutionNs = EVENT_LOOP_RESOLUTION_MS * NS_PER_MS;

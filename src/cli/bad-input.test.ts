@@ -8,10 +8,8 @@ import { ReportSchema, toJson } from '../report/schema';
 import { main } from './main';
 
 /**
- * Bad input to every command, as one table: what a person typed or set, the exit code, the message (naming the flag,
- * variable or file, and backend and phase where there is one), and proof that nothing was written: the scratch
- * directory (output directories, baselines, reports) is byte for byte as it was, and no output directory appeared.
- * None of these needs a database server; the ones that do are in integration/bad-input.test.ts.
+ * Bad input to every command, as one table: what was typed or set, the exit code, the message naming it, and proof
+ * that nothing was written. Cases needing a server are in integration/bad-input.test.ts.
  */
 
 /** Files each case finds in its scratch directory. */

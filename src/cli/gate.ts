@@ -69,9 +69,8 @@ async function run(argv: string[]): Promise<number> {
     baseline = readBaselineFile(opts.baseline);
   } catch (err) {
     if (!(err instanceof UnreadableFileError)) throw err;
-    // Only --update may replace what is there, and only a file that is absent or from an older schema: a corrupt
-    // baseline (a bad merge, a hand edit) is left for a person to look at.
-    // A newer schema's baseline is someone's newer sqltally's: replacing it would downgrade their gate.
+    // --update replaces only an absent or older-schema baseline: a corrupt one is left for a person to look at, and a
+    // newer schema's is someone's newer sqltally's, which replacing would downgrade.
     const replaceable = opts.update && (err.problem === 'missing' || (err.problem === 'version' && err.older));
     if (!replaceable) {
       const hint = err.problem === 'missing' ? `\n  create it with: sqltally gate --report ${opts.report} --baseline ${opts.baseline} --update` : '';

@@ -13,14 +13,10 @@ import { arraySlice, isArray, objectKeys } from '../shared/intrinsics';
 const DRIVER = 'better-sqlite3';
 
 /**
- * The subset of better-sqlite3's `Database` that is counted. Every other member (`close`, `function`,
- * `backup`, `serialize`, `loadExtension`, `table`, ...) passes through uncounted.
- * - `prepare` -> one `prepare` event; the statement it returns is counted too.
- * - `exec` and `pragma` -> one `query` event each.
- * - `transaction(fn)` -> a counted transaction function: its BEGIN and COMMIT/ROLLBACK, which better-sqlite3
- *   issues itself, are recorded as `query` events with method `transaction` (durations 0: they run inside the
- *   driver and cannot be timed apart from the body), so the driver layer shows the transaction the server saw.
- *   Nested calls use SAVEPOINT/RELEASE/ROLLBACK TO, which classify as `savepoint`, the same on every driver.
+ * The subset of better-sqlite3's `Database` that is counted; every other member passes through uncounted. `prepare`
+ * is a `prepare` event and its statement is counted; `exec` and `pragma` a `query` event each; `transaction(fn)`
+ * records the BEGIN and COMMIT/ROLLBACK better-sqlite3 issues itself (method `transaction`, duration 0: they run
+ * inside the driver), so the driver layer shows the transaction the server saw.
  */
 export interface BetterSqlite3Database {
   prepare(source: string): BetterSqlite3Statement;
@@ -93,9 +89,8 @@ function siteFor(sink: StatementSink, opts: WrapOptions | undefined): CallSite {
 }
 
 /**
- * The user's line for a text the sink's window has not seen, captured here rather than by the sink (see
- * StatementSink.needsCaller: the frames between here and the user are fewer); undefined when the sink needs none.
- * `path` keys the depth captureCaller remembers, one per wrapper method, apart from the sink's own captures.
+ * The user's line for a text the window has not seen, captured here, fewer frames from the user than the sink
+ * (StatementSink.needsCaller); undefined when none is needed. `path` keys the depth captureCaller remembers.
  */
 function callerFor(sink: StatementSink, sql: string, path: string): string | null | undefined {
   return sink.needsCaller?.(sql) === true ? captureCaller(path) : undefined;
@@ -151,24 +146,19 @@ export function wrapBetterSqlite3<T extends BetterSqlite3Database>(db: T, sink: 
 }
 
 function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: CallSite, statementClass: CallShape['statementClass']): BetterSqlite3Statement {
-  // A statement already marked is wrapOnce's to answer (the same sink's, or refused). An unmarked one is wrapped here
-  // without wrapOnce's WeakMap: the statement is its own wrapper and carries the mark a second wrap finds, and the
-  // WeakMap's insert was a third of the wrap's cost (a profile of the stand-in prepare) and an entry per statement
-  // for every collection to visit.
+  // A statement already marked is wrapOnce's to answer. An unmarked one is wrapped here without wrapOnce's WeakMap:
+  // the statement carries the mark itself, sparing the WeakMap's insert and an entry per statement for the collector.
   if (markOf(stmt) !== undefined) return wrapOnce(DRIVER, stmt, sink, () => stmt);
-  // The string prepare() was given (better-sqlite3 keeps it as a frozen own property): the window's later lookups
-  // of it are identity checks. The text never changes, so it is classified once, by the prepare that made it (a
-  // text over 4 KB is classified afresh at each lookup, see statement-cache.ts): `run` is the per-row hot path.
+  // The string prepare() was given (a frozen own property), so later lookups are identity checks, and it is classified
+  // once, by the prepare (a text over 4 KB afresh at each lookup, see statement-cache.ts): `run` is the per-row path.
   const sql = stmt.source;
   const state: StatementState = { sql, statementClass, boundValues: 0 };
   const slots = stmt as unknown as Record<symbol, StatementState | ExecutionState>;
-  // Symbol-keyed, so no listing of the statement's keys shows them. Assigned rather than defined: a store V8 has
-  // seen before follows a cached map transition, where each `Object.defineProperty` is a runtime call of about 2k
-  // instructions (callgrind), and some callers prepare before every run (knex on SQLite).
+  // Symbol-keyed, so no listing of the statement's keys shows them. Assigned rather than defined: V8 caches a seen
+  // store's map transition, `Object.defineProperty` is a runtime call, and some callers prepare before every run.
   slots[STATE] = state;
-  // One record per counted method, each under its own key: the per-row call reaches everything it needs in one load.
-  // One store per method written out: a loop over COUNTED's keys made one store site see four keys, 2.7k instructions
-  // more per prepare. A method of COUNTED left out here runs uncounted, which its tests catch.
+  // One record per counted method under its own key, one load per row. Stores written out (a loop made one store site
+  // see four keys, dearer per prepare); a method of COUNTED left out here runs uncounted, which its tests catch.
   const execution = (): ExecutionState => ({
     statement: state,
     site,
@@ -185,10 +175,8 @@ function wrapStatement(stmt: BetterSqlite3Statement, sink: StatementSink, site: 
   slots[COUNTED.all.state] = execution();
   slots[COUNTED.iterate.state] = execution();
   Object.defineProperty(stmt, WRAPPED, { value: { driver: DRIVER, sink, target: stmt } satisfies WrapperMark });
-  // The statement is sqltally's own (the counted `prepare` made it), so it is counted in place rather than behind a
-  // Proxy: its prototype becomes a counting one that inherits from the driver's, and stays a driver Statement
-  // (`instanceof`, every other method and getter). `statement.database` stays the raw Database, so calls made
-  // through it are not counted.
+  // The counted `prepare` made this statement, so it is counted in place, not behind a Proxy: its prototype becomes a
+  // counting one that inherits the driver's, so it stays a driver Statement. `statement.database` stays raw: uncounted.
   StatementPaths.adopt(stmt, countingPrototype);
   return stmt;
 }
@@ -288,12 +276,8 @@ const NATIVE_BIND = Symbol('better-sqlite3 bind');
 const COUNTING_PROTOTYPES = new WeakMap<object, object>();
 
 /**
- * Why a prototype, not a method shadowed on each statement: a counted method that calls the native one through a
- * closure (a bound function, `apply`) makes V8 take its generic path into C++ on every call, about 400 instructions
- * more than the raw `stmt.run(...)`, whose native target it knows from the receiver's map and calls directly. Here
- * the native method sits on the prototype under a symbol and is called on `this` with a fixed number of arguments,
- * so V8 knows the target again and keeps its direct call (callgrind, 5000-row windows: +23 instructions a row for the
- * forwarding, against +403 through a bound function).
+ * A prototype, not a method shadowed per statement: a native method called through a closure takes V8's generic path
+ * into C++, while on the prototype, called on `this` at a fixed arity, it keeps the raw call's direct path.
  */
 function countingPrototype(base: object): object {
   let proto = COUNTING_PROTOTYPES.get(base);
@@ -325,12 +309,8 @@ function countedBind(this: CountedStatement, ...params: unknown[]): unknown {
 }
 
 /**
- * A counted `run`/`get`/`all`/`iterate`. Values are counted from the arguments of each call (an array counts its
- * elements, a named object its keys, with no walk over either), never from the SQL: counting a 100 KB text's
- * placeholders costs milliseconds, and a call with the wrong number of values fails in the driver anyway. `run` is
- * the per-row hot path of the recommended bulk insert, so its common path reads `arguments` at fixed positions only
- * (V8 then never allocates it), the clock is read only while the sink keeps times, and the values themselves are
- * handed over only for the first calls of each window (a copy, made then): the sink compares no more than those.
+ * A counted `run`/`get`/`all`/`iterate`: values counted from the arguments, never the SQL (dear for a long text). `run` is
+ * the bulk insert's per-row path: fixed `arguments` positions, the clock only while kept, values only for first calls.
  */
 function countedExecution(method: ExecutionMethod) {
   const { rowsOf, native, state: key } = COUNTED[method];
@@ -369,11 +349,8 @@ function countedExecution(method: ExecutionMethod) {
     settle(execution, call, start, timed, result, NO_ERROR, values);
     return result;
   };
-  // The common per-row call, up to 8 scalars: `arguments` read at fixed positions only, and the native method called
-  // with as many arguments as were given (an arity V8 can see at each call site), on `this`, so V8 finds it from the
-  // receiver's map and calls it directly (see countingPrototype). Once the window keeps no more events and compares
-  // no more of this statement's values, the calls of its shape go to a counter from the sink instead of `emit`: the
-  // clock, the shape and the values are not needed, and `emit` -> `record` -> `add` was most of a per-row call's cost.
+  // The common per-row call, up to 8 scalars, with the native method called on `this` at a visible arity (see
+  // countingPrototype). Once the window keeps no more events or values, calls go to the sink's plain counter, not `emit`.
   return function counted(this: CountedStatement): unknown {
     const execution = this[key] as unknown as ExecutionState | undefined;
     const n = arguments.length;
@@ -424,11 +401,8 @@ function countedExecution(method: ExecutionMethod) {
 }
 
 /**
- * Calls this module sends through `emit` before it asks for counters at all. V8 optimizes a function once it has run
- * a few thousand times, and does not inline a call that few of its caller's calls make: with counters from the first
- * window on, `emit` -> `record` -> `add` and the event and value bookkeeping ran only a window's first 200 or so calls
- * and stayed unoptimized for some 20 windows of 5000 rows, 0.6-1 ms a window (a throwaway harness of the per-row-tx
- * window, windows 5-24 against 25-39). After this many calls they have been optimized, in the first such window.
+ * Calls this module sends through `emit` before it asks for counters at all: V8 optimizes a function only after a few
+ * thousand runs, and with counters from the first window on, `emit`'s path would stay unoptimized for many windows.
  */
 export const CALLS_BEFORE_COUNTERS = 5000;
 let callsThroughEmit = 0;
@@ -444,8 +418,8 @@ function askSteady(execution: ExecutionState, call: CallShape): void {
 }
 
 /**
- * Whether any of the first `n` (up to 8) arguments is an array or an object. Only those `n` are looked at: a test of a
- * value's type is some 20 instructions, and a prepared `get()` with none is the cheapest call there is.
+ * Whether any of the first `n` (up to 8) arguments is an array or an object. Only those `n` are looked at: a prepared
+ * `get()` with none is the cheapest call there is, and a type test per value would show in it.
  */
 function objectAmong(n: number, a0: unknown, a1: unknown, a2: unknown, a3: unknown, a4: unknown, a5: unknown, a6: unknown, a7: unknown): boolean {
   return (
@@ -488,9 +462,8 @@ function countedTransaction(tx: TransactionFunction, db: BetterSqlite3Database, 
     const counted = function (this: unknown, ...args: unknown[]): unknown {
       const nested = db.inTransaction;
       const begin = nowNs();
-      // Every statement this call records has one caller, the line that called the transaction function: its frame
-      // stays where it is until the function returns (the body runs synchronously; better-sqlite3 refuses a promise).
-      // So the first capture serves the others (an undefined caller: none taken yet).
+      // Every statement this call records has one caller, the line that called the transaction function (the body runs
+      // synchronously), so the first capture serves the others (undefined: none taken yet).
       const opening = nested ? `SAVEPOINT ${SAVEPOINT_NAME}` : BEGIN_BY_VARIANT[variant];
       let caller = callerFor(sink, opening, TRANSACTION_CALLER);
       const closing = (sql: string, at: number): void => {

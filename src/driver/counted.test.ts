@@ -59,9 +59,8 @@ describe('countExpandedValues (text protocol, client-side expansion)', () => {
     expect(countExpandedValues([[{ a: 1 }, new Date(0), Buffer.from('x')]])).toBe(3);
   });
 
-  // The model above against the driver's own code: mysql2's `format` (what its query() sends) writes each value it
-  // binds as one literal, so the literals of its output are the values bound. A `toSqlString` value is raw SQL and
-  // has no literal to count, so it is checked above instead.
+  // The model against mysql2's own `format`, which writes each bound value as one literal, so its output's literals
+  // are the values bound (a `toSqlString` value is raw SQL, checked above instead).
   it.each<[string, string, unknown[]]>([
     [
       'VALUES ? with rows of every scalar type',

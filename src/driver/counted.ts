@@ -112,9 +112,8 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 export function callerAtCall(site: CallSite, shape: CallShape): string | null | undefined {
   const sink = site.sink;
   if (sink.needsCaller === undefined) return undefined;
-  // A loop of one statement asks about its text once per window: a shape is one text, and the window's answer for a
-  // text it was asked about stays no until it closes (the ask is pending, then the text is known; its caps only
-  // fill). The sink's epoch tells a new window; a sink without one is asked every call.
+  // A loop of one statement asks about its text once per window (the answer stays no until the window closes); the
+  // sink's epoch tells a new window, and a sink without one is asked every call.
   const epoch = sink.epoch;
   if (shape === lastAsk.shape && sink === lastAsk.sink && epoch === lastAsk.epoch && epoch !== undefined) return undefined;
   lastAsk.shape = shape;
@@ -348,16 +347,10 @@ export function countedProxy<T extends object>(target: T, mark: WrapperMark, hoo
 }
 
 /**
- * Values a text-protocol call binds, as the MySQL drivers expand them on the client: a top-level array (`IN (?)`,
- * `VALUES ?` with `[[1, 'a'], [2, 'b']]`) is flattened to its scalars; a plain object handed as the values (named
- * placeholders) counts one value per key whose value is not a function (both drivers skip those); a plain object
- * among the values counts the same where the driver expands it (`objects: 'keys'`, mysql2's `SET ?`) and is one
- * value where it writes it as one string (`'one'`, mariadb's JSON). Anything else (a Buffer, a Date, a
- * `toSqlString` object) is one value. Inside a list only a nested array expands: mysql2 (sqlstring and sql-escaper
- * alike) writes an object there as one quoted string, mariadb as JSON. Not modelled: a mysql2 `??` placeholder
- * takes its value as an identifier (counted here as values); sql-escaper (mysql2 3.17 on; 1.9 read here) expands a
- * top-level object only in a `SET` or `ON DUPLICATE KEY UPDATE` list and elsewhere writes `'[object Object]'`, a bug
- * in the caller's SQL, still counted here one per key.
+ * Values a text-protocol call binds, as the MySQL drivers expand them on the client: top-level arrays flatten to their
+ * scalars, a plain object counts one value per non-function key where the driver expands it (`objects: 'keys'`) and is
+ * one value where it writes it as one string (`'one'`); anything else is one value, and inside a list only a nested
+ * array expands. Not modelled: mysql2's `??` identifiers, and sql-escaper's `'[object Object]'` outside `SET` lists.
  */
 export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = 'keys'): number {
   if (values === undefined) return 0;
@@ -373,17 +366,12 @@ export function countExpandedValues(values: unknown, objects: 'keys' | 'one' = '
   return n;
 }
 
-// The import binding called 30000 times a `VALUES ?` compiles to a module-object load per call (`(0, m.isArray)(w)`):
-// through this alias one such call takes 11% fewer instructions (`driver-cpu.ts --scenarios mysql2-values`: +987 k
-// against +875 k), 29 a value, against 26 for a loop that reads each element and tests nothing.
+// An import binding called per value compiles to a module-object load per call (`(0, m.isArray)(w)`); a local alias does not.
 const listIsArray = isArray;
 
 /**
- * A list's elements are one value each but a nested array, so an element needs only `isArray`, which reads one
- * field of its map: a `VALUES ?` of 5000 rows x 6 is 30000 elements walked at every such call, and a type test per
- * element (`typeof` and a null check before `isArray`) and a call per row made one such call +1.54 M instructions
- * against +0.99 M (`driver-cpu.ts --scenarios mysql2-values`). Rows are walked in this frame; a call is made only
- * for a third level.
+ * A list's elements are one value each but a nested array, so an element needs only `isArray` (one field of its map):
+ * a large `VALUES ?` walks every element at every call. Rows are walked in this frame; a call only for a third level.
  */
 function countList(list: readonly unknown[]): number {
   let n = list.length;

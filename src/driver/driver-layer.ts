@@ -43,9 +43,8 @@ function zeroes<K extends string>(keys: readonly K[]): Record<K, number> {
   return Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
 }
 
-// Templates copied by spread for every window: a window opens per test, and building the maps key by key was most
-// of the cost of opening and closing one. Copies of one literal also share one hidden class, which keeps the
-// per-call `byKind[kind]++` a monomorphic store.
+// Templates copied by spread for every window (one opens per test): cheaper than building the maps key by key, and
+// copies of one literal share a hidden class, keeping the per-call `byKind[kind]++` a monomorphic store.
 const NO_KINDS: Readonly<Record<CallKind, number>> = zeroes(CallKindSchema.options);
 const NO_CLASSES: Readonly<Record<StatementClass, number>> = zeroes(STATEMENT_CLASSES);
 
@@ -109,10 +108,8 @@ interface TextInfo {
 }
 
 /**
- * One call's bound values as a list that {@link sameValues} can compare, or null when they cannot be compared cheaply
- * (too many, a long string, a nested array or object). A copy: a caller may reuse its array for the next call. Only
- * the first calls of a text get here (see MAX_TRACKED_CALLS); comparing lists, instead of building a string key per
- * call, spares converting every number and bigint to text.
+ * One call's bound values as a copied list {@link sameValues} can compare (a caller may reuse its array), or null when
+ * not cheaply comparable. Lists, not a string key per call, spare converting every number to text.
  */
 function comparableValues(values: unknown): unknown[] | null {
   if (values === undefined || values === null) return [];
@@ -212,8 +209,7 @@ export class WindowTotals {
   readonly #maxSql: number;
   readonly #maxTexts: number;
   readonly #events: StatementEvent[] = [];
-  // maxEvents - events.length, kept apart: `keepsEvents` is read on every call (StatementSink.timed), and one field
-  // read instead of two is 8 instructions a per-row call (bench/driver-cpu.ts: +1240 with it, +1248 without).
+  // maxEvents - events.length, kept apart: `keepsEvents` is read on every call (StatementSink.timed), so one field read, not two.
   #eventsLeft: number;
   // Keyed by text, then by kind and connection: a map per text keeps the per-call lookup a single hash of the text.
   readonly #texts = new Map<string, TextInfo>();
@@ -229,9 +225,8 @@ export class WindowTotals {
   /** Texts a wrapper was told to capture the caller of (needsCaller) and that no call has been recorded of yet. */
   readonly #callersPending = new Set<string>();
   /**
-   * Texts asked about and answered under another (askAnswered): their caller is taken, so a later ask about one is
-   * no. Forgotten, every build of a looped postgres.js template asked again and captured its line again, until the
-   * window's captures were gone and a later template named no line. At most MAX_CALLERS of them.
+   * Texts asked about and answered under another (askAnswered): their caller is taken, so a later ask is no, or a
+   * looped postgres.js template would use up the window's captures. At most MAX_CALLERS of them.
    */
   readonly #asksAnswered = new Set<string>();
   /** Shared with the counters handed out (steadyCounter), which count while it is open. */
@@ -358,11 +353,8 @@ export class WindowTotals {
       const { fingerprint, id } = fingerprintCached(sql, dialect);
       ignored = this.#ignore({ fingerprint, id, sql });
     }
-    // Captures are what MAX_CALLERS bounds: one a wrapper was told to take (needsCaller) counts from the ask on, as
-    // pending, and moves to the taken ones here. A caller handed over without an ask of this text was captured for
-    // another (a transaction's BEGIN serving its COMMIT) or taken under the text it was asked about (a postgres.js
-    // template, askAnswered) and costs nothing more. Without one, the window captures it itself: also when
-    // the asker's call of the text settles after another call of it.
+    // MAX_CALLERS bounds captures: an asked one (needsCaller) counts as pending from the ask and moves to taken here;
+    // one handed over unasked was captured for another text and costs nothing. Without one, the window captures itself.
     let caller: string | null = null;
     if (this.#callersPending.size > 0 && this.#callersPending.delete(sql)) {
       this.#callersTaken++;
@@ -585,9 +577,8 @@ interface WindowState {
 }
 
 /**
- * A group's count of one shape's calls, handed to a wrapper once nothing about them is kept but that count. Does
- * what `add` does for such a call (no error, no event kept, no values compared, a group of its own, the shape's
- * values already in `maxBindValues` from the call that asked).
+ * A group's count of one shape's calls, handed to a wrapper once nothing but that count is kept: what `add` does for
+ * such a call (no error, no event, no values compared, its values already in `maxBindValues`).
  */
 class GroupCounter implements SteadyCounter {
   readonly #group: Group;
@@ -726,9 +717,8 @@ export class DriverTally implements StatementSink {
 }
 
 /**
- * The sink of a capture session: every object the session counts records here, and only calls that settle while a
- * window is open are counted, into that window's {@link WindowTotals}. It also knows how many calls are in flight,
- * so a window can tell that the user's code returned with a query still running.
+ * The sink of a capture session: every counted object records here, calls settling in an open window count into its
+ * {@link WindowTotals}, and calls in flight are known, so a window sees code that returned with a query running.
  */
 /** Statements of late calls kept to name them. */
 const LATE_SQL_SHOWN = 3;

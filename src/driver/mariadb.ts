@@ -110,9 +110,8 @@ function commonHooks<T>(site: CallSite): MethodHooks<T> {
     query: (original) =>
       function query(...args: unknown[]) {
         const values = valuesOf(args[0], args[1]);
-        // The connector writes an object among the values as one JSON string. Its `permitSetMultiParamEntries`
-        // (`key = value` pairs instead) is a connection option, private to the connector and not honoured per query
-        // (a per-query `permitSetMultiParamEntries` was tried on a server: still JSON): under it, one here too.
+        // The connector writes an object among the values as one JSON string; `permitSetMultiParamEntries` (pairs
+        // instead) is a connection option it does not honour per query, and under it this counts one too.
         const bound = countExpandedValues(values, 'one');
         return track(site, memoShape(memo, 'query', 'query', sqlOf(args[0]), bound, 1, 'mysql'), () => original(...args), mariadbRowsAffected, values);
       },

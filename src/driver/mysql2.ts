@@ -25,13 +25,10 @@ import { promiseViewMethods } from './compat/mysql2';
 const DRIVER = 'mysql2';
 
 /**
- * The subset of mysql2's promise `Connection` / `PoolConnection` (from `mysql2/promise`) that is counted.
- * `query` (text protocol; `VALUES ?` arrays are expanded on the client, so nested values are counted as the
- * scalars they become), `execute` (binary protocol; the driver's implicit prepare is not a separate event),
- * `prepare` (the returned statement's `execute` is counted), and `beginTransaction`/`commit`/`rollback`, which
- * send `START TRANSACTION`/`COMMIT`/`ROLLBACK` as text queries. Not counted: `ping`, `changeUser`, `reset`,
- * `end`, `unprepare`, statement `close` (none of them is a statement the server counts as a query).
- * `connection` (the callback connection underneath) is handed out wrapped.
+ * The subset of mysql2's promise `Connection` / `PoolConnection` that is counted: `query` (nested `VALUES ?` values as
+ * the scalars they become), `execute` (its implicit prepare is no event of its own), `prepare` (its statement's
+ * `execute` is counted), `beginTransaction`/`commit`/`rollback`. Not counted: `ping`, `changeUser`, `reset`, `end`,
+ * `unprepare`, statement `close` (no statement the server counts). `connection` is handed out wrapped.
  */
 export interface Mysql2PromiseConnection {
   query(sql: unknown, values?: unknown): Promise<unknown>;
@@ -152,13 +149,8 @@ function executeShape(sql: unknown, values: unknown, memo: ShapeMemo): CallShape
 }
 
 /**
- * `query` and `execute` of the promise API, on a connection or a pool. mysql2 builds them on the callback API
- * underneath (`this.connection`, `this.pool`): one promise, settled by the callback it hands that object's `query`.
- * Where a method reads so, it runs through a counted view of that object (viewHooks), so the call is counted there,
- * by the callback mysql2 hands it, and counting adds no promise. Chaining mysql2's promise did (callgrind, an awaited
- * call on a stand-in built as mysql2's: +2193 instructions chained, +1781 through the view); under Jest, whose runner
- * turns promise hooks on for every promise in its workers, a promise costs some 200 ns. A method that does not read
- * as mysql2's (a spy, another release) keeps its own promise, chained; the values are found once per call.
+ * `query` and `execute` of the promise API. Where a method reads as mysql2's, it runs on a counted view of its callback
+ * object (viewHooks), adding no promise (Jest's promise hooks make one dear); any other keeps its promise, chained.
  */
 function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target: T, core: 'connection' | 'pool', sink: StatementSink): MethodHooks<T> {
   const through = viewHooks(sink, target, core, ['query', 'execute'], (raw) => {
@@ -178,11 +170,8 @@ function promiseCalls<T extends object>(site: CallSite, memo: ShapeMemo, target:
 }
 
 /**
- * Hooks that run the promise object's own `methods` on a receiver whose callback object (`this.<core>`) is a view
- * of the raw one, `Object.create`d from it, with those methods counted (`counted(raw)`: null when the raw object is
- * not one this module counts); the rest of either object reads through to it. Only for the methods that read as
- * mysql2's (compat/mysql2.ts); none when no method does, and then nothing is built. A Proxy in place of the view cost more
- * per call in its traps than the promise saved (+2391 instructions against +2193 chained).
+ * Hooks that run the promise object's `methods` on a receiver whose callback object is an `Object.create`d, counted view
+ * of the raw one; built only for methods that read as mysql2's. Not a Proxy: its traps cost more than the promise saved.
  */
 function viewHooks<T extends object>(
   sink: StatementSink,
@@ -370,9 +359,8 @@ function wrapCallbackConnection<T extends object>(target: T, sink: StatementSink
 }
 
 /**
- * The statement from promise `prepare()`: its `execute(values)` is counted; `close` passes through. As for `query`
- * (promiseCalls), mysql2's `execute` runs on a receiver whose callback statement (`this.statement`) is a view with a
- * counted `execute`, where it reads so; otherwise its promise is chained.
+ * The statement from promise `prepare()`: `execute(values)` is counted as `query` is (promiseCalls: a counted view of
+ * `this.statement` where mysql2's source reads so, else its promise chained); `close` passes through.
  */
 function wrapPromiseStatement(statement: object, sink: StatementSink, site: CallSite, sql: string): object {
   return wrapOnce(DRIVER, statement, sink, () => {
@@ -411,9 +399,8 @@ function wrapCallbackStatement(statement: object, sink: StatementSink, site: Cal
 }
 
 /*
- * Number handling is kept the same on both MySQL drivers: BIGINT and DECIMAL come back as strings (mysql2
- * `supportBigNumbers` + `bigNumberStrings`; the mariadb connector honours the same two options), so a
- * workload's verification reads identical values whichever driver wrote them.
+ * BIGINT and DECIMAL come back as strings on both MySQL drivers (`supportBigNumbers` + `bigNumberStrings`, which the
+ * mariadb connector honours too), so a workload's verification reads the same values whichever driver wrote them.
  */
 export const MYSQL_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: true } as const;
 

@@ -7,10 +7,8 @@ type Callback = (error: Error | null, result?: unknown) => void;
 type Config = { text: string; values?: unknown[]; callback?: Callback };
 
 /**
- * A Client whose `query` builds its promise as pg 8.x does (`new this._Promise(...)`, settled by the query's callback)
- * and, as pg up to 8.23.0 did, writes `values` and `callback` onto a config object it is given. `restacks`: then
- * `.catch`-ed to re-capture a failed query's stack, as pg 8.12 on does (8.11 does not). `fails`: answers with
- * `failure` instead of a result.
+ * A Client whose `query` builds its promise as pg 8.x does and writes `values` and `callback` onto a given config as
+ * pg up to 8.23.0 did. `restacks`: re-captures a failed query's stack, as pg 8.12 on does. `fails`: answers `failure`.
  */
 function olderPgClient({ fails = false, restacks = true } = {}) {
   const answered: Config[] = [];

@@ -11,13 +11,10 @@ import { isPgPool, ownPromiseOf, type OwnPromise } from './compat/pg';
 const DRIVER = 'pg';
 
 /**
- * The subset of node-postgres' `Client` that is counted: `query` in all its forms (text, text + values, config
- * object with `{ text, values, name }`, callback or promise). Every call is kind `query`, named prepared
- * statements included (pg parses a named statement once per connection; that shows on the wire, not here).
- * A Submittable (`new pg.Query(...)`, a cursor) is recorded when it is submitted, with no row count or error:
- * listening to its events would change how its errors surface; a pg-copy-streams `from()` stream is the exception, one
- * call until its COPY ends, with the rows it loaded. Connection id: the backend pid (`processID`).
- * Not counted: `connect`, `end`, `escapeLiteral`.
+ * The subset of node-postgres' `Client` that is counted: `query` in all its forms, each kind `query` (a named
+ * statement's single parse shows on the wire, not here). A Submittable is recorded when submitted, with no row count
+ * or error (listening would change how its errors surface), except a pg-copy-streams `from()`, one call until its COPY
+ * ends. Connection id: the backend pid. Not counted: `connect`, `end`, `escapeLiteral`.
  */
 export interface PgClient {
   query(...args: unknown[]): unknown;
@@ -113,9 +110,8 @@ function isCopyInStream(value: unknown): value is CopyInStream {
 }
 
 /**
- * A COPY ... FROM STDIN stream is one call from `query()` until pg hands it its ReadyForQuery (rows from `COPY n`) or
- * an error: pg calls exactly one of the two on the stream, and the stream's own `handle*` methods are shadowed on
- * the instance for that, so no listener changes how its errors surface. pg-copy-streams sends its text as a Query.
+ * A COPY ... FROM STDIN stream is one call until pg hands it its ReadyForQuery (rows from `COPY n`) or an error, seen by
+ * shadowing its `handle*` methods on the instance, so no listener changes how its errors surface.
  */
 function trackCopyIn(site: CallSite, shape: CallShape, stream: CopyInStream, args: unknown[], original: (...a: unknown[]) => unknown): unknown {
   const caller = callerAtCall(site, shape);
@@ -150,10 +146,8 @@ function callbackInConfig(config: unknown): boolean {
 }
 
 /**
- * A promise-form call made through pg's callback form, inside a promise built as pg builds its own: the caller gets
- * the same kind of promise, settled with the same result or error, and the error's stack re-captured as pg does, but
- * counting adds no promise of its own. Chaining pg's promise did (`track`), about 950 instructions a call, and under
- * Jest, whose runner turns promise hooks on for every promise in its workers, some 200 ns (bench/driver-cost.md).
+ * A promise-form call made through pg's callback form, inside a promise built as pg builds its own: the caller gets the
+ * same promise, result, error and re-captured stack, and counting adds no promise (Jest's promise hooks make one dear).
  */
 function throughCallback(
   site: CallSite,
@@ -258,12 +252,8 @@ function isPgObject(value: unknown): boolean {
 }
 
 /**
- * node-postgres: values given => extended protocol (Parse/Bind/Describe/Execute/Sync), one round trip; none =>
- * simple Query (an empty values array included), unless the config names the statement, limits rows or asks for
- * `queryMode: 'extended'`. Calls the wrapper tagged with their protocol get exact counts; untagged ones (a
- * Submittable, events rebuilt from a report) a range: 0 or 1 Parse per call, Query or the extended messages, and
- * any number of Executes, since a Submittable that reads through a portal (pg-cursor, pg-query-stream) executes
- * once per batch of rows.
+ * node-postgres: values, a name, a row limit or `queryMode: 'extended'` => extended protocol in one round trip, else a
+ * simple Query. Tagged calls get exact counts; untagged a range (a portal reader executes once per batch).
  */
 const pgModel: DriverModel = (group, ctx) => {
   const calls = group.kind === 'prepare' ? 0 : group.calls;

@@ -25,9 +25,8 @@ import {
 const DRIVER = 'postgres-js';
 
 /**
- * A synthetic event for what postgres.js sends itself inside `begin` and `savepoint`: its BEGIN goes out as a simple
- * Query (`unsafe`), the rest (COMMIT, ROLLBACK, SAVEPOINT ...) as templates, named statements unless the `sql` was
- * made with `prepare: false`.
+ * A synthetic event for what postgres.js sends itself in `begin` and `savepoint`: BEGIN as a simple Query, the rest as
+ * templates (named statements unless the `sql` has `prepare: false`).
  */
 function control(site: CallSite, sql: string, protocol: CallProtocol, at = nowNs()): void {
   const shape: CallShape = { method: 'begin', kind: 'query', sql, statementClass: classifyCached(sql, 'postgres'), bindValues: 0, parameterSets: 1, protocol };
@@ -49,17 +48,10 @@ interface Inherited {
 }
 
 /**
- * Counts every query run through a postgres.js `sql` instance (`postgres(...)`), a transaction's `sql` inside
- * `sql.begin`, or a reserved connection from `sql.reserve()`, into `sink`. Same function and behaviour out.
- * - Tagged templates, `sql.unsafe` and `sql.file` -> one `query` event each when the query runs (with its text,
- *   parameter count, rows from the command tag and the backend pid that ran it). A query nested as a fragment runs
- *   as part of its parent and is not a call of its own. Concurrent queries are pipelined by postgres.js: that shows
- *   on the wire, not here.
- * - `sql.begin(fn)` -> BEGIN and COMMIT (or ROLLBACK when it rejects) as `query` events with method `begin` and no
- *   duration (postgres.js sends them itself), with `fn` handed a counted transaction `sql`; `savepoint(fn)` adds
- *   SAVEPOINT and, when it rejects, ROLLBACK TO SAVEPOINT.
- * - Not counted: `listen`/`notify`/`subscribe`, `largeObject`, `end`/`close`. A cursor and a `forEach` are one call
- *   each, in flight from their start until their last batch of rows.
+ * Counts every query run through a postgres.js `sql` (also `sql.begin`'s and `sql.reserve()`'s) into `sink`; same
+ * function and behaviour out. Templates, `unsafe` and `file` are one `query` event each when they run (a fragment is
+ * part of its parent); `sql.begin(fn)` adds its BEGIN and COMMIT/ROLLBACK (method `begin`, no duration), `savepoint`
+ * its SAVEPOINT; a cursor or `forEach` is one call until its last batch. Not counted: listen/notify, large objects, end.
  */
 export function wrapPostgresJs<T extends object>(target: T, sink: StatementSink, inherited?: Inherited): T {
   return wrapOnce(DRIVER, target, sink, () => {
@@ -168,9 +160,8 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 }
 
 /**
- * The plain path (compat/postgres-js.ts): a query counted when it is first awaited, through its own `then` shadowed on
- * the instance, from its public result and the call's own arguments. A query only built (a fragment) is never awaited,
- * so never counted, as on the fast path.
+ * The plain path (compat/postgres-js.ts): a query counted when first awaited, through its own `then` shadowed on the
+ * instance, from its public result and arguments. A fragment is never awaited, so never counted, as on the fast path.
  */
 function countWhenAwaited(query: PromiseLike<unknown>, site: Site, method: string, args: unknown[], tagged: CallProtocol): void {
   const then = query.then;
@@ -210,9 +201,8 @@ function placeholdered(strings: readonly string[]): string {
 }
 
 /**
- * The protocol postgres.js picks, from the call's own arguments (its documented options): `unsafe`/`file` without
- * parameters (or `simple: true`) a simple Query, with them the unnamed statement unless `prepare: true`; a template as
- * the `sql` prepares. Left open where the arguments cannot tell (a file with parameters).
+ * The protocol postgres.js picks, from the call's documented options: `unsafe`/`file` without parameters a simple Query,
+ * with them unnamed unless `prepare: true`; a template as the `sql` prepares. Open where they cannot tell.
  */
 function plainProtocol(method: string, args: unknown[], tagged: CallProtocol): CallProtocol | undefined {
   if (method === 'sql') return tagged;
@@ -231,12 +221,8 @@ function isSql(value: unknown): boolean {
 }
 
 /**
- * postgres.js prepares every tagged query as a named statement once per connection (Parse/Describe/Flush, then
- * Bind/Execute/Sync; later calls Bind/Execute/Sync only), sends `unsafe` with parameters unnamed (Parse every time)
- * and `unsafe` without them as a simple Query; a `sql` made with `prepare: false` sends its templates unnamed too.
- * A call whose protocol the wrapper saw (every query that ran and succeeded, and what postgres.js sends itself in
- * `begin`) gets exact counts; the rest (events rebuilt from a report, a failed query) a range, in which a COMMIT,
- * ROLLBACK or SAVEPOINT is taken for `sql.begin()`'s own, a template.
+ * postgres.js: a template is named, parsed once per connection (unnamed under `prepare: false`), `unsafe` unnamed or simple.
+ * Calls whose protocol was seen get exact counts; the rest a range, a COMMIT or ROLLBACK taken for `sql.begin()`'s.
  */
 const range = (min: number, max: number): Range => ({ min, max });
 
@@ -272,11 +258,8 @@ const postgresJsModel: DriverModel = (group, ctx) => {
 };
 
 /**
- * Every call's protocol is known: a Query per simple call, Bind/Execute/Sync per other call, Parse and Describe per
- * unnamed call and for a named one at most once per connection (postgres.js parses again when the same text comes
- * with other parameter types, so up to once per call; a Flush after each Parse that waits for its Describe). A
- * cursor is a Bind, an Execute and a Flush per batch of rows (how many batches, the rows decide), and a Sync. A
- * describe is a Parse, a Describe, a Flush and a Sync, and nothing runs on the server.
+ * Every call's protocol is known: Query per simple call, Bind/Execute/Sync per other, Parse/Describe/Flush per unnamed
+ * call and up to once per named one (new parameter types parse again); a cursor adds messages per batch.
  */
 function postgresJsExactModel(group: CallGroup, ctx: ModelContext, n: ByProtocol & { cursor: number; describe: number }): Contribution {
   const exact = (v: number): Range => ({ min: v, max: v });

@@ -15,9 +15,8 @@ export interface ByProtocol {
 }
 
 /**
- * pg_stat_statements (measured on 15, with node-postgres and postgres.js) counts a COMMIT, ROLLBACK or SAVEPOINT
- * re-executed from a named prepared statement only the first time it runs on its connection; sent as a Query or
- * through the unnamed statement, every time. Every other statement is counted at every execution.
+ * pg_stat_statements counts a COMMIT, ROLLBACK or SAVEPOINT re-executed from a named prepared statement only the first
+ * time it runs on its connection (as a Query or unnamed, every time); every other statement at every execution.
  */
 const COUNTED_ONCE_FROM_NAMED = new Set<string>(['commit', 'rollback', 'savepoint']);
 

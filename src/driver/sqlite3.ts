@@ -13,14 +13,9 @@ const DRIVER = 'sqlite3';
 type Callback = (this: unknown, ...args: unknown[]) => unknown;
 
 /**
- * The subset of node-sqlite3's `Database` that is counted; everything else (`close`, `configure`, `serialize`,
- * `parallelize`, `loadExtension`, `interrupt`, events) passes through. node-sqlite3 has no promise API: every call
- * takes an optional callback, and a call without one is counted too (fire-and-forget inside `serialize`).
- * - `run`/`get`/`all`/`each`/`map(sql, ...params, cb)`: one `query` event each (the driver prepares, steps and
- *   finalizes a statement of its own); rows affected from the callback's `this.changes` for `run`.
- * - `exec(sql, cb)`: one `query` event, however many statements the text holds (as better-sqlite3's `exec`).
- * - `prepare(sql, ...params, cb)`: one `prepare` event, recorded when the driver calls back (it calls back on
- *   success too, once the statement is prepared and bound); the statement it returns is counted too.
+ * The subset of node-sqlite3's `Database` that is counted; everything else passes through. Every call takes an optional
+ * callback, and one without is counted too. `run`/`get`/`all`/`each`/`map` and `exec` are one `query` event each
+ * (`run`'s rows from `this.changes`); `prepare` is a `prepare` event when the driver calls back, and its statement is counted.
  */
 export interface Sqlite3DatabaseLike {
   run(sql: string, ...params: unknown[]): unknown;
@@ -74,11 +69,8 @@ function shapeOf(method: string, kind: CallShape['kind'], sql: string, bindValue
 type Raise = (error: unknown) => void;
 
 /**
- * One counted call: its callbacks (the one the caller gave, or one added so the call's end is known) record the event
- * once, then call the caller's. A call given no callback has its failure raised as the driver raises it then: an
- * `error` event on the object that ran it (`emit` throws when nobody listens, as the driver's own emit does).
- * `each` ends with its completion callback (added after the row callback when the caller gave none); a failure
- * reaches the row callback, or the completion callback when the statement could not be prepared.
+ * One counted call: its callbacks (the caller's, or one added so the end is known) record the event once, then call the
+ * caller's; without one, a failure is an `error` event on the object that ran it, as the driver does.
  */
 function countedCall(
   site: CallSite,

@@ -95,20 +95,10 @@ function shapeLine(s: ShapeStat): string {
 }
 
 /**
- * The deterministic counts of a tally, one line per counter, for a snapshot file.
- *
- * In: driver calls, byKind, byClass, parameter sets, bind values, rows affected and errors; wire commands by name,
- * their total, round trips, connections and rows affected; the server summary when the verdict is `assert`
- * (else one line saying it is left out, and why in one word); the shapes (id, class, kind, calls, parameter sets,
- * fingerprint), sorted by fingerprint so that concurrent connections do not reorder them.
- * Out: anything a rerun does not reproduce: caller lines, timings, connection and thread ids, ports, server
- * versions, bytes (they carry version strings), socket writes (they depend on the kernel), verdict reasons.
- *
- * With `serverWork`: the server-work figures of an `assert` window, each unknown one named with its reason (ids and
- * figures in reasons masked), per statement entry (by fingerprint) and per table; lock time and buffer-cache
- * blocks are named as left out, since a rerun does not reproduce them.
- * Refused (no snapshot): a value that is not a tally, a window whose code threw, an incomplete layer, shapes that
- * do not parse.
+ * The deterministic counts of a tally, one line per counter, for a snapshot file: driver, wire and (under `assert`)
+ * server counts and the shapes sorted by fingerprint; nothing a rerun does not reproduce (callers, timings, ids,
+ * ports, versions, bytes, socket writes, reasons). `serverWork` adds an `assert` window's server-work figures.
+ * Refuses a value that is not a tally, a window whose code threw, an incomplete layer. See docs/capture-api.md.
  */
 /**
  * The drivers a tally's counts came through: those counted into the session, not the session's own default, so a

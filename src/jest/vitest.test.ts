@@ -5,11 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 
 /**
- * The matchers under Vitest, run from Jest so that one `npx jest` covers both (and no npm script is needed): a
- * small Vitest project in a temporary directory, whose test extends Vitest's `expect` with the matchers and
- * exercises each of them, including count snapshots on Vitest's own snapshot machinery. First its types are
- * checked by tsc with Vitest's types and no `@types/jest`, then Vitest runs it twice: once to write the
- * snapshot, once as CI with one statement more.
+ * The matchers under Vitest, run from Jest so one `npx jest` covers both: a small Vitest project, type-checked without
+ * `@types/jest`, run twice (writing its count snapshot, then as CI with one statement more).
  */
 
 const REPO = join(__dirname, '..', '..');

@@ -1,13 +1,6 @@
 /**
- * sqltally's matchers for Vitest. Nothing here imports Vitest at run time (it cannot be `require`d, and this
- * package compiles to CommonJS): the caller hands over Vitest's `expect` and, for count snapshots, its
- * `Snapshots` helpers (Vitest 4.1+):
- *
- *   import { expect, Snapshots } from 'vitest';
- *   import { installSqltallyVitestMatchers } from 'sqltally/vitest'; // exports entry "./vitest" -> dist/jest/vitest
- *   installSqltallyVitestMatchers(expect, Snapshots);
- *
- * Importing this module also brings the matchers into Vitest's `Assertion` type, without `@types/jest`.
+ * sqltally's matchers for Vitest: `installSqltallyVitestMatchers(expect, Snapshots)` with Vitest's own exports, since
+ * this CommonJS package cannot `require` Vitest. Importing it also types the matchers on Vitest's `Assertion`.
  */
 import type { ExpectStatic, Snapshots } from 'vitest';
 import { createSqltallyMatchers } from './matchers';

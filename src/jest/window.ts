@@ -34,16 +34,11 @@ function globalHooks(): TestHooks {
 }
 
 /**
- * Gives every test of the enclosing `describe` its own window on a capture session: opened in `beforeEach`, closed
- * in `afterEach` (or earlier, by the test reading `tally()`), checked by `check` if given. The window covers whatever
- * ran between the two, so an existing test file gets statement budgets with a few lines. Register it after your own
- * set-up hooks, which would otherwise run inside the window.
+ * Gives every test of the enclosing `describe` its own window on a capture session: opened in `beforeEach`, closed in
+ * `afterEach` (or by the test reading `tally()`), checked by `check` if given. Register it after your own set-up hooks,
+ * which would otherwise run inside the window.
  *
- * ```ts
- * const session = await CaptureSession.open({ backend: 'postgres' }); // in beforeAll
- * const windows = windowPerTest(() => session, { check: (t) => expect(t).toHaveNoRepeatedShapes() });
- * it('lists orders', async () => { await listOrders(pool); expect(await windows.tally()).toHaveCounts({ ... }) });
- * ```
+ * `const windows = windowPerTest(() => session, { check: (t) => expect(t).toHaveNoRepeatedShapes() });`
  */
 export function windowPerTest(session: () => CaptureSession, options: WindowPerTestOptions = {}): TestWindows {
   const hooks = options.hooks ?? globalHooks();

@@ -87,9 +87,8 @@ export async function writeFileAtomic(target: string, content: string): Promise<
 }
 
 /**
- * Replaces several files in an existing directory: every new content is written to its temp file first, and only
- * when all of them are on disk are they renamed over the targets. A full disk or a permission error while writing
- * leaves every old file as it was, instead of a new report.md beside an old report.json.
+ * Replaces several files in a directory: all new contents are written to temp files before any is renamed over its
+ * target, so a failed write leaves every old file, never a new report.md beside an old report.json.
  */
 async function replaceFiles(dir: string, files: readonly RenderedFile[]): Promise<void> {
   const temps: [string, string][] = [];

@@ -23,9 +23,8 @@ export interface CellPlacement {
 }
 
 /**
- * The server layer as a report cell keeps it: without `comparable` (which global counter means the same as which
- * per-connection one), a fact of the backend's probe that is the same in every cell of the backend and that the
- * verdict and `beyondWindow` have already used. 238 copies of it were 5% of report.json.
+ * The server layer as a report cell keeps it: without `comparable`, a fact of the backend's probe, the same in every
+ * cell and already used by the verdict, that would be copied into every cell.
  */
 function withoutProbeConstants(server: NonNullable<Tally['layers']['server']>): NonNullable<Tally['layers']['server']> {
   const { comparable: _comparable, ...rest } = server;

@@ -82,9 +82,8 @@ function plural(n: number, word: string): string {
 }
 
 /**
- * The sentence a person runs the matrix for: the strategy whose driver calls became the most server statements each
- * (an amplification above 1), else the one that needed the most statements against the one that needed the fewest;
- * then the fastest.
+ * The sentence a person runs the matrix for: the largest amplification of driver calls into server statements (else
+ * the most statements against the fewest), then the fastest.
  */
 function findingOf(rows: readonly HeadlineRow[]): string {
   const fastest = rows[0]?.p50Ns !== null ? rows[0] : undefined;

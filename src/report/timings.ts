@@ -54,7 +54,7 @@ export function formatMs(ns: number | bigint): string {
   return `${sign}${whole}.${frac}`;
 }
 
-/** `p95 12.345678 ms (= max of 10)` or `p95 12.345678 ms (n=40)`: never a tail the samples cannot show. */
+/** `p95 <t> ms (= max of 10)` or `p95 <t> ms (n=40)`: never a tail the samples cannot show. */
 export function describePercentile(summary: TimingSummary, p: Percentile): string {
   const value = p === 50 ? summary.p50Ns : p === 95 ? summary.p95Ns : summary.p99Ns;
   const suffix = percentileIsMax(p, summary.n) && summary.n > 1 ? `= max of ${summary.n}` : `n=${summary.n}`;

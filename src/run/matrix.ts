@@ -107,9 +107,8 @@ interface CellRun {
 }
 
 /**
- * Runs one strategy at one row count: warm-ups, then measured repeats, each on a fresh connection with a fresh
- * table (so a statement cache never hides a prepare), or, for the hot point, all on one warm connection.
- * Every run's rows are verified through a fresh connection.
+ * Runs one strategy at one row count: warm-ups, then repeats, each on a fresh connection and table (no statement cache
+ * hides a prepare) or, for the hot point, on one warm connection; every run's rows verified through a fresh one.
  */
 async function runCell<D extends DriverName>(
   session: CaptureSession<D>,

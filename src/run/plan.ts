@@ -18,7 +18,7 @@ export const DEFAULT_REPEATS = MIN_MEASURED_REPEATS;
 export const DEFAULT_CELL_TIMEOUT_MS = 600_000;
 /** The shortest cell timeout accepted: below it even a 100-row cell on a warm server would give up. */
 export const MIN_CELL_TIMEOUT_MS = 10;
-/** The longest: setTimeout cannot wait longer than 2^31-1 ms (about 24.8 days), and a day is plenty. */
+/** The longest: setTimeout cannot wait longer than 2^31 - 1 ms (about 24.8 days), and a day is plenty. */
 export const MAX_CELL_TIMEOUT_MS = 86_400_000;
 
 /**
@@ -31,7 +31,7 @@ export const MAX_ROWS_PER_CELL = 500_000;
 /**
  * Most rows one strategy may insert over a run: rows x (warm-ups + repeats), summed over `rows` and `hotRows` (a
  * hot point runs one window more). A strategy's capture session keeps every driver call it recorded until the
- * strategy is done, about 0.5 KB each, so this, not one cell, is what must fit in memory.
+ * strategy is done, so this, not one cell, is what must fit in memory.
  */
 export const MAX_ROWS_PER_STRATEGY = 3_000_000;
 

@@ -122,10 +122,8 @@ const SQL_GLOBAL_STATUS = 'SHOW GLOBAL STATUS';
 export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
 export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM performance_schema.processlist';
 /**
- * Per-thread statement counts, without `statement/com/Ping`: sqltally pings every window connection before a reading
- * (the wire proxy's settle, or the driver's ping), so a ping is never the workload's, and the ping is filed after its
- * answer, racing the reading that follows it (on a loaded machine MariaDB 10.11 showed 12 in 1000 pings not yet
- * filed), which made an empty control window move by a ping now and then.
+ * Per-thread statement counts, without `statement/com/Ping`: sqltally pings every window connection before a reading,
+ * so a ping is never the workload's, and it is filed after its answer, racing the reading that follows it.
  */
 const SQL_THREAD_EVENTS =
   'SELECT t.PROCESSLIST_ID AS ID, e.EVENT_NAME AS NAME, e.COUNT_STAR AS N ' +
@@ -138,10 +136,8 @@ const SQL_THREAD_STATUS =
   'JOIN performance_schema.threads t ON t.THREAD_ID = s.THREAD_ID ' +
   'WHERE t.PROCESSLIST_ID IS NOT NULL';
 /**
- * Prepared statements still open, per owner connection, with their executions so far: how a connection's
- * `statement/com/Execute` count is told apart by statement class (performance_schema files a prepared execute
- * under that event, not under INSERT). Only the head of the text is read: enough to classify it, and a 30000-value
- * INSERT's text is 200 KB.
+ * Prepared statements still open, per owner connection, with their executions: how `statement/com/Execute` is told apart
+ * by statement class. Only the head of the text is read, enough to classify it.
  */
 const SQL_PREPARED =
   'SELECT t.PROCESSLIST_ID AS ID, p.OBJECT_INSTANCE_BEGIN AS K, LEFT(p.SQL_TEXT, 200) AS Q, p.COUNT_EXECUTE AS N ' +
@@ -502,11 +498,8 @@ export class MysqlFamilySource implements SnapshotSource {
     if (!this.#hasProcessPrivilege) {
       notes.push(`account ${this.#connection.user} has no PROCESS privilege: other users' sessions are invisible, isolation cannot be verified`);
     }
-    // The server files a statement in performance_schema after answering it: a reading right after the answer can
-    // miss it (bench/settle-race.ts, one reading after each of 2000 single-row INSERTs: 6 missed on MariaDB 10.11,
-    // 3 on MySQL 9.7; through the probe's own windows 1 in 1000 on MySQL 9.7; none once settled). Only a request
-    // answered on the same connection (the wire proxy's COM_PING, or the driver's ping) waits that out, so without
-    // one the per-connection counts cannot be called exact.
+    // The server files a statement in performance_schema after answering it, so a reading right after can miss it
+    // (bench/settle-race.ts): only a later request answered on the same connection waits that out, else not exact.
     if (this.#perfSchema === 'on' && ids.length > 0 && !ctx.settle) {
       failures.push(
         'nothing settled the window connections before this reading (no settle hook): the server files a statement in performance_schema only after answering it, so their last statement may be missing',
@@ -622,9 +615,8 @@ function reprepareNote(reprepares: number): string {
 }
 
 /**
- * Rows inserted server-wide against the window connections' Handler_write. Where the server-wide counter is another
- * one (MySQL's Innodb_rows_inserted counts table rows only), Handler_write also counts writes that are not table
- * rows, such as the data dictionary rows DDL writes and internal temporary tables: less server-wide says so.
+ * Rows inserted server-wide against the window connections' Handler_write, which also counts non-table writes (data
+ * dictionary, temporary tables) where the server-wide counter (MySQL's Innodb_rows_inserted) does not: less says so.
  */
 function rowsComparison(globalCounter: string | undefined, whole: number | null, own: number | null): WindowComparison {
   const comparison: WindowComparison = { counter: `${globalCounter ?? 'rows'} (rows inserted)`, server: whole, window: own };

@@ -40,7 +40,7 @@ export const MYSQL_TRAITS: MysqlFamilyTraits = {
   trackedStatus: MYSQL_FAMILY_TRACKED_STATUS,
   perThreadStatus: ['Questions', 'Handler_write'],
   bulkExecuteEvent: null,
-  // Measured on MySQL 9.7: the information_schema view inserts one InnoDB temp row per connection per read.
+  // MySQL's information_schema view inserts one InnoDB temp row per connection per read.
   processlistSql: [SQL_PROCESSLIST_PERFORMANCE_SCHEMA, SQL_PROCESSLIST_INFORMATION_SCHEMA],
   backgroundUsers: ['event_scheduler', 'system user'],
   work: MYSQL_FAMILY_WORK,

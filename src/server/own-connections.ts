@@ -1,9 +1,8 @@
 import { noteDeparture, serverKey } from '../shared/departures';
 
 /**
- * The connections sqltally's own probes hold, by server address, across every session of this process: two capture
- * sessions on one server each see the other's probe connection, which is sqltally's, not a client's. Only the
- * presence of such a connection is set aside; anything it does still shows in the global counters.
+ * The connections sqltally's own probes hold, by server address, across this process's sessions: two sessions on one
+ * server see each other's probe. Only their presence is set aside; what they do still shows in the global counters.
  */
 const OWN = new Map<string, Set<number>>();
 

@@ -28,15 +28,8 @@ const STATEMENT_TEXT_READ = 400;
 const SQL_FORCE_FLUSH = POSTGRES_SETTLE_SQL;
 
 /**
- * One statement reads the user tables, the named table, the sessions and (14+) the database's session count. On 15+
- * it also asks for its own flush, so that every probe transaction is visible to the next reading.
- *
- * Rows come from the user tables' own counters, summed over every table of the database (a user's ORM writes
- * tables sqltally was never told about), with the list of tables read, so a table dropped inside the window (which
- * takes its counts with it) is seen rather than silently missing. `pg_stat_database`'s transaction and tuple
- * counters are not read: they take in every session's transactions and catalog writes, and a session that ends
- * flushes its own into whatever window is open, so no window can have them exact (measured on 15: one autocommit
- * INSERT read 4 to 13 commits).
+ * One statement reads every user table (an ORM writes tables sqltally was never told about), the sessions and, on 15+,
+ * asks for its own flush. Not `pg_stat_database`: every session's transactions and catalog writes land there.
  */
 function mainReadSql(forcedFlush: boolean, sessions: boolean, work: boolean): string {
   return [
@@ -352,9 +345,8 @@ export class PostgresSource implements SnapshotSource {
         );
         statements = new Map(
           (res?.statements ?? [])
-            // The flush the wire proxy (or the probe, without one) asks of each session is sqltally's, never the
-            // workload's. Calibration learns the probe's own statements by key, but a proxied session that first
-            // connects inside a window was not there to be learned from, and would count in every window after.
+            // The flush asked of each session is sqltally's, never the workload's: calibration cannot learn it from a
+            // proxied session that first connects inside a window, which would count it in every window after.
             .filter((s) => s.query !== SQL_FORCE_FLUSH)
             .map((s) => [s.id, { query: s.query, calls: Number(s.calls), rows: Number(s.rows), statementClass: classifyCached(s.query, 'postgres') }]),
         );

@@ -160,9 +160,8 @@ describe('SnapshotProbe', () => {
 });
 
 /**
- * A PostgreSQL-like source: pg_stat_statements grows by the workload's statements and, on each window connection,
- * by the wire proxy's settle statement before every reading. A pool that connects inside the window has no
- * connection at calibration, so the settle statement moves for the first time inside the window.
+ * A PostgreSQL-like source: pg_stat_statements grows by the workload's statements and each window connection's settle
+ * statement, which a pool connecting inside the window moves for the first time there.
  */
 class StatementsSource extends ScriptedSource {
   readonly ownStatements = ['SELECT pg_stat_force_next_flush()'];

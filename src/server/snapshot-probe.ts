@@ -169,9 +169,8 @@ interface PerConnectionWindow {
 }
 
 /**
- * The window connections' counters between two snapshots. A connection absent from the first reading but opened
- * after it counts from 0; one absent from the second reading counts with the values read when it closed, or is
- * missing (it closed before they could be read).
+ * The window connections' counters between two snapshots: one opened after the first counts from 0; one closed before
+ * the second counts with the values read as it closed, or is missing if they could not be read.
  */
 function perConnectionWindow(
   ids: readonly number[],
@@ -261,9 +260,8 @@ export class SnapshotProbe implements ServerProbe {
   }
 
   /**
-   * The control window's first reading, taken again until no connection the workload closed before the window is
-   * still listed on the server (see {@link WindowContext.departedConnectionIds}). One that stays past the wait is
-   * left as the reading found it, a session the window cannot account for, with a note saying whose it was.
+   * The control window's first reading, retaken until no connection closed before it is still listed
+   * ({@link WindowContext.departedConnectionIds}); one staying past the wait is left, with a note saying whose it was.
    */
   async #afterDepartures(ctx: WindowContext, ids: readonly number[], first: Snapshot): Promise<{ snap: Snapshot; note: string | null }> {
     const departed = ctx.departedConnectionIds?.();
@@ -317,10 +315,8 @@ export class SnapshotProbe implements ServerProbe {
       cost.stable = cost.stable && own.stable;
     }
     const readConnection = this.#source.readConnection?.bind(this.#source);
-    // Which connection is read does not change what the read runs (its statements filter by id on this side), so a
-    // session with no window connection yet (a pool that connects inside the first window) measures it on id 0, which
-    // no thread has: without this cost, every connection that closed inside a later window left its read's
-    // statements in the global counters, as work beyond the window's connections.
+    // What a read runs does not depend on the connection read, so a session with no window connection yet measures its
+    // cost on id 0, which no thread has: else a connection closing in a later window left its read as foreign work.
     const sample = ids[0] ?? 0;
     if (readConnection) {
       // What one read of a closing connection costs globally: two readings around it, minus one snapshot's cost.
@@ -356,11 +352,8 @@ export class SnapshotProbe implements ServerProbe {
     const retiredPrepared = new Map<string, PreparedInstance>();
     const retiredWork = new Map<number, Counters>();
     const retirement = { retired, retiredPrepared, retiredWork, retireReads: 0, quits: 0, retireFailures: [] as string[] };
-    // A closing connection's read must fall wholly inside the window, before the end snapshot's global reading: its
-    // cost is subtracted from the window, and a read running beside the end snapshot could land after it (the cost
-    // then taken out of counts that never had it). Reads under way when `end()` is called finish first; a connection
-    // that starts closing once the end has begun is read by the end snapshot itself, still open on the server
-    // because its goodbye waits for `retire` to return, which waits for the end.
+    // A closing connection's read, whose cost is subtracted, must land before the end snapshot's global reading: reads
+    // under way at `end()` finish first, and one closing after is read by the end snapshot (its goodbye waits for it).
     const reading = new Set<Promise<void>>();
     let ending: Promise<ServerLayer> | null = null;
     const readClosing = async (connectionId: number, goodbye: { quit: boolean } | undefined): Promise<void> => {
@@ -494,9 +487,8 @@ export class SnapshotProbe implements ServerProbe {
   }
 
   /**
-   * The window's server work: per-connection, per-table and per-statement deltas, mapped onto figures by the source,
-   * the probe's own cost taken out (`sessions` null: a calibration pair, whose figures are that cost). Every figure
-   * the source cannot give, or this window cannot know, is listed in `unknown` with the reason.
+   * The window's server work: per-connection, table and statement deltas less the probe's own cost (`sessions` null: a
+   * calibration pair, whose figures are that cost); every figure that cannot be known is in `unknown` with its reason.
    */
   #workBetween(
     start: Snapshot,
@@ -595,9 +587,8 @@ export class SnapshotProbe implements ServerProbe {
   }
 
   /**
-   * Totals over the per-statement counters between two readings, without the probe's own statements (known from
-   * calibration): how many there are depends on how many connections the wire proxy settled, so they are left out
-   * by key rather than subtracted as a cost.
+   * Totals over the per-statement counters between two readings, the probe's own statements left out by key (their
+   * number depends on how many connections the proxy settled, so they cannot be subtracted as a cost).
    */
   #statementTotals(before: Snapshot, after: Snapshot): Counters {
     if (!before.statements || !after.statements) return {};

@@ -76,9 +76,8 @@ export class SqliteSource implements SnapshotSource {
         global['table.rows'] = firstNumber(await run(`SELECT count(*) FROM ${table}`, first));
         global.page_count = firstNumber(await run('PRAGMA page_count', first));
       }
-      // One handle's data_version moves only when another connection commits to the file: with one counted handle that
-      // is the whole check for other writers; with several, each moves the others' and no writer can be told apart;
-      // with none (an ORM that opened its own Database), nothing reads the file at all.
+      // data_version moves only when another connection commits: with one counted handle that checks for other writers;
+      // with several, each moves the others' and no writer can be told apart; with none, nothing reads the file.
       const sessions = { foreign: [], background: [], canSeeOtherSessions: ids.length === 1 };
       return { ...base, global, perConnection, sessions };
     } catch (err) {

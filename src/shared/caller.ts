@@ -27,9 +27,8 @@ const FRAMES_FIRST = 12;
 const DEPTHS_MAX = 1024;
 
 /**
- * How many frames to take first for a path that gave its name (a driver's method): where its user frame was found.
- * Each frame walked costs (V8 summarises the skipped ones too), and a path's frames between the user and the driver
- * repeat from call to call; a deeper depth found later replaces the first, a shallower one never does.
+ * How many frames to take first for a named path (a driver's method): where its user frame was found, since every frame
+ * walked costs and a path's frames repeat from call to call. A deeper depth found later replaces it, a shallower never.
  */
 const firstDepths = new Map<string, number>();
 
@@ -99,9 +98,8 @@ interface CallSite {
 }
 
 /**
- * Callers already printed, by the user frame's position in the code that runs. Printing maps the position through
- * source maps, which is most of a capture's cost (tens of microseconds), and a position always maps to the same
- * line: so each position is printed once per process. Bounded like the statement caches: it starts over when full.
+ * Callers already printed, by the user frame's position in the running code: mapping through source maps is most of a
+ * capture's cost and a position always maps to the same line. Bounded like the statement caches (starts over when full).
  */
 const PRINTED_MAX = 4096;
 const printed = new Map<string, string | null>();
@@ -129,15 +127,10 @@ function fileOf(site: CallSite): string | null {
 const AS_SITES = (_error: Error, sites: NodeJS.CallSite[]): unknown => sites;
 
 /**
- * The user's line that led to the current driver call: `file:line:column` of the first stack frame outside
- * `node_modules` and outside sqltally's own code, or null when there is none (every frame is a library's, or
- * the stack is cut before the user's code: an `await` inside a library can leave only its own frames).
- *
- * The path is relative to the working directory when it lies inside it, else absolute. Lines are those of the
- * stack as the runtime prints it, so under ts-jest, tsx or `--enable-source-maps` they are the TypeScript lines.
- * It takes a stack trace, so call it once per new statement shape, not per call (see bench/caller-capture.ts).
- * `path` names the code path asking (a driver and its method): the user's frame is then looked for first at the
- * depth it was found at last time for that path, not 12 frames down.
+ * The user's line that led to the current driver call: `file:line:column` of the first frame outside `node_modules`
+ * and sqltally, relative to the working directory, as the runtime prints it (source-mapped under ts-jest or tsx); null
+ * when the stack holds none. A stack trace is dear: call it once per new statement shape. `path` (a driver method)
+ * looks first at the depth the user's frame was found at last time on that path.
  */
 export function captureCaller(path?: string): string | null {
   // First the frames as objects, which costs no formatting, to find which one is the user's.
@@ -163,10 +156,8 @@ export function captureCaller(path?: string): string | null {
     const position = `${site.getFileName() ?? ''}:${site.getLineNumber() ?? ''}:${site.getColumnNumber() ?? ''}`;
     const known = printed.get(position);
     if (known !== undefined) return known;
-    // Positions in CallSites are those of the code that runs. Whatever maps stacks to the sources (Jest's
-    // source-map-support, installed on the main context's Error where this realm cannot see it; Node's source
-    // maps, which tsx turns on) does it when the stack is printed: so print the frames up to the user's again,
-    // the ordinary way, and read the last one. Printing is the expensive part, so only those frames are printed.
+    // CallSites give the running code's positions; source maps (Jest's, or Node's under tsx) apply only when a stack is
+    // printed, where this realm may not see them: so print the frames up to the user's the ordinary way, and no more.
     ErrorClass.prepareStackTrace = environment;
     const caller = fromText(captureText(index + 1), true);
     if (printed.size >= PRINTED_MAX) printed.clear();

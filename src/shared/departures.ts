@@ -1,13 +1,6 @@
 /**
- * Server connections that sqltally's own code closed, by server address, across every session of this process.
- *
- * A server lists a session for a moment after its client has closed it: a MySQL thread reads COM_QUIT only when it
- * is scheduled, a PostgreSQL backend exits after reading Terminate and its `pg_stat_activity` entry goes last, and a
- * session in the middle of a statement stays until the statement ends. A window opened in that moment takes it for
- * a client around the proxy (`report`). The wire proxy, the probes and every raw connection sqltally opens (the main
- * job's table resets and row checks) note here what they closed, so a window on the same server, in any session,
- * waits for those to leave (`WindowContext.departedConnectionIds`), and a connection of the user's that went around
- * the proxy still shows.
+ * Connections sqltally's own code closed, by server address, across this process's sessions: a server lists a closed
+ * session for a moment, so windows wait for these to leave (`WindowContext.departedConnectionIds`), the user's still show.
  */
 import { mathMax } from '../shared/intrinsics';
 

@@ -25,10 +25,8 @@ const STATEMENT_SHOWN_CHARS = 200;
  */
 const URL_PASSWORD = /([a-z][a-z0-9+.-]*:\/\/[^\s"'<>/?#@:]*:)([^\s"'<>/?#]*)@/gi;
 /**
- * `password=...` as a URL query parameter (`?password=`, `&sslpassword=`) or a libpq `key=value` word, and any
- * other parameter whose name says it is a secret (`passwd`, `pwd`, `pass`, `*secret`, `*token`, `api_key`). The
- * value ends at `&`, `;`, `#`, whitespace, a comma, a parenthesis or a double quote, or is a libpq single-quoted
- * string; never at a point that would eat a JSON delimiter.
+ * A secret-named parameter (`password`, `passwd`, `pwd`, `*secret`, `*token`, `api_key`...) in a URL query or a libpq
+ * `key=value` word. Its value ends at a delimiter of either syntax or is libpq-quoted, never eating a JSON delimiter.
  */
 const SECRET_PARAMETER = /(?<![a-z0-9_.-])((?:[a-z0-9_.-]*(?:password|passwd|secret|token)|pwd|pass|api[_-]?key)=)('[^'"\n]*'?|[^&;#\s"',)]*)/gi;
 
@@ -56,16 +54,14 @@ const NON_WHITESPACE = /\S/;
  * multi-row INSERT must not be scanned whole to show its first 200 characters.
  */
 export function truncateStatement(sql: string, max = STATEMENT_SHOWN_CHARS): string {
-  // Generated SQL needs no folding in the part shown (single spaces only): then nothing is scanned beyond it and no
-  // folded copy is made. Folding 800 characters of a multi-row INSERT's `(?, ?, ?)` was 5 us of each new text.
+  // Generated SQL needs no folding in the part shown (single spaces only): then nothing beyond it is scanned or copied,
+  // which every new text of a long multi-row INSERT would otherwise pay.
   if (sql.length <= max) {
     if (!NEEDS_FOLDING.test(sql)) return sql.trimEnd();
   } else {
     const cut = sql.slice(0, max + 1);
-    // Nothing to fold up to the cut, so folding would keep the first `max` characters as they are. It would drop
-    // the marker only when the whole text fits once folded: when everything after the cut is whitespace, which a
-    // space right after the cut leaves open (a multi-row INSERT's `?, ?` puts one there one cut in three). A text
-    // longer than the folded head always keeps the marker, so only a short text's tail is looked at.
+    // Nothing to fold up to the cut: folding would drop the marker only if all after the cut were whitespace, so only
+    // a short text's tail needs a look.
     if (!NEEDS_FOLDING.test(cut) && (!WHITESPACE.test(cut.charAt(max)) || sql.length > max * 4 + 16 || NON_WHITESPACE.test(sql.slice(max + 1)))) {
       return `${cut.slice(0, max)}… (${sql.length} chars)`;
     }

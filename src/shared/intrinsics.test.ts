@@ -5,10 +5,8 @@ import ts from 'typescript';
 const ROOT = path.resolve(__dirname, '..', '..');
 
 /**
- * Functions that run per driver call, per wire packet, per bound value or per generated row, by file. Each takes the
- * built-ins it needs from `src/shared/intrinsics.ts`: a global looked up there costs about 250 ns under Jest (see
- * that file), more than the whole per-row call. Nested functions are checked with the one that holds them; `throw`
- * statements and `catch` blocks are not, errors being rare.
+ * Functions run per call, packet, value or row, by file: each takes its built-ins from `src/shared/intrinsics.ts`
+ * (a global lookup under Jest is dear). Nested functions are checked with their holder; `throw` and `catch` are not.
  */
 const PER_CALL: Record<string, readonly string[]> = {
   'src/driver/counted.ts': [

@@ -1,15 +1,7 @@
 /**
- * Built-ins that code run per call, per packet or per value takes from here, read once when this module loads.
- *
- * Under Jest every module (sqltally's, the drivers', the user's) runs in a vm context, and each lookup of a global
- * such as `Math` or `Array` there goes through the context's interceptor, which V8 cannot cache: about 250 ns a
- * lookup on a 2-core machine, against a few for a binding of a module. A per-row `run()` read two (`Number.isFinite`
- * and `Math.trunc` for its row count), which was most of what counting added to it under Jest; counting the values
- * of a 30000-value `VALUES ?` read three per value. `bench/driver-jest.ts` measures the per-call cost under Jest,
- * and `src/shared/intrinsics.test.ts` keeps the per-call functions it lists free of global lookups.
- *
- * Each is the same function or object the global names in the context that loaded this module (Jest's, or Node's),
- * so `instanceof DateClass` answers as `instanceof Date` did for values made in that context.
+ * Built-ins that code run per call, per packet or per value takes from here, read once at load: under Jest a global
+ * lookup goes through the vm context's interceptor, which V8 cannot cache (bench/driver-jest.ts). Each is the object
+ * the global names in the loading context, so `instanceof DateClass` answers as `instanceof Date` would there.
  */
 export const isArray = Array.isArray;
 export const arraySlice = Array.prototype.slice;

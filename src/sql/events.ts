@@ -82,13 +82,10 @@ export interface StatementSink {
     caller?: string | null,
   ): void;
   /**
-   * Whether the next `record` of `sql` would capture its caller (the window has not seen the text yet). A wrapper that
-   * asks captures it itself, with `captureCaller`, when the call is handed to the driver and a few frames from the
-   * user's: V8 summarises every frame it walks, so the same capture costs less there; an asynchronous call settles
-   * when the user's frames are gone (a callback's settlement shows none of them); and one capture can serve several
-   * statements of one call whose caller is provably the same line (a transaction's BEGIN and COMMIT).
-   * A true answer is a promise to hand that caller to the text's `record`: it is given once per text until a call of
-   * it is recorded, so that concurrent calls of one text are not each captured.
+   * Whether the next `record` of `sql` would capture its caller. A wrapper that asks captures it itself, at the call,
+   * few frames from the user's (cheaper, and still there before an asynchronous settlement), and may share it across a
+   * call's statements. A true answer promises that caller to the text's `record`; it is given once per text until a
+   * call of it is recorded, so concurrent calls of one text are not each captured.
    */
   needsCaller?(sql: string): boolean;
   /**

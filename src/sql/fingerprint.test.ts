@@ -166,9 +166,8 @@ describe('fingerprint', () => {
   });
 
   it('steps over repeated VALUES rows exactly as lexing them would', () => {
-    // The fast path compares a row with the one before it as text; any row it accepts must be one the lexer
-    // would give the same tokens. Every ordered pair and triple of these rows, with every separator, is checked
-    // against plain lexing; some rows are deliberately broken (an escaped closing quote).
+    // Any row the fast path accepts must lex to the same tokens: every ordered pair and triple of these rows (some
+    // deliberately broken), with every separator, is checked against plain lexing.
     const variants: [SqlDialect, string[]][] = [
       [
         'mysql',

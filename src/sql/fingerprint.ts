@@ -3,36 +3,10 @@ import { SqlLexer } from './tokenizer';
 import type { SqlDialect } from './tokenizer';
 
 /**
- * Statement fingerprints: the shape of a statement with its values taken out, so that the 20 statements of an
- * N+1 loop, or two multi-row INSERTs of different lengths, are one shape.
- *
- * What becomes `?`:
- * - every literal: numbers (`-1`, `.5`, `1e-5`, `0x1F`, `0b1`), strings of any quoting (`'..'`, MySQL `".."`,
- *   `E'..'`, `$tag$..$tag$`), prefixed strings (`X'..'`, `B'..'`, `N'..'`, `U&'..'`, MySQL `_utf8mb4'..'`),
- *   adjacent strings that the server concatenates (`'a' 'b'`);
- * - `TRUE`, `FALSE` and `NULL` where they are values: `VALUES (NULL)` is `VALUES (?)`, because drivers and ORMs
- *   inline a NULL where another row binds a value. After `IS` and `NOT` they stay (`IS NULL`, `NOT NULL`,
- *   `IS NOT TRUE`): there they are part of the operator, and `IS ?` would not be SQL;
- * - every placeholder form the dialect has: `?`, `?1` and `@name`/`$name` (SQLite), `$1` (PostgreSQL), `:name`
- *   (SQLite, and mysql2's `namedPlaceholders`). MySQL `@name` is a user variable and PostgreSQL `@` an operator:
- *   both stay.
- *
- * What collapses:
- * - `IN (...)` lists to their distinct elements, in first-seen order: `IN (?, ?, ?)` and `IN (1, 2)` are `IN (?)`;
- *   `IN (SELECT ...)` is left alone. `ARRAY[...]` lists collapse the same way. `= ANY($1)` stays `= ANY(?)`: it is
- *   already one shape whatever the array's length, and it is not the same statement as `IN (?)`;
- * - multi-row `VALUES (...), (...), ...` (and MySQL `VALUES ROW(...)`) to their distinct rows, in first-seen order:
- *   any number of `(?, ?)` rows is one `(?, ?)`; a list mixing `(?, ?)` and `(?, DEFAULT)` keeps both.
- *
- * What is normalised: comments are dropped (MySQL `/*! ... *\/` version comments are code and stay), whitespace
- * becomes single spaces by a fixed rule, keywords are upper-case, and leading and trailing `;` go. Identifiers
- * follow the server's case rules: PostgreSQL folds unquoted names to lower case and keeps quoted ones (`"Users"` is
- * not `users`); SQLite ignores case even in quoted names; MySQL keeps table-name case (it is case-sensitive on
- * Linux). A quoted name that needs no quotes loses them (`` `t` `` is `t`, `"t"` is `t` in PostgreSQL), so quoting
- * style does not split a shape. Different tables or columns always give different shapes.
- *
- * Known edges: a word in the keyword list used as a MySQL table name (`date`, `key`) is upper-cased, so such a
- * table spelt in two cases would share a shape; DDL numbers become `?` too (`VARCHAR(?)`).
+ * Statement fingerprints: the shape of a statement with its values taken out, so that the statements of an N+1 loop,
+ * or multi-row INSERTs of different lengths, are one shape. Literals and placeholders become `?`, `IN`, `ARRAY` and
+ * multi-row `VALUES` lists collapse to their distinct elements, comments go, keywords are upper-cased and identifiers
+ * keep the server's case rules: the full rules are in docs/capture-api.md (*Count snapshots and repeated shapes*).
  */
 export function fingerprint(sql: string, dialect: SqlDialect, options: FingerprintOptions = {}): string {
   let tokens = normalise(sql, dialect, options.skipRepeatedRows ?? true);
@@ -113,9 +87,8 @@ const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 const PLAIN_LOWER_NAME = /^[a-z_][a-z0-9_$]*$/;
 
 /**
- * Normalised tokens, in typed arrays that double when full: pushing onto plain arrays token by token took most of
- * the time when every row of a 200 KB INSERT was lexed. Only keywords, identifiers and operators carry their own text; the rest
- * is implied by the kind.
+ * Normalised tokens, in typed arrays that double when full (cheaper than pushing onto plain arrays token by token for a
+ * long INSERT). Only keywords, identifiers and operators carry their own text; the rest is implied by the kind.
  */
 class Tokens {
   kinds: Uint8Array;
@@ -395,10 +368,8 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
 }
 
 /**
- * From the comma at `comma`, steps over the comma-separated elements that lex like `[refStart, refEnd)`
- * ({@link SqlLexer.skipSameShape}), and over runs of exact copies in a few comparisons when they are the same text.
- * Returns the end of the last element stepped over, or -1 for none. With `whole`, an element counts only when a
- * `,` or `)` follows it (an IN list element is everything up to its comma; a row ends at its parenthesis).
+ * From the comma at `comma`, steps over elements that lex like `[refStart, refEnd)` ({@link SqlLexer.skipSameShape}) to
+ * the end of the last one, or -1. With `whole`, an element counts only when a `,` or `)` follows it.
  */
 function skipElementsLike(lexer: SqlLexer, sql: string, refStart: number, refEnd: number, comma: number, whole: boolean): number {
   if (refEnd <= refStart) return -1;

@@ -25,7 +25,7 @@ describe('the caches hold their texts alive, so they are bounded by characters t
       fingerprintCached(`${head}${', (?, ?, ?, ?, ?, ?)'.repeat(i)}`, 'generic');
       most = Math.max(most, fingerprintCacheHeld('generic').chars);
     }
-    // 400 texts of about 100 KB: 40 M characters went by, never more than the budget was held.
+    // 400 long texts went by, far over the budget, and never more than the budget was held.
     expect(most).toBeGreaterThan(MAX_CACHED_CHARS / 2);
     expect(most).toBeLessThanOrEqual(MAX_CACHED_CHARS);
     expect(fingerprintCacheHeld('generic').texts).toBeLessThan(400);

@@ -12,9 +12,8 @@ const MAX_TEXTS = 4096;
 export const MAX_CACHED_CHARS = 16 * 1024 * 1024;
 
 /**
- * A value computed once per distinct SQL text, bounded by text count and by characters held: when either is full it
- * starts over (the texts in use come back in one call each), so a workload of unique texts (literals inlined, or row
- * counts that change) can grow it neither without end nor by the size of its texts.
+ * A value computed once per distinct SQL text, bounded by text count and characters held: full, it starts over (texts in
+ * use come back in one call each), so a workload of unique texts cannot grow it without end.
  */
 class TextCache<V> {
   #current = new Map<string, V>();

@@ -255,14 +255,9 @@ export class SqlLexer {
   }
 
   /**
-   * Where a stretch of text starting at `from` (after whitespace) ends, when it lexes exactly like the text in
-   * `[refStart, refEnd)` apart from its literal values and placeholder numbers; -1 when it does not.
-   *
-   * This is how a fingerprint steps over the thousands of rows of a multi-row INSERT without making their
-   * tokens: a row that passes would give the reference row's tokens, with other values. It is deliberately
-   * stricter than the lexer: words, operators and quoted names must be spelt the same, whitespace must sit in
-   * the same places (it decides `X'1F'` against `X '1F'`), and a reference holding anything like a comment is
-   * never used, so any doubt sends the row through the lexer instead.
+   * Where a stretch of text starting at `from` ends when it lexes exactly like `[refStart, refEnd)` but for literal
+   * values and placeholder numbers, else -1: how a fingerprint steps over a multi-row INSERT's rows without tokens.
+   * Stricter than the lexer (same spelling, same whitespace, no comment-like reference), so any doubt takes the lexer.
    */
   skipSameShape(refStart: number, refEnd: number, from: number): number {
     this.lastShapeWasText = false;
@@ -317,9 +312,8 @@ export class SqlLexer {
   }
 
   /**
-   * The reference row as a list of steps: exact text, a run of whitespace, a literal to skip. Null when the row
-   * holds anything that looks like a comment (even inside a string), or a string whose escaping depends on a
-   * token boundary that a character test cannot see.
+   * The reference row as steps (exact text, whitespace, a literal to skip); null when it holds anything comment-like, or a
+   * string whose escaping depends on a token boundary a character test cannot see.
    */
   #shapeOf(refStart: number, refEnd: number): RowShape | null {
     if (this.#shape.start === refStart && this.#shape.end === refEnd) return this.#shape.value;
@@ -556,20 +550,9 @@ const WITH_MAIN: Record<string, StatementClass> = {
 };
 
 /**
- * The class of the first statement in `sql`. Comments, strings and quoted identifiers are skipped by a real lexer,
- * never matched by the first characters.
- *
- * Decisions worth knowing:
- * - Only the first statement of a multi-statement string counts.
- * - `SAVEPOINT x`, `RELEASE [SAVEPOINT] x` and `ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] x` are `savepoint`:
- *   they neither start nor end a transaction, and `rollback` must mean "a transaction was abandoned". ORMs emit
- *   them for nested transactions, so they get their own class on every driver rather than hiding in `other`.
- * - `START TRANSACTION`, `BEGIN [WORK|TRANSACTION|DEFERRED|IMMEDIATE|EXCLUSIVE]` are `begin`; MariaDB's
- *   `BEGIN NOT ATOMIC` compound statement is `other`. `COMMIT`, `END` (PostgreSQL, SQLite) are `commit`;
- *   `ROLLBACK`, `ABORT` are `rollback`; the two-phase `COMMIT PREPARED` / `ROLLBACK PREPARED` keep their verb.
- * - `REPLACE` is `insert`; `VALUES` and `TABLE` are `select`; `(SELECT ...)` is `select`.
- * - `EXPLAIN`, `DESCRIBE`, `PRAGMA`, `CALL`, `MERGE`, `COPY`, `LOAD DATA`, `GRANT` are `other`, even when they
- *   execute or write: `other` is the honest bucket for "not one of the classes".
+ * The class of the first statement in `sql`, read by a lexer that skips comments, strings and quoted identifiers.
+ * `SAVEPOINT`, `RELEASE` and `ROLLBACK ... TO` are `savepoint`, so `rollback` always means a transaction was abandoned;
+ * `EXPLAIN`, `PRAGMA`, `COPY` and the like are `other` even when they write. Every rule: docs/capture-api.md.
  */
 export function classifyStatement(sql: string, dialect: SqlDialect = 'generic'): StatementClass {
   const lexer = new SqlLexer(sql, dialect);
@@ -630,9 +613,8 @@ function classifyRollback(lexer: SqlLexer): StatementClass {
 }
 
 /**
- * Skips the common table expressions (their bodies are parenthesised, so depth tracking is enough) and classifies
- * the main statement: the first top-level DML word, or a top-level `(` right after a CTE body (`WITH x AS (...)
- * (SELECT ...)`).
+ * Skips the common table expressions (parenthesised, so depth tracking is enough) and classifies the main statement: the
+ * first top-level DML word, or a top-level `(` right after a CTE body (`WITH x AS (...) (SELECT ...)`).
  */
 function classifyWith(lexer: SqlLexer): StatementClass {
   let depth = 0;

@@ -165,9 +165,8 @@ const LOOSE_ROWS: Record<LooseRows, { noFloor?: true; words: (calls: number, row
 };
 
 /**
- * An INSERT that may update or skip rows instead: PostgreSQL's and SQLite's ON CONFLICT, MySQL's ON DUPLICATE KEY
- * UPDATE, INSERT IGNORE and REPLACE, SQLite's INSERT OR IGNORE / OR REPLACE. Looked for in the whole text, strings
- * included: a false match only widens the rows compared, never narrows them.
+ * An INSERT that may update or skip rows instead (ON CONFLICT, ON DUPLICATE KEY UPDATE, IGNORE, REPLACE), looked for in
+ * the whole text, strings included: a false match only widens the rows compared, never narrows them.
  */
 const UPSERT = /\bon\s+(?:conflict|duplicate\s+key\s+update)\b|^[\s(]*(?:replace|insert\s+(?:or\s+\w+\s+)?ignore|insert\s+or\s+replace)\b/i;
 

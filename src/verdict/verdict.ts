@@ -324,9 +324,8 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
   const beyond = beyondWindow(backend.flavour, server, input.wire, explained);
   const bypass = (what: string): Verdict => {
     const via = input.via ? ` (the window saw ${input.via})` : '';
-    // With no other session, no connection opened beside the window's and a still control window, the counters alone
-    // say the server did more: server-side code the window's own statements ran does that as well as a client
-    // around the proxy, and the counters cannot tell which.
+    // With no other session or connection and a still control window, only the counters say the server did more: the
+    // window's own server-side code does that as well as a client around the proxy, and they cannot tell which.
     const otherClientSeen =
       server.foreignSessions.length > 0 ||
       beyond.some((b) => b.counter.includes('connections opened')) ||

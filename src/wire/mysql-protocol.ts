@@ -260,10 +260,8 @@ const enum Response {
 }
 
 /**
- * What a command's answer looks like: `none` (no answer at all), `status` (one OK/ERR/EOF), `results` (OK/ERR or
- * result sets, more while SERVER_MORE_RESULTS_EXISTS), `prepare` (prepare-OK and its definitions), `statistics`
- * (one string packet), `columns` (definitions until EOF), `rows` (rows until EOF/OK), `unparsed` (a stream or a
- * re-authentication this counter does not follow: the connection becomes incomplete).
+ * What a command's answer looks like, from `none` to `rows` (until EOF/OK); `results` continue while
+ * SERVER_MORE_RESULTS_EXISTS, and `unparsed` (a stream or re-authentication not followed) makes the connection incomplete.
  */
 type ResponseShape = 'none' | 'status' | 'results' | 'prepare' | 'statistics' | 'columns' | 'rows' | 'unparsed';
 

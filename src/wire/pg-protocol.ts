@@ -333,9 +333,8 @@ function digitsEnd(bytes: Buffer, at: number, end: number): number {
 }
 
 /**
- * Rows from a CommandComplete tag: `INSERT 0 5000`, `UPDATE 3`, `DELETE 1`, `MERGE 2`, `COPY 10`; 0 for any other
- * tag. Read from the bytes of the head, once per statement, with no string made: the same answer as matching
- * `^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$` against the tag up to its NUL.
+ * Rows from a CommandComplete tag (`INSERT 0 5000`, `UPDATE 3`, `COPY 10`...; 0 for others), read from the bytes with no
+ * string made: as matching `^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$` against the tag up to its NUL.
  */
 function readCommandTag(frame: PgFrame): number {
   const { bytes, headStart: start } = frame;

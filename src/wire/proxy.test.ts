@@ -274,9 +274,8 @@ describe('WireProxy with real sockets', () => {
   });
 
   it('a client that hangs up with its answer half delivered: the server side is read on, and the closing hook settles the connection', async () => {
-    // pg-pool throws away a client whose query failed as soon as the error arrives, before the answer that ends the
-    // request. The proxy then holds the rest of that answer for a client that is gone: waiting for it to drain, it
-    // stopped reading the server, and the settle the closing hook asks for got no answer.
+    // pg-pool drops a client on its query's error, before the rest of the answer: the proxy must not wait for that to
+    // drain to a client that is gone, or it stops reading the server and the closing hook's settle gets no answer.
     let held: net.Socket | null = null;
     fake = await mysqlFake((socket, code) => {
       if (code !== 0x03 || held) return false;

@@ -52,24 +52,11 @@ export interface WireStream extends Duplex {
 export type ClosingHook = (connection: WireConnection, settle: () => Promise<boolean>) => Promise<void>;
 
 /**
- * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server. Bytes are forwarded unchanged (except
- * the TLS refusal above) with backpressure; both directions are parsed on the side. A parse fault never stops the
- * bytes: the connection's counts become `incomplete` instead.
- *
- * The proxy owns both sockets of every session and knows when each is between requests, which makes two things
- * possible that a client library cannot offer for a pool it does not control:
- * - {@link WireProxy.settle} sends one request of the proxy's own on each quiet connection and swallows its answer
- *   (MySQL `COM_PING`: the server files a statement in performance_schema only after answering it, and answers one
- *   command before it reads the next, so an answered ping means the previous statement is filed; PostgreSQL
- *   `SELECT pg_stat_force_next_flush()`: only the session itself can flush its pending statistics). Its bytes and
- *   its answer are not in the connection's counts.
- * - {@link WireProxy.onClosing} holds a goodbye (COM_QUIT, Terminate, or the client's socket closing) until a hook
- *   has run, so the server-side counters of a connection that closes inside a window can be read before the server
- *   forgets them.
- *
- * `clientWrites` counts socket reads from the client that carried at least one command start. It approximates the
- * driver's writes by TCP chunk: on loopback one driver write usually arrives as one chunk, but the kernel may split a
- * large write or merge two quick ones.
+ * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server: bytes forwarded unchanged (but the TLS
+ * refusal) with backpressure, both directions parsed on the side; a parse fault makes the counts `incomplete`, never
+ * stops the bytes. Owning both sockets, it can settle quiet connections ({@link WireProxy.settle}: an answered ping is
+ * filed, a PostgreSQL session flushes its own statistics) and hold a goodbye until its counters are read
+ * ({@link WireProxy.onClosing}). `clientWrites` approximates the driver's writes by TCP chunk.
  */
 export interface WireProxy extends AsyncDisposable {
   readonly protocol: WireProtocol;
@@ -94,8 +81,10 @@ export interface WireProxy extends AsyncDisposable {
    */
   diff(before: WireSnapshot, after: WireSnapshot): WireCounts;
   /**
-   * Sends the protocol's settle request (see above) on every open connection, or those with the given proxy ids,
-   * as soon as each is between requests, and resolves when all answered or `timeoutMs` (default 5000) ran out.
+   * Sends the protocol's settle request on every open connection, or those with the given proxy ids, as soon as each
+   * is between requests, and resolves when all answered or `timeoutMs` (default 5000) ran out. MySQL `COM_PING`: the
+   * server answers it only after filing the previous statement; PostgreSQL `pg_stat_force_next_flush()`: only a session
+   * can flush its own statistics. Its bytes and answer stay out of the connection's counts.
    */
   settle(options?: { ids?: readonly number[]; timeoutMs?: number }): Promise<SettleResult>;
   /**
@@ -147,9 +136,8 @@ function errorText(error: unknown): string {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Wires one accepted client socket to a new upstream socket. Every socket gets an 'error' listener (an unhandled
- * one would crash the test process); whichever side closes first, the other is ended after its pending writes (the
- * server side only once the closing hook has run).
+ * Wires one accepted client socket to a new upstream socket, each with an 'error' listener (unhandled, one crashes the
+ * process); whichever side closes first, the other ends after its writes (the server's after the closing hook).
  */
 function relay(id: number, client: ClientSide, options: WireProxyOptions, closingHook: () => ClosingHook | null): ProxiedConnection {
   const session = WIRE_SESSIONS[options.protocol].session(options.tls ?? 'refuse');
@@ -380,9 +368,8 @@ class StreamEnd extends Duplex {
     });
   }
 
-  // A driver that corks its socket (pg: Parse/Bind/Describe/Execute/Sync) hands over several writes at once. Over TCP
-  // they leave in one writev and arrive as one read; here they become one chunk too, so the proxy forwards them in one
-  // write and `clientWrites` reads the same on both paths.
+  // A corked socket's writes (pg's Parse/Bind/Describe/Execute/Sync) arrive as one read over TCP; here they become one
+  // chunk too, so the proxy forwards them in one write and `clientWrites` reads the same on both paths.
   override _writev(chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
     this._write(chunks.length === 1 ? (chunks[0] as { chunk: Buffer }).chunk : Buffer.concat(chunks.map((c) => c.chunk)), 'binary', callback);
   }

@@ -59,9 +59,8 @@ export function endsWith(chunk: Buffer, tail: Buffer): boolean {
 }
 
 /**
- * Counts by name, kept in the order names were first counted (the order `toCounts` lists them in). Called once per
- * frame, so it avoids the map's get-and-set: each name has a mutable slot, and the last name's slot is remembered,
- * since a result set repeats one name (`Row`, `DataRow`) thousands of times in a row.
+ * Counts by name in first-counted order (as `toCounts` lists them). Once per frame, so a mutable slot per name, and the
+ * last name's slot remembered: a result set repeats one name (`DataRow`) thousands of times.
  */
 class NameCounts {
   readonly #slots = new Map<string, { n: number }>();

@@ -37,9 +37,8 @@ function mix32(seed: number, index: number, lane: number): number {
   return h >>> 0;
 }
 
-// Text that has broken hand-written escaping before: quotes, a backslash, a `?` and a `$1` that placeholder
-// parsers might take for their own, multi-byte UTF-8, and the empty string. All stay within 32 bytes, so they fit
-// VARCHAR(32) even on a server that counts bytes.
+// Text that breaks hand-written escaping (quotes, a backslash, `?` and `$1` placeholders, multi-byte UTF-8, the empty
+// string), each within 32 bytes so it fits VARCHAR(32) even on a server that counts bytes.
 function textC3(index: number, h: number): string {
   if (index % 37 === 5) return '';
   if (index % 7 === 0) return `O'Brien ''${index}`;

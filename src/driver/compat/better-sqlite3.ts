@@ -1,12 +1,6 @@
 /**
- * Everything the better-sqlite3 wrapper relies on that better-sqlite3 does not promise, with the plain path beside it.
- *
- * Fast path `counting-prototype`: a statement the counted `prepare` made is counted in place, its prototype swapped
- * for a counting one that inherits from the driver's and calls the native `run`/`get`/`all`/`iterate`/`bind` it finds
- * there on `this`. That needs those methods on the statement's prototype (not shadowed on the instance), the statement
- * extensible, and `source` a string.
- * Plain path: the statement is handed out behind a counting Proxy (counted.ts `countedProxy`), through its public
- * methods only; slower per call, the same counts.
+ * What the better-sqlite3 wrapper relies on that is not promised: fast path `counting-prototype` swaps an extensible
+ * statement's prototype (native methods there, `source` a string); plain path: a counting Proxy, slower, same counts.
  */
 import { getPrototypeOf, hasOwn } from '../../shared/intrinsics';
 import type { StatementSink } from '../../sql/events';

@@ -1,10 +1,6 @@
 /**
- * Everything the mysql2 wrapper reads of mysql2 that mysql2 does not promise, with the plain path beside it.
- *
- * Fast path `promise-view`: a promise method (`query`, `execute`, a prepared statement's `execute`) whose source reads
- * as mysql2 3.x's (one `new this.Promise(...)` around a call of its callback object `this.<core>`, no `#private`
- * state) is run on a receiver whose callback object is a counted view, so counting adds no promise.
- * Plain path: the promise the method returns is chained (`then`), through the public promise API only.
+ * What the mysql2 wrapper reads that mysql2 does not promise: fast path `promise-view` runs a promise method whose source
+ * reads as 3.x's on a counted view of its callback object; plain path: the returned promise chained.
  */
 import type { StatementSink } from '../../sql/events';
 import { decide, sourceOf } from './path';

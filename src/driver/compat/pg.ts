@@ -1,13 +1,6 @@
 /**
- * Everything the pg wrapper reads of node-postgres that it does not promise, with the plain path beside it.
- *
- * Fast path `own-promise`: a promise-form `query` is made through pg's callback form inside a promise built as pg
- * builds its own. That needs the promise constructor pg keeps (`client._Promise`, `pool.Promise`) and the source of
- * `query` to read as pg 8's (`new this._Promise(` on a Client, `promisify(this.Promise` on a Pool; `captureStackTrace`
- * where it re-captures a failed query's stack).
- * Plain path: the promise `query` returns is chained (`then`), through the public API only.
- * Pool recognition uses the public `totalCount` and `idleCount`; the private `_clients` array is only a fallback for
- * a pool-like object without them.
+ * What the pg wrapper reads that node-postgres does not promise: fast path `own-promise` runs a promise-form `query` through
+ * the callback form inside pg's own kind of promise (pg 8's source); plain path: the returned promise chained.
  */
 import type { StatementSink } from '../../sql/events';
 import { isArray } from '../../shared/intrinsics';

@@ -1,17 +1,6 @@
 /**
- * Everything the postgres.js wrapper reads of postgres.js that it does not promise, with the plain path beside it.
- *
- * Fast path `query-handler`: every query postgres.js builds carries its own `handler` (an own field it calls once, as
- * `this.handler(this)`, when the query runs) and its own `resolve`/`reject`; the wrapper replaces them on the query,
- * so a query is counted when it runs, with the text, parameters, protocol and backend pid postgres.js set on it.
- * Plain path: a query is counted when it is first awaited (its own `then`, which postgres.js's Query inherits from
- * Promise, shadowed on the instance), from its public result (`count`, `command`, `statement.string`,
- * `statement.types`, `state.pid`) and the call's own arguments for its protocol. Not seen there: a cursor read with
- * `for await`, a query only `.execute()`d and never awaited, what `.simple()` or `.describe()` changed.
- *
- * Fast path `origin`: postgres.js explains a failed query with where it was built, an Error kept under a
- * module-private symbol (`Symbol('OriginError')`, found by its description); the wrapper rewrites it so the user's line
- * stays in the explanation. Plain path: left as postgres.js made it (the wrapper's frame shows in that stack).
+ * What the postgres.js wrapper reads that postgres.js does not promise: fast paths `query-handler` (counted as it runs)
+ * and `origin` (the user's line kept); plain paths count a query when first awaited and leave the origin as it was.
  */
 import type { CallProtocol, StatementSink } from '../../sql/events';
 import { captureCaller } from '../../shared/caller';
@@ -82,15 +71,9 @@ export interface Site extends CallSite {
 }
 
 /**
- * A query's handler, replaced by one that counts the query as it runs, then hands it on. The handler is an own field
- * postgres.js sets on every query and calls once, when the query runs; so a query is counted without a global patch,
- * without a property its class does not have, and without touching its promise (a `.then` would run a query that the
- * user only meant as a fragment). A query built and never run costs a field write (and a template's query a second
- * one, its origin: keepOrigin): the `sql` and `unsafe` queries of one `sql` share their handler, and so share one
- * counting handler per method. Before (a state object under a
- * symbol, a shadowed `handle` and two settle closures written on every query built), a build added about 1 us,
- * most of it the young generation's collector copying what each query carried
- * (`bench/driver-overhead.ts --sections own-network`, "proxy cost per build on postgres.js").
+ * A query's handler, replaced by one that counts the query as it runs, then hands it on: an own field postgres.js calls
+ * once, so a query is counted without a global patch and without touching its promise (a `.then` would run a query
+ * meant as a fragment). A query built and never run costs a field write; one counting handler is shared per method.
  */
 export function countWhenRun(query: PostgresJsQuery, site: Site, method: string, asked: Asked | undefined, shared: SharedHandlers): void {
   const original = query.handler;
@@ -160,9 +143,8 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
   // to hand on, and the query stays counted until the last batch settles it.
   defineProperty(query, 'resolve', { configurable: true, enumerable: true, get: () => onResolve, set: (f: PostgresJsQuery['resolve']) => void (resolve = f) });
   defineProperty(query, 'reject', { configurable: true, enumerable: true, get: () => onReject, set: (f: PostgresJsQuery['reject']) => void (reject = f) });
-  // Each batch goes to the loop through `cursorFn`, and the loop answers with postgres.js's CLOSE when it stops early
-  // (`break`). postgres.js then closes the portal by itself, after the loop has ended, with nothing the code could
-  // await: from then on the call is one the code let go of (StatementSink.letGo), until it settles.
+  // A loop that stops early answers `cursorFn` with CLOSE, and postgres.js closes the portal after the loop, with nothing
+  // to await: from then on the call is one the code let go of (StatementSink.letGo), until it settles.
   let cursorFn = query.cursorFn as (value: unknown) => unknown;
   const answered = (answer: unknown): void => {
     if (answer !== site.close || site.close === undefined || !running || letGo) return;
@@ -200,11 +182,8 @@ function settle(query: PostgresJsQuery, site: Site, method: string, asked: Asked
 }
 
 /**
- * How a query that ran went out, as postgres.js decided when it built it for its connection: a simple Query (`unsafe`
- * without parameters, `.simple()`, a stream), a named statement parsed once per connection (a template, unless the
- * `sql` was made with `prepare: false`) or the unnamed one, parsed every time; a cursor, which executes once per
- * batch of rows; or `.describe()`, which parses and executes nothing. Left open for a failed query, which may have
- * stopped anywhere: the model gives a range for it.
+ * How a query that ran went out, as postgres.js built it: simple, named (parsed once per connection), unnamed, cursor or
+ * `.describe()`. Left open for a failed query, which may have stopped anywhere: the model gives a range.
  */
 function protocolOf(query: PostgresJsQuery): CallProtocol | undefined {
   if (query.options?.simple === true) return 'simple';
@@ -246,9 +225,8 @@ export interface Asked {
 }
 
 /**
- * What the wrapper keeps per template, found by the frozen strings array a tagged template hands over at every call
- * of its line: the strings joined into the text asked about, and the template's origin (keepOrigin), each made once.
- * The last template is kept beside the map: a loop of one template finds it without a lookup.
+ * What the wrapper keeps per template, keyed by the template's frozen strings array: its text and origin (keepOrigin),
+ * each made once. The last one is kept beside the map, so a loop of one template needs no lookup.
  */
 interface Template {
   text: string | undefined;
@@ -278,16 +256,10 @@ export function askedText(strings: readonly string[]): string {
 }
 
 /**
- * postgres.js explains a failed query with where it was built (`query.origin`, appended to the error's stack): a
- * tagged template's is an Error made the first time the template was built, four frames deep (its own three and the
- * caller's) and shared by every query of that template; with `debug`, every query's is an Error made as it is built.
- * Built through the wrapper, the frame below postgres.js's own is the wrapper's: the user's line fell off the four,
- * or came one frame lower. Each query's origin is replaced by one that reads as raw postgres.js's would have: for a
- * template, postgres.js's frames and then the caller's line (captured once per template); with `debug`, the query's
- * own stack without the wrapper's frame. Nothing is formatted as the query is built: a stack is formatted when
- * postgres.js reads it, after a failure, under whatever `prepareStackTrace` is in place then, as raw postgres.js's
- * is (formatted at build, a stack made under a caller's passing `prepareStackTrace` stayed that, and postgres.js
- * failed on it).
+ * postgres.js explains a failed query with where it was built (`query.origin`, four frames deep), and through the
+ * wrapper the user's line fell off those four. Each origin is replaced by one that reads as raw postgres.js's would,
+ * the caller's line captured once per template; nothing is formatted until postgres.js reads it, under whatever
+ * `prepareStackTrace` is in place then, as raw postgres.js's is.
  */
 export function keepOrigin(query: PostgresJsQuery, method: string, builder: AnyFunction): void {
   const debug = query.handler.debug;

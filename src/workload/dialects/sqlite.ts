@@ -2,9 +2,8 @@ import { checksumSelect, exponentDouble } from './types';
 import type { Dialect } from './types';
 
 /**
- * SQLite's text-to-double conversion is not correctly rounded far from 1: measured on 3.51, about a third of
- * random values below 1e-84 or above 1e116 read back one or two units off in the last place, whatever digits
- * are written. Within [1e-60, 1e60] it was exact on every sample, so only values outside take the exact form.
+ * SQLite's text-to-double conversion is not correctly rounded far from 1 (bench/HISTORY.md has the figures), so
+ * values outside [1e-60, 1e60] take the exact form.
  */
 const PLAIN_MIN = 1e-60;
 const PLAIN_MAX = 1e60;
@@ -17,9 +16,8 @@ function powerOfTwoLiteral(exponent: number): string {
 }
 
 /**
- * `x` as `M * 2^a * 2^b ...` with M the 53-bit significand as an integer: every product is exact because each
- * factor is a power of two and the running value moves monotonically towards x, so it never leaves the range
- * x itself is in.
+ * `x` as `M * 2^a * 2^b ...` with M the 53-bit significand as an integer: every product is exact, each factor being a
+ * power of two and the running value moving monotonically towards x, never leaving its range.
  */
 function exactDoubleExpression(x: number): string {
   const view = new DataView(new ArrayBuffer(8));
