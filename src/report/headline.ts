@@ -1,4 +1,4 @@
-import type { Cell, Report } from './schema';
+import type { Cell, InstrumentCost, Report } from './schema';
 import { shortVersion } from './table';
 
 /** One strategy's line in a backend's headline table. */
@@ -16,6 +16,8 @@ export interface HeadlineRow {
   timing: 'uninstrumented' | 'counted' | null;
   /** The counted windows' p50 minus the uninstrumented one, per wire round trip; null when either is missing. */
   addedPerRoundTripNs: number | null;
+  /** The whole cost with its noise floor, for showing a difference within noise as such. */
+  instrumentCost: InstrumentCost | null;
   /** Rows per second at the p50 time. */
   rowsPerSecond: number | null;
   verdict: Cell['verdict']['kind'];
@@ -63,6 +65,7 @@ function rowOf(c: Cell): HeadlineRow {
     p50Ns: p50,
     timing: own !== null ? 'uninstrumented' : p50 !== null ? 'counted' : null,
     addedPerRoundTripNs: c.uninstrumented?.instrumentCost?.perRoundTripNs ?? null,
+    instrumentCost: c.uninstrumented?.instrumentCost ?? null,
     rowsPerSecond: p50 !== null && p50 > 0 ? Math.round((c.rows * 1e9) / p50) : null,
     verdict: c.verdict.kind,
     amplification: calls !== null && calls > 0 && statements !== null ? statements / calls : null,

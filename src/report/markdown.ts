@@ -2,7 +2,7 @@ import type { Cell, Environment, Report } from './schema';
 import { headline, type HeadlineBackend } from './headline';
 import { chartFileName } from './svg';
 import { CELL_COLUMNS, WINDOW_COLUMNS, cellColumns, shortVersion, sortedCells, windowColumns } from './table';
-import { describePercentile, formatMs, percentileIsMax } from './timings';
+import { describePercentile, formatCostUs, formatMs, percentileIsMax } from './timings';
 
 // Mermaid's xychart draws no legend, so lines get fixed colours and the legend is written beside the chart.
 const PALETTE = [
@@ -138,8 +138,8 @@ function timingsTable(cells: readonly Cell[]): string {
         formatMs(t.maxNs),
         loop?.maxNs === null || loop === null ? '-' : formatMs(loop.maxNs),
         u?.timings ? formatMs(u.timings.summary.p50Ns) : u?.error ? md(u.error) : '-',
-        u?.instrumentCost?.perCallNs != null ? (u.instrumentCost.perCallNs / 1000).toFixed(1) : '-',
-        u?.instrumentCost?.perRoundTripNs != null ? (u.instrumentCost.perRoundTripNs / 1000).toFixed(1) : '-',
+        formatCostUs(u?.instrumentCost, 'perCallNs', c.layers.driver?.calls ?? null),
+        formatCostUs(u?.instrumentCost, 'perRoundTripNs', c.layers.wire?.roundTrips ?? null),
       ];
     });
   if (rows.length === 0) return '_No timings were measured._';
@@ -213,7 +213,7 @@ function headlineSection(backends: readonly HeadlineBackend[]): string[] {
   out.push(
     'Per backend, every strategy at one row count (the largest all of them ran), cheapest first. Counts are exact per layer; `-` = the layer does not exist there or was not read.',
     '',
-    "p50 is the strategy's own time: runs with counting off (the raw driver on a direct connection), alternated with the counted ones. A p50 marked `*` comes from the counted windows (no uninstrumented timing), which include what the instrument adds; the last column is that cost per wire round trip.",
+    "p50 is the strategy's own time: runs with counting off (the raw driver on a direct connection), alternated with the counted ones. A p50 marked `*` comes from the counted windows (no uninstrumented timing), which include what the instrument adds; the last column is that cost per wire round trip, `~0 (±noise)` where the difference is within the runs' noise (the larger interquartile range of the two).",
     '',
   );
   for (const h of backends) {
@@ -231,7 +231,7 @@ function headlineSection(backends: readonly HeadlineBackend[]): string[] {
           r.p50Ns === null ? '-' : `${formatMs(r.p50Ns)}${r.timing === 'counted' ? ' *' : ''}`,
           show(r.rowsPerSecond),
           r.verdict,
-          r.addedPerRoundTripNs === null ? '-' : (r.addedPerRoundTripNs / 1000).toFixed(1),
+          formatCostUs(r.instrumentCost, 'perRoundTripNs', r.roundTrips),
         ]),
         [false, false, true, true, true, true, true, true, false, true],
       ),

@@ -112,6 +112,9 @@ export const InstrumentCostSchema = z.object({
   perCallNs: z.number().int().nullable(),
   /** Null when there was no wire layer (SQLite, wire off) or no round trip. */
   perRoundTripNs: z.number().int().nullable(),
+  /** The larger interquartile range of the two runs' samples: a difference within it is noise. */
+  noiseNs: z.number().int().nonnegative().optional(),
+  withinNoise: z.boolean().optional(),
 });
 export type InstrumentCost = z.infer<typeof InstrumentCostSchema>;
 

@@ -66,15 +66,32 @@ export function timingsFromSamples(warmupNs: readonly number[], samplesNs: reado
   return { warmupNs: [...warmupNs], samplesNs: [...samplesNs], summary: summariseSamples(samplesNs), eventLoop };
 }
 
+/** Spread of the middle half of the samples (p75 - p25, nearest rank): what one p50 may move by chance. */
+export function interquartileNs(samplesNs: readonly number[]): number {
+  const sorted = [...samplesNs].sort((a, b) => a - b);
+  return percentile(sorted, 75) - percentile(sorted, 25);
+}
+
 /**
  * What the instrument added to a counted window: the difference of the p50s (counted minus uninstrumented), per
- * driver call and per wire round trip of the counted window (null where there is no such count).
+ * driver call and per wire round trip, and the noise floor beside it (the larger interquartile range of the two).
  */
-export function instrumentCost(counted: TimingSummary, uninstrumented: TimingSummary, calls: number | null, roundTrips: number | null): InstrumentCost {
-  const diff = counted.p50Ns - uninstrumented.p50Ns;
+export function instrumentCost(counted: Timings, uninstrumented: Timings, calls: number | null, roundTrips: number | null): InstrumentCost {
+  const diff = counted.summary.p50Ns - uninstrumented.summary.p50Ns;
+  const noiseNs = Math.max(interquartileNs(counted.samplesNs), interquartileNs(uninstrumented.samplesNs));
   return {
     p50DifferenceNs: diff,
     perCallNs: calls !== null && calls > 0 ? Math.round(diff / calls) : null,
     perRoundTripNs: roundTrips !== null && roundTrips > 0 ? Math.round(diff / roundTrips) : null,
+    noiseNs,
+    withinNoise: Math.abs(diff) <= noiseNs,
   };
+}
+
+/** A per-unit cost for a table cell: `-` when unknown, `~0` with the noise per unit when the difference is within noise. */
+export function formatCostUs(cost: InstrumentCost | null | undefined, per: 'perCallNs' | 'perRoundTripNs', units: number | null): string {
+  const value = cost?.[per];
+  if (value == null) return '-';
+  if (cost!.withinNoise && cost!.noiseNs !== undefined && units) return `~0 (±${(cost!.noiseNs / units / 1000).toFixed(1)})`;
+  return (value / 1000).toFixed(1);
 }

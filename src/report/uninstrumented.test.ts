@@ -14,19 +14,36 @@ function perRowCell(countedMs: number[], ownMs: number[] | null) {
     layers: perRowLayers(5000),
     timings: counted,
     uninstrumented: own
-      ? { timings: { ...own, warmupNs: [] }, instrumentCost: instrumentCost(counted.summary, own.summary, 5000, 5001) }
+      ? { timings: { ...own, warmupNs: [] }, instrumentCost: instrumentCost(counted, own, 5000, 5001) }
       : { timings: null, instrumentCost: null, error: 'the uninstrumented run failed: connection refused' },
   });
 }
 
 describe('uninstrumented timings', () => {
   it('cost: the p50 difference over the counted calls and round trips, null where there is no such count', () => {
-    const counted = timings([150, 151, 152, 153, 154]).summary;
-    const own = timings([100, 101, 102, 103, 104]).summary;
-    expect(instrumentCost(counted, own, 5000, 5001)).toEqual({ p50DifferenceNs: 50_000_000, perCallNs: 10_000, perRoundTripNs: Math.round(50_000_000 / 5001) });
-    expect(instrumentCost(counted, own, 0, null)).toEqual({ p50DifferenceNs: 50_000_000, perCallNs: null, perRoundTripNs: null });
+    const counted = timings([150, 151, 152, 153, 154]);
+    const own = timings([100, 101, 102, 103, 104]);
+    const noise = { noiseNs: 2_000_000, withinNoise: false };
+    expect(instrumentCost(counted, own, 5000, 5001)).toEqual({
+      p50DifferenceNs: 50_000_000,
+      perCallNs: 10_000,
+      perRoundTripNs: Math.round(50_000_000 / 5001),
+      ...noise,
+    });
+    expect(instrumentCost(counted, own, 0, null)).toEqual({ p50DifferenceNs: 50_000_000, perCallNs: null, perRoundTripNs: null, ...noise });
     // Noise can put the counted p50 below the uninstrumented one: kept as measured, never clamped.
     expect(instrumentCost(own, counted, 5000, 5001).p50DifferenceNs).toBe(-50_000_000);
+  });
+
+  it('a difference within the noise floor (the larger interquartile range) is shown as ~0 with the noise per unit, never as a negative cost', () => {
+    const counted = timings([90, 97, 100, 104, 110]);
+    const own = timings([95, 99, 103, 106, 112]);
+    const cost = instrumentCost(counted, own, 1, 2);
+    expect(cost).toMatchObject({ p50DifferenceNs: -3_000_000, noiseNs: 7_000_000, withinNoise: true });
+    const report = fixtureReport([batchCell(5000, { timings: counted, uninstrumented: { timings: { ...own, warmupNs: [] }, instrumentCost: cost } })]);
+    const md = renderMarkdown(report);
+    expect(md).toContain('~0 (±3500.0)');
+    expect(md).not.toContain('-3000.0');
   });
 
   it("the headline ranks by the strategy's own time and says which timing each p50 is", () => {

@@ -343,7 +343,7 @@ function uninstrumentedOf(run: CellRun, first: Captured<void>, counted: Timings)
     return { timings: null, instrumentCost: null, error: run.uninstrumentedError ?? `only ${run.uninstrumentedNs.length} uninstrumented run(s)` };
   }
   const timings = timingsFromSamples([], run.uninstrumentedNs);
-  const cost = instrumentCost(counted.summary, timings.summary, first.layers.driver?.calls ?? null, first.layers.wire?.roundTrips ?? null);
+  const cost = instrumentCost(counted, timings, first.layers.driver?.calls ?? null, first.layers.wire?.roundTrips ?? null);
   return { timings, instrumentCost: cost };
 }
 
