@@ -6,7 +6,7 @@ import ts from 'typescript';
  * The folders of src/ in the order the data flows, lowest first: a folder imports only from folders before it (and
  * from itself), type-only imports included, so no arrow of the import graph points back up.
  */
-const LAYERS = ['shared', 'sql', 'backends', 'wire', 'server', 'driver', 'verdict', 'capture', 'jest', 'workload', 'report', 'run', 'cli'] as const;
+const LAYERS = ['shared', 'sql', 'driver', 'backends', 'wire', 'server', 'verdict', 'capture', 'jest', 'workload', 'report', 'run', 'cli'] as const;
 const SRC = __dirname;
 
 function sourceFiles(dir: string): string[] {

@@ -114,3 +114,59 @@ describe('closed registries', () => {
     ]);
   });
 });
+
+/**
+ * How a driver package is loaded and opened is a fact about the driver: only its module in driver/ loads it. An
+ * entry here is a file that must load one itself, with why.
+ */
+const PACKAGE_LOADERS: { file: string; pkg: string; why: string }[] = [
+  { file: 'backends/sqlite.ts', pkg: 'better-sqlite3', why: 'the embedded backend creates and identifies its database file with the engine it ships on' },
+];
+
+/** Every driver package a file loads at run time (`import ... from`, `import()`, `require`); `import type` is free. */
+export function packagesLoaded(file: string, text: string, packages: readonly string[]): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const out: string[] = [];
+  const note = (spec: string): void => {
+    const pkg = packages.find((p) => spec === p || spec.startsWith(`${p}/`));
+    if (pkg) out.push(pkg);
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && !node.importClause?.isTypeOnly && ts.isStringLiteral(node.moduleSpecifier)) note(node.moduleSpecifier.text);
+    if (
+      ts.isCallExpression(node) &&
+      node.arguments[0] &&
+      ts.isStringLiteral(node.arguments[0]) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))
+    )
+      note(node.arguments[0].text);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
+}
+
+describe('driver packages', () => {
+  const packages = DRIVER_NAMES.map((d) => driverModule(d).packageName);
+  const loads = readdirSync(ROOT, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && e.name !== 'driver')
+    .flatMap((e) => sourceFiles(join(ROOT, e.name)))
+    .flatMap((path) => packagesLoaded(relative(ROOT, path), readFileSync(path, 'utf8'), packages).map((pkg) => ({ file: relative(ROOT, path), pkg })));
+
+  it('are loaded by their driver module only', () => {
+    const allowed = (l: { file: string; pkg: string }): boolean => PACKAGE_LOADERS.some((a) => a.file === l.file && a.pkg === l.pkg);
+    expect(loads.filter((l) => !allowed(l)).map((l) => `${l.file} loads ${l.pkg}`)).toEqual([]);
+    expect(PACKAGE_LOADERS.filter((a) => !loads.some((l) => l.file === a.file && l.pkg === a.pkg))).toEqual([]);
+  });
+
+  it('finds what it is meant to find', () => {
+    const text = [
+      "import type { Pool } from 'pg';",
+      "import mysql from 'mysql2/promise';",
+      "const m = await import('mariadb');",
+      "const p = require('postgres');",
+      "import x from 'pg-protocol';",
+    ].join('\n');
+    expect(packagesLoaded('x.ts', text, packages)).toEqual(['mysql2', 'mariadb', 'postgres']);
+  });
+});

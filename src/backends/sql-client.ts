@@ -1,4 +1,7 @@
-import { messageOf, SqltallyError } from '../shared/errors';
+import { driverModule } from '../driver/registry';
+import { DRIVER_NAMES, type DriverName } from '../shared/driver-names';
+import { SqltallyError } from '../shared/errors';
+import { CAPABILITIES } from './capabilities';
 import { PROTOCOLS } from './protocols';
 import type { NetworkConnection, WireProtocol } from './types';
 
@@ -29,154 +32,61 @@ export interface SqlClientOptions {
   backend?: string;
 }
 
-type Opener = (connection: NetworkConnection, opts: Required<Omit<SqlClientOptions, 'backend'>>) => Promise<SqlClient>;
-
 function notInstalled(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND';
 }
 
-const MYSQL2: Opener = async (c, o) => {
-  const mysql = (await import('mysql2/promise')).default;
-  let lost: string | null = null;
-  const conn = await mysql.createConnection({
-    host: c.host,
-    port: c.port,
-    user: c.user,
-    password: c.password,
-    ...(o.database ? { database: o.database } : {}),
-    connectTimeout: o.connectTimeoutMs,
+/**
+ * The drivers that can carry sqltally's own SQL over a protocol, in registry order (the order of preference): those
+ * that declare `ownSql` and talk to a backend of the protocol.
+ */
+export function sqlClientDrivers(protocol: SqlProtocol): DriverName[] {
+  return DRIVER_NAMES.filter((name) => {
+    const module = driverModule(name);
+    return module.ownSql !== null && module.backends.some((backend) => CAPABILITIES[backend].wireProtocol === protocol);
   });
-  // A server stopping under an idle connection emits 'error'; unheard, that would take the whole process down.
-  conn.on('error', (err) => (lost = messageOf(err)));
+}
+
+async function openWith(name: DriverName, connection: NetworkConnection, database: string | null, options: SqlClientOptions): Promise<SqlClient> {
+  const module = driverModule(name);
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const opened = await module.open({ ...connection, database: database ?? '' }, { backend: options.backend, connectTimeoutMs });
+  let lost: string | null = null;
+  const query = module.ownSql!(opened.handle, (message) => (lost = message));
   return {
-    driver: 'mysql2',
+    driver: module.packageName,
     get lost() {
       return lost;
     },
-    query: async <T>(sql: string, params?: readonly unknown[]) => (await conn.query(sql, params ? [...params] : undefined))[0] as T[],
-    close: () => conn.end().catch(() => conn.destroy()),
+    query: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)) as T[],
+    close: () => opened.close().catch(() => undefined),
   };
-};
-
-const MARIADB: Opener = async (c, o) => {
-  const mariadb = await import('mariadb');
-  let lost: string | null = null;
-  const conn = await mariadb.createConnection({
-    host: c.host,
-    port: c.port,
-    user: c.user,
-    password: c.password,
-    ...(o.database ? { database: o.database } : {}),
-    connectTimeout: o.connectTimeoutMs,
-  });
-  conn.on('error', (err: unknown) => (lost = messageOf(err)));
-  return {
-    driver: 'mariadb',
-    get lost() {
-      return lost;
-    },
-    query: async <T>(sql: string, params?: readonly unknown[]) => [...((await conn.query(sql, params ? [...params] : undefined)) as T[])],
-    close: () => conn.end().catch(() => conn.destroy()),
-  };
-};
-
-const PG: Opener = async (c, o) => {
-  const { Client } = (await import('pg')).default;
-  let lost: string | null = null;
-  const client = new Client({
-    host: c.host,
-    port: c.port,
-    user: c.user,
-    password: c.password,
-    database: o.database ?? c.database,
-    connectionTimeoutMillis: o.connectTimeoutMs,
-  });
-  client.on('error', (err) => (lost = messageOf(err)));
-  try {
-    await client.connect();
-  } catch (error) {
-    await client.end().catch(() => undefined);
-    throw error;
-  }
-  return {
-    driver: 'pg',
-    get lost() {
-      return lost;
-    },
-    query: async <T>(sql: string, params?: readonly unknown[]) => (await client.query(sql, params ? [...params] : undefined)).rows as T[],
-    close: () => client.end().catch(() => undefined),
-  };
-};
-
-const POSTGRES_JS: Opener = async (c, o) => {
-  const postgres = (await import('postgres')).default;
-  let lost: string | null = null;
-  const sql = postgres({
-    host: c.host,
-    port: c.port,
-    user: c.user,
-    password: c.password,
-    database: o.database ?? c.database,
-    max: 1,
-    connect_timeout: Math.max(1, Math.ceil(o.connectTimeoutMs / 1000)),
-    onnotice: () => undefined,
-  });
-  // postgres.js connects lazily: prove the server answers now, as the other clients do.
-  await sql.unsafe('SELECT 1');
-  return {
-    driver: 'postgres',
-    get lost() {
-      return lost;
-    },
-    query: async <T>(text: string, params?: readonly unknown[]) => {
-      try {
-        return [...((await sql.unsafe(text, params ? ([...params] as never[]) : [])) as unknown as T[])];
-      } catch (error) {
-        if ((error as { code?: unknown }).code === 'CONNECTION_CLOSED') lost = messageOf(error);
-        throw error;
-      }
-    },
-    close: () => sql.end({ timeout: 5 }).catch(() => undefined),
-  };
-};
-
-/** The packages that can carry each protocol, in order of preference: the first installed one is used. */
-const CLIENTS = {
-  mysql: [
-    ['mysql2', MYSQL2],
-    ['mariadb', MARIADB],
-  ],
-  postgres: [
-    ['pg', PG],
-    ['postgres', POSTGRES_JS],
-  ],
-} as const satisfies Record<SqlProtocol, readonly (readonly [string, Opener])[]>;
+}
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Opens a client with the first driver package of the protocol that is installed here. The drivers are optional
- * peer dependencies, so an app that installed only one of them still gets probes and readiness checks.
+ * Opens a client through the module of the protocol's first driver installed here. The drivers are optional peer
+ * dependencies, so an app that installed only one of them still gets probes and readiness checks.
  */
 export async function openSqlClient(protocol: SqlProtocol, connection: NetworkConnection, options: SqlClientOptions = {}): Promise<SqlClient> {
-  const opts = {
-    database: options.database === undefined ? connection.database : options.database,
-    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-  };
-  for (const [, open] of CLIENTS[protocol]) {
+  const database = options.database === undefined ? connection.database : options.database;
+  const names = sqlClientDrivers(protocol);
+  for (const name of names) {
     try {
-      return await open(connection, opts);
+      return await openWith(name, connection, database, options);
     } catch (error) {
-      if (notInstalled(error)) continue;
+      // A package that is not installed reaches here as the module's SqltallyError with the loader's error as cause.
+      if (notInstalled(error instanceof SqltallyError ? error.cause : error)) continue;
       throw error;
     }
   }
-  const names = CLIENTS[protocol].map(([name]) => name);
-  throw new SqltallyError(`no ${PROTOCOLS[protocol].displayName} driver is installed (tried ${names.join(', ')})`, {
+  const packages = names.map((name) => driverModule(name).packageName);
+  throw new SqltallyError(`no ${PROTOCOLS[protocol].displayName} driver is installed (tried ${packages.join(', ')})`, {
     backend: options.backend,
     phase: 'connect',
-    hint: `npm install ${names[0]} (or ${names.slice(1).join(', ')}): sqltally uses it for its own SQL`,
+    hint: `npm install ${packages[0]} (or ${packages.slice(1).join(', ')}): sqltally uses it for its own SQL`,
   });
 }
 

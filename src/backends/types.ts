@@ -1,9 +1,9 @@
 import { z } from 'zod';
+import { BackendNameSchema, WireProtocolSchema, type BackendName, type ConnectionInfo } from '../shared/servers';
 
-/** The backends sqltally knows. A new one must be added to every table keyed by this type. */
-export const BACKEND_NAMES = ['sqlite', 'mariadb', 'mysql', 'postgres'] as const;
-export const BackendNameSchema = z.enum(BACKEND_NAMES);
-export type BackendName = z.infer<typeof BackendNameSchema>;
+// Born in shared/ so that the driver layer, below this one, can name them too.
+export { BACKEND_NAMES, BackendNameSchema, WIRE_PROTOCOLS, WireProtocolSchema } from '../shared/servers';
+export type { BackendName, ConnectionInfo, NetworkConnection, SqliteConnection, WireProtocol } from '../shared/servers';
 
 /** How a backend was obtained, in the order they are tried (sqlite only ever uses `embedded`). */
 export const PROVIDER_KINDS = ['external', 'testcontainers', 'local', 'embedded'] as const;
@@ -13,31 +13,6 @@ export type ProviderKind = z.infer<typeof ProviderKindSchema>;
 /** The server's own word on what it is: read from the server, never taken from config. */
 export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
 export type Flavour = z.infer<typeof FlavourSchema>;
-
-/**
- * The wire protocols sqltally proxies and parses. A new one is a compile error until `PROTOCOLS`
- * (src/wire/protocols.ts) and every other table keyed by it has an entry.
- */
-export const WIRE_PROTOCOLS = ['mysql', 'postgres'] as const;
-export const WireProtocolSchema = z.enum(WIRE_PROTOCOLS);
-export type WireProtocol = z.infer<typeof WireProtocolSchema>;
-
-/** Host/port/user connection details for a network server. The password never reaches a report. */
-export interface NetworkConnection {
-  kind: 'network';
-  host: string;
-  port: number;
-  user: string;
-  password: string;
-  database: string;
-}
-
-export interface SqliteConnection {
-  kind: 'file';
-  filename: string;
-}
-
-export type ConnectionInfo = NetworkConnection | SqliteConnection;
 
 /**
  * What a backend can tell us, as data the probes and the verdict read. Static per backend file, then refined

@@ -552,6 +552,7 @@ export const BETTER_SQLITE3_DRIVER: DriverModule<'better-sqlite3', SqliteHandle>
     };
   },
   streamOptions: null,
+  ownSql: null,
   runSql: async (h, sql) => {
     const statement = h.prepare(sql);
     if (statement.reader) return statement.all();

@@ -1,4 +1,4 @@
-import type { ConnectionInfo, NetworkConnection } from '../backends/types';
+import type { ConnectionInfo, NetworkConnection } from '../shared/servers';
 import { SqltallyError } from '../shared/errors';
 import type { OpenOptions } from './module';
 

@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import type { StatementSink } from '../sql/events';
 import { countPlaceholders } from '../sql/tokenizer';
 import { classifyCached } from '../sql/statement-cache';
@@ -228,8 +228,8 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
       port: net.port,
       user: net.user,
       password: net.password,
-      database: net.database,
-      connectTimeout: CONNECT_TIMEOUT_MS,
+      ...(net.database ? { database: net.database } : {}),
+      connectTimeout: opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
       ...MYSQL_NUMBER_OPTIONS,
       ...opts.driverOptions,
     };
@@ -251,6 +251,10 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
   },
   // The connector takes a stream returned from its callback-style option, and leaves its connecting state on 'connect'.
   streamOptions: (open) => ({ stream: () => open().connect() }),
+  ownSql: (h, onLost) => {
+    h.on('error', (error: unknown) => onLost(messageOf(error)));
+    return async (sql, params) => [...((await h.query(sql, params ? [...params] : undefined)) as Record<string, unknown>[])];
+  },
   runSql: async (h, sql) => Array.from((await h.query(sql)) as unknown[]),
   ping: (h) => h.ping(),
   rowSource: (h) => ({ all: async (sql, params = []) => [...((await h.execute(sql, [...params])) as Record<string, unknown>[])] }),

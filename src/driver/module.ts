@@ -1,9 +1,16 @@
-import type { BackendName, Capabilities, ConnectionInfo } from '../backends/types';
+import type { Duplex } from 'node:stream';
 import type { CallKind, CallProtocol, StatementClass, StatementSink } from '../sql/events';
-import type { ServerSummary } from '../server/types';
 import type { SqlDialect } from '../sql/tokenizer';
 import type { DriverName } from '../shared/driver-names';
-import type { WireStream } from '../wire/proxy';
+import type { BackendName, ConnectionInfo, ServerSummary, WireProtocol } from '../shared/servers';
+
+/**
+ * An in-process stream to the server (the wire proxy's `openStream()`, src/wire/proxy.ts), as drivers are handed it:
+ * a Duplex that also answers a socket's `connect()`.
+ */
+export interface ServerStream extends Duplex {
+  connect(...ignored: unknown[]): this;
+}
 
 /** How to open a connection. */
 export interface OpenOptions {
@@ -22,13 +29,15 @@ export interface OpenOptions {
    * (`mariadb-3.3` for `npm:mariadb@3.3.2`), so two releases run side by side in one report.
    */
   driverPackage?: string;
+  /** Give up connecting after this long (sqltally's own SQL: readiness checks, probes); the driver's default otherwise. */
+  connectTimeoutMs?: number;
   /** Open it read-only where the driver can (a SQLite file); network drivers ignore it. */
   readOnly?: boolean;
   /**
    * Connect through the in-process stream this returns (the wire proxy's `openStream()`) instead of a socket to
    * host and port, where the driver takes one ({@link DriverModule.streamOptions}); ignored where it does not.
    */
-  stream?: () => WireStream;
+  stream?: () => ServerStream;
 }
 
 /**
@@ -40,6 +49,9 @@ export interface Opened<H> {
   connectionId: number | null;
   close(): Promise<void>;
 }
+
+/** One statement of sqltally's own SQL with its parameters (`?` or `$n`), and its rows keyed by column name. */
+export type OwnSqlQuery = (sql: string, params?: readonly unknown[]) => Promise<Record<string, unknown>[]>;
 
 /** Row-reading over a raw handle: the read and verify paths need nothing more. */
 export interface RowSource {
@@ -107,7 +119,8 @@ export interface Contribution {
 
 /** What the model may know beyond the calls: the server's bulk support and the driver options in force. */
 export interface ModelContext {
-  capabilities: Pick<Capabilities, 'bulkExecute' | 'wireProtocol'>;
+  /** The backend's capabilities the models read (`Capabilities` in src/backends/types.ts). */
+  capabilities: { bulkExecute: boolean; wireProtocol: WireProtocol | null };
   driverOptions: Readonly<Record<string, unknown>>;
   /**
    * For a group whose calls need the statement prepared on its connection: at most how many prepares it causes
@@ -167,7 +180,14 @@ export interface DriverModule<D extends DriverName, H extends object> {
    * (pg's and mysql2's `stream`, postgres.js's `socket`, mariadb's `stream` callback), spread over its other
    * options; a function, so each connection of a pool gets its own. Null for a driver that cannot take one.
    */
-  readonly streamOptions: ((open: () => WireStream) => Record<string, unknown>) | null;
+  readonly streamOptions: ((open: () => ServerStream) => Record<string, unknown>) | null;
+  /**
+   * sqltally's own SQL with positional parameters on a raw handle from {@link open}, for the plain client that
+   * starts, identifies and probes servers (src/backends/sql-client.ts): the text protocol on MySQL, since a prepared
+   * statement would move the server's own `Com_stmt_prepare`. `onLost` hears the error that breaks the connection (a
+   * server that went away). Null for an embedded engine: its own SQL runs on the counted handles ({@link runSql}).
+   */
+  readonly ownSql: ((handle: H, onLost: (message: string) => void) => OwnSqlQuery) | null;
   /** Runs sqltally's own SQL on a raw handle and returns the rows (DDL, truncation, a probe's flush). */
   runSql(handle: H, sql: string): Promise<unknown[]>;
   /**

@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import type { StatementSink } from '../sql/events';
 import { classifyCached } from '../sql/statement-cache';
 import type { CallShape, CallSite, MethodHook, MethodHooks, ShapeMemo, WrapOptions, WrapperMark } from './counted';
@@ -429,7 +429,8 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
       port: net.port,
       user: net.user,
       password: net.password,
-      database: net.database,
+      ...(net.database ? { database: net.database } : {}),
+      ...(opts.connectTimeoutMs === undefined ? {} : { connectTimeout: opts.connectTimeoutMs }),
       ...MYSQL_NUMBER_OPTIONS,
       ...opts.driverOptions,
     });
@@ -438,6 +439,10 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
     return { handle, connectionId: handle.threadId, close: () => handle.end() };
   },
   streamOptions: (open) => ({ stream: () => open() }),
+  ownSql: (h, onLost) => {
+    h.on('error', (error) => onLost(messageOf(error)));
+    return async (sql, params) => (await h.query(sql, params ? [...params] : undefined))[0] as Record<string, unknown>[];
+  },
   runSql: async (h, sql) => (await h.query(sql))[0] as unknown[],
   ping: (h) => h.ping(),
   // The binary protocol on purpose: MariaDB's text protocol prints a DOUBLE with 15 significant digits

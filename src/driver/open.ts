@@ -1,4 +1,4 @@
-import type { ConnectionInfo } from '../backends/types';
+import type { ConnectionInfo } from '../shared/servers';
 import { SqltallyError } from '../shared/errors';
 import { noteDeparture } from '../shared/departures';
 import type { StatementSink } from '../sql/events';

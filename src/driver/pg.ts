@@ -1,4 +1,4 @@
-import { SqltallyError } from '../shared/errors';
+import { messageOf, SqltallyError } from '../shared/errors';
 import type { CallProtocol, StatementSink } from '../sql/events';
 import type { CallShape, CallSite, MethodHooks, ShapeMemo, WrapOptions } from './counted';
 import { callbackIndex, callEnd, callerAtCall, callStart, countedProxy, memoShape, toCount, track, trackCallback, wrapOnce } from './counted';
@@ -323,7 +323,15 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
   async open(connection, opts) {
     const net = networkTarget('pg', connection, opts);
     const pg = await loadDriverPackage<typeof import('pg')>(opts.driverPackage ?? 'pg', 'pg', opts.backend);
-    const client = new pg.Client({ host: net.host, port: net.port, user: net.user, password: net.password, database: net.database, ...opts.driverOptions });
+    const client = new pg.Client({
+      host: net.host,
+      port: net.port,
+      user: net.user,
+      password: net.password,
+      database: net.database,
+      ...(opts.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: opts.connectTimeoutMs }),
+      ...opts.driverOptions,
+    });
     // A server that dies under an idle client emits 'error'; unheard, that takes the whole process down. The next
     // query then fails with pg's own "not queryable" error, which names the cause.
     client.on('error', () => undefined);
@@ -340,6 +348,10 @@ export const PG_DRIVER: DriverModule<'pg', import('pg').Client> = {
   },
   // pg calls it with its config and then `connect()` on the stream, waiting for 'connect'.
   streamOptions: (open) => ({ stream: () => open() }),
+  ownSql: (h, onLost) => {
+    h.on('error', (error) => onLost(messageOf(error)));
+    return async (sql, params) => (await h.query(sql, params ? [...params] : undefined)).rows as Record<string, unknown>[];
+  },
   runSql: async (h, sql) => (await h.query(sql)).rows,
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => (await h.query(sql, [...params])).rows as Record<string, unknown>[] }),

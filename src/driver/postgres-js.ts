@@ -1,4 +1,5 @@
 import type { Sql } from 'postgres';
+import { messageOf } from '../shared/errors';
 import type { CallProtocol, CallShape, StatementSink } from '../sql/events';
 import { classifyCached } from '../sql/statement-cache';
 import type { CallSite, WrapperMark } from './counted';
@@ -317,6 +318,7 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
       database: net.database,
       max: 1,
       onnotice: () => undefined,
+      ...(opts.connectTimeoutMs === undefined ? {} : { connect_timeout: Math.max(1, Math.ceil(opts.connectTimeoutMs / 1000)) }),
       ...opts.driverOptions,
     });
     try {
@@ -331,6 +333,15 @@ export const POSTGRES_JS_DRIVER: DriverModule<'postgres-js', Sql> = {
   },
   // Given a socket, postgres.js treats it as connected and starts its handshake at once.
   streamOptions: (open) => ({ socket: () => open() }),
+  // postgres.js emits no event for a lost connection; its queries fail with CONNECTION_CLOSED instead.
+  ownSql: (h, onLost) => async (sql, params) => {
+    try {
+      return [...(await h.unsafe(sql, params ? ([...params] as never[]) : []))] as Record<string, unknown>[];
+    } catch (error) {
+      if ((error as { code?: unknown }).code === 'CONNECTION_CLOSED') onLost(messageOf(error));
+      throw error;
+    }
+  },
   runSql: async (h, sql) => [...(await h.unsafe(sql))],
   ping: null,
   rowSource: (h) => ({ all: async (sql, params = []) => [...(await h.unsafe(sql, [...params] as never[]))] as Record<string, unknown>[] }),

@@ -1,4 +1,4 @@
-import type { BackendName } from '../backends/types';
+import type { BackendName } from '../shared/servers';
 import { BETTER_SQLITE3_DRIVER } from './better-sqlite3';
 import { MARIADB_DRIVER } from './mariadb';
 import type { DriverModule, SomeDriverModule } from './module';

@@ -291,6 +291,7 @@ export const SQLITE3_DRIVER: DriverModule<'sqlite3', Sqlite3Handle> = {
     return { handle: db, connectionId: null, close: () => promised<void>((cb) => db.close(cb)) };
   },
   streamOptions: null,
+  ownSql: null,
   // `all` runs one statement and hands back its rows (none for DDL or a write); sqltally's own SQL is one statement.
   runSql: (h, sql) => promised<unknown[]>((cb) => h.all(sql, cb)),
   ping: null,

@@ -1,17 +1,19 @@
 import { SqltallyError } from '../shared/errors';
-import type { ConnectionInfo, Flavour, NetworkConnection, StartedBackend } from '../backends/types';
+import type { ConnectionInfo, Flavour, NetworkConnection, StartedBackend, WireProtocol } from '../backends/types';
 import { MARIADB_TRAITS } from './mariadb';
-import { MYSQL_FAMILY_WINDOW_CHECKS, MysqlFamilySource } from './mysql-family';
+import { MYSQL_FAMILY_WINDOW_CHECKS, MYSQL_WIRE_MODEL, MysqlFamilySource } from './mysql-family';
 import { MYSQL_TRAITS } from './mysql';
-import { POSTGRES_WINDOW_CHECKS, PostgresSource } from './postgres';
+import { POSTGRES_WINDOW_CHECKS, POSTGRES_WIRE_MODEL, PostgresSource } from './postgres';
 import type { ProbeOptions, ServerProbe } from './probe';
 import { SnapshotProbe, type SnapshotSource } from './snapshot-probe';
 import { SQLITE_WINDOW_CHECKS, SqliteSource } from './sqlite';
 import type { WindowCheck } from './types';
+import type { WireModel } from './wire-model';
 
 export type { OpenWindow, ProbeCost, ProbeOptions, ServerProbe, WindowContext } from './probe';
 export * from './types';
 export * from './server-work';
+export type { WireExpectation, WireModel } from './wire-model';
 
 function network(backend: StartedBackend): NetworkConnection {
   const c: ConnectionInfo = backend.connection;
@@ -42,6 +44,20 @@ const SOURCES = {
 /** The comparisons the verdict makes on a server of this flavour (see {@link ProbeSourceModule.windowChecks}). */
 export function windowChecksOf(flavour: Flavour): readonly WindowCheck[] {
   return SOURCES[flavour].windowChecks;
+}
+
+/**
+ * What each wire protocol's statements predict for its servers' counters, keyed so that a new protocol cannot be
+ * left without one (the verdict's wire model, src/verdict/wire-model.ts, asks it).
+ */
+const WIRE_MODELS = {
+  mysql: MYSQL_WIRE_MODEL,
+  postgres: POSTGRES_WIRE_MODEL,
+} satisfies Record<WireProtocol, WireModel>;
+
+/** The wire model of a protocol's servers (see {@link WIRE_MODELS}). */
+export function wireModelOf(protocol: WireProtocol): WireModel {
+  return WIRE_MODELS[protocol];
 }
 
 /**

@@ -9,6 +9,8 @@ import { connectionsOpenedCheck, type ServerSummary, type WindowCheck, type Wind
 import { sumStatements, type ServerWorkCapabilities, type ServerWorkFigure, type WorkDeltas, type WorkReading } from './server-work';
 import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
+import type { WireCounts, WireStatements } from '../wire/types';
+import { between, countOf, exact, rowsRange, widen, type WireExpectation, type WireModel } from './wire-model';
 import { toNumber, toText } from '../shared/intrinsics';
 
 const INTEGER = /^-?\d+$/;
@@ -653,3 +655,44 @@ export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
   },
   connectionsOpenedCheck(() => 'Connections'),
 ];
+
+/**
+ * MySQL commands that move `Questions` by none (the server's own list: ping, statistics, prepare, close, reset,
+ * long data; a goodbye is no statement). COM_QUERY and the executes count through their statements; a command in
+ * neither list may count one.
+ */
+const NO_QUESTION = new Set(['COM_PING', 'COM_STATISTICS', 'COM_STMT_PREPARE', 'COM_STMT_CLOSE', 'COM_STMT_RESET', 'COM_STMT_SEND_LONG_DATA', 'COM_QUIT']);
+const BY_STATEMENT = new Set(['COM_QUERY', 'COM_STMT_EXECUTE', 'COM_STMT_BULK_EXECUTE']);
+/** Commands measured to move `Questions` by one each (MariaDB 10.11: mysqlslap's COM_INIT_DB). */
+const ONE_QUESTION = new Set(['COM_INIT_DB']);
+
+/** MySQL and MariaDB: Questions counts each statement received, failed or not; Com_* count by class. */
+function mysqlExpectations(wire: WireCounts, s: WireStatements, summary: ServerSummary, reprepares: number): WireExpectation[] {
+  let maybe = 0;
+  let run = s.completed + s.failed;
+  for (const [command, n] of Object.entries(wire.commands)) {
+    if (ONE_QUESTION.has(command)) run += n;
+    else if (!BY_STATEMENT.has(command) && !NO_QUESTION.has(command)) maybe += n;
+  }
+  const byClass = (cls: string) => between(countOf(s.completedByClass, cls), countOf(s.completedByClass, cls) + countOf(s.failedByClass, cls));
+  return [
+    { what: 'Questions (statements)', actual: summary.statements, range: between(run, run + maybe) },
+    // The global Com_insert counts an INSERT the server re-prepared once more; summary.prepares already leaves re-prepares out.
+    { what: 'Com_insert (inserts)', actual: summary.inserts, range: widen(byClass('insert'), summary.inserts === null ? 0 : reprepares) },
+    { what: 'Com_commit (commits)', actual: summary.commits, range: byClass('commit') },
+    { what: 'Com_stmt_prepare (prepares)', actual: summary.prepares, range: exact(countOf(wire.commands, 'COM_STMT_PREPARE')) },
+    {
+      what: 'Com_stmt_execute (executes)',
+      actual: summary.executes,
+      range: exact(countOf(wire.commands, 'COM_STMT_EXECUTE') + countOf(wire.commands, 'COM_STMT_BULK_EXECUTE')),
+    },
+    { what: 'bulk executes', actual: summary.bulkExecutes, range: exact(countOf(wire.commands, 'COM_STMT_BULK_EXECUTE')) },
+    { what: 'rows inserted', actual: summary.rowsInserted, range: rowsRange(s.rowsInserted, s) },
+  ];
+}
+
+/** What the MySQL protocol's statements predict for a MySQL or MariaDB server's counters. */
+export const MYSQL_WIRE_MODEL: WireModel = {
+  explained: (wire, s) => s.completed + s.failed + (wire.commands.COM_INIT_DB ?? 0),
+  expectations: (wire, s, server) => mysqlExpectations(wire, s, server.summary, server.summarySource === 'global' ? (server.global[REPREPARE] ?? 0) : 0),
+};

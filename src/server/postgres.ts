@@ -5,11 +5,13 @@ import { classifyCached } from '../sql/statement-cache';
 import { isProbeConnection, registerProbeConnection } from './own-connections';
 import type { ProbeOptions, WindowContext } from './probe';
 import type { SeenSessions, Snapshot, SnapshotSource, WindowExtras } from './snapshot-probe';
-import { connectionsOpenedCheck, type ServerSummary, type WindowCheck } from './types';
+import { connectionsOpenedCheck, type ServerLayer, type ServerSummary, type WindowCheck } from './types';
 import type { ServerWorkCapabilities, ServerWorkFigure, WorkDeltas, WorkReading } from './server-work';
 import { sumStatements } from './server-work';
 import type { WorkSummary } from './snapshot-probe';
 import type { Counters } from './window';
+import type { WireStatements } from '../wire/types';
+import { between, countOf, exact, rowsRange, type WireExpectation, type WireModel } from './wire-model';
 import { POSTGRES_SETTLE_SQL } from '../wire/postgres';
 
 /** `pg_stat_force_next_flush()` and `stats_fetch_consistency` arrived in 15; before that a collector process ran. */
@@ -453,3 +455,26 @@ export const POSTGRES_WINDOW_CHECKS: readonly WindowCheck[] = [
   },
   connectionsOpenedCheck((server) => ('db.sessions' in server.global ? 'pg_stat_database.sessions' : 'Connections')),
 ];
+
+/** PostgreSQL: pg_stat_statements counts every statement that finished, except utility statements re-run from a named statement. */
+function postgresExpectations(s: WireStatements, server: ServerLayer): WireExpectation[] {
+  const counted = (cls: string) => countOf(s.completedByClass, cls) - countOf(s.namedRepeatsByClass, cls);
+  // A suspended portal's statement is counted when it ends, which may be after the window or never.
+  const statements = s.suspended > 0 ? between(s.completed - s.namedRepeats, s.completed - s.namedRepeats + s.suspended) : exact(s.completed - s.namedRepeats);
+  const g = server.global;
+  return [
+    { what: 'pg_stat_statements calls (statements)', actual: server.summary.statements, range: statements },
+    { what: 'pg_stat_statements calls of INSERT (inserts)', actual: server.summary.inserts, range: s.suspended > 0 ? null : exact(counted('insert')) },
+    { what: 'pg_stat_statements calls of BEGIN', actual: 'statements.begin_calls' in g ? g['statements.begin_calls'] : null, range: exact(counted('begin')) },
+    { what: 'pg_stat_statements calls of COMMIT/END (commits)', actual: server.summary.commits, range: exact(counted('commit')) },
+    { what: 'n_tup_ins (rows inserted)', actual: server.summary.rowsInserted, range: rowsRange(s.rowsInserted, s) },
+    { what: 'n_tup_upd (rows updated)', actual: 'tables.n_tup_upd' in g ? g['tables.n_tup_upd'] : null, range: rowsRange(s.rowsUpdated, s) },
+    { what: 'n_tup_del (rows deleted)', actual: 'tables.n_tup_del' in g ? g['tables.n_tup_del'] : null, range: rowsRange(s.rowsDeleted, s) },
+  ];
+}
+
+/** What the PostgreSQL protocol's statements predict for the server's counters. */
+export const POSTGRES_WIRE_MODEL: WireModel = {
+  explained: (_wire, s) => s.completed - s.namedRepeats + s.suspended,
+  expectations: (_wire, s, server) => postgresExpectations(s, server),
+};

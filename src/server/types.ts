@@ -1,22 +1,9 @@
 import { z } from 'zod';
+import { ServerSummarySchema } from '../shared/servers';
 import { ServerWorkSchema } from './server-work';
 
-/**
- * The server-side numbers every backend can be compared on. A probe maps its own counters onto these, and
- * leaves a field null when the server has no honest way to tell it (SQLite has no statement counter).
- */
-export const ServerSummarySchema = z.object({
-  /** Client statements the server counted (MySQL `Questions`; PostgreSQL `pg_stat_statements` calls). */
-  statements: z.number().int().nullable(),
-  inserts: z.number().int().nullable(),
-  prepares: z.number().int().nullable(),
-  executes: z.number().int().nullable(),
-  /** Bulk commands (MariaDB `COM_STMT_BULK_EXECUTE`); null where the server has none. */
-  bulkExecutes: z.number().int().nullable(),
-  commits: z.number().int().nullable(),
-  rowsInserted: z.number().int().nullable(),
-});
-export type ServerSummary = z.infer<typeof ServerSummarySchema>;
+// Born in shared/ so that a driver's model, in a layer below this one, can predict it.
+export { ServerSummarySchema, type ServerSummary } from '../shared/servers';
 
 /** A client connection the probe saw that is neither the workload's nor its own. */
 export const ForeignSessionSchema = z.object({
