@@ -170,3 +170,45 @@ describe('driver packages', () => {
     expect(packagesLoaded('x.ts', text, packages)).toEqual(['mysql2', 'mariadb', 'postgres']);
   });
 });
+
+/** A module of one driver, backend, flavour or protocol: its file is named after it (`server/mysql-family.ts` too). */
+function isNamedModule(target: string): boolean {
+  const base = target.replace(/\.ts$/, '').split('/').pop() ?? '';
+  return ALL_WORDS.has(base) || (DRIVER_NAMES as readonly string[]).includes(base) || base.endsWith('-family');
+}
+
+/** The relative imports of a file that land on a named module. */
+export function namedModuleImports(file: string, text: string): string[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const out: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      const spec = node.moduleSpecifier.text;
+      if (spec.startsWith('.') && isNamedModule(spec)) out.push(spec);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
+}
+
+describe('shared code asks the registries', () => {
+  it('imports no module of one driver, backend, flavour or protocol (what one of them declares, it reads through a registry)', () => {
+    const found = SHARED.flatMap((folder) =>
+      sourceFiles(join(ROOT, folder)).flatMap((path) =>
+        namedModuleImports(relative(ROOT, path), readFileSync(path, 'utf8')).map((s) => `${relative(ROOT, path)} imports ${s}`),
+      ),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it('finds what it is meant to find', () => {
+    const text = [
+      "import { REPREPARE } from '../server/mysql-family';",
+      "import { x } from '../driver/pg';",
+      "import { y } from '../server';",
+      "import z from 'pg';",
+    ].join('\n');
+    expect(namedModuleImports('x.ts', text)).toEqual(['../server/mysql-family', '../driver/pg']);
+  });
+});

@@ -74,6 +74,8 @@ export interface BackendModule {
   readonly providers: readonly ProviderKind[];
   /** URL schemes accepted in `SQLTALLY_<BACKEND>_URL`. */
   readonly urlSchemes: readonly string[];
+  /** The JDBC scheme of the backend's usual Java driver (PgJDBC `postgresql`, MariaDB Connector/J `mariadb`), for a child's `SQLTALLY_JDBC_URL`. */
+  readonly jdbcScheme: string;
   readonly defaultPort: number | null;
   /** The Testcontainers image used unless `SQLTALLY_<BACKEND>_IMAGE` says otherwise. */
   readonly defaultImage: string | null;

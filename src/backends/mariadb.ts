@@ -153,6 +153,7 @@ export const MARIADB = {
   name: 'mariadb',
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['mariadb', 'mysql'],
+  jdbcScheme: 'mariadb',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',

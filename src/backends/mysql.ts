@@ -106,6 +106,7 @@ export const MYSQL = {
   name: 'mysql',
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['mysql'],
+  jdbcScheme: 'mysql',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: `run ${provisionCommand('mysql')} (as root) or set SQLTALLY_MYSQL_URL`,

@@ -336,6 +336,7 @@ export const POSTGRES = {
   name: 'postgres',
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['postgres', 'postgresql'],
+  jdbcScheme: 'postgresql',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install postgresql (apt-get install postgresql) or set SQLTALLY_POSTGRES_URL',

@@ -59,6 +59,11 @@ export interface ProtocolModule {
   clientEnv(address: ProtocolAddress): Record<string, string>;
   /** The one of {@link clientEnv} that carries the password: masked whenever an environment is printed. */
   readonly clientPasswordVariable: string;
+  /**
+   * Every variable its clients read for where and how to connect (libpq's service and password files, TLS settings
+   * too): taken out of a child's inherited environment, so that only {@link clientEnv} points it anywhere.
+   */
+  readonly clientVariables: RegExp;
 }
 
 /** MySQL protocol 10 greeting, or an ERR packet (a server refusing this host, or "too many connections"). */
@@ -97,6 +102,7 @@ export const MYSQL_PROTOCOL = {
   },
   pingSettles: true,
   clientPasswordVariable: 'MYSQL_PWD',
+  clientVariables: /^(MYSQL|MARIADB)_[A-Z_]+$/,
   clientEnv: (c) => ({ MYSQL_HOST: c.host, MYSQL_TCP_PORT: String(c.port), MYSQL_PWD: c.password, MYSQL_USER: c.user, MYSQL_DATABASE: c.database }),
 } as const satisfies ProtocolModule;
 
@@ -134,6 +140,7 @@ export const POSTGRES_PROTOCOL = {
   },
   pingSettles: false,
   clientPasswordVariable: 'PGPASSWORD',
+  clientVariables: /^PG[A-Z_]+$/,
   clientEnv: (c) => ({ PGHOST: c.host, PGPORT: String(c.port), PGUSER: c.user, PGPASSWORD: c.password, PGDATABASE: c.database }),
 } as const satisfies ProtocolModule;
 

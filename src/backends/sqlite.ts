@@ -87,6 +87,7 @@ export const SQLITE = {
   name: 'sqlite',
   providers: ['embedded'],
   urlSchemes: [],
+  jdbcScheme: 'sqlite',
   defaultPort: null,
   defaultImage: null,
   unavailableHint: 'install better-sqlite3 (npm install better-sqlite3; npm rebuild better-sqlite3 if it was built for another Node)',

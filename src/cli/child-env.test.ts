@@ -1,3 +1,4 @@
+import { PROTOCOLS } from '../backends/protocols';
 import { childEnvironment, connectionEnv, exportLines } from './child-env';
 
 const NETWORK = {
@@ -74,6 +75,14 @@ describe('the child environment', () => {
     const env = childEnvironment(parent, connectionEnv({ id: 'postgres', name: 'postgres' }, NETWORK));
     expect(env).toMatchObject({ PATH: '/bin', HOME: '/root', PGHOST: '127.0.0.1', DATABASE_URL: NETWORK.url, SQLTALLY_RUN_ID: 'keep' });
     for (const gone of ['PGSERVICE', 'PGSSLMODE', 'MYSQL_PWD', 'SQLTALLY_CONTROL_TOKEN']) expect(env[gone]).toBeUndefined();
+  });
+
+  it("takes out every variable of each protocol's own connection environment, whatever the backend", () => {
+    for (const protocol of Object.values(PROTOCOLS)) {
+      const parent = Object.fromEntries(Object.keys(protocol.clientEnv({ ...NETWORK, host: 'prod.example' })).map((k) => [k, 'outer']));
+      const env = childEnvironment(parent, {});
+      expect(Object.keys(env)).toEqual([]);
+    }
   });
 
   it('prints export lines with the password and token masked, URLs keeping where they point', () => {

@@ -1,5 +1,6 @@
 import type { SessionConnection } from '../capture/connection';
 import { CAPABILITIES } from '../backends/capabilities';
+import { BACKENDS } from '../backends/registry';
 import type { BackendName } from '../backends/types';
 import { PROTOCOLS } from '../backends/protocols';
 
@@ -13,14 +14,6 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
 ]);
 
 const MASK = '***';
-
-/** The JDBC scheme of each backend's usual driver (PgJDBC, MariaDB Connector/J, MySQL Connector/J, sqlite-jdbc). */
-const JDBC_SCHEME = {
-  postgres: 'postgresql',
-  mariadb: 'mariadb',
-  mysql: 'mysql',
-  sqlite: 'sqlite',
-} as const satisfies Record<BackendName, string>;
 
 /** The control endpoint a child may drive windows through (see src/capture/control.ts). */
 export interface ControlAddress {
@@ -36,6 +29,7 @@ export interface ControlAddress {
  */
 export function connectionEnv(backend: { id: string; name: BackendName }, connection: SessionConnection, control?: ControlAddress): Record<string, string> {
   const env: Record<string, string> = { SQLTALLY_BACKEND: backend.id };
+  const jdbc = `jdbc:${BACKENDS[backend.name].jdbcScheme}:`;
   if (control) {
     env['SQLTALLY_CONTROL_URL'] = control.url;
     env['SQLTALLY_CONTROL_TOKEN'] = control.token;
@@ -48,7 +42,7 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
       SQLTALLY_DATABASE: connection.filename,
       SQLTALLY_URL: url,
       DATABASE_URL: url,
-      SQLTALLY_JDBC_URL: `jdbc:sqlite:${connection.filename}`,
+      SQLTALLY_JDBC_URL: `${jdbc}${connection.filename}`,
     };
   }
   const host = connection.host.includes(':') ? `[${connection.host}]` : connection.host;
@@ -59,7 +53,7 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
     SQLTALLY_PASSWORD: connection.password,
     SQLTALLY_DATABASE: connection.database,
     SQLTALLY_URL: connection.url,
-    SQLTALLY_JDBC_URL: `jdbc:${JDBC_SCHEME[backend.name]}://${host}:${connection.port}/${encodeURIComponent(connection.database)}`,
+    SQLTALLY_JDBC_URL: `${jdbc}//${host}:${connection.port}/${encodeURIComponent(connection.database)}`,
     DATABASE_URL: connection.url,
   });
   const protocol = CAPABILITIES[backend.name].wireProtocol;
@@ -67,17 +61,21 @@ export function connectionEnv(backend: { id: string; name: BackendName }, connec
   return env;
 }
 
+/** sqltally's own variables (see {@link connectionEnv}): a caller's would point the child at another server. */
+const SQLTALLY_VARIABLES = /^SQLTALLY_(HOST|PORT|USER|PASSWORD|DATABASE|URL|JDBC_URL|SQLITE_PATH|BACKEND|CONTROL_URL|CONTROL_TOKEN)$/;
+
 /**
  * Variables of the caller's environment that would point a client somewhere else than `connectionEnv` does, or make
- * libpq read a service file, a password file or TLS settings: removed from the child's environment.
+ * a protocol's clients read other settings (each protocol lists its own): removed from the child's environment.
  */
-const OTHER_CLIENT_VARIABLES =
-  /^(PG[A-Z_]+|MYSQL_[A-Z_]+|MARIADB_[A-Z_]+|SQLTALLY_(HOST|PORT|USER|PASSWORD|DATABASE|URL|JDBC_URL|SQLITE_PATH|BACKEND|CONTROL_URL|CONTROL_TOKEN))$/;
+function otherClientVariable(name: string): boolean {
+  return name === 'DATABASE_URL' || SQLTALLY_VARIABLES.test(name) || Object.values(PROTOCOLS).some((p) => p.clientVariables.test(name));
+}
 
 /** The child's whole environment: the caller's, without other clients' settings, plus the connection. */
 export function childEnvironment(parent: NodeJS.ProcessEnv, connection: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(parent)) if (!OTHER_CLIENT_VARIABLES.test(k) && k !== 'DATABASE_URL') env[k] = v;
+  for (const [k, v] of Object.entries(parent)) if (!otherClientVariable(k)) env[k] = v;
   return { ...env, ...connection };
 }
 
