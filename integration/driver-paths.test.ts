@@ -88,10 +88,7 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
  * Releases whose counts the driver model does not explain on this workload, on either path (so not a path's doing):
  * their verdict is `report`, with this reason in it. Keyed `driver@version`, or `backend:driver@version` where one server only.
  */
-const MODEL_GAPS: Record<string, RegExp> = {
-  // mysql2 3.26 prepares again on `prepare()` a text `execute()` has prepared on the connection; 3.24 reused it.
-  'mysql2@3.26.1': /2 COM_STMT_PREPARE, model predicts 0-1/,
-};
+const MODEL_GAPS: Record<string, RegExp> = {};
 
 async function setup(driver: DriverName, handle: any): Promise<void> {
   for (const sql of [`DROP TABLE IF EXISTS ${TABLE}`, `CREATE TABLE ${TABLE} (id int PRIMARY KEY, label varchar(40))`]) {

@@ -1096,7 +1096,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     };
     const { verdict, explainedStatements, findings } = judgeWindow({
       backend: this.backend.description,
-      ...(modelDriver ? { driverName: modelDriver } : {}),
+      ...(modelDriver ? { driverName: modelDriver, driverVersion: this.#counted.get(modelDriver)?.version ?? null } : {}),
       driverOptions: this.#options.driverOptions ?? {},
       driver,
       driverWindow,
@@ -1120,6 +1120,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         ? ignoredShare({
             driverName: modelDriver,
             driverOptions: this.#options.driverOptions ?? {},
+            driverVersion: this.#counted.get(modelDriver)?.version ?? null,
             capabilities: this.backend.description.capabilities,
             driver,
             window: driverWindow,

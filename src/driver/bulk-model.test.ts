@@ -2,7 +2,7 @@ import { DRIVERS } from './registry';
 import type { CallGroup, ModelContext } from './module';
 import { UNBOUNDED } from './module';
 
-const ctx: ModelContext = { capabilities: { bulkExecute: true, wireProtocol: 'postgres' }, driverOptions: {}, claimPrepare: () => 0 };
+const ctx: ModelContext = { capabilities: { bulkExecute: true, wireProtocol: 'postgres' }, driverOptions: {}, driverVersion: null, claimPrepare: () => 0 };
 
 function group(sql: string, calls: number, errors = 0, simple = calls): CallGroup {
   return {

@@ -122,6 +122,8 @@ export interface ModelContext {
   /** The backend's capabilities the models read (`Capabilities` in src/backends/types.ts). */
   capabilities: { bulkExecute: boolean; wireProtocol: WireProtocol | null };
   driverOptions: Readonly<Record<string, unknown>>;
+  /** The counted driver package's version as installed (`3.26.1`), null when unknown: where releases behave differently. */
+  driverVersion: string | null;
   /**
    * For a group whose calls need the statement prepared on its connection: at most how many prepares it causes
    * (fewer when cached from before the window). 1 when no earlier group of the window needed the same text prepared

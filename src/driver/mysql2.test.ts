@@ -1,7 +1,7 @@
 import { DriverRecorder } from './driver-layer';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
-import { wrapMysql2 } from './mysql2';
+import { prepareBypassesCache, wrapMysql2 } from './mysql2';
 import { readsCore } from './compat/mysql2';
 import { PromiseConnection, type Mysql2Callback } from './mysql2.fixture';
 
@@ -95,4 +95,12 @@ it("the installed mysql2's promise methods read as the counted view expects", ()
     readsCore(PromisePool.prototype.execute, 'pool'),
     readsCore(statementInfo.prototype.execute, 'statement'),
   ]).toEqual([true, true, true, true, true]);
+});
+
+describe('prepareBypassesCache', () => {
+  it('is true from mysql2 3.25.0 (prepare() sets no useCache), false before, null for a version not known', () => {
+    expect(['3.11.5', '3.24.6', '3.24.5-canary.b1c39c8', '2.3.3'].map(prepareBypassesCache)).toEqual([false, false, false, false]);
+    expect(['3.25.0', '3.26.1', '3.30.0', '4.0.0'].map(prepareBypassesCache)).toEqual([true, true, true, true]);
+    expect([null, 'next'].map(prepareBypassesCache)).toEqual([null, null]);
+  });
 });

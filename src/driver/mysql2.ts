@@ -17,8 +17,8 @@ import {
   wrapOnce,
 } from './counted';
 import { loadDriverPackage, networkTarget } from './load';
-import type { DriverModule } from './module';
-import { mysqlProtocolModel } from './mysql-model';
+import { rangeText, type DriverModel, type DriverModule, type Range } from './module';
+import { mysqlProtocolModel, one } from './mysql-model';
 import { isArray, objectCreate, reflectGet, toText } from '../shared/intrinsics';
 import { promiseViewMethods } from './compat/mysql2';
 
@@ -404,6 +404,39 @@ function wrapCallbackStatement(statement: object, sink: StatementSink, site: Cal
  */
 export const MYSQL_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: true } as const;
 
+/** The first mysql2 release whose explicit `prepare()` neither uses nor fills the statement cache (`execute()` still does). */
+const PREPARE_BYPASSES_CACHE_FROM = [3, 25, 0] as const;
+
+/** Whether this mysql2 release's `prepare()` bypasses the statement cache; null when the version is not known. */
+export function prepareBypassesCache(version: string | null): boolean | null {
+  const match = version === null ? null : /^(\d+)\.(\d+)\.(\d+)/.exec(version);
+  if (!match) return null;
+  for (let i = 0; i < PREPARE_BYPASSES_CACHE_FROM.length; i++) {
+    const part = Number(match[i + 1]);
+    if (part !== PREPARE_BYPASSES_CACHE_FROM[i]) return part > PREPARE_BYPASSES_CACHE_FROM[i]!;
+  }
+  return true;
+}
+
+/**
+ * The MySQL protocol model, but for `prepare()` on a release that bypasses the cache: each call sends its own
+ * COM_STMT_PREPARE and leaves the text uncached for a later `execute()`. A release whose version is not known may do
+ * either, so its prepares range from none to one per call, and it claims no cached statement.
+ */
+const mysql2Model: DriverModel = (group, ctx) => {
+  const bypass = group.kind === 'prepare' ? prepareBypassesCache(ctx.driverVersion) : false;
+  if (bypass === false) return mysqlProtocolModel(group, ctx);
+  const prepares: Range = bypass ? one(group.calls) : { min: 0, max: group.calls };
+  return {
+    wire: { COM_STMT_PREPARE: prepares },
+    server: { prepares, statements: one(0) },
+    wireWords: bypass
+      ? `1 COM_STMT_PREPARE (mysql2 ${ctx.driverVersion}: prepare() bypasses the statement cache)`
+      : `${rangeText(prepares)} COM_STMT_PREPARE (mysql2 release not known: prepare() may bypass the statement cache)`,
+    serverWords: bypass ? '1 prepare' : `${rangeText(prepares)} prepares`,
+  };
+};
+
 /** mysql2: promise and callback connections and pools; the connection sqltally opens is a promise one. */
 export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Connection> = {
   name: 'mysql2',
@@ -450,6 +483,6 @@ export const MYSQL2_DRIVER: DriverModule<'mysql2', import('mysql2/promise').Conn
   rowSource: (h) => ({
     all: async (sql, params = []) => (await h.execute(sql, [...params] as import('mysql2').ExecuteValues[]))[0] as Record<string, unknown>[],
   }),
-  model: mysqlProtocolModel,
+  model: mysql2Model,
   stableWireBytes: true,
 };

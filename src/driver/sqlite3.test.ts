@@ -309,7 +309,7 @@ describe('wrapSqlite3', () => {
       errors: 0,
       byProtocol: {},
     } as const;
-    const ctx = { capabilities: { bulkExecute: false, wireProtocol: null }, driverOptions: {}, claimPrepare: () => 0 };
+    const ctx = { capabilities: { bulkExecute: false, wireProtocol: null }, driverOptions: {}, driverVersion: null, claimPrepare: () => 0 };
     expect(SQLITE3_DRIVER.model(group as never, ctx)).toMatchObject({ wire: {}, server: { statements: { min: 5, max: 5 } } });
     expect(SQLITE3_DRIVER.model({ ...group, kind: 'prepare' } as never, ctx)).toMatchObject({ server: { statements: { min: 0, max: 0 } } });
   });

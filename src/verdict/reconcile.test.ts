@@ -72,6 +72,30 @@ describe('reconcile', () => {
     expect(r.prediction.server.executes).toEqual({ min: 5, max: 5 });
   });
 
+  it('mysql2 from 3.25 prepares again on prepare() a text execute() has cached on the connection; earlier releases reuse it', () => {
+    // The workload of integration/driver-paths.test.ts: execute(), then prepare() of the same text, then its execute.
+    const events = [
+      event({ method: 'execute', kind: 'execute' }),
+      event({ method: 'prepare', kind: 'prepare', bindValues: 0, parameterSets: 0, rowsAffected: 0 }),
+      event({ method: 'execute', kind: 'execute' }),
+    ];
+    const input = {
+      driverName: 'mysql2' as const,
+      capabilities: caps(false),
+      driver: driverLayer(events),
+      wire: wire({ COM_STMT_PREPARE: 2, COM_STMT_EXECUTE: 2 }),
+      server: server({ statements: 2, prepares: 2, executes: 2, rowsInserted: 2 }),
+    };
+    const newer = reconcile({ ...input, driverVersion: '3.26.1' });
+    expect(newer.prediction.wire.COM_STMT_PREPARE).toEqual({ min: 1, max: 2 });
+    expect(newer.discrepancies).toEqual([]);
+    const older = reconcile({ ...input, driverVersion: '3.24.6' });
+    expect(older.prediction.wire.COM_STMT_PREPARE).toEqual({ min: 0, max: 1 });
+    expect(older.discrepancies.join('\n')).toMatch(/2 COM_STMT_PREPARE, model predicts 0-1/);
+    // A release not known may do either.
+    expect(reconcile(input).prediction.wire.COM_STMT_PREPARE).toEqual({ min: 0, max: 2 });
+  });
+
   it('a statement cached before the window needs no prepare in it', () => {
     const r = reconcile({
       driverName: 'mysql2',

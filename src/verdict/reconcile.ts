@@ -32,6 +32,8 @@ export interface Prediction {
 export interface ReconcileInput {
   driverName: DriverName;
   driverOptions?: DriverOptions;
+  /** The counted driver's installed version, for a model whose releases differ; null or absent when unknown. */
+  driverVersion?: string | null;
   capabilities: Pick<Capabilities, 'bulkExecute' | 'wireProtocol'>;
   driver: DriverLayer;
   /**
@@ -61,6 +63,7 @@ function addRange(target: Record<string, Range>, key: string, r: Range): void {
 export function predict(input: ReconcileInput): Prediction {
   const model = DRIVERS[input.driverName].model;
   const driverOptions = input.driverOptions ?? {};
+  const driverVersion = input.driverVersion ?? null;
   const wire: Record<string, Range> = {};
   const server: Record<string, Range> = {};
   const lines = new Map<string, { calls: number; sets: number; failed: number; wireWords: string; serverWords: string }>();
@@ -88,11 +91,13 @@ export function predict(input: ReconcileInput): Prediction {
       preparesLeft.set(key, left - claimed);
       return claimed;
     };
-    const whole = model(group, { capabilities: input.capabilities, driverOptions, claimPrepare });
+    const whole = model(group, { capabilities: input.capabilities, driverOptions, driverVersion, claimPrepare });
     // A failed call may have stopped anywhere: each one counts from nothing up to what it would have done. The floor
     // is the model of the calls that surely succeeded; its prepares are none (a prepare is 0 at least anyway).
     const c =
-      group.errors === 0 ? whole : fromFloor(whole, model(succeeded(group), { capabilities: input.capabilities, driverOptions, claimPrepare: () => 0 }));
+      group.errors === 0
+        ? whole
+        : fromFloor(whole, model(succeeded(group), { capabilities: input.capabilities, driverOptions, driverVersion, claimPrepare: () => 0 }));
     for (const [k, r] of Object.entries(c.wire)) addRange(wire, k, r);
     for (const [k, r] of Object.entries(c.server)) addRange(server, k, r);
     const lineKey = `${group.kind}|${group.statementClass}${ignored ? ', ignored' : ''}|${c.wireWords}`;

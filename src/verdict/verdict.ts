@@ -56,6 +56,8 @@ export interface VerdictInput {
   backend: BackendDescription;
   driverName?: DriverName;
   driverOptions?: DriverOptions;
+  /** The installed version of the driver `driverName` names (its model may depend on the release). */
+  driverVersion?: string | null;
   driver: DriverLayer | null;
   /** The window's call groups from the recorder, when the caller has them (the layer's event list is capped). */
   driverWindow?: Pick<DriverWindow, 'groups' | 'insertedRows' | 'groupsIncomplete'>;
@@ -213,6 +215,7 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
       ? reconcile({
           driverName: input.driverName,
           driverOptions: input.driverOptions,
+          driverVersion: input.driverVersion ?? null,
           capabilities: backend.capabilities,
           driver: input.driver,
           ...(input.driverWindow ? { window: input.driverWindow } : {}),
