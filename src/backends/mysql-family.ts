@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import { describeBackend, startedBackend } from './backend';
 import type { BackendModule, ServerIdentity, StartOptions } from './backend';
 import { launchServer, loopbackConnection } from './local-process';
-import type { PrivateDir } from './local-process';
+import type { PrivateDir, RunningServer } from './local-process';
 import { SqltallyError } from '../shared/errors';
 import { withSqlClient } from './sql-client';
 import type { NetworkConnection, StartedBackend } from './types';
@@ -150,19 +150,27 @@ export async function startPrivateMysqlFamily(server: PrivateMysqlFamily, option
     env: options.env,
     ...(options.pickPort ? { pickPort: options.pickPort } : {}),
   });
-  const connection = connectionFor(running.port);
+  return startedPrivateServer(server.module, running, connectionFor(running.port), server.binary, options.id);
+}
+
+/**
+ * A private server of the family that answered its readiness ping, described by what it says it is; stopped again
+ * when that cannot be read, so nothing is left running.
+ */
+export async function startedPrivateServer(
+  module: BackendModule,
+  running: RunningServer,
+  connection: NetworkConnection,
+  origin: string,
+  backendId: string,
+): Promise<StartedBackend> {
   try {
     const identity = await identifyMysqlFamily(connection);
-    return startedBackend(
-      describeBackend(server.module, identity, 'local', server.binary, running.readyAt - running.spawnedAt, true),
-      connection,
-      running.stop,
-      running,
-    );
+    return startedBackend(describeBackend(module, identity, 'local', origin, running.readyAt - running.spawnedAt, true), connection, running.stop, running);
   } catch (cause) {
     await running.stop();
     throw new SqltallyError('could not read the server version', {
-      backend: options.id,
+      backend: backendId,
       phase: 'connect',
       provider: 'local',
       statement: 'SELECT VERSION()',

@@ -2,12 +2,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { describeBackend, startedBackend } from './backend';
 import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOptions } from './backend';
 import { findExecutable } from './binaries';
 import { SqltallyError } from '../shared/errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS } from './mysql-family';
+import { pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startedPrivateServer, THROWAWAY_DURABILITY_OPTIONS } from './mysql-family';
 import { copyTemplate, ensureTemplate, fileIdentity } from './template';
 import type { TemplateRecipe } from './template';
 import type { BackendName, StartedBackend } from './types';
@@ -284,26 +283,8 @@ async function startInRootfs(name: RootfsName, rootfs: string, module: BackendMo
     env: options.env,
     ...(options.pickPort ? { pickPort: options.pickPort } : {}),
   });
-  const connection = connectionFor(running.port);
-  try {
-    // The root filesystem's name says what it should hold; the server's own answer is what is recorded.
-    const identity = await identifyMysqlFamily(connection);
-    return startedBackend(
-      describeBackend(module, identity, 'local', `chroot ${rootfs} ${recipe.serverBinary}`, running.readyAt - running.spawnedAt, true),
-      connection,
-      running.stop,
-      running,
-    );
-  } catch (cause) {
-    await running.stop();
-    throw new SqltallyError('could not read the server version', {
-      backend: options.id,
-      phase: 'connect',
-      provider: 'local',
-      statement: 'SELECT VERSION()',
-      cause,
-    });
-  }
+  // The root filesystem's name says what it should hold; the server's own answer is what is recorded.
+  return startedPrivateServer(module, running, connectionFor(running.port), `chroot ${rootfs} ${recipe.serverBinary}`, options.id);
 }
 
 /**

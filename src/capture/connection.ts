@@ -1,18 +1,15 @@
-/** Where a user's client connects so that a capture window sees it. */
+import type { NetworkConnection, SqliteConnection } from '../shared/servers';
+
+/**
+ * Where a user's client connects so that a capture window sees it: the wire proxy's address (or the server's, when
+ * the proxy is off) with the server's credentials (never print the password, nor `url`), or the SQLite file.
+ */
 export type SessionConnection =
-  | {
-      kind: 'network';
-      /** The wire proxy's address (or the server's, when the proxy is off). */
-      host: string;
-      port: number;
-      user: string;
-      /** The server's password: never print it, nor `url`. */
-      password: string;
-      database: string;
+  | (NetworkConnection & {
       /** `mysql://user:password@host:port/database` or `postgres://...`, for clients configured by URL. */
       url: string;
-    }
-  | { kind: 'file'; filename: string };
+    })
+  | SqliteConnection;
 
 /**
  * Options for a client of your own in this process, from {@link CaptureSession.clientOptions}: the address and

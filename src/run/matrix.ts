@@ -376,6 +376,19 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
   const backends: BackendDescription[] = [];
   const cells: Cell[] = [];
   let failure: ReturnType<typeof failureOf> | undefined;
+  /** The report of what the run has so far: failed when `why` is given. */
+  const reportOf = (why: ReportInput['failure']): Report =>
+    finishReport({
+      status: why ? 'failed' : 'ok',
+      ...(why ? { failure: why } : {}),
+      matrix,
+      environments: [environment],
+      backends,
+      skipped,
+      cells,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    });
 
   checkDistinctServers(resolutions);
   // A URL a person set but sqltally cannot use fails the run before anything starts: skipping it would let a CI job
@@ -387,20 +400,10 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     }
     for (const r of misconfigured) progress(`FAILED ${r.id ?? r.backend}: ${r.reason}`);
     const first = misconfigured[0]!;
-    return finishReport({
-      status: 'failed',
-      failure: {
-        message: `${misconfigured.map((r) => r.reason).join('; ')}\n  nothing was started`,
-        backend: first.id ?? first.backend,
-        phase: 'config',
-      },
-      matrix,
-      environments: [environment],
-      backends,
-      skipped,
-      cells,
-      startedAt,
-      finishedAt: new Date().toISOString(),
+    return reportOf({
+      message: `${misconfigured.map((r) => r.reason).join('; ')}\n  nothing was started`,
+      backend: first.id ?? first.backend,
+      phase: 'config',
     });
   }
 
@@ -519,16 +522,5 @@ export async function runMatrix(planInput: RunPlan, hooks: RunHooks = {}): Promi
     failure = { message: interrupted(), ...(backend ? { backend } : {}), phase, ...(failure?.statement ? { statement: failure.statement } : {}) };
   }
 
-  const report: ReportInput = {
-    status: failure ? 'failed' : 'ok',
-    ...(failure ? { failure } : {}),
-    matrix,
-    environments: [environment],
-    backends,
-    skipped,
-    cells,
-    startedAt,
-    finishedAt: new Date().toISOString(),
-  };
-  return finishReport(report);
+  return reportOf(failure);
 }
