@@ -44,6 +44,9 @@ function literalText(node: ts.Node): string | null {
   return ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) ? node.text : null;
 }
 
+/** The type of a table with one entry per driver, backend, flavour or protocol. */
+const KEYED_BY_NAME = /Record<\s*(BackendName|Flavour|WireProtocol|DriverName)\b|\bin (BackendName|Flavour|WireProtocol|DriverName)\]/;
+
 const COMPARISONS = new Set([
   ts.SyntaxKind.EqualsEqualsEqualsToken,
   ts.SyntaxKind.ExclamationEqualsEqualsToken,
@@ -67,6 +70,13 @@ export function findNameChecks(file: string, text: string): Finding[] {
       const named = (s: string | null): boolean => s !== null && ALL_WORDS.has(s);
       if (COMPARISONS.has(node.operatorToken.kind) && (named(left) || named(right))) report(node, 'comparison with a name');
       if (node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken && named(right)) report(node, 'default to a name');
+    }
+    // A table literal keyed by names (`{ mysql: ..., postgres: ... } satisfies Record<Flavour, ...>`) is a fact per name.
+    const typed = ts.isSatisfiesExpression(node) || ts.isAsExpression(node) ? node : ts.isVariableDeclaration(node) && node.type ? node : null;
+    if (typed?.type && KEYED_BY_NAME.test(typed.type.getText(source))) {
+      let value: ts.Node | undefined = ts.isVariableDeclaration(typed) ? typed.initializer : typed.expression;
+      while (value && (ts.isAsExpression(value) || ts.isSatisfiesExpression(value) || ts.isParenthesizedExpression(value))) value = value.expression;
+      if (value && ts.isObjectLiteralExpression(value)) report(typed.type, 'table keyed by names');
     }
     if (ts.isCaseClause(node)) {
       const label = literalText(node.expression);
@@ -103,6 +113,8 @@ describe('closed registries', () => {
         "if ('sqlite' !== backend.name) {}",
         '// a comment naming pg and mysql2 is fine',
         'const d = DRIVERS[name];',
+        "const DIALECTS = { mysql: 'mysql', postgres: 'postgres' } as const satisfies Record<Flavour, string>;",
+        'const built = Object.fromEntries(DRIVER_NAMES.map((d) => [d, 1])) as Record<DriverName, number>;',
       ].join('\n'),
     ).map((f) => [f.line, f.rule]);
     expect(found).toEqual([
@@ -111,6 +123,7 @@ describe('closed registries', () => {
       [3, 'default to a name'],
       [4, 'case on a name'],
       [5, 'comparison with a name'],
+      [8, 'table keyed by names'],
     ]);
   });
 });

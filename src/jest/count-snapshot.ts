@@ -1,6 +1,7 @@
 import type { Tally } from '../capture/tally';
 import type { Flavour } from '../backends/types';
 import { fingerprint } from '../sql/fingerprint';
+import { dialectOf } from '../server';
 import { SERVER_WORK_FIGURES, type ServerWork, type ServerWorkFigure } from '../server/server-work';
 import { ShapeStatsSchema } from '../sql/shapes';
 import type { DriverLayerWithShapes, ShapeStat } from '../sql/shapes';
@@ -36,8 +37,6 @@ const NOT_REPRODUCED: Partial<Record<ServerWorkFigure, string>> = {
   sharedBlocksRead: 'depends on what the buffer cache held before the window',
 };
 
-const DIALECTS = { mysql: 'mysql', mariadb: 'mysql', postgres: 'postgres', sqlite: 'sqlite' } as const satisfies Record<Flavour, string>;
-
 // Reasons can carry connection ids and per-run figures ("#4711", "3/4"): masked so that the line names the reason only.
 function stableReason(reason: string): string {
   return reason.replace(/\b\d+\b/g, 'N');
@@ -61,7 +60,7 @@ function serverWorkLines(lines: string[], work: ServerWork, flavour: Flavour): v
     lines.push(`server.work.statements: unknown (${stableReason(work.statementsUnknown ?? 'not read in this window')})`);
   } else {
     const entries = work.statements
-      .map((e) => `  ${fingerprint(e.text, DIALECTS[flavour])} calls=${e.calls}${workFigures(e.figures) ? ` ${workFigures(e.figures)}` : ''}`)
+      .map((e) => `  ${fingerprint(e.text, dialectOf(flavour))} calls=${e.calls}${workFigures(e.figures) ? ` ${workFigures(e.figures)}` : ''}`)
       .sort(compare);
     lines.push(`server.work.statements: ${entries.length}`, ...entries);
   }

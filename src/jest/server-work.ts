@@ -1,9 +1,8 @@
 import type { Tally } from '../capture/tally';
-import type { Flavour } from '../backends/types';
 import { fingerprint, fingerprintId, isFingerprintId } from '../sql/fingerprint';
+import { dialectOf } from '../server';
 import { SERVER_WORK_FIGURES, type ServerWork, type ServerWorkFigure, type StatementWork, type UnindexedScan } from '../server/server-work';
 import type { ShapeStat } from '../sql/shapes';
-import type { SqlDialect } from '../sql/tokenizer';
 
 /** A budget for one figure: an exact number, or bounds. */
 export type WorkBound = number | { max?: number; min?: number };
@@ -28,7 +27,6 @@ export interface WriteInBatchesOptions {
   threshold?: number;
 }
 
-const DIALECTS = { mysql: 'mysql', mariadb: 'mysql', postgres: 'postgres', sqlite: 'sqlite' } satisfies Record<Flavour, SqlDialect>;
 const WRITE_CLASSES: readonly string[] = ['insert', 'update', 'delete'];
 
 /** A check that cannot be made: the matcher fails with and without `.not`. */
@@ -116,12 +114,12 @@ function driverShapes(tally: Tally): ShapeStat[] {
 
 /** The driver shape a server statement entry is, by fingerprint; null when none of the window's shapes is it. */
 export function shapeOfStatement(tally: Tally, entry: StatementWork): ShapeStat | null {
-  const id = fingerprintId(fingerprint(entry.text, DIALECTS[tally.backend.flavour]));
+  const id = fingerprintId(fingerprint(entry.text, dialectOf(tally.backend.flavour)));
   return driverShapes(tally).find((s) => s.id === id) ?? null;
 }
 
 function matchesShape(shape: ShapeStat | null, entry: StatementWork, tally: Tally, selector: string | RegExp): boolean {
-  const fp = fingerprint(entry.text, DIALECTS[tally.backend.flavour]);
+  const fp = fingerprint(entry.text, dialectOf(tally.backend.flavour));
   if (selector instanceof RegExp) return fp.search(selector) >= 0 || (shape !== null && shape.fingerprint.search(selector) >= 0);
   if (isFingerprintId(selector)) return fingerprintId(fp) === selector;
   return fp === selector;

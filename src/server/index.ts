@@ -7,6 +7,7 @@ import { POSTGRES_WINDOW_CHECKS, POSTGRES_WIRE_MODEL, PostgresSource } from './p
 import type { ProbeOptions, ServerProbe } from './probe';
 import { SnapshotProbe, type SnapshotSource } from './snapshot-probe';
 import { SQLITE_WINDOW_CHECKS, SqliteSource } from './sqlite';
+import type { SqlDialect } from '../sql/tokenizer';
 import type { WindowCheck } from './types';
 import type { WireModel } from './wire-model';
 
@@ -31,19 +32,34 @@ export interface ProbeSourceModule {
   create(backend: StartedBackend, opts: ProbeOptions): SnapshotSource;
   /** Comparisons of the server's counters with the window's own work (run by the verdict's `beyondWindow`). */
   readonly windowChecks: readonly WindowCheck[];
+  /** How the server's SQL is written: the statement texts it reports are fingerprinted by these rules. */
+  readonly dialect: SqlDialect;
 }
 
 /** One source per server flavour: the flavour the server reported, not the name it was addressed by. */
 const SOURCES = {
-  mysql: { create: (b, opts) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS, opts), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
-  mariadb: { create: (b, opts) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS, opts), windowChecks: MYSQL_FAMILY_WINDOW_CHECKS },
-  postgres: { create: (b, opts) => new PostgresSource(b.description, network(b), opts), windowChecks: POSTGRES_WINDOW_CHECKS },
-  sqlite: { create: (b) => new SqliteSource(b.description), windowChecks: SQLITE_WINDOW_CHECKS },
+  mysql: {
+    create: (b, opts) => new MysqlFamilySource(b.description, network(b), MYSQL_TRAITS, opts),
+    windowChecks: MYSQL_FAMILY_WINDOW_CHECKS,
+    dialect: 'mysql',
+  },
+  mariadb: {
+    create: (b, opts) => new MysqlFamilySource(b.description, network(b), MARIADB_TRAITS, opts),
+    windowChecks: MYSQL_FAMILY_WINDOW_CHECKS,
+    dialect: 'mysql',
+  },
+  postgres: { create: (b, opts) => new PostgresSource(b.description, network(b), opts), windowChecks: POSTGRES_WINDOW_CHECKS, dialect: 'postgres' },
+  sqlite: { create: (b) => new SqliteSource(b.description), windowChecks: SQLITE_WINDOW_CHECKS, dialect: 'sqlite' },
 } satisfies Record<Flavour, ProbeSourceModule>;
 
 /** The comparisons the verdict makes on a server of this flavour (see {@link ProbeSourceModule.windowChecks}). */
 export function windowChecksOf(flavour: Flavour): readonly WindowCheck[] {
   return SOURCES[flavour].windowChecks;
+}
+
+/** The SQL dialect of a server of this flavour (see {@link ProbeSourceModule.dialect}). */
+export function dialectOf(flavour: Flavour): SqlDialect {
+  return SOURCES[flavour].dialect;
 }
 
 /**
