@@ -1,18 +1,14 @@
 import { z } from 'zod';
-import { BackendNameSchema, WireProtocolSchema, type BackendName, type ConnectionInfo } from '../shared/servers';
+import { BackendNameSchema, FlavourSchema, WireProtocolSchema, type BackendName, type ConnectionInfo } from '../shared/servers';
 
 // Born in shared/ so that the driver layer, below this one, can name them too.
-export { BACKEND_NAMES, BackendNameSchema, WIRE_PROTOCOLS, WireProtocolSchema } from '../shared/servers';
-export type { BackendName, ConnectionInfo, NetworkConnection, SqliteConnection, WireProtocol } from '../shared/servers';
+export { BACKEND_NAMES, BackendNameSchema, FlavourSchema, WIRE_PROTOCOLS, WireProtocolSchema } from '../shared/servers';
+export type { BackendName, ConnectionInfo, Flavour, NetworkConnection, SqliteConnection, WireProtocol } from '../shared/servers';
 
 /** How a backend was obtained, in the order they are tried (sqlite only ever uses `embedded`). */
 export const PROVIDER_KINDS = ['external', 'testcontainers', 'local', 'embedded'] as const;
 export const ProviderKindSchema = z.enum(PROVIDER_KINDS);
 export type ProviderKind = z.infer<typeof ProviderKindSchema>;
-
-/** The server's own word on what it is: read from the server, never taken from config. */
-export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
-export type Flavour = z.infer<typeof FlavourSchema>;
 
 /**
  * What a backend can tell us, as data the probes and the verdict read. Static per backend file, then refined

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { collectEnvironment, gitState, packageVersion } from './environment';
 import { EnvironmentSchema } from './schema';
+import { DRIVER_NAMES } from '../shared/driver-names';
+import { driverModule } from '../driver/registry';
 
 const installed = (pkg: string) =>
   (JSON.parse(readFileSync(join(__dirname, '..', '..', 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
@@ -14,14 +16,8 @@ describe('collectEnvironment', () => {
     expect(EnvironmentSchema.parse(env)).toEqual(env);
     expect(env.id).toBe('local');
     expect(env.node).toBe(process.version);
-    expect(env.drivers).toEqual({
-      mysql2: installed('mysql2'),
-      mariadb: installed('mariadb'),
-      pg: installed('pg'),
-      'better-sqlite3': installed('better-sqlite3'),
-      'postgres-js': installed('postgres'),
-      sqlite3: installed('sqlite3'),
-    });
+    // Every driver of the registry, by name, with the version of its package as installed here.
+    expect(env.drivers).toEqual(Object.fromEntries(DRIVER_NAMES.map((d) => [d, installed(driverModule(d).packageName)])));
     expect(env.sqltallyVersion).toBe('0.1.0');
     expect(env.git.commit).toMatch(/^[0-9a-f]{40}$/);
     expect(typeof env.git.dirty).toBe('boolean');

@@ -5,6 +5,10 @@ export const BACKEND_NAMES = ['sqlite', 'mariadb', 'mysql', 'postgres'] as const
 export const BackendNameSchema = z.enum(BACKEND_NAMES);
 export type BackendName = z.infer<typeof BackendNameSchema>;
 
+/** The server's own word on what it is: read from the server, never taken from config. */
+export const FlavourSchema = z.enum(['sqlite', 'mariadb', 'mysql', 'postgres']);
+export type Flavour = z.infer<typeof FlavourSchema>;
+
 /**
  * The wire protocols sqltally proxies and parses. A new one is a compile error until `PROTOCOLS`
  * (src/wire/protocols.ts) and every other table keyed by it has an entry.
