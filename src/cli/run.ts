@@ -204,10 +204,8 @@ export const command: Command = {
     const progress = (line: string) => process.stderr.write(`sqltally: ${line}\n`);
     // A run killed by SIGKILL left its data directories (and perhaps a server); this run is the "next run".
     for (const line of describeSweep(await sweepStalePrivateDirs(process.env))) progress(line);
-    // Ctrl-C: the window in flight gives up, nothing more starts, and the report of the cells done so far is written
-    // (status failed). The servers keep running until the run stops them after that window: it still counts the rows
-    // committed anyway through a fresh connection. A second Ctrl-C is not caught: the process ends by the signal, and
-    // live.ts stops the servers.
+    // Ctrl-C: the window in flight gives up (its servers kept to count what it committed), nothing more starts, the
+    // failed report is written, then the servers stop. A second Ctrl-C ends the process by the signal (live.ts stops them).
     const interrupt = interruptible(progress, {
       first: (signal) => `stopping after the window in flight; the report keeps the cells done so far (${signal} again to stop at once)`,
       keepBackends: true,

@@ -418,11 +418,8 @@ export function prepareBypassesCache(version: string | null): boolean | null {
   return true;
 }
 
-/**
- * The MySQL protocol model, but for `prepare()` on a release that bypasses the cache: each call sends its own
- * COM_STMT_PREPARE and leaves the text uncached for a later `execute()`. A release whose version is not known may do
- * either, so its prepares range from none to one per call, and it claims no cached statement.
- */
+// The MySQL protocol model, but `prepare()` on a release that bypasses the cache prepares once per call and claims
+// no cached statement; an unknown release may do either.
 const mysql2Model: DriverModel = (group, ctx) => {
   const bypass = group.kind === 'prepare' ? prepareBypassesCache(ctx.driverVersion) : false;
   if (bypass === false) return mysqlProtocolModel(group, ctx);

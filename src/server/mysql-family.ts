@@ -657,9 +657,8 @@ export const MYSQL_FAMILY_WINDOW_CHECKS: readonly WindowCheck[] = [
 ];
 
 /**
- * MySQL commands that move `Questions` by none (the server's own list: ping, statistics, prepare, close, reset,
- * long data; a goodbye is no statement). COM_QUERY and the executes count through their statements; a command in
- * neither list may count one.
+ * MySQL commands that move `Questions` by none (ping, statistics, prepare, close, reset, long data, goodbye);
+ * COM_QUERY and the executes count through their statements, and a command in neither list may count one.
  */
 const NO_QUESTION = new Set(['COM_PING', 'COM_STATISTICS', 'COM_STMT_PREPARE', 'COM_STMT_CLOSE', 'COM_STMT_RESET', 'COM_STMT_SEND_LONG_DATA', 'COM_QUIT']);
 const BY_STATEMENT = new Set(['COM_QUERY', 'COM_STMT_EXECUTE', 'COM_STMT_BULK_EXECUTE']);
