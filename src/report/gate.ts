@@ -240,6 +240,22 @@ function compareEntry(b: { key: string; counts: Counts }, entry: Compared, chang
 }
 
 /** Windows paired by key, then across a server upgrade by lineage; the rest missing or new, as cells are. */
+/** A cell or window the baseline does not have: new, to approve with --update; failing if its workload failed or it is incomplete. */
+function notInBaseline(item: Pick<Report['cells'][number], 'key' | 'error' | 'verdict'>, what: 'cell' | 'window'): CellComparison {
+  const entry: CellComparison = {
+    key: item.key,
+    reportKey: null,
+    status: 'new',
+    diffs: [],
+    environmentChanges: [],
+    notes: [`new ${what}, not in the baseline: approve it with --update`],
+    failures: [],
+  };
+  if (item.error) entry.failures.push(`the workload failed in phase ${item.error.phase}: ${item.error.message}`);
+  else if (item.verdict.kind === 'incomplete') entry.failures.push(`verdict incomplete: ${item.verdict.reason}`);
+  return entry;
+}
+
 function compareWindows(report: Report, baseline: Baseline): { comparisons: CellComparison[]; incomplete: number; errored: number } {
   const reported = report.windows ?? [];
   const unmatched = new Map(reported.map((w) => [w.key, w]));
@@ -270,20 +286,7 @@ function compareWindows(report: Report, baseline: Baseline): { comparisons: Cell
       failures: [`baseline window missing from the report: ${why}`],
     });
   }
-  for (const w of unmatched.values()) {
-    const entry: CellComparison = {
-      key: w.key,
-      reportKey: null,
-      status: 'new',
-      diffs: [],
-      environmentChanges: [],
-      notes: ['new window, not in the baseline: approve it with --update'],
-      failures: [],
-    };
-    if (w.error) entry.failures.push(`the workload failed in phase ${w.error.phase}: ${w.error.message}`);
-    else if (w.verdict.kind === 'incomplete') entry.failures.push(`verdict incomplete: ${w.verdict.reason}`);
-    comparisons.push(entry);
-  }
+  for (const w of unmatched.values()) comparisons.push(notInBaseline(w, 'window'));
   return {
     comparisons,
     incomplete: reported.filter((w) => !w.error && w.verdict.kind === 'incomplete').length,
@@ -345,20 +348,7 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
   for (const [b, c] of pairs) cells.push(compareCell(b, c, baseline, report));
   const windows = compareWindows(report, baseline);
   cells.push(...windows.comparisons);
-  for (const c of unmatched.values()) {
-    const entry: CellComparison = {
-      key: c.key,
-      reportKey: null,
-      status: 'new',
-      diffs: [],
-      environmentChanges: [],
-      notes: ['new cell, not in the baseline: approve it with --update'],
-      failures: [],
-    };
-    if (c.error) entry.failures.push(`the workload failed in phase ${c.error.phase}: ${c.error.message}`);
-    else if (c.verdict.kind === 'incomplete') entry.failures.push(`verdict incomplete: ${c.verdict.reason}`);
-    cells.push(entry);
-  }
+  for (const c of unmatched.values()) cells.push(notInBaseline(c, 'cell'));
   cells.sort((x, y) => x.key.localeCompare(y.key));
 
   const envChanges = [...new Set(cells.flatMap((c) => c.environmentChanges))];
