@@ -240,6 +240,19 @@ function compareEntry(b: { key: string; counts: Counts }, entry: Compared, chang
 }
 
 /** Windows paired by key, then across a server upgrade by lineage; the rest missing or new, as cells are. */
+/** A cell or window of the baseline the report does not have, and why. */
+function missingFromReport(key: string, what: 'cell' | 'window', why: string): CellComparison {
+  return {
+    key,
+    reportKey: null,
+    status: 'missing',
+    diffs: [],
+    environmentChanges: [],
+    notes: [],
+    failures: [`baseline ${what} missing from the report: ${why}`],
+  };
+}
+
 /** A cell or window the baseline does not have: new, to approve with --update; failing if its workload failed or it is incomplete. */
 function notInBaseline(item: Pick<Report['cells'][number], 'key' | 'error' | 'verdict'>, what: 'cell' | 'window'): CellComparison {
   const entry: CellComparison = {
@@ -276,15 +289,7 @@ function compareWindows(report: Report, baseline: Baseline): { comparisons: Cell
       continue;
     }
     const why = report.status === 'failed' ? 'the run failed before it was measured' : 'the report has no window of that name';
-    comparisons.push({
-      key: b.key,
-      reportKey: null,
-      status: 'missing',
-      diffs: [],
-      environmentChanges: [],
-      notes: [],
-      failures: [`baseline window missing from the report: ${why}`],
-    });
+    comparisons.push(missingFromReport(b.key, 'window', why));
   }
   for (const w of unmatched.values()) comparisons.push(notInBaseline(w, 'window'));
   return {
@@ -335,15 +340,7 @@ export function compareWithBaseline(report: Report, baseline: Baseline): GateRes
       : report.status === 'failed'
         ? 'the run failed before it was measured'
         : 'the report has no such cell';
-    cells.push({
-      key: b.key,
-      reportKey: null,
-      status: 'missing',
-      diffs: [],
-      environmentChanges: [],
-      notes: [],
-      failures: [`baseline cell missing from the report: ${why}`],
-    });
+    cells.push(missingFromReport(b.key, 'cell', why));
   }
   for (const [b, c] of pairs) cells.push(compareCell(b, c, baseline, report));
   const windows = compareWindows(report, baseline);
