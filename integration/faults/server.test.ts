@@ -9,7 +9,7 @@ import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
 import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
-import { STRIKES_SERVER, itForProvider, serverControl, type ProviderTable, type ServerControl } from './providers';
+import { EVERY_PROVIDER, STRIKES_SERVER, itForProvider, serverControl, type ServerControl } from './providers';
 
 // The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
 // gave up (a server frozen past the cell timeout is in freeze.cases.ts). Each run starts a private
@@ -26,9 +26,6 @@ jest.setTimeout(START_TIMEOUT_MS * 2);
 const LATE_TIMEOUTS_MS = [1000, 2000, 3000] as const;
 /** The run's failure when the table's reset before the window outlasted the timeout (src/run/matrix.ts). */
 const RESET_OUTLASTED = /resetting \S+ before the window did not finish within \d+ ms/;
-
-/** Nothing is done to the server here: the run's own timeout and cancel, on whatever server it was given. */
-const GIVES_UP: ProviderTable = { local: 'runs', testcontainers: 'runs', external: 'runs', embedded: 'runs' };
 
 describeEachBackend((b) => {
   const target: FaultTarget = FAULT_TARGETS[b.backend];
@@ -70,7 +67,8 @@ describeEachBackend((b) => {
 
   itForProvider(
     b,
-    GIVES_UP,
+    // Nothing is done to the server here: the run's own timeout and cancel, on whatever server it was given.
+    EVERY_PROVIDER,
     'a window that gives up while the server goes on: the cell says how many rows committed after the client stopped waiting',
     async () => {
       // One transaction of one-row inserts: at the give-up nothing is committed; the cancel (KILL QUERY,
