@@ -8,10 +8,10 @@ import { pipeline } from 'node:stream/promises';
 import { bulkTextLine } from '../src/workload/bulk-text';
 import { CaptureSession, type Captured } from '../src/capture/capture';
 import { withSqlClient } from '../src/backends/sql-client';
-import type { BackendName, NetworkConnection, ProviderKind, StartedBackend } from '../src/backends/types';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
 import type { DriverName } from '../src/shared/driver-names';
 import { describeEachBackend, withBackend } from './harness';
-import { PG_SETTLE_SQL, mysqlFamilyLog, postgresLog, type LogEntry, type ServerLog } from './server-log';
+import { PG_SETTLE_SQL, SERVER_LOG_NOT_SUPPORTED, mysqlFamilyLog, postgresLog, type LogEntry, type ServerLog } from './server-log';
 
 /**
  * An oracle for sqltally's counts: the server's own statement log (on SQLite, better-sqlite3's native `verbose`), compared
@@ -679,19 +679,8 @@ function sqliteReading(b: StartedBackend): SqliteReading {
   }
 }
 
-/**
- * Which providers leave the server's log where this process can read it, or why not (NOT_SUPPORTED): a private server's
- * is under its data directory, lent with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
- */
-const SERVER_LOG = {
-  local: null,
-  embedded: null,
-  testcontainers: 'the server runs in a container: its log file is inside the container, not on this machine, so the oracle has no server log to read',
-  external: "an external server: its log (if any) is on that server's machine, and the oracle would have to reconfigure a server sqltally does not own",
-} satisfies Record<ProviderKind, string | null>;
-
 describeEachBackend((b) => {
-  const noLog = SERVER_LOG[b.provider];
+  const noLog = SERVER_LOG_NOT_SUPPORTED[b.provider];
   if (noLog) {
     for (const key of Object.keys(CELLS[b.backend])) it.skip(`${key}: NOT_SUPPORTED: ${noLog}`, () => undefined);
     return;

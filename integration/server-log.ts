@@ -2,13 +2,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import type { NetworkConnection, ProviderKind, StartedBackend } from '../src/backends/types';
 import { isProbeConnection } from '../src/server/own-connections';
 
 /**
  * The servers' own statement logs between two marks, an independent truth: MySQL's general log to a FILE (a TABLE moves
  * the Handler_write checked), PostgreSQL's with `log_statement = 'all'`; restored by `close()` for the pool.
  */
+
+/**
+ * Which providers leave the server's log where this process can read it, or why not (NOT_SUPPORTED): a private server's
+ * is under its data directory, lent with it (`lentPart`); SQLite's reading is the handle's own `verbose` callback.
+ */
+export const SERVER_LOG_NOT_SUPPORTED = {
+  local: null,
+  embedded: null,
+  testcontainers: 'the server runs in a container: its log file is inside the container, not on this machine, so there is no server log to read',
+  external: "an external server: its log (if any) is on that server's machine, and reading it would mean reconfiguring a server sqltally does not own",
+} satisfies Record<ProviderKind, string | null>;
 
 const MARK_TIMEOUT_MS = 15_000;
 /** What the wire proxy sends on a PostgreSQL window connection to flush its statistics: sqltally's own, set aside. */

@@ -128,8 +128,9 @@ main() {
   # Builds tag from the context in dir unless the image already carries the hash of that context (and its base).
   build_image() { # tag dir base
     local tag="$1" dir="$2" base="$3" key have
-    # Every file's path and size, and the content of the small ones (Dockerfile, entrypoints): cp does not keep times.
-    key="$( { echo "$base"; cd "$dir" && find . -type f -printf '%P %s\n' | sort && find . -type f -size -1M -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)"
+    # Every file's path and size, every link's target, and the content of the small files (Dockerfile, entrypoints): cp
+    # does not keep times. Links count: a library's soname link missing from the context makes a server that cannot start.
+    key="$( { echo "$base"; cd "$dir" && find . \( -type f -o -type l \) -printf '%P %s %l\n' | sort && find . -type f -size -1M -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)"
     have="$(dk image inspect -f '{{index .Config.Labels "org.sqltally.inputs"}}' "$tag" 2>/dev/null || true)"
     if [ "$have" = "$key" ]; then say "$tag up to date (inputs $key)" >&2; return 0; fi
     say "building $tag (inputs $key)" >&2

@@ -7,7 +7,7 @@ import { CaptureSession, type Captured } from '../../src/capture/capture';
 import { SqltallyError } from '../../src/shared/errors';
 import type { BackendName, NetworkConnection, StartedBackend } from '../../src/backends/types';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from '../harness';
-import { STRIKES_SERVER, itForProvider, serverControl, type FrozenServer } from './providers';
+import { EVERY_PROVIDER, STRIKES_SERVER, itForProvider, serverControl, type FrozenServer } from './providers';
 
 // Faults under the capture API, on one private server per backend for this file (its last case kills it): a pool
 // smaller than the work asked of it, a connection cut by the network mid-command, a frame cut in half, a statement
@@ -176,6 +176,8 @@ describeEachBackend((b) => {
     it.skip(`capture faults: ${code.skip}`, () => undefined);
     return;
   }
+  // Every case below is done to the client side or to what any server does: it runs whatever the provider.
+  const on = (title: string, body: () => Promise<void>) => itForProvider(b, EVERY_PROVIDER, title, body);
   const backend = withBackend(b.id, { fresh: true });
   let session: CaptureSession;
   const table = { name: 'fault_items', ...(b.backend === 'postgres' ? { schema: 'public' } : {}) };
@@ -196,7 +198,7 @@ describeEachBackend((b) => {
     }
   });
 
-  it(`pool exhaustion: ${CONCURRENT} concurrent inserts through a pool of ${POOL_LIMIT} queue on its connections and count exactly, assert`, async () => {
+  on(`pool exhaustion: ${CONCURRENT} concurrent inserts through a pool of ${POOL_LIMIT} queue on its connections and count exactly, assert`, async () => {
     const own = code.pool(network(session.connection), POOL_LIMIT);
     try {
       const pool = session.count(own.pool);
@@ -213,7 +215,7 @@ describeEachBackend((b) => {
     }
   });
 
-  it(`pool exhaustion: ${CONCURRENT} concurrent measure() calls on one session: one window, the others refused by name, no hang`, async () => {
+  on(`pool exhaustion: ${CONCURRENT} concurrent measure() calls on one session: one window, the others refused by name, no hang`, async () => {
     const own = code.pool(network(session.connection), POOL_LIMIT);
     try {
       const pool = session.count(own.pool);
@@ -235,24 +237,27 @@ describeEachBackend((b) => {
     }
   });
 
-  it(`pool exhaustion past a timeout: ${CONCURRENT} slow statements on a pool of ${POOL_LIMIT} give up after 500 ms, incomplete, the late work accounted`, async () => {
-    const own = code.pool(network(session.connection), POOL_LIMIT);
-    try {
-      const pool = session.count(own.pool) as { query: (sql: string) => Promise<unknown> };
-      await Promise.all(Array.from({ length: POOL_LIMIT }, (_, i) => code.insert(pool, -1 - i)));
-      const tally = await session.measure(() => Promise.all(Array.from({ length: CONCURRENT }, () => pool.query(code.slow).catch(() => undefined))), {
-        timeoutMs: 500,
-        onTimeout: 'wait',
-      });
-      expect(tally.verdict.kind).toBe('incomplete');
-      expect(tally.verdict.reason).toContain('timed out after 500 ms');
-      expect(tally.lateCommits).toMatchObject({ running: POOL_LIMIT, table: 'fault_items', rowsCommittedAfterGivingUp: 0 });
-    } finally {
-      await own.end();
-    }
-  });
+  on(
+    `pool exhaustion past a timeout: ${CONCURRENT} slow statements on a pool of ${POOL_LIMIT} give up after 500 ms, incomplete, the late work accounted`,
+    async () => {
+      const own = code.pool(network(session.connection), POOL_LIMIT);
+      try {
+        const pool = session.count(own.pool) as { query: (sql: string) => Promise<unknown> };
+        await Promise.all(Array.from({ length: POOL_LIMIT }, (_, i) => code.insert(pool, -1 - i)));
+        const tally = await session.measure(() => Promise.all(Array.from({ length: CONCURRENT }, () => pool.query(code.slow).catch(() => undefined))), {
+          timeoutMs: 500,
+          onTimeout: 'wait',
+        });
+        expect(tally.verdict.kind).toBe('incomplete');
+        expect(tally.verdict.reason).toContain('timed out after 500 ms');
+        expect(tally.lateCommits).toMatchObject({ running: POOL_LIMIT, table: 'fault_items', rowsCommittedAfterGivingUp: 0 });
+      } finally {
+        await own.end();
+      }
+    },
+  );
 
-  it('a connection cut by the network mid-command: the driver sees the loss, the wire layer is incomplete, no assert', async () => {
+  on('a connection cut by the network mid-command: the driver sees the loss, the wire layer is incomplete, no assert', async () => {
     const relay = await startRelay(network(session.connection));
     try {
       const c = await code.client({ ...network(session.connection), host: '127.0.0.1', port: relay.port });
@@ -284,7 +289,7 @@ describeEachBackend((b) => {
     }
   });
 
-  it('a frame cut in half by the network: the wire layer comes out incomplete (never an assert, never a parser assert)', async () => {
+  on('a frame cut in half by the network: the wire layer comes out incomplete (never an assert, never a parser assert)', async () => {
     const relay = await startRelay(network(session.connection));
     try {
       const c = await code.client({ ...network(session.connection), host: '127.0.0.1', port: relay.port });
@@ -308,24 +313,27 @@ describeEachBackend((b) => {
   const oversize = OVERSIZE[b.backend];
   if ('skip' in oversize) it.skip(`an oversize statement: ${oversize.skip}`, () => undefined);
   else
-    it(`an oversize statement above max_allowed_packet (${oversize.limitBytes} bytes on this fresh server): the server refuses, the error names backend and statement, no assert`, async () => {
-      const admin = await code.client(network(backend().connection));
-      try {
-        await admin.query(oversize.setLimit);
-      } finally {
-        await admin.end();
-      }
-      // A new session, so its connections see the new limit (max_allowed_packet is read at connect).
-      await using small = await CaptureSession.open({ backend: backend(), table });
-      const pad = 'y'.repeat(oversize.limitBytes * 4);
-      const tally = await small.measure((h: any) => h.query(`INSERT INTO fault_items (a, pad) VALUES (1, '${pad}')`));
-      notAssert(tally);
-      expect(tally.verdict.kind).toBe('incomplete');
-      expect(tally.workloadError?.message).toMatch(oversize.refused);
-      expect(tally.backend.id).toBe(backend().description.id);
-      expect(tally.workloadError?.statement ?? '').toMatch(/^INSERT INTO fault_items/);
-      expect(await code.count(network(backend().connection))).toBe(0);
-    });
+    on(
+      `an oversize statement above max_allowed_packet (${oversize.limitBytes} bytes on this fresh server): the server refuses, the error names backend and statement, no assert`,
+      async () => {
+        const admin = await code.client(network(backend().connection));
+        try {
+          await admin.query(oversize.setLimit);
+        } finally {
+          await admin.end();
+        }
+        // A new session, so its connections see the new limit (max_allowed_packet is read at connect).
+        await using small = await CaptureSession.open({ backend: backend(), table });
+        const pad = 'y'.repeat(oversize.limitBytes * 4);
+        const tally = await small.measure((h: any) => h.query(`INSERT INTO fault_items (a, pad) VALUES (1, '${pad}')`));
+        notAssert(tally);
+        expect(tally.verdict.kind).toBe('incomplete');
+        expect(tally.workloadError?.message).toMatch(oversize.refused);
+        expect(tally.backend.id).toBe(backend().description.id);
+        expect(tally.workloadError?.statement ?? '').toMatch(/^INSERT INTO fault_items/);
+        expect(await code.count(network(backend().connection))).toBe(0);
+      },
+    );
 
   // Local: SIGSTOP then SIGKILL of every process; Testcontainers: `docker pause` then `docker kill -s KILL`.
   itForProvider(

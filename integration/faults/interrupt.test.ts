@@ -6,6 +6,7 @@ import { readReportFile } from '../../src/report/schema';
 import { findLeaks } from '../global-teardown';
 import { reportFiles } from '../report-files';
 import { START_TIMEOUT_MS, describeEachBackend } from '../harness';
+import { EVERY_PROVIDER, itForProvider } from './providers';
 import { tsChild } from '../ts-child';
 import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type FaultTarget } from './fixture';
 
@@ -24,7 +25,7 @@ describeEachBackend((b) => {
     return;
   }
 
-  it('SIGINT mid-cell: the failed report keeps the cells done so far, exit 130, nothing left running or on disk', async () => {
+  itForProvider(b, EVERY_PROVIDER, 'SIGINT mid-cell: the failed report keeps the cells done so far, exit 130, nothing left running or on disk', async () => {
     const env = faultEnv('int');
     const dir = scratchDir('int');
     const out = path.join(dir, 'out');

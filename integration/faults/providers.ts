@@ -20,6 +20,12 @@ export function itForProvider(b: ProviderOf, table: ProviderTable, title: string
   else it.skip(`${title}: NOT_SUPPORTED on ${b.provider}: ${rule.notSupported}`, () => undefined);
 }
 
+/**
+ * A test whose fault is done to the client side (its process, its pool, its connections through the proxy) or to
+ * what any server does with a statement: where the server runs does not change it.
+ */
+export const EVERY_PROVIDER: ProviderTable = { local: 'runs', testcontainers: 'runs', external: 'runs', embedded: 'runs' };
+
 /** A server stopped by a fault: whether it was seen stopped, and how to undo it. */
 export interface FrozenServer {
   /** Every process of the server seen stopped (local: every thread in state T; engine: the container paused). */

@@ -127,12 +127,12 @@ export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAN
  * Per-thread statement counts, without `statement/com/Ping`: sqltally pings every window connection before a reading,
  * so a ping is never the workload's, and it is filed after its answer, racing the reading that follows it.
  */
-const SQL_THREAD_EVENTS =
+export const SQL_THREAD_EVENTS =
   'SELECT t.PROCESSLIST_ID AS ID, e.EVENT_NAME AS NAME, e.COUNT_STAR AS N ' +
   'FROM performance_schema.events_statements_summary_by_thread_by_event_name e ' +
   'JOIN performance_schema.threads t ON t.THREAD_ID = e.THREAD_ID ' +
   "WHERE t.PROCESSLIST_ID IS NOT NULL AND e.COUNT_STAR > 0 AND e.EVENT_NAME <> 'statement/com/Ping'";
-const SQL_THREAD_STATUS =
+export const SQL_THREAD_STATUS =
   'SELECT t.PROCESSLIST_ID AS ID, s.VARIABLE_NAME AS NAME, s.VARIABLE_VALUE AS N ' +
   'FROM performance_schema.status_by_thread s ' +
   'JOIN performance_schema.threads t ON t.THREAD_ID = s.THREAD_ID ' +
@@ -161,10 +161,39 @@ interface PreparedRow {
   Q: unknown;
   N: unknown;
 }
-interface CounterRow {
+export interface CounterRow {
   ID: number;
   NAME: string;
   N: string | number;
+}
+
+/**
+ * The two per-thread reads of the given connections, by connection id. A thread with statement events but no status
+ * rows is ending: the server has folded its status into the global counters and dropped it from status_by_thread,
+ * while performance_schema still lists its events. Its counters are no longer whole, so it is left out like a
+ * connection that has gone (MariaDB 10.11, a thread read in a loop after its COM_QUIT: 12 of 400 caught so).
+ */
+export function perThreadCounters(ids: readonly number[], events: CounterRow[], status: CounterRow[], statusNames: readonly string[]): Map<number, Counters> {
+  const wanted = new Set(ids);
+  const byId = new Map<number, Counters>();
+  const withStatus = new Set<number>();
+  for (const r of status) {
+    const id = Number(r.ID);
+    if (wanted.has(id)) withStatus.add(id);
+  }
+  const add = (rows: CounterRow[], keep: (name: string) => boolean): void => {
+    for (const r of rows) {
+      const id = Number(r.ID);
+      if (!withStatus.has(id)) continue;
+      let counters = byId.get(id);
+      if (!counters) byId.set(id, (counters = {}));
+      if (!keep(r.NAME)) continue;
+      counters[r.NAME] = (counters[r.NAME] ?? 0) + Number(r.N);
+    }
+  };
+  add(events, () => true);
+  add(status, (name) => statusNames.includes(name));
+  return byId;
 }
 
 /** Snapshots of a MySQL-protocol server: global status, per-thread `performance_schema`, the process list. */
@@ -367,21 +396,9 @@ export class MysqlFamilySource implements SnapshotSource {
 
   /** Per-thread statement events and status variables of the given connections, by connection id. */
   async #readPerThread(ids: readonly number[]): Promise<Map<number, Counters>> {
-    const wanted = new Set(ids);
-    const byId = new Map<number, Counters>();
-    const add = (rows: CounterRow[], keep: (name: string) => boolean): void => {
-      for (const r of rows) {
-        const id = Number(r.ID);
-        if (!wanted.has(id)) continue;
-        let counters = byId.get(id);
-        if (!counters) byId.set(id, (counters = {}));
-        if (!keep(r.NAME)) continue;
-        counters[r.NAME] = (counters[r.NAME] ?? 0) + Number(r.N);
-      }
-    };
-    add(await this.#query<CounterRow>(SQL_THREAD_EVENTS), () => true);
-    add(await this.#query<CounterRow>(SQL_THREAD_STATUS), (name) => this.#traits.perThreadStatus.includes(name));
-    return byId;
+    const events = await this.#query<CounterRow>(SQL_THREAD_EVENTS);
+    const status = await this.#query<CounterRow>(SQL_THREAD_STATUS);
+    return perThreadCounters(ids, events, status, this.#traits.perThreadStatus);
   }
 
   /** `present`: connections the server knows; one with no statement event yet has done no work (all 0). */
@@ -391,7 +408,8 @@ export class MysqlFamilySource implements SnapshotSource {
     for (const id of present) if (wanted.has(id)) out.set(id, workCounters({}));
     for (const r of await this.#query<Record<string, unknown>>(SQL_THREAD_WORK)) {
       const id = Number(r.ID);
-      if (wanted.has(id)) out.set(id, workCounters(r));
+      // Only threads the counters were read for: one left out there is ending, its summaries no longer whole.
+      if (out.has(id)) out.set(id, workCounters(r));
     }
     return out;
   }
@@ -439,12 +457,12 @@ export class MysqlFamilySource implements SnapshotSource {
   async readConnection(
     _ctx: WindowContext,
     connectionId: number,
-  ): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null; work: Counters | null }> {
+  ): Promise<{ counters: Counters | null; prepared: Map<string, PreparedInstance> | null; work: Counters | null }> {
     if (this.#perfSchema !== 'on') return { counters: null, prepared: null, work: null };
     const counters = (await this.#readPerThread([connectionId])).get(connectionId) ?? null;
     const prepared = await this.#readPrepared([connectionId]);
     const work = this.#serverWork ? ((await this.#readWorkPerThread([connectionId], counters ? [connectionId] : [])).get(connectionId) ?? null) : null;
-    return { counters, prepared: prepared ? [...prepared.values()] : null, work };
+    return { counters, prepared, work };
   }
 
   summarizeWork(deltas: WorkDeltas, missing: { perConnection?: string; statements?: string }): WorkSummary {

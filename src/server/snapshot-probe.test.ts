@@ -1,6 +1,6 @@
 import type { BackendDescription } from '../backends/types';
 import type { WindowContext } from './probe';
-import { DEPARTURE_WAIT_MS, SnapshotProbe, type Snapshot, type SnapshotSource, type WindowExtras } from './snapshot-probe';
+import { DEPARTURE_WAIT_MS, SnapshotProbe, type PreparedInstance, type Snapshot, type SnapshotSource, type WindowExtras } from './snapshot-probe';
 import type { ServerSummary } from './types';
 import type { Counters } from './window';
 
@@ -208,7 +208,7 @@ class RetiringSource extends ScriptedSource {
   gate: Promise<void> = Promise.resolve();
   readCostQuestions = 2;
 
-  async readConnection(_ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: null }> {
+  async readConnection(_ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: Map<string, PreparedInstance> | null }> {
     await this.gate;
     this.reads.push(connectionId);
     // Reading costs the server statements of the probe's own, like the real per-thread queries.
@@ -217,7 +217,56 @@ class RetiringSource extends ScriptedSource {
   }
 }
 
+/**
+ * A server that still lists a connection read at its close while tearing it down: its status already folded into
+ * the server-wide counters (no Questions of its own any more), its prepared statements still there.
+ */
+class TearingSource extends RetiringSource {
+  /** What the end snapshot shows for a connection that is being torn down, once set. */
+  tearing: Counters | null = null;
+  executes = 5;
+  extras: WindowExtras | null = null;
+
+  override async snapshot(ctx: WindowContext, purpose: string, ids: readonly number[]): Promise<Snapshot> {
+    const snap = await super.snapshot(ctx, purpose, ids);
+    const perConnection = this.tearing && snap.perConnection ? new Map([...snap.perConnection].map(([id]) => [id, this.tearing!])) : snap.perConnection;
+    return { ...snap, perConnection, prepared: this.prepared() };
+  }
+
+  prepared(): Map<string, PreparedInstance> {
+    return new Map([['7:140', { connectionId: 7, statementClass: 'insert', executes: this.executes }]]);
+  }
+
+  override async readConnection(ctx: WindowContext, connectionId: number): Promise<{ counters: Counters | null; prepared: Map<string, PreparedInstance> }> {
+    const { counters } = await super.readConnection(ctx, connectionId);
+    return { counters, prepared: this.prepared() };
+  }
+
+  override summarize(global: Counters, perConnection: Counters | null, extras: WindowExtras) {
+    if (perConnection) this.extras = extras;
+    return super.summarize(global, perConnection, extras);
+  }
+}
+
 describe('SnapshotProbe, connections closing at the end of a window', () => {
+  it('a connection read at its close counts with that reading, though the end snapshot still lists it half torn down', async () => {
+    const source = new TearingSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    const win = await probe.begin(CTX);
+    // Three statements, three executes of a statement prepared before the window; then the connection quits.
+    source.happen(3, 3);
+    source.executes += 3;
+    await win.retire(7, { quit: false });
+    source.tearing = {};
+    const layer = await win.end();
+    expect({ perConnection: layer.perConnection, prepared: source.extras, exact: layer.attribution?.exact }).toEqual({
+      perConnection: { Questions: 3 },
+      prepared: { preparedExecutes: { insert: 3 }, preparedUnknown: null, droppedObjects: [] },
+      exact: true,
+    });
+  });
+
   it('a read under way when end() is called finishes before the end snapshot, so its cost is inside the window', async () => {
     const source = new RetiringSource();
     const probe = new SnapshotProbe(source);

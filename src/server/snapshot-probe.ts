@@ -97,12 +97,13 @@ export interface SnapshotSource {
   snapshot(ctx: WindowContext, purpose: 'calibrate' | 'control' | 'begin' | 'end', connectionIds: readonly number[]): Promise<Snapshot>;
   /**
    * Reads only the per-connection counters of one connection (a connection about to close), or null when this
-   * server has none. Its global cost is measured at calibration like a snapshot's.
+   * server has none; its prepared statements keyed as `Snapshot.prepared` keys them. Its global cost is measured at
+   * calibration like a snapshot's.
    */
   readConnection?(
     ctx: WindowContext,
     connectionId: number,
-  ): Promise<{ counters: Counters | null; prepared: PreparedInstance[] | null; work?: Counters | null }>;
+  ): Promise<{ counters: Counters | null; prepared: Map<string, PreparedInstance> | null; work?: Counters | null }>;
   /**
    * What a connection's quit command costs in the global counters, counted by the server after that connection's
    * last read (`readConnection`): subtracted once per connection that quit inside the window, like a probe cost.
@@ -169,8 +170,9 @@ interface PerConnectionWindow {
 }
 
 /**
- * The window connections' counters between two snapshots: one opened after the first counts from 0; one closed before
- * the second counts with the values read as it closed, or is missing if they could not be read.
+ * The window connections' counters between two snapshots: one opened after the first counts from 0; one read as it
+ * closed counts with those values (they win over the second reading, which may catch the server tearing it down,
+ * its status already folded into the server-wide counters), or is missing if it closed unread.
  */
 function perConnectionWindow(
   ids: readonly number[],
@@ -184,7 +186,7 @@ function perConnectionWindow(
   const found: number[] = [];
   const missing: string[] = [];
   for (const id of ids) {
-    const end = second.perConnection.get(id) ?? retired.get(id);
+    const end = retired.get(id) ?? second.perConnection.get(id);
     const start = first.perConnection.get(id);
     if (!start && openedBefore.has(id)) {
       missing.push(`#${id} was not found at the start of the window`);
@@ -201,21 +203,21 @@ function perConnectionWindow(
   return { counters, requested: [...ids], found, missing };
 }
 
-/** Prepared executes between two readings by class, over instances known at the end; closed ones are reported. */
-function preparedWindow(first: Snapshot, second: Snapshot, retired: ReadonlyMap<string, PreparedInstance>): WindowExtras {
+/**
+ * Prepared executes between two readings by class, over instances known at the end; closed ones are reported. A
+ * connection read when it closed counts with that reading only (`retiredIds`), as in {@link perConnectionWindow}.
+ */
+function preparedWindow(first: Snapshot, second: Snapshot, retired: ReadonlyMap<string, PreparedInstance>, retiredIds: ReadonlySet<number>): WindowExtras {
   if (!first.prepared || !second.prepared) return { preparedExecutes: null, preparedUnknown: null };
   const byClass: Record<string, number> = {};
   let closed = 0;
-  for (const [key, end] of second.prepared) {
+  const atEnd = new Map([...second.prepared].filter(([, p]) => !retiredIds.has(p.connectionId)));
+  for (const [key, end] of retired) atEnd.set(key, end);
+  for (const [key, end] of atEnd) {
     const moved = end.executes - (first.prepared.get(key)?.executes ?? 0);
     if (moved !== 0) byClass[end.statementClass] = (byClass[end.statementClass] ?? 0) + moved;
   }
-  for (const [key, end] of retired) {
-    if (second.prepared.has(key)) continue;
-    const moved = end.executes - (first.prepared.get(key)?.executes ?? 0);
-    if (moved !== 0) byClass[end.statementClass] = (byClass[end.statementClass] ?? 0) + moved;
-  }
-  for (const key of first.prepared.keys()) if (!second.prepared.has(key) && !retired.has(key)) closed++;
+  for (const key of first.prepared.keys()) if (!atEnd.has(key)) closed++;
   return {
     preparedExecutes: byClass,
     preparedUnknown: closed > 0 ? `${closed} prepared statement(s) were closed during the window, so their executes there have no class` : null,
@@ -365,7 +367,7 @@ export class SnapshotProbe implements ServerProbe {
         const got = await read.call(this.#source, ctx, connectionId);
         if (got.counters) retired.set(connectionId, got.counters);
         if (got.work) retiredWork.set(connectionId, got.work);
-        for (const p of got.prepared ?? []) retiredPrepared.set(`${p.connectionId}:${retiredPrepared.size}:${p.statementClass}`, p);
+        for (const [key, p] of got.prepared ?? []) retiredPrepared.set(key, p);
       } catch (err) {
         retirement.retireFailures.push(`reading closing connection #${connectionId} failed: ${err instanceof Error ? err.message : String(err)}`);
       }
@@ -417,7 +419,7 @@ export class SnapshotProbe implements ServerProbe {
     const own = perConnectionWindow(ids, start, end, openedBefore, retirement.retired);
     const perConnection = own ? subtractCost(own.counters, cost.perConnection ?? {}) : null;
     const extras: WindowExtras = {
-      ...preparedWindow(start, end, retirement.retiredPrepared),
+      ...preparedWindow(start, end, retirement.retiredPrepared, new Set(retirement.retired.keys())),
       droppedObjects: start.objects && end.objects ? [...start.objects].filter((o) => !end.objects!.has(o)) : [],
     };
     const { summary, source, notes: summaryNotes } = this.#source.summarize(global, perConnection, extras);
