@@ -170,9 +170,8 @@ interface PerConnectionWindow {
 }
 
 /**
- * The window connections' counters between two snapshots: one opened after the first counts from 0; one read as it
- * closed counts with those values (they win over the second reading, which may catch the server tearing it down,
- * its status already folded into the server-wide counters), or is missing if it closed unread.
+ * Window connections' counters between two snapshots: one opened after the first counts from 0; one read as it closed
+ * counts with that reading (the second may catch its teardown, status gone), or is missing if it closed unread.
  */
 function perConnectionWindow(
   ids: readonly number[],
