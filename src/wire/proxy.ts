@@ -343,9 +343,8 @@ function relay(id: number, client: ClientSide, options: WireProxyOptions, closin
 class StreamEnd extends Duplex {
   other: StreamEnd | null = null;
   #pendingWrite: (() => void) | null = null;
-  // A write's delivery (and the proxy's counting and forwarding in it) runs in the async context the pair was opened
-  // in, as a socket's I/O does: it is the transport's work, not the writer's, so a window's deferred-work tracking
-  // does not follow it.
+  // Deliveries (and the proxy's counting and forwarding in them) run in the context the pair was opened in, as a
+  // socket's I/O does: the transport's work, not the writer's, which a window's deferred-work tracking must not follow.
   readonly #scope = new AsyncResource('SqltallyWireStream');
 
   constructor() {
