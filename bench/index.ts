@@ -46,6 +46,14 @@ const BENCHES = {
     file: 'wire-profile.ts',
     what: 'the wire proxy alone in a child under pgbench -S: node --cpu-prof self time, strace -c -f system calls per round trip',
   },
+  'window-parts': {
+    file: 'window-parts.ts',
+    what: 'what a counted window adds to a per-row strategy, part by part (deferred-work tracking, wire proxy, server readings, driver wrapper) against the uninstrumented time, pg and (--backend mariadb) mysql2',
+  },
+  'window-census': {
+    file: 'window-census.ts',
+    what: 'async resources a counted per-row window makes, and the stacks the deferred-work tracking takes, per row (counted, so the same under load)',
+  },
   'wire-cpu': {
     file: 'wire-cpu.ts',
     what: 'wire parsers: CPU per MB and per command replaying recorded traffic (instruction counts: wire-cpu.ts --callgrind)',

@@ -1,3 +1,4 @@
+import { AsyncResource, createHook, executionAsyncId } from 'node:async_hooks';
 import net from 'node:net';
 import { once } from 'node:events';
 import { startWireProxy } from './proxy';
@@ -134,6 +135,20 @@ describe('WireProxy with real sockets', () => {
     c.socket.write(handshakeResponse(CLIENT_CAPS));
     await until(() => c.data().length >= greeting(1234).length + ok(2).length, 'handshake OK');
     return c;
+  }
+
+  /** A MySQL fake behind a new proxy, and an in-process stream to it past its handshake, with what it received. */
+  async function handshakenStream() {
+    fake = await mysqlFake();
+    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
+    const stream = proxy.openStream();
+    const got: Buffer[] = [];
+    stream.on('data', (d: Buffer) => got.push(d));
+    const data = () => Buffer.concat(got);
+    await until(() => data().length >= greeting(1234).length, 'greeting');
+    stream.write(handshakeResponse(CLIENT_CAPS));
+    await until(() => data().length >= greeting(1234).length + ok(2).length, 'handshake OK');
+    return { stream, data, opened: proxy };
   }
 
   it('forwards bytes unchanged both ways and counts a window, with set-up outside it', async () => {
@@ -369,21 +384,13 @@ describe('WireProxy with real sockets', () => {
   });
 
   it('openStream(): an in-process stream relayed and counted like an accepted socket, closed both ways', async () => {
-    fake = await mysqlFake();
-    proxy = await startWireProxy({ protocol: 'mysql', target: { host: '127.0.0.1', port: fake.port } });
-    const stream = proxy.openStream();
-    const got: Buffer[] = [];
-    stream.on('data', (d: Buffer) => got.push(d));
-    const data = () => Buffer.concat(got);
-    await until(() => data().length >= greeting(1234).length, 'greeting');
-    stream.write(handshakeResponse(CLIENT_CAPS));
-    await until(() => data().length >= greeting(1234).length + ok(2).length, 'handshake OK');
-    const before = proxy.snapshot();
+    const { stream, data, opened } = await handshakenStream();
+    const before = opened.snapshot();
     stream.write(command(0x03, 'SELECT 1'));
     stream.write(command(0x03, 'SELECT 2'));
     await until(() => data().length >= greeting(1234).length + ok(2).length + 2 * ok(1).length, 'two answers');
-    expect(proxy.diff(before, proxy.snapshot())).toMatchObject({ commands: { COM_QUERY: 2 }, roundTrips: 2, connections: 1, incomplete: false });
-    expect(proxy.connections()[0]?.serverConnectionId).toBe(1234);
+    expect(opened.diff(before, opened.snapshot())).toMatchObject({ commands: { COM_QUERY: 2 }, roundTrips: 2, connections: 1, incomplete: false });
+    expect(opened.connections()[0]?.serverConnectionId).toBe(1234);
     // The driver's goodbye and close reach the server side, as a socket's would.
     expect(stream.readyState).toBe('open');
     const closed = new Promise<void>((resolve) => stream.on('close', () => resolve()));
@@ -391,12 +398,12 @@ describe('WireProxy with real sockets', () => {
     await closed;
     expect(stream.readyState).toBe('closed');
     await until(() => proxy?.connections()[0]?.closedAtNs !== null, 'connection closed');
-    expect(proxy.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
+    expect(opened.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 2, COM_QUIT: 1 }, incomplete: false });
     // A stream opened and then cut by close() is destroyed on the driver's side too.
-    const second = proxy.openStream();
+    const second = opened.openStream();
     second.on('error', () => undefined);
     const secondClosed = new Promise<void>((resolve) => second.on('close', () => resolve()));
-    await proxy.close();
+    await opened.close();
     await secondClosed;
     expect(second.destroyed).toBe(true);
   });
@@ -427,6 +434,31 @@ describe('WireProxy with real sockets', () => {
       incomplete: false,
     });
     expect(received.at(-1)?.equals(Buffer.concat(messages))).toBe(true);
+    stream.end();
+  });
+
+  it("openStream(): a write's delivery, counting and forwarding run in the stream's async context, not the writer's", async () => {
+    const { stream, data, opened } = await handshakenStream();
+    // What a window's deferred-work tracking follows: resources made in the writer's context, transitively.
+    const writer = new AsyncResource('test-writer');
+    const inWriter = new Set<number>([writer.asyncId()]);
+    const made: string[] = [];
+    const hook = createHook({
+      init(id, type) {
+        if (!inWriter.has(executionAsyncId())) return;
+        inWriter.add(id);
+        made.push(type);
+      },
+    }).enable();
+    try {
+      writer.runInAsyncScope(() => stream.write(command(0x03, 'SELECT 1')));
+      await until(() => data().length >= greeting(1234).length + ok(2).length + ok(1).length, 'the answer');
+    } finally {
+      hook.disable();
+    }
+    // The stream's delivery tick and the proxy's write to the server are the transport's work: none is the writer's.
+    expect(made).toEqual([]);
+    expect(opened.connections()[0]?.counts).toMatchObject({ commands: { COM_QUERY: 1 }, incomplete: false });
     stream.end();
   });
 

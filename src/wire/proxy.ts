@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
@@ -342,6 +343,9 @@ function relay(id: number, client: ClientSide, options: WireProxyOptions, closin
 class StreamEnd extends Duplex {
   other: StreamEnd | null = null;
   #pendingWrite: (() => void) | null = null;
+  // Deliveries (and the proxy's counting and forwarding in them) run in the context the pair was opened in, as a
+  // socket's I/O does: the transport's work, not the writer's, which a window's deferred-work tracking must not follow.
+  readonly #scope = new AsyncResource('SqltallyWireStream');
 
   constructor() {
     super({ allowHalfOpen: false });
@@ -360,7 +364,7 @@ class StreamEnd extends Duplex {
   // Delivered on the next tick: writes made meanwhile wait in the Writable's buffer and leave together through
   // _writev, so a driver that pipelines many small writes in one turn costs one chunk and one forward, as over TCP.
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    process.nextTick(() => {
+    this.#scope.runInAsyncScope(process.nextTick, process, () => {
       const other = this.other;
       if (!other || other.destroyed) return callback(new Error('the other end of the stream is closed'));
       if (other.push(chunk)) callback();
