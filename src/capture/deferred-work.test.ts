@@ -143,6 +143,23 @@ describe('what following a promise costs', () => {
     }
   });
 
+  it("a promise made by a .then callback, with nothing after it in that run, is still the user's work", async () => {
+    const release: (() => void)[] = [];
+    try {
+      const left = await leftRunning(async () => {
+        let inner: Promise<void> | undefined;
+        void Promise.resolve().then(() => void (inner = new Promise<void>((r) => release.push(r)))); // site: then
+        await new Promise((r) => setTimeout(r, 1));
+        void inner?.then(() => undefined);
+      }, 50);
+      expect(left?.items.filter((i) => !i.settled).map((i) => i.site?.replace(/:\d+$/, ''))).toEqual([
+        `src/capture/deferred-work.test.ts:${lineOf('// site: then')}`,
+      ]);
+    } finally {
+      for (const r of release) r();
+    }
+  });
+
   it('an un-awaited chain still names the line that made it', async () => {
     const left = await leftRunning(async () => void new Promise((r) => setTimeout(r, 10)).then(() => undefined).then(() => undefined), 300);
     expect(left?.items.filter((i) => i.type === 'PROMISE').map((i) => i.site)).toEqual(expect.arrayContaining([expect.stringMatching(HERE)]));
