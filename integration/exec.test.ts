@@ -251,23 +251,29 @@ describeEachBackend(
           const early = await Promise.race([serving, sleep(20)]);
           if (early) throw new Error(`sqltally proxy ended before serving: ${printed.join('\n')}`);
         }
-        expect(fs.statSync(envFile).mode & 0o777).toBe(0o600);
-        expect(fs.readFileSync(envFile, 'utf8')).toContain(`export SQLTALLY_PASSWORD='${network(server()).password}'`);
-        const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
-        expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/begin`, { method: 'POST', headers: auth })).status).toBe(201);
-        // Asynchronously: the proxy runs in this process, so a synchronous spawn would hold the very traffic it waits for.
-        const ran = await new Promise<number | null>((resolve) =>
-          spawn('sh', ['-c', RUN_SQL[id](`INSERT INTO ${table} VALUES (7)`)], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve),
-        );
-        expect(ran).toBe(0);
-        const ended = (await (await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/end`, { method: 'POST', headers: auth })).json()) as {
-          verdict: { kind: string };
-          counts: { server: Record<string, number> };
-        };
-        expect(ended.verdict.kind).toBe('assert');
-        expect(ended.counts.server['rowsInserted']).toBe(1);
-        stop.abort('SIGINT');
-        const result = await serving;
+        // Stopped whatever the checks say: a proxy left serving keeps its session's connections open, and the server
+        // handed back dirty would hide which check failed.
+        let result: Awaited<typeof serving>;
+        try {
+          expect(fs.statSync(envFile).mode & 0o777).toBe(0o600);
+          expect(fs.readFileSync(envFile, 'utf8')).toContain(`export SQLTALLY_PASSWORD='${network(server()).password}'`);
+          const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
+          expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/begin`, { method: 'POST', headers: auth })).status).toBe(201);
+          // Asynchronously: the proxy runs in this process, so a synchronous spawn would hold the very traffic it waits for.
+          const ran = await new Promise<number | null>((resolve) =>
+            spawn('sh', ['-c', RUN_SQL[id](`INSERT INTO ${table} VALUES (7)`)], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve),
+          );
+          expect(ran).toBe(0);
+          const ended = (await (await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/one/end`, { method: 'POST', headers: auth })).json()) as {
+            verdict: { kind: string };
+            counts: { server: Record<string, number> };
+          };
+          expect(ended.verdict.kind).toBe('assert');
+          expect(ended.counts.server['rowsInserted']).toBe(1);
+        } finally {
+          stop.abort('SIGINT');
+          result = await serving;
+        }
         expect(result.exitCode).toBe(0);
         expect(result.report?.windows?.map((w) => w.name)).toEqual(['one']);
         expect(result.report?.command?.mode).toBe('proxy');

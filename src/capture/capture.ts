@@ -314,6 +314,8 @@ interface OpenState<D extends DriverName> {
   callsFromBefore: number;
   /** Late work of the previous window, seen as this one opened. */
   late: Finding[];
+  /** A begin() window is ended by end(), not by a function's return. */
+  endedBy?: 'end';
 }
 
 /** The session's own connection: counted handle for the workload, raw handle for sqltally's own SQL. */
@@ -958,6 +960,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   async begin(opts: Pick<MeasureOptions, 'ignore' | 'deferredWaitMs'> = {}): Promise<OpenCapture> {
     const waitMs = deferredWaitOf(opts.deferredWaitMs ?? this.#options.deferredWaitMs ?? DEFAULT_DEFERRED_WAIT_MS, this.backend.description.id);
     const open = await this.#open('none', opts);
+    open.endedBy = 'end';
     const started = process.hrtime.bigint();
     let ended: Promise<Tally> | null = null;
     const tracker = this.#deferred;
@@ -1114,6 +1117,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0)
         .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),
       deferredWork: open.deferred,
+      ...(open.endedBy ? { endedBy: open.endedBy } : {}),
     });
     const share =
       driver && modelDriver
@@ -1266,6 +1270,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       });
     }
     this.#closed = true;
+    // A begin() window never ended would leave the work-following hook on for the rest of the process.
+    this.#deferred?.close();
     this.#lateSince();
     const ours = this.#last?.opened.connectionId ?? null;
     // A frozen server never answers a goodbye: after one went silent, each polite close gets a moment, not forever

@@ -1,4 +1,5 @@
-import { AsyncResource, createHook, executionAsyncId, type AsyncHook } from 'node:async_hooks';
+import { AsyncResource, createHook, executionAsyncId, executionAsyncResource, type AsyncHook } from 'node:async_hooks';
+import { types } from 'node:util';
 import { AssertionError } from 'node:assert';
 import { isAbsolute, relative, sep } from 'node:path';
 import { isLibraryFile } from '../shared/caller';
@@ -70,6 +71,10 @@ const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers
 /** V8's captured frames, formatted (the costly part) only if an entry holding it is still pending when asked. */
 interface Trace {
   stack?: string;
+  /** Whether `stack` holds a capture (reading `stack` would format it). */
+  captured?: boolean;
+  /** The capture that stands for this one: taken later in the same run, before the frames that made it returned. */
+  holder?: Trace;
   /** V8's call sites, when they were read at creation (a begin() window decides there whether it is the user's). */
   sites?: NodeJS.CallSite[];
   /** The callback run (see `#turn`) it was captured in. */
@@ -138,7 +143,9 @@ const OUTER_ERROR = Object.getPrototypeOf(AssertionError) as ErrorConstructor;
  * which say which frames are asynchronous: those are the functions awaiting the one that ran, not what called it.
  */
 function framesOf(trace: Trace): { line: string; async: boolean }[] {
+  if (trace.holder) return (trace.frames ??= framesOf(trace.holder));
   if (trace.frames) return trace.frames;
+  if (trace.sites === undefined && trace.captured !== true) return (trace.frames = []);
   const environment = Error.prepareStackTrace;
   const printer = environment ?? OUTER_ERROR.prepareStackTrace;
   let sites: NodeJS.CallSite[] = trace.sites ?? [];
@@ -168,7 +175,7 @@ function framesOf(trace: Trace): { line: string; async: boolean }[] {
 function capture(turn: number): Trace {
   const limit = Error.stackTraceLimit;
   Error.stackTraceLimit = STACK_FRAMES;
-  const trace: Trace = { turn };
+  const trace: Trace = { turn, captured: true };
   Error.captureStackTrace(trace);
   Error.stackTraceLimit = limit;
   return trace;
@@ -344,6 +351,20 @@ export class DeferredWorkTracker {
   /** The user's functions on the stack that asked for the end: their own promises wait for it, they are not work. */
   readonly #chain = new Set<string>();
 
+  /**
+   * A measured function's promises made in the callback run now running, whose stack is not yet captured: most settle
+   * in that run (an awaited call that returns without waiting) and need none. One still pending at the run's next hook
+   * event gets that event's stack, while the frames that made it are still on it.
+   */
+  readonly #uncaptured: Entry[] = [];
+  /**
+   * Per callback run, innermost last: the trace of the promise whose reaction runs, or null for a run that is not a
+   * promise's. An async function resumed by a promise always makes a hook event before its frames return (an await
+   * or its own promise settling), so only a promise's run may defer a capture; a promise whose run made no event after
+   * it takes the trace of the promise whose reaction made it (the `.then` that registered the callback).
+   */
+  readonly #runs: (Trace | null | undefined)[] = [];
+
   /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
   onReturn: (() => void) | null = null;
 
@@ -368,6 +389,7 @@ export class DeferredWorkTracker {
     };
     this.#hook = createHook({
       init(asyncId, type, trigger, resource) {
+        if (self.#uncaptured.length > 0) self.#captureUncaptured();
         if (self.#ending || (self.#excluded.size > 0 && self.#excluded.has(trigger))) {
           self.#excluded.add(asyncId);
           return;
@@ -393,17 +415,28 @@ export class DeferredWorkTracker {
           const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
           if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
         }
-        trace ??= self.#ambient ? captureSites(self.#turn) : capture(self.#turn);
+        // A library's own promise type (a postgres.js query) may start nothing until a later run: its stack now.
+        const run = self.#runs[self.#runs.length - 1];
+        const deferred =
+          type === 'PROMISE' && run !== null && run !== undefined && !self.#ambient && !self.#returned && Object.getPrototypeOf(resource) === Promise.prototype;
+        trace ??= self.#ambient ? captureSites(self.#turn) : deferred ? { turn: self.#turn } : capture(self.#turn);
         if (type === 'PROMISE') {
           self.#lastPromiseId = asyncId;
           self.#lastPromiseTrace = trace;
         }
-        entries.set(asyncId, { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ });
+        const entry: Entry = { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ };
+        entries.set(asyncId, entry);
+        if (deferred && trace.captured !== true && trace.holder === undefined) self.#uncaptured.push(entry);
       },
-      before() {
+      before(asyncId) {
+        if (self.#uncaptured.length > 0) self.#captureUncaptured();
         self.#turn++;
+        self.#runs.push(types.isPromise(executionAsyncResource()) ? (entries.get(asyncId)?.trace ?? { turn: -1 }) : null);
       },
       after(asyncId) {
+        const run = self.#runs.pop();
+        for (const e of self.#uncaptured) if (!e.settled && e.trace.holder === undefined && run) e.trace.holder = run;
+        self.#uncaptured.length = 0;
         const e = entries.get(asyncId);
         if (e === undefined || e.kind.settles === 'resolve') return;
         if (e.type === 'Timeout' && (e.resource as { _repeat?: unknown } | null)?._repeat) return;
@@ -412,9 +445,22 @@ export class DeferredWorkTracker {
       promiseResolve(asyncId) {
         const e = entries.get(asyncId);
         if (e !== undefined) settled(asyncId, e);
+        // A reaction's own promise resolves as its job ends, when the frames that ran it are gone.
+        if (self.#uncaptured.length > 0 && asyncId !== executionAsyncId()) self.#captureUncaptured();
         if (asyncId === self.#returnedId) self.#markReturned();
       },
     });
+  }
+
+  /** One capture, here, for the uncaptured promises of this run still pending. */
+  #captureUncaptured(): void {
+    let here: Trace | undefined;
+    for (const e of this.#uncaptured) {
+      if (e.settled || e.trace.holder !== undefined) continue;
+      here ??= capture(this.#turn);
+      e.trace.holder = here;
+    }
+    this.#uncaptured.length = 0;
   }
 
   /**
@@ -437,6 +483,8 @@ export class DeferredWorkTracker {
     this.#returnTurn = -1;
     this.#lastPromiseId = -1;
     this.#lastPromiseTrace = null;
+    this.#uncaptured.length = 0;
+    this.#runs.length = 0;
     this.#hook.enable();
     this.#enabled = true;
     if (ambient) return;
@@ -548,6 +596,11 @@ export class DeferredWorkTracker {
     return { waitMs, items: items.map((e) => ({ what: e.what ?? e.kind.what, type: e.type, site: e.site ?? null, settled: e.settled })) };
   }
 
+  /** Whether the hook is on (between `open` and `close`). */
+  get following(): boolean {
+    return this.#enabled;
+  }
+
   /** Stops tracking: disables the hook and forgets the window's resources. */
   close(): void {
     if (!this.#enabled) return;
@@ -560,6 +613,8 @@ export class DeferredWorkTracker {
     this.#entries.clear();
     this.#late.length = 0;
     this.#lastPromiseTrace = null;
+    this.#uncaptured.length = 0;
+    this.#runs.length = 0;
     this.#excluded.clear();
     this.#chain.clear();
     this.#ambient = false;

@@ -269,6 +269,20 @@ describe('findings and deferred work', () => {
     );
   });
 
+  it("a begin() window's reasons say end() was called, not that a function returned", () => {
+    const pending = { waitMs: 1500, items: [{ what: 'a setTimeout(…, 3600000) timer', site: 'app.test.ts:12:5', settled: false }] };
+    const settled = { waitMs: 1500, items: [{ what: 'a promise', site: 'app.test.ts:9:3', settled: true }] };
+    expect(decideVerdict({ ...fellBack, endedBy: 'end', deferredWork: pending }).reason).toMatch(
+      /^end\(\) was called while work started in the window was still pending after a 1500 ms wait: a setTimeout/,
+    );
+    expect(decideVerdict({ ...fellBack, endedBy: 'end', deferredWork: settled }).reason).toMatch(
+      /^end\(\) was called before work started in the window had finished: a promise created at app.test.ts:9:3\./,
+    );
+    expect(decideVerdict({ ...fellBack, endedBy: 'end', workloadError: { message: 'boom' }, deferredWork: settled }).reason).toBe(
+      'the workload threw: boom; work started in the window was left running, not awaited: a promise created at app.test.ts:9:3',
+    );
+  });
+
   it('work that settled within the wait: counted, but report, never assert', () => {
     const v = decideVerdict({
       ...fellBack,

@@ -78,7 +78,15 @@ export interface VerdictInput {
   inFlight?: string[];
   /** Work the function started without awaiting it, pending when it returned: never `assert`. */
   deferredWork?: DeferredWorkInput | null;
+  /** What ended the window: its function's return (`measure`, the default) or a call to `end()` (`begin`). */
+  endedBy?: 'return' | 'end';
 }
+
+/** The reasons' words for the moment a window's code was done, and for what it started. */
+const ENDED_BY = {
+  return: { when: 'the measured function returned', started: 'work it started', left: 'it left work running that it did not await' },
+  end: { when: 'end() was called', started: 'work started in the window', left: 'work started in the window was left running, not awaited' },
+} as const;
 
 /** One counter compared between the whole server and the window's own connections. */
 export interface BeyondWindow {
@@ -253,13 +261,14 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
 
   const deferred = input.deferredWork && input.deferredWork.items.length > 0 ? input.deferredWork : null;
   const stillPending = deferred ? deferred.items.filter((i) => !i.settled) : [];
-  const leftRunning = deferred ? `; it left work running that it did not await: ${deferredWorkWords(deferred.items)}` : '';
+  const ended = ENDED_BY[input.endedBy ?? 'return'];
+  const leftRunning = deferred ? `; ${ended.left}: ${deferredWorkWords(deferred.items)}` : '';
   if (input.workloadError) return verdict('incomplete', `the workload threw: ${input.workloadError.message}${leftRunning}`);
   if (input.timedOut) return verdict('incomplete', `the workload did not finish in time: ${input.timedOut}${leftRunning}`);
   if (deferred && stillPending.length > 0) {
     return verdict(
       'incomplete',
-      `the measured function returned while work it started was still pending after a ${deferred.waitMs} ms wait: ${deferredWorkWords(deferred.items)}. Await it: its counts are not the window's`,
+      `${ended.when} while ${ended.started} was still pending after a ${deferred.waitMs} ms wait: ${deferredWorkWords(deferred.items)}. Await it: its counts are not the window's`,
     );
   }
   const unfinished = input.unfinished;
@@ -280,10 +289,7 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
     const why = nodeDriverCounted(input)
       ? "a query started without await, or a callback after the function's end"
       : `a client (a process the window started, or a connection it opened) had not received its answer when the window ended: wait for the client process to exit, or for its last statement's result, before the window ends${where}`;
-    return verdict(
-      'incomplete',
-      `work was still in flight when the measured function returned (${parts.join(', ')}): ${why}${leftRunning}; its counts are not the window's`,
-    );
+    return verdict('incomplete', `work was still in flight when ${ended.when} (${parts.join(', ')}): ${why}${leftRunning}; its counts are not the window's`);
   }
   const incomplete: string[] = [];
   if (input.probeError) incomplete.push(`server probe failed: ${input.probeError}`);
@@ -293,7 +299,7 @@ function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' 
   if (deferred) {
     return verdict(
       'report',
-      `the measured function returned before work it started had finished: ${deferredWorkWords(deferred.items)}. It settled within the window's ${deferred.waitMs} ms wait and is counted here, but whether a run counts it depends on timing: await it`,
+      `${ended.when} before ${ended.started} had finished: ${deferredWorkWords(deferred.items)}. It settled within the window's ${deferred.waitMs} ms wait and is counted here, but whether a run counts it depends on timing: await it`,
     );
   }
   if (!server) return verdict('report', 'no server layer was read: counts are not verified at the server');
