@@ -352,16 +352,13 @@ export class DeferredWorkTracker {
   readonly #chain = new Set<string>();
 
   /**
-   * A measured function's promises made in the callback run now running, whose stack is not yet captured: most settle
-   * in that run (an awaited call that returns without waiting) and need none. One still pending at the run's next hook
-   * event gets that event's stack, while the frames that made it are still on it.
+   * Promises of the running callback run not yet given a stack: most settle in it (an awaited call); one still
+   * pending at the run's next hook event takes that event's stack, while the frames that made it are on it.
    */
   readonly #uncaptured: Entry[] = [];
   /**
-   * Per callback run, innermost last: the trace of the promise whose reaction runs, or null for a run that is not a
-   * promise's. An async function resumed by a promise always makes a hook event before its frames return (an await
-   * or its own promise settling), so only a promise's run may defer a capture; a promise whose run made no event after
-   * it takes the trace of the promise whose reaction made it (the `.then` that registered the callback).
+   * Per callback run, innermost last: the trace of the promise whose reaction runs (null: not a promise's run). A
+   * promise whose run made no hook event after it takes that trace: the `.then` that registered the callback.
    */
   readonly #runs: (Trace | null | undefined)[] = [];
 
