@@ -13,7 +13,7 @@ import type { StartedBackend } from '../src/backends/types';
 import { openRawConnection, runSql } from '../src/driver/open';
 import { formatMs } from '../src/report/timings';
 import { makeRows } from '../src/workload/rows';
-import { findStrategy, RAW_SQL_TWIN, runStrategy, strategiesFor, type AnyInsertStrategy } from '../src/workload/strategies';
+import { rawSqlTwin, runStrategy, strategiesFor, type AnyInsertStrategy } from '../src/workload/strategies';
 import { createTableSql, dropTableSql, workloadTable } from '../src/workload/table';
 
 const DEFAULT_BACKENDS = ['sqlite', 'mariadb', 'postgres'];
@@ -79,7 +79,7 @@ async function main(argv: string[]): Promise<number> {
     }
     try {
       const name = backend.description.name;
-      const raw = findStrategy(RAW_SQL_TWIN[name], name);
+      const raw = rawSqlTwin(name);
       for (const strategy of strategiesFor(name).filter((s) => s.name !== raw.name)) {
         const ratios: number[] = [];
         const s: number[] = [];

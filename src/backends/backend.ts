@@ -1,3 +1,4 @@
+import type { DriverName } from '../shared/driver-names';
 import { CAPABILITIES } from './capabilities';
 import type { BackendDescription, BackendName, Capabilities, ConnectionInfo, Flavour, NetworkConnection, ProviderKind, StartedBackend } from './types';
 
@@ -76,6 +77,11 @@ export interface BackendModule {
   readonly urlSchemes: readonly string[];
   /** The JDBC scheme of the backend's usual Java driver (PgJDBC `postgresql`, MariaDB Connector/J `mariadb`), for a child's `SQLTALLY_JDBC_URL`. */
   readonly jdbcScheme: string;
+  /**
+   * The driver that resets, checks and reads back the workload's table here (and whose raw-SQL strategy is the
+   * backend's raw-SQL twin): the one with no batching surprises. It must list this backend in its `backends`.
+   */
+  readonly readDriver: DriverName;
   readonly defaultPort: number | null;
   /** The Testcontainers image used unless `SQLTALLY_<BACKEND>_IMAGE` says otherwise. */
   readonly defaultImage: string | null;

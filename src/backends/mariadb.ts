@@ -154,6 +154,7 @@ export const MARIADB = {
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['mariadb', 'mysql'],
   jdbcScheme: 'mariadb',
+  readDriver: 'mysql2',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',

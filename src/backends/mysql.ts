@@ -107,6 +107,7 @@ export const MYSQL = {
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['mysql'],
   jdbcScheme: 'mysql',
+  readDriver: 'mysql2',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: `run ${provisionCommand('mysql')} (as root) or set SQLTALLY_MYSQL_URL`,

@@ -337,6 +337,7 @@ export const POSTGRES = {
   providers: ['external', 'testcontainers', 'local'],
   urlSchemes: ['postgres', 'postgresql'],
   jdbcScheme: 'postgresql',
+  readDriver: 'pg',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install postgresql (apt-get install postgresql) or set SQLTALLY_POSTGRES_URL',

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SqltallyError } from '../shared/errors';
-import { envKey, parseBackendId, resolveBackend, startBackend, variantIds } from './registry';
+import { driverModule } from '../driver/registry';
+import { BACKENDS, envKey, parseBackendId, resolveBackend, startBackend, variantIds } from './registry';
 import { BACKEND_NAMES } from './types';
 
 /** Scripts that answer `--version` like the real servers, so provider choice is tested without real binaries. */
@@ -42,6 +43,12 @@ function env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
     ...extra,
   };
 }
+
+describe('BACKENDS', () => {
+  it('names for each backend a read driver that talks to it', () => {
+    for (const name of BACKEND_NAMES) expect(driverModule(BACKENDS[name].readDriver).backends).toContain(name);
+  });
+});
 
 describe('parseBackendId', () => {
   it('splits name and variant', () => {

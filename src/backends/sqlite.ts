@@ -88,6 +88,7 @@ export const SQLITE = {
   providers: ['embedded'],
   urlSchemes: [],
   jdbcScheme: 'sqlite',
+  readDriver: 'better-sqlite3',
   defaultPort: null,
   defaultImage: null,
   unavailableHint: 'install better-sqlite3 (npm install better-sqlite3; npm rebuild better-sqlite3 if it was built for another Node)',

@@ -7,7 +7,7 @@ import { POSTGRES_WINDOW_CHECKS, POSTGRES_WIRE_MODEL, PostgresSource } from './p
 import type { ProbeOptions, ServerProbe } from './probe';
 import { SnapshotProbe, type SnapshotSource } from './snapshot-probe';
 import { SQLITE_WINDOW_CHECKS, SqliteSource } from './sqlite';
-import type { SqlDialect } from '../sql/tokenizer';
+import type { ServerDialect } from '../sql/tokenizer';
 import type { WindowCheck } from './types';
 import type { WireModel } from './wire-model';
 
@@ -33,7 +33,7 @@ export interface ProbeSourceModule {
   /** Comparisons of the server's counters with the window's own work (run by the verdict's `beyondWindow`). */
   readonly windowChecks: readonly WindowCheck[];
   /** How the server's SQL is written: the statement texts it reports are fingerprinted by these rules. */
-  readonly dialect: SqlDialect;
+  readonly dialect: ServerDialect;
 }
 
 /** One source per server flavour: the flavour the server reported, not the name it was addressed by. */
@@ -58,7 +58,7 @@ export function windowChecksOf(flavour: Flavour): readonly WindowCheck[] {
 }
 
 /** The SQL dialect of a server of this flavour (see {@link ProbeSourceModule.dialect}). */
-export function dialectOf(flavour: Flavour): SqlDialect {
+export function dialectOf(flavour: Flavour): ServerDialect {
   return SOURCES[flavour].dialect;
 }
 

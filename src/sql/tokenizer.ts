@@ -8,6 +8,9 @@ import { mathFloor, mathMax, mathMin } from '../shared/intrinsics';
  */
 export type SqlDialect = 'mysql' | 'postgres' | 'sqlite' | 'generic';
 
+/** The dialect of a server sqltally knows (each probe source declares one). */
+export type ServerDialect = Exclude<SqlDialect, 'generic'>;
+
 /**
  * One lexical token. Words are upper-cased; `start`/`end` are offsets into the text, so a caller that needs the
  * spelling (an identifier's case, a quoted name's content) slices it instead of the lexer copying every token.

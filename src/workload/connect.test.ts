@@ -1,6 +1,7 @@
 import { SqltallyError } from '../shared/errors';
 import type { NetworkConnection } from '../backends/types';
-import { openPlainConnection, READ_DRIVER_BY_BACKEND, readDriverFor } from './connect';
+import { BACKEND_NAMES } from '../backends/types';
+import { openPlainConnection, readDriverFor } from './connect';
 import { freePort } from '../backends/local-process';
 
 describe('openPlainConnection', () => {
@@ -28,7 +29,12 @@ describe('openPlainConnection', () => {
   });
 
   it("reads back with one driver per backend, and an in-process engine's cell through its own driver", () => {
-    expect(READ_DRIVER_BY_BACKEND).toEqual({ sqlite: 'better-sqlite3', mariadb: 'mysql2', mysql: 'mysql2', postgres: 'pg' });
+    expect(Object.fromEntries(BACKEND_NAMES.map((b) => [b, readDriverFor(b)]))).toEqual({
+      sqlite: 'better-sqlite3',
+      mariadb: 'mysql2',
+      mysql: 'mysql2',
+      postgres: 'pg',
+    });
     expect(readDriverFor('sqlite')).toBe('better-sqlite3');
     expect(readDriverFor('sqlite', 'sqlite3')).toBe('sqlite3');
     expect(readDriverFor('sqlite', 'better-sqlite3')).toBe('better-sqlite3');

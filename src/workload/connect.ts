@@ -3,6 +3,7 @@ import type { RowSource } from '../driver/module';
 import type { DriverName } from '../shared/driver-names';
 import { driverModule } from '../driver/registry';
 import { SqltallyError } from '../shared/errors';
+import { BACKENDS } from '../backends/registry';
 import type { BackendName, ConnectionInfo, StartedBackend } from '../backends/types';
 import { createTableSql, dropTableSql } from './table';
 import type { WorkloadTable } from './table';
@@ -16,22 +17,14 @@ export interface PlainConnection<D extends DriverName> {
   close(): Promise<void>;
 }
 
-/** Which driver reads back on each backend (verify, read path): the one with no batching surprises. */
-export const READ_DRIVER_BY_BACKEND = {
-  sqlite: 'better-sqlite3',
-  mariadb: 'mysql2',
-  mysql: 'mysql2',
-  postgres: 'pg',
-} as const satisfies Record<BackendName, DriverName>;
-
 /**
  * The driver that reads back, resets or checks the table a cell of `driver` writes: the cell's own when it is an
- * in-process engine, else the backend's read driver. Two copies of an engine in one process must never have one file
+ * in-process engine, else the backend's `readDriver`. Two copies of an engine in one process must never have one file
  * open at once: the last connection of one copy to close deletes the WAL under the other's (sqlite.org/howtocorrupt.html
  * 2.2.1).
  */
 export function readDriverFor(backend: BackendName, driver?: DriverName): DriverName {
-  return driver !== undefined && driverModule(driver).embedded ? driver : READ_DRIVER_BY_BACKEND[backend];
+  return driver !== undefined && driverModule(driver).embedded ? driver : BACKENDS[backend].readDriver;
 }
 
 /**

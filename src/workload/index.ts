@@ -6,12 +6,12 @@ export { assertRows, checksumOf, COLUMN_COUNT, COLUMN_NAMES, DEFAULT_SEED, makeR
 export type { Row, RowOptions, RowsChecksum } from './rows';
 export { DEFAULT_BIND_BUDGET, planChunks, TEXT_ROWS_PER_STATEMENT } from './chunking';
 export type { ChunkPlan, ChunkRequest } from './chunking';
-export { assertTableName, createTableSql, DEFAULT_TABLE_NAME, DIALECT_BY_BACKEND, dropTableSql, TABLE_NAME_PATTERN, workloadTable } from './table';
+export { assertTableName, createTableSql, DEFAULT_TABLE_NAME, dropTableSql, TABLE_NAME_PATTERN, workloadTable } from './table';
 export type { Dialect, WorkloadTable } from './table';
-export { findStrategy, RAW_SQL_TWIN, runStrategy, STRATEGIES, STRATEGY_NAMES, strategiesFor } from './strategies';
+export { findStrategy, rawSqlTwin, runStrategy, STRATEGIES, STRATEGY_NAMES, strategiesFor } from './strategies';
 export type * from './strategies/types';
 export type { StrategyName } from './strategies';
-export { dropTable, executeSql, openPlainConnection, READ_DRIVER_BY_BACKEND, readDriverFor, recreateTable, rowSource } from './connect';
+export { dropTable, executeSql, openPlainConnection, readDriverFor, recreateTable, rowSource } from './connect';
 export type { PlainConnection, RowSource } from './connect';
 export { READ_LIMIT, readRows, readRowsFrom } from './read';
 export type { ReadOptions } from './read';

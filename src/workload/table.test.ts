@@ -1,5 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { SqltallyError } from '../shared/errors';
+import { BACKEND_NAMES } from '../backends/types';
+import { dialectOf } from '../server';
 import { MYSQL_DIALECT } from './dialects/mysql';
 import { POSTGRES_DIALECT } from './dialects/postgres';
 import { SQLITE_DIALECT } from './dialects/sqlite';
@@ -34,6 +36,12 @@ describe('table names', () => {
 });
 
 describe('DDL and statement heads per dialect', () => {
+  it("writes each backend's table in the dialect its probe source declares", () => {
+    const names = Object.fromEntries(BACKEND_NAMES.map((b) => [b, workloadTable(b).dialect.name]));
+    expect(names).toEqual({ sqlite: 'sqlite', mariadb: 'mysql', mysql: 'mysql', postgres: 'postgres' });
+    for (const b of BACKEND_NAMES) expect(workloadTable(b).dialect.name).toBe(dialectOf(b));
+  });
+
   it('quotes and types the table for each backend', () => {
     const my = workloadTable('mysql');
     expect(createTableSql(my)).toBe(

@@ -1,21 +1,11 @@
 import { parseBackendId } from '../backends/registry';
 import { SqltallyError } from '../shared/errors';
 import type { BackendName } from '../backends/types';
-import { MYSQL_DIALECT } from './dialects/mysql';
-import { POSTGRES_DIALECT } from './dialects/postgres';
-import { SQLITE_DIALECT } from './dialects/sqlite';
-import type { Dialect } from './dialects/types';
+import { dialectOf } from '../server';
+import { workloadDialect, type Dialect } from './dialects';
 import { COLUMN_NAMES } from './rows';
 
-export type { Dialect } from './dialects/types';
-
-/** Which SQL each backend speaks; keyed by every backend so a new one cannot be forgotten. */
-export const DIALECT_BY_BACKEND = {
-  sqlite: SQLITE_DIALECT,
-  mariadb: MYSQL_DIALECT,
-  mysql: MYSQL_DIALECT,
-  postgres: POSTGRES_DIALECT,
-} as const satisfies Record<BackendName, Dialect>;
+export type { Dialect } from './dialects';
 
 export const DEFAULT_TABLE_NAME = 'sqltally_rows';
 
@@ -54,7 +44,8 @@ export function assertTableName(name: unknown, backend?: string): asserts name i
 export function workloadTable(backend: BackendName | string, name: string = DEFAULT_TABLE_NAME): WorkloadTable {
   const backendName = parseBackendId(backend).name;
   assertTableName(name, backend);
-  const dialect = DIALECT_BY_BACKEND[backendName];
+  // Decided before any server answers, so by the flavour the backend's name declares; MySQL and MariaDB share one.
+  const dialect = workloadDialect(dialectOf(backendName));
   return { backend: backendName, name, quoted: dialect.quoteIdent(name), dialect };
 }
 

@@ -1,3 +1,4 @@
+import type { ServerDialect } from '../../sql/tokenizer';
 import type { Row } from '../rows';
 
 /**
@@ -6,7 +7,7 @@ import type { Row } from '../rows';
  * those live in src/driver/).
  */
 export interface Dialect {
-  readonly name: 'mysql' | 'postgres' | 'sqlite';
+  readonly name: ServerDialect;
   /** The schema the workload table is created in, where the server has schemas (its per-table counters name it). */
   readonly defaultSchema: string | null;
   /** Quotes an identifier that {@link assertTableName} already accepted. */

@@ -3,6 +3,7 @@ import { BACKEND_NAMES } from '../../backends/types';
 import type { BackendName } from '../../backends/types';
 import type { DriverName } from '../../shared/driver-names';
 import { parseBackendId } from '../../backends/registry';
+import { readDriverFor } from '../connect';
 import { SQLITE_MULTIROW, SQLITE_PER_ROW_TX, SQLITE_RAW_SQL } from './better-sqlite3';
 import { MARIADB_BATCH, MARIADB_BATCH_NO_BULK, MARIADB_LOAD_DATA, MARIADB_QUERY_MULTIROW, MARIADB_RAW_SQL } from './mariadb';
 import { MYSQL2_EXECUTE_MULTIROW, MYSQL2_EXECUTE_PER_ROW_TX, MYSQL2_LOAD_DATA, MYSQL2_QUERY_MULTIROW, MYSQL2_RAW_SQL } from './mysql2';
@@ -46,13 +47,10 @@ export const STRATEGIES = {
 export type StrategyName = keyof typeof STRATEGIES;
 export const STRATEGY_NAMES = Object.keys(STRATEGIES) as StrategyName[];
 
-/** The raw-SQL twin on each backend: every backend must have one, and the type says so. */
-export const RAW_SQL_TWIN = {
-  sqlite: 'better-sqlite3.raw-sql',
-  mariadb: 'mysql2.raw-sql',
-  mysql: 'mysql2.raw-sql',
-  postgres: 'pg.raw-sql',
-} as const satisfies Record<BackendName, StrategyName>;
+/** The raw-SQL twin on a backend: the raw-SQL strategy of its read driver (the unit tests check every backend has one). */
+export function rawSqlTwin(backend: BackendName): AnyInsertStrategy {
+  return findStrategy(`${readDriverFor(backend)}.raw-sql`, backend);
+}
 
 function isStrategyName(name: string): name is StrategyName {
   return Object.hasOwn(STRATEGIES, name);
