@@ -70,7 +70,11 @@ eachId(
     });
 
     it('a sqltally run killed mid-workload leaves directories the next run removes', async () => {
-      const env = childEnv('sweeps');
+      // A TMPDIR of this test's own, as above: a `sqltally run` of another test file sweeps the shared one.
+      const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sw-'));
+      privateTmpDirs.push(tmp);
+      fs.chmodSync(tmp, 0o755);
+      const env = { ...childEnv('sweeps'), TMPDIR: tmp };
       const strategy = strategiesFor(id)[0]!.name;
       const child = spawnTs(
         `require('./src/cli/main').main(['run', '--backends', ${JSON.stringify(id)}, '--strategies', '${strategy}', '--rows', '2000', '--hot-rows', '', '--repeats', '50', '--no-write']).then((c) => { process.exitCode = c; });`,
@@ -93,7 +97,7 @@ eachId(
       const left = findLeaks(env).filter((l) => l.kind === 'directory' && !l.path?.endsWith('.owner.json'));
       expect(left.length).toBeGreaterThan(0);
 
-      const sweep = await sweepStalePrivateDirs(process.env);
+      const sweep = await sweepStalePrivateDirs(env);
       for (const l of left) expect(sweep.removed.map((r) => r.dir)).toContain(l.path);
       expect(await settledLeaks(env)).toEqual([]);
     });
