@@ -142,7 +142,6 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
       stoppedBy ? `sqltally stopped the command (${stoppedBy}) while it was open` : `the command ${exit ? exitWords(exit) : 'ended'} with it still open`,
     );
     if (open.length > 0) io.progress(`window(s) left open by the command, ended now and marked failed: ${open.join(', ')}`);
-    await measured.recountLateCommits("once the command's processes were gone");
   } catch (err) {
     failure = {
       message: redactSecrets(err instanceof Error ? err.message : String(err)),

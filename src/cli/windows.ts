@@ -138,35 +138,36 @@ export class MeasuredWindows {
   }
 
   /**
-   * Counts `--table` again for every window that was given up: its own count after the give-up may have been taken
-   * while a client was still writing (a process dying, a connection the proxy had not cut yet).
+   * Counts `--table` again, once, for the windows that were given up: their own count after the give-up may have
+   * been taken while a client was still writing (a process dying, a connection the proxy had not cut yet).
    */
-  async recountLateCommits(when: string): Promise<void> {
+  async #recountLateCommits(): Promise<void> {
     const table = this.#table;
-    if (!table) return;
-    for (const [i, entry] of this.windows.entries()) {
-      const late = entry.lateCommits;
-      if (!late) continue;
-      let now: number;
-      try {
-        now = await countRows(this.session.backend, table);
-      } catch (err) {
-        const summary = `${late.summary}; counting ${table.name} ${when} failed: ${err instanceof Error ? err.message : String(err)}`;
-        this.windows[i] = makeWindow(stripKey({ ...entry, lateCommits: { ...late, summary } }));
-        continue;
-      }
+    const given = this.windows.flatMap((entry, i) => (entry.lateCommits ? [{ entry, i, late: entry.lateCommits }] : []));
+    if (!table || given.length === 0) return;
+    const when = 'once every client was gone (the command stopped, the proxy closed)';
+    let now: number | null = null;
+    let failed: string | null = null;
+    try {
+      now = await countRows(this.session.backend, table);
+    } catch (err) {
+      failed = err instanceof Error ? err.message : String(err);
+    }
+    for (const { entry, i, late } of given) {
       if (now === late.rowsAfterwards) continue;
       const where = `counted through a fresh connection ${when} (${now} in the table)`;
       // Without a count at the give-up (SQLite busy under the writer, a server slow to answer) the rows are known, not when they committed.
       const lateCommits =
-        late.rowsAtGiveUp === null
-          ? { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` }
-          : {
-              ...late,
-              rowsAfterwards: now,
-              rowsCommittedAfterGivingUp: now - late.rowsAtGiveUp,
-              summary: `${late.summary}; ${now - late.rowsAtGiveUp} row(s) committed to ${table.name} after the give-up in all, ${where}`,
-            };
+        now === null
+          ? { ...late, summary: `${late.summary}; counting ${table.name} ${when} failed: ${failed}` }
+          : late.rowsAtGiveUp === null
+            ? { ...late, rowsAfterwards: now, summary: `${late.summary}; ${where}; how many committed after the give-up is unknown` }
+            : {
+                ...late,
+                rowsAfterwards: now,
+                rowsCommittedAfterGivingUp: now - late.rowsAtGiveUp,
+                summary: `${late.summary}; ${now - late.rowsAtGiveUp} row(s) committed to ${table.name} after the give-up in all, ${where}`,
+              };
       this.windows[i] = makeWindow(stripKey({ ...entry, lateCommits }));
     }
   }
@@ -199,7 +200,7 @@ export class MeasuredWindows {
       failure = failureOf(err);
     }
     // The session's proxy is closed now, its clients cut: what they had running has committed or failed.
-    await this.recountLateCommits('once the proxy had cut every client');
+    await this.#recountLateCommits();
     await this.#ownBackend?.stop().catch((err: unknown) => (failure ??= failureOf(err)));
     return failure;
   }
