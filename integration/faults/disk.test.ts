@@ -157,24 +157,29 @@ if (typeof mounted === 'string') {
           undefined);
         continue;
       }
+      /** `sqltally run` on b with $TMPDIR on the small mount: exit 1, a failed report naming the backend and a start phase, no cell. */
+      const runFailsToStart = async (suffix: string) => {
+        const out = path.join(scratch, `${b.id.replace(/[^a-z0-9]/gi, '')}${suffix}`);
+        const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
+        const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
+        expect(code).toBe(1);
+        const report = readReportFile(path.join(out, 'report.json'));
+        if (process.env['FAULT_DEBUG']) console.log(report.failure);
+        expect(report.status).toBe('failed');
+        expect(report.failure).toMatchObject({
+          backend: expect.stringContaining(b.backend),
+          phase: expect.stringMatching(/^(provision|start|connect|setup)$/),
+        });
+        expect(report.cells).toEqual([]);
+        expect(said).toContain('run FAILED');
+        return { env, report, said };
+      };
       itForProvider(
         b,
         DATA_UNDER_TMPDIR,
         `$TMPDIR full under ${b.id}'s private data directory: the start fails naming backend and phase, the report is written elsewhere, exit 1, nothing left`,
         async () => {
-          const out = path.join(scratch, b.id.replace(/[^a-z0-9]/gi, ''));
-          const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
-          const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
-          expect(code).toBe(1);
-          const report = readReportFile(path.join(out, 'report.json'));
-          if (process.env['FAULT_DEBUG']) console.log(report.failure);
-          expect(report.status).toBe('failed');
-          expect(report.failure).toMatchObject({
-            backend: expect.stringContaining(b.backend),
-            phase: expect.stringMatching(/^(provision|start|connect|setup)$/),
-          });
-          expect(report.cells).toEqual([]);
-          expect(said).toContain('run FAILED');
+          const { env } = await runFailsToStart('');
           expect(leftOn(mounted.dir)).toEqual([]);
           expect(findLeaks({ ...process.env, ...env })).toEqual([]);
         },
@@ -187,19 +192,7 @@ if (typeof mounted === 'string') {
         async () => {
           leaveFree(mounted.dir, 256 * 1024);
           try {
-            const out = path.join(scratch, `${b.id.replace(/[^a-z0-9]/gi, '')}-partial`);
-            const env = { TMPDIR: mounted.dir, SQLTALLY_RUN_ID: `fltdisk${process.pid}` };
-            const { code, said } = await cli(['run', '--backends', b.id, '--rows', '20', '--hot-rows', '', '--out', out], env);
-            expect(code).toBe(1);
-            const report = readReportFile(path.join(out, 'report.json'));
-            if (process.env['FAULT_DEBUG']) console.log(report.failure);
-            expect(report.status).toBe('failed');
-            expect(report.failure).toMatchObject({
-              backend: expect.stringContaining(b.backend),
-              phase: expect.stringMatching(/^(provision|start|connect|setup)$/),
-            });
-            expect(report.cells).toEqual([]);
-            expect(said).toContain('run FAILED');
+            const { env, report, said } = await runFailsToStart('-partial');
             // When the copy is what ran out of space, cp's own words reach the report and the terminal.
             if (/could not copy the template data directory/.test(report.failure?.message ?? '')) {
               expect(report.failure?.message).toMatch(/cp failed \(1\)[\s\S]*No space left on device/);
