@@ -10,21 +10,11 @@ import { renderHtml } from '../src/report/html';
 import { batchCell, fixtureReport } from '../src/report/report.fixture';
 import { readReportFile, type Report } from '../src/report/schema';
 import { formatMs } from '../src/report/timings';
+import { CHROMIUM, CHROMIUM_ARGS } from './chromium';
 
-const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';
 /** Where the screenshot is kept for CI to attach; `test-artifacts/` is ignored by git. */
 const ARTIFACTS = resolve(process.env['SQLTALLY_ARTIFACTS'] ?? 'test-artifacts');
 const required = process.env['SQLTALLY_REQUIRE_CHROMIUM'] === '1';
-// The flags a closed network needs: without them Chromium keeps trying to reach Google's hosts.
-const ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 if (!existsSync(CHROMIUM) && !required) {
   describe.skip(`report.html in Chromium: skipped: no browser at ${CHROMIUM} (apt-get install chromium, or set SQLTALLY_CHROMIUM; SQLTALLY_REQUIRE_CHROMIUM=1 makes this a failure)`, () => {
@@ -44,7 +34,7 @@ if (!existsSync(CHROMIUM) && !required) {
       expect(code).toBe(0);
       report = readReportFile(out);
       const { chromium } = await import('playwright-core');
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+      browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     });
 
     afterAll(async () => {

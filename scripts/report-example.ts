@@ -8,18 +8,9 @@ import { main } from '../src/cli/main';
 import { headline } from '../src/report/headline';
 import { readReportFile } from '../src/report/schema';
 import { renderMarkdown } from '../src/report/markdown';
+import { CHROMIUM, CHROMIUM_ARGS } from '../integration/chromium';
 
 const OUT = resolve(__dirname, '..', 'docs', 'report-example');
-const CHROMIUM = process.env['SQLTALLY_CHROMIUM'] ?? '/usr/bin/chromium';
-const ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 async function run(): Promise<void> {
   const from = process.argv.indexOf('--from');
@@ -53,7 +44,7 @@ async function run(): Promise<void> {
     ].join('\n'),
   );
   const { chromium } = await import('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     await page.goto(pathToFileURL(join(dir, 'report.html')).href);
