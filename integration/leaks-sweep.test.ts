@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'jest-worker';
 import { processAlive } from '../src/backends/live';
-import { sweepStalePrivateDirs } from '../src/backends/stale';
+import { describeSweep, sweepStalePrivateDirs } from '../src/backends/stale';
 import { BackendsReportSchema } from '../src/cli/backends';
 import { main } from '../src/cli/main';
 import { strategiesFor } from '../src/workload/strategies';
@@ -25,12 +25,22 @@ const SWEEP_ELSEWHERE_MS = 20_000;
  * stale directory before this file's own sweep: MySQL's data lives in the shared root filesystem, not under TMPDIR.
  * Said in the log; the directory must be gone either way. False when this file's sweep removed it.
  */
-async function sweptElsewhere(dir: string, ours: unknown): Promise<boolean> {
+async function sweptElsewhere(dir: string, ours: unknown, env: NodeJS.ProcessEnv): Promise<boolean> {
   if (ours !== undefined) return false;
-  // That sweep may still be stopping the server or removing the directory: given a bound to finish.
-  for (const deadline = Date.now() + SWEEP_ELSEWHERE_MS; fs.existsSync(dir) && Date.now() < deadline;) await sleep(POLL_MS);
-  expect(fs.existsSync(dir)).toBe(false);
-  console.log(`${dir}: removed by another sqltally process's sweep before this one`);
+  // The other sweep may still be stopping the server, or ours met it mid-stop and left the directory: sweeping
+  // again is what the next run would do.
+  const seen: string[] = [];
+  for (const deadline = Date.now() + SWEEP_ELSEWHERE_MS; fs.existsSync(dir) && Date.now() < deadline;) {
+    await sleep(POLL_MS * 10);
+    const again = await sweepStalePrivateDirs(env);
+    seen.push(...describeSweep(again).filter((line) => line.includes(path.basename(dir))));
+  }
+  if (fs.existsSync(dir)) {
+    const owner = `${dir}.owner.json`;
+    const record = fs.existsSync(owner) ? fs.readFileSync(owner, 'utf8') : 'no owner record';
+    throw new Error(`${dir} is still there after ${SWEEP_ELSEWHERE_MS} ms of sweeps: ${seen.join('; ') || 'no sweep named it'}; ${record}`);
+  }
+  console.log(`${dir}: not removed by this file's first sweep${seen.length > 0 ? ` (${seen.join('; ')})` : ', but by another process'}`);
   return true;
 }
 
@@ -76,7 +86,7 @@ eachId(
       expect(code).toBe(0);
       const report = BackendsReportSchema.parse(JSON.parse(out.join('\n')));
       const cleaned = report.cleaned.find((c) => c.dir === held.dataDir);
-      if (await sweptElsewhere(held.dataDir, cleaned)) {
+      if (await sweptElsewhere(held.dataDir, cleaned, env)) {
         expect(fs.existsSync(`${held.dataDir}.owner.json`)).toBe(false);
       } else {
         expect(cleaned?.ownerPid).toBe(child.pid);
@@ -121,6 +131,7 @@ eachId(
         await sweptElsewhere(
           l.path!,
           sweep.removed.find((r) => r.dir === l.path),
+          env,
         );
       expect(await settledLeaks(env)).toEqual([]);
     });
