@@ -1065,7 +1065,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     }
 
     let lateCommits: LateCommits | null = null;
-    if (gaveUpWhy) lateCommits = await this.#afterGivingUp(wireAtReturn, opts);
+    if (gaveUpWhy) lateCommits = await this.#afterGivingUp(wireAtReturn, opts, open.endedBy === 'end' ? 'the window' : 'the function');
 
     let server: ServerLayer | null = null;
     if (window) {
@@ -1162,7 +1162,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * The function gave up (timeout, abort): the statements its connections still run go on on the server. Cancel
    * them (or wait), then count what committed anyway through a fresh connection.
    */
-  async #afterGivingUp(atReturn: WireSnapshot | undefined, opts: MeasureOptions): Promise<LateCommits> {
+  async #afterGivingUp(atReturn: WireSnapshot | undefined, opts: MeasureOptions, who: 'the function' | 'the window'): Promise<LateCommits> {
     const running = (atReturn?.connections ?? [])
       .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0 && c.serverConnectionId !== null)
       .map((c) => c.serverConnectionId as number);
@@ -1195,7 +1195,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       settled && settled.busy.length > 0 ? `${settled.busy.length} connection(s) still busy after ${AFTER_TIMEOUT_SETTLE_MS} ms` : '',
       table
         ? committedAfter !== null
-          ? `${committedAfter} row(s) committed to ${table.name} after the function gave up (${afterwards} in the table, read through a fresh connection)`
+          ? `${committedAfter} row(s) committed to ${table.name} after ${who} gave up (${afterwards} in the table, read through a fresh connection)`
           : `the rows in ${table.name} could not be counted`
         : 'name the table (CaptureOptions.table) to count the rows that committed anyway',
       unread.length > 0 ? `could not read: ${unread.join('; ')}${unresponsive ? '; the server did not answer, so nothing more was read' : ''}` : '',
