@@ -3,6 +3,7 @@
  *
  *   npx tsx bench/fingerprint.ts [--rounds 51] [--json]
  *   npx tsx bench/fingerprint.ts --builds /tmp/a/sql/fingerprint.js,/tmp/a2/sql/fingerprint.js,dist/sql/fingerprint.js
+ *   valgrind --tool=callgrind node --predictable -r tsx/cjs bench/fingerprint.ts --passes 20 --builds dist/sql/fingerprint.js
  *
  * Texts of about 200 KB: rows of placeholders (`(?, ?, ?, ?, ?)`, the same text each row), rows of literals
  * (numbers, strings, NULL: what an ORM that inlines values sends), the literal rows again with repeated-row
@@ -16,7 +17,8 @@
  *
  * `--builds` compares compiled builds (`npm run build` output, each copied to its own folder) in one process: every
  * round runs each build once, in rotating order, timed in CPU time; each build's figure is its per-round ratio to the
- * first build's. Give the first build twice (two copies) for the control.
+ * first build's. Give the first build twice (two copies) for the control. `--passes N` runs every case N times on each
+ * build untimed, for an instruction count (less that of `--passes 0`).
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -128,9 +130,16 @@ function compareBuilds(files: string[], rounds: number): void {
 
 function main(): void {
   const { values } = parseArgs({
-    options: { rounds: { type: 'string', default: '51' }, json: { type: 'boolean', default: false }, builds: { type: 'string' } },
+    options: { rounds: { type: 'string', default: '51' }, json: { type: 'boolean', default: false }, builds: { type: 'string' }, passes: { type: 'string' } },
   });
   const rounds = Number(values.rounds);
+  if (values.passes !== undefined) {
+    const runs = (values.builds?.split(',') ?? []).map((file) => cases((require(path.resolve(file)) as { fingerprint: Fingerprint }).fingerprint));
+    let chars = 0;
+    for (let i = 0; i < Number(values.passes); i++) for (const run of runs.flat()) chars += run.run().length;
+    console.log(`${values.passes} passes, ${chars} characters of fingerprints`);
+    return;
+  }
   if (values.builds) {
     compareBuilds(values.builds.split(','), rounds);
     return;
