@@ -204,7 +204,7 @@ describeEachBackend((b) => {
   if (b.provider === 'local' && residentLimit !== null) {
     it(`starts lean: at most ${residentLimit} MB resident (memory counting never reads is kept small)`, () => {
       // Every page a server fills at start is a page fault, so the memory options keep starts cheap
-      // (PRIVATE_SERVER_MEMORY_OPTIONS; `bench/server-start.ts` prints it).
+      // (each MySQL-family backend's MEMORY_OPTIONS; `bench/server-start.ts` prints it).
       const status = fs.readFileSync(`/proc/${backend().pid}/status`, 'utf8');
       const residentKb = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1]);
       expect(residentKb / 1024).toBeLessThanOrEqual(residentLimit);

@@ -11,10 +11,8 @@ import { describeEachBackend, withBackend } from './harness';
 import { PG_SETTLE_SQL, SERVER_LOG_NOT_SUPPORTED, countStatements, mysqlFamilyLog, postgresLog, type LogStatements, type ServerLog } from './server-log';
 
 /**
- * Clients nobody on this team wrote (Debian's pgbench, psql, mariadb CLI, mysqlslap), spawned inside
- * `session.measure()` against `session.connection`, with no driver counted: the wire is the model the server is
- * compared with. Each is checked against truths of its own: rows through a fresh connection straight to the server,
- * the client's own report, and the server's own statement log (integration/server-log.ts) for the window.
+ * Clients nobody on this team wrote, spawned in `session.measure()` with no driver counted (the wire is the model),
+ * each held to truths of its own: fresh row counts, the client's own report and the server's statement log.
  */
 
 interface Ran {
@@ -167,9 +165,8 @@ interface LogCheck {
 }
 
 /**
- * Every count of the window held against the server's log of the same window: statements and their classes,
- * connections and commands on the wire, statements on the server. Where the server is known to count less than
- * ran (pg_stat_statements and transaction control re-run from a named statement), the log says how much less.
+ * Every count of the window held against the server's log of it; where the server counts less than ran (transaction
+ * control re-run from a named statement, in pg_stat_statements), the log says how much less.
  */
 function logChecks(family: 'postgres' | 'mysql', t: Tally, log: LogStatements): LogCheck[] {
   const s = t.layers.wire?.statements;
@@ -231,9 +228,8 @@ async function measureLogged<T>(
 }
 
 /**
- * Where the provider leaves the server's log out of reach, the log checks of a block are one visible skip with the
- * reason; every other truth of its windows (client reports, fresh row counts, the verdict) is still checked.
- * Returns the log to use: null when there is none here.
+ * Where the provider leaves the server's log out of reach, the block's log checks are one visible skip and every other
+ * truth is still checked. Returns the log to use: null when there is none here.
  */
 function logSkip(provider: keyof typeof SERVER_LOG_NOT_SUPPORTED): null | undefined {
   const why = SERVER_LOG_NOT_SUPPORTED[provider];
@@ -416,9 +412,8 @@ describeEachBackend(
 );
 
 /**
- * mysqlslap creates its schema and table inside the window. MySQL keeps its data dictionary in InnoDB tables, and
- * the rows DDL writes there move the connection's Handler_write but not Innodb_rows_inserted: the window's
- * per-connection rows are then not the rows its statements inserted, which the verdict must say.
+ * mysqlslap creates its table inside the window: on MySQL the DDL's data-dictionary rows move Handler_write, not
+ * Innodb_rows_inserted, so the window's per-connection rows are not its statements' rows, which the verdict must say.
  */
 const SLAP = {
   mariadb: {

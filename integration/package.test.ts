@@ -55,6 +55,12 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
       'sqltally/backends': ['startBackend', 'listBackends', 'resolveBackend'],
       'sqltally/report': ['runMatrix', 'readReportFile', 'compareWithBaseline'],
     };
+    /** The server types a user writes, from both entries that export them (listed once in src/backends/public-types.ts). */
+    const SERVER_TYPES = ['BackendName', 'BackendDescription', 'Capabilities', 'ConnectionInfo', 'Flavour', 'NetworkConnection', 'ProviderKind'];
+    const TYPES: Record<string, string[]> = {
+      sqltally: [...SERVER_TYPES, 'SqliteConnection', 'StartedBackend', 'Tally'],
+      'sqltally/backends': [...SERVER_TYPES, 'SqliteConnection', 'StartedBackend', 'Resolution'],
+    };
     let app: string;
     beforeAll(() => {
       app = mkdtempSync(join(os.tmpdir(), 'sqltally-entries-'));
@@ -81,9 +87,12 @@ const built = existsSync(join(ROOT, 'dist', 'cli', 'main.js'));
       const imports = Object.entries(ENTRIES)
         .map(([entry, names], i) => `import { ${names[0]} as n${i} } from '${entry}';`)
         .join('\n');
+      const types = Object.entries(TYPES)
+        .map(([entry, names], i) => `import type * as t${i} from '${entry}';\nexport type Types${i} = [${names.map((n) => `t${i}.${n}`).join(', ')}];`)
+        .join('\n');
       writeFileSync(
         join(app, 'entries.ts'),
-        `${imports}\nexport const used = [${Object.keys(ENTRIES)
+        `${imports}\n${types}\nexport const used = [${Object.keys(ENTRIES)
           .map((_, i) => `n${i}`)
           .join(', ')}];\n`,
       );

@@ -23,17 +23,7 @@ export { captureCaller } from './shared/caller';
 export type { ShapeStat } from './sql/shapes';
 export { SqltallyError, redactSecrets } from './shared/errors';
 export type { Phase, SqltallyErrorContext } from './shared/errors';
-export type {
-  BackendName,
-  BackendDescription,
-  Capabilities,
-  ConnectionInfo,
-  Flavour,
-  NetworkConnection,
-  ProviderKind,
-  SqliteConnection,
-  StartedBackend,
-} from './backends/types';
+export type * from './backends/public-types';
 export type { StatementEvent, DriverLayer, StatementClass, CallKind } from './sql/events';
 export type { WireCounts } from './wire/types';
 export type { ServerLayer, ServerSummary } from './server/types';

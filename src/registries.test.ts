@@ -5,6 +5,7 @@ import { BACKEND_NAMES, FlavourSchema } from './backends/types';
 import { DRIVER_NAMES } from './shared/driver-names';
 import { driverModule } from './driver/registry';
 import { PROTOCOLS } from './backends/protocols';
+import { SQL_DIALECTS } from './sql/dialects';
 
 /**
  * The registries are closed: the shared steps ask the modules, so none may name a driver in a string, compare with,
@@ -67,6 +68,15 @@ function literalText(node: ts.Node): string | null {
 /** The type of a table with one entry per driver, backend, flavour or protocol. */
 const KEYED_BY_NAME = /Record<\s*(BackendName|Flavour|WireProtocol|DriverName)\b|\bin (BackendName|Flavour|WireProtocol|DriverName)\]/;
 
+/** What counts as naming one of them: the names, and the types of a table keyed by them. */
+interface NameRules {
+  words: ReadonlySet<string>;
+  keyedBy: RegExp;
+  /** Whether a name as a literal type (`flavour: 'mysql' | 'mariadb'`) counts too. */
+  literalTypes: boolean;
+}
+const SHARED_RULES: NameRules = { words: ALL_WORDS, keyedBy: KEYED_BY_NAME, literalTypes: false };
+
 const COMPARISONS = new Set([
   ts.SyntaxKind.EqualsEqualsEqualsToken,
   ts.SyntaxKind.ExclamationEqualsEqualsToken,
@@ -75,7 +85,8 @@ const COMPARISONS = new Set([
 ]);
 
 /** What in `text` (a TypeScript file) names a driver, backend, flavour or protocol in code. */
-export function findNameChecks(file: string, text: string): Finding[] {
+export function findNameChecks(file: string, text: string, rules: NameRules = SHARED_RULES): Finding[] {
+  const { words } = rules;
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const out: Finding[] = [];
   const report = (node: ts.Node, rule: string): void => {
@@ -87,21 +98,22 @@ export function findNameChecks(file: string, text: string): Finding[] {
     if (ts.isBinaryExpression(node)) {
       const left = literalText(node.left);
       const right = literalText(node.right);
-      const named = (s: string | null): boolean => s !== null && ALL_WORDS.has(s);
+      const named = (s: string | null): boolean => s !== null && words.has(s);
       if (COMPARISONS.has(node.operatorToken.kind) && (named(left) || named(right))) report(node, 'comparison with a name');
       if (node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken && named(right)) report(node, 'default to a name');
     }
     // A table literal keyed by names (`{ mysql: ..., postgres: ... } satisfies Record<Flavour, ...>`) is a fact per name.
     const typed = ts.isSatisfiesExpression(node) || ts.isAsExpression(node) ? node : ts.isVariableDeclaration(node) && node.type ? node : null;
-    if (typed?.type && KEYED_BY_NAME.test(typed.type.getText(source))) {
+    if (typed?.type && rules.keyedBy.test(typed.type.getText(source))) {
       let value: ts.Node | undefined = ts.isVariableDeclaration(typed) ? typed.initializer : typed.expression;
       while (value && (ts.isAsExpression(value) || ts.isSatisfiesExpression(value) || ts.isParenthesizedExpression(value))) value = value.expression;
       if (value && ts.isObjectLiteralExpression(value)) report(typed.type, 'table keyed by names');
     }
     if (ts.isCaseClause(node)) {
       const label = literalText(node.expression);
-      if (label !== null && ALL_WORDS.has(label)) report(node.expression, 'case on a name');
+      if (label !== null && words.has(label)) report(node.expression, 'case on a name');
     }
+    if (rules.literalTypes && ts.isLiteralTypeNode(node) && ts.isStringLiteral(node.literal) && words.has(node.literal.text)) report(node, 'name as a type');
     ts.forEachChild(node, visit);
   };
   visit(source);
@@ -147,6 +159,51 @@ describe('closed registries', () => {
       [5, 'comparison with a name'],
       [8, 'table keyed by names'],
     ]);
+  });
+});
+
+/**
+ * sql/ and backends/ hold one module per dialect or backend beside files that serve every one of them: those may
+ * name none, not even as a type. A registry here states facts per name by design, each with why.
+ */
+const BELOW_SHARED = ['sql', 'backends'];
+const REGISTRIES: { file: string; why: string }[] = [
+  { file: 'sql/dialects.ts', why: 'DIALECTS: the lexical and naming rules of each SQL dialect' },
+  { file: 'backends/registry.ts', why: 'BACKENDS: the module of each backend' },
+  { file: 'backends/capabilities.ts', why: 'CAPABILITIES: what a server of each flavour can give' },
+  { file: 'backends/protocols.ts', why: 'PROTOCOLS: the module of each wire protocol' },
+];
+const BELOW_SHARED_RULES: NameRules = {
+  words: new Set([...ALL_WORDS, ...SQL_DIALECTS]),
+  keyedBy: new RegExp(`${KEYED_BY_NAME.source}|Record<\\s*(SqlDialect|ServerDialect)\\b`),
+  literalTypes: true,
+};
+
+describe('modules that serve every dialect and backend', () => {
+  const findings = BELOW_SHARED.flatMap((folder) =>
+    sourceFiles(join(ROOT, folder))
+      .map((path) => relative(ROOT, path))
+      .filter((file) => !isNamedModule(file) && !REGISTRIES.some((r) => r.file === file))
+      .flatMap((file) => findNameChecks(file, readFileSync(join(ROOT, file), 'utf8'), BELOW_SHARED_RULES)),
+  );
+
+  it('name no dialect, backend, flavour or protocol (each states its facts in its own module or a registry)', () => {
+    expect(findings.map((f) => `${f.file}:${f.line} ${f.rule}: ${f.text}`)).toEqual([]);
+  });
+
+  it('lists registries that exist', () => {
+    expect(REGISTRIES.filter((r) => !sourceFiles(join(ROOT, dirname(r.file))).includes(join(ROOT, r.file)))).toEqual([]);
+  });
+
+  it.each([
+    ["const quote = dialect === 'mysql' ? '`' : '\"';", ['comparison with a name']],
+    ["if (word === 'VALUE' && dialect !== 'generic') {}", ['comparison with a name']],
+    ["interface Layout { flavour: 'mysql' | 'mariadb' }", ['name as a type', 'name as a type']],
+    ["const OPTIONS: Record<'mariadb' | 'mysql', string[]> = { mariadb: [], mysql: [] };", ['name as a type', 'name as a type']],
+    ['const CACHES: Record<SqlDialect, number> = { mysql: 1, postgres: 2, sqlite: 3, generic: 4 };', ['table keyed by names']],
+    ['const rules = DIALECTS[dialect];', []],
+  ])('finds what it is meant to find in %s', (line, rules) => {
+    expect(findNameChecks('x.ts', line, BELOW_SHARED_RULES).map((f) => f.rule)).toEqual(rules);
   });
 });
 

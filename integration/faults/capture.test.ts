@@ -9,9 +9,8 @@ import type { BackendName, NetworkConnection, StartedBackend } from '../../src/b
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from '../harness';
 import { EVERY_PROVIDER, STRIKES_SERVER, itForProvider, serverControl, type FrozenServer } from './providers';
 
-// Faults under the capture API, on one private server per backend for this file (its last case kills it): a pool
-// smaller than the work asked of it, a connection cut by the network mid-command, a frame cut in half, a statement
-// above max_allowed_packet, and the server killed while the probe reads. None may hang or end in a false assert.
+// Faults under the capture API, on one private server per backend for this file (its last case kills it): none may
+// hang or end in a false assert.
 jest.setTimeout(START_TIMEOUT_MS);
 
 const POOL_LIMIT = 2;
@@ -32,7 +31,7 @@ interface Code {
     at: NetworkConnection,
   ): Promise<{ raw: object; query: (sql: string, values?: unknown[]) => Promise<unknown>; end: () => Promise<void>; destroy: () => void }>;
   create: string;
-  /** Answers after about 2 s: a command the network can be cut under. */
+  /** Sleeps before it answers: a command the network can be cut under. */
   slow: string;
   /** Counts the server's other sessions whose statement text holds the marker (written so it does not match itself). */
   runningWith: (marker: string) => string;
@@ -114,10 +113,8 @@ const OVERSIZE: Record<BackendName, { limitBytes: number; setLimit: string; refu
 };
 
 /**
- * A TCP relay the test puts between a client and the session's wire proxy: the network under the counted
- * connection. `cutOn(marker)` destroys both sockets as soon as the client has sent a chunk holding the marker (the
- * command went through, its answer never comes back); `halveOn(marker)` forwards only the first half of that chunk,
- * then destroys both: the proxy sees a frame cut in half.
+ * The network between a client and the session's proxy: `cutOn(marker)` destroys both sockets once the client sent
+ * the marker (no answer comes back); `halveOn(marker)` first forwards half that chunk, so the proxy sees a cut frame.
  */
 async function startRelay(target: { host: string; port: number }) {
   let rule: { marker: string; how: 'cut' | 'halve' } | null = null;
@@ -357,9 +354,8 @@ describeEachBackend((b) => {
       await killed;
       await frozen?.thaw();
       if (process.env['FAULT_DEBUG']) console.log(tally.verdict.reason, tally.workloadError);
-      // One object, so a failure shows what the window saw. This came out `assert` twice in full runs, the second on
-      // MySQL 9.7 on a slow host (a reading answered by a server that had been sent SIGSTOP); the function now returns
-      // only once the whole server is seen stopped, and `stoppedAtReturn` says whether it was.
+      // One object, so a failure shows what the window saw; `stoppedAtReturn` says whether the freeze had stopped the
+      // whole server when it returned (a reading answered by a half-stopped server could pass as `assert`).
       expect({
         stoppedAtReturn: frozen?.stopped,
         verdict: tally.verdict.kind,

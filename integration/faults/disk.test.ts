@@ -8,9 +8,8 @@ import { findLeaks } from '../global-teardown';
 import { START_TIMEOUT_MS, integrationBackends } from '../harness';
 import { itForProvider, type ProviderTable } from './providers';
 
-// A full disk under the report directory, and a full $TMPDIR under the private servers' data directories: a small
-// file system of its own (tmpfs, or a loop-mounted image where tmpfs cannot be mounted), filled to the last byte.
-// The run must exit non-zero naming the file, leave no half-written report, and leave nothing behind.
+// A full disk under the report directory, and a full $TMPDIR under the servers' data (a small file system filled to
+// the last byte): the run must exit non-zero naming the file, with no half-written report and nothing left behind.
 jest.setTimeout(START_TIMEOUT_MS);
 
 const SIZE = '2m';

@@ -4,10 +4,8 @@ import { FAULT_ROWS, FAULT_TARGETS, faultEnv, type FaultTarget } from './fixture
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
 import { STRIKES_SERVER, itForProvider, serverControl, type FrozenServer, type ServerControl } from './providers';
 
-// The main job under a server stopped with SIGSTOP past the cell timeout. Each case waits out the timeout and the
-// bounded reads after it (22-26 s a backend here, nearly all of it waiting), so each backend has a file of its own
-// (freeze.<backend>.test.ts): Jest runs files side by side, and one file of three such cases was the longest
-// file of the whole run (70-74 s) for a few seconds of CPU.
+// The main job under a server stopped with SIGSTOP past the cell timeout. Each case mostly waits, so each backend has a
+// file of its own (freeze.<backend>.test.ts) that Jest runs beside the others.
 
 /** A cell timeout far above what the 50-row cell takes, far below "never" (the frozen server). */
 const CELL_TIMEOUT_MS = 8_000;

@@ -11,17 +11,13 @@ import { FAULT_ROWS, FAULT_TARGETS, FIRST_ROWS, faultEnv, scratchDir, type Fault
 import { expectFailedReportKeepingTheFirstCell, runWithFault } from './main-job-fault';
 import { EVERY_PROVIDER, STRIKES_SERVER, itForProvider, serverControl, type ServerControl } from './providers';
 
-// The main job (`sqltally run`, in-process) under a server that dies mid-insert, and one that goes on after the run
-// gave up (a server frozen past the cell timeout is in freeze.cases.ts). Each run starts a private
-// server of its own (never one from the worker's pool) and must end with: a failed report that keeps the cell
-// measured before the fault, an error naming backend, phase and statement, no success claimed, and nothing left
-// running or on disk under the run's id.
+// The main job under a server that dies mid-insert, and one that goes on after the run gave up, each on a server of
+// its own (never the pool's, which it would break); the frozen server is in freeze.cases.ts.
 jest.setTimeout(START_TIMEOUT_MS * 2);
 
 /**
- * The give-up window's cell timeouts, tried in turn. The timeout bounds the table's reset before the window too, and
- * on busy cores a reset can outlast it, so the cell never begins: that run proves nothing about giving up and is
- * run again with the next timeout. Each still ends the 200 000 one-row round trips far from done.
+ * The give-up window's cell timeouts, tried in turn: the timeout bounds the table's reset too, and a run whose reset
+ * outlasts it never begins the cell, so it proves nothing and runs again with the next; each is far below the work.
  */
 const LATE_TIMEOUTS_MS = [1000, 2000, 3000] as const;
 /** The run's failure when the table's reset before the window outlasted the timeout (src/run/matrix.ts). */

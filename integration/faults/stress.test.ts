@@ -8,20 +8,12 @@ import { START_TIMEOUT_MS, describeEachBackend, withBackend } from '../harness';
 import { EVERY_PROVIDER, itForProvider } from './providers';
 
 /**
- * Load without false verdicts. WINDOWS capture windows on one server while WRITERS other connections (same user,
- * straight to the server, not through the session's proxy) insert in a loop into a table the workload also writes and
- * into one it does not. The session declares them foreign (`otherConnections: 'foreign'`), so per-connection
- * attribution is what may assert. Every `assert` is checked against an independent count of the workload's own
- * statements and rows, read apart from the capture through a connection of the test's own:
- * - MySQL/MariaDB: performance_schema, per thread: the workload connection's `statement/sql/insert` COUNT_STAR and
- *   SUM_ROWS_AFFECTED in events_statements_summary_by_thread_by_event_name (its THREAD_ID from threads.PROCESSLIST_ID).
- * - PostgreSQL (no per-backend statement counts): pg_stat_statements entries only the workload's statements make (the
- *   writers' INSERTs have another column list, so another queryid: calls and rows summed), and the row count of
- *   the table only the workload writes.
- * CI runs 12 windows; `SQLTALLY_STRESS_WINDOWS=50` is the full size (README, "Faults").
+ * Load without false verdicts: windows on one server while foreign writers of the same user insert beside them; every
+ * `assert` is held against the workload's own counts, read apart through a connection of the test's own (`read`).
  */
 jest.setTimeout(START_TIMEOUT_MS * 3);
 
+// CI's size; `SQLTALLY_STRESS_WINDOWS=50` is the full one (README, "Faults").
 const WINDOWS = Number(process.env['SQLTALLY_STRESS_WINDOWS'] ?? 12);
 const WRITERS = 8;
 /** Per window: two single-row INSERTs into the shared table, one five-row INSERT into the workload's own table. */

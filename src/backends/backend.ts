@@ -97,6 +97,23 @@ export interface BackendModule {
   /** Creates what a freshly started server needs (database, extensions); not run against external servers. */
   prepare?(connection: NetworkConnection): Promise<void>;
   containerPlan?(image: string): ContainerPlan;
+  /** How the plan becomes a Testcontainers container: absent where the backend has no container form. */
+  readonly containerBuilder?: ContainerBuilder;
+}
+
+/** A container Testcontainers started, as far as sqltally uses it. */
+export interface StartedContainer {
+  getId(): string;
+  getHost(): string;
+  getMappedPort(port: number): number;
+  stop(): Promise<unknown>;
+}
+
+/** A backend's Testcontainers module, loaded lazily (an optional peer dependency) once an engine has answered. */
+export interface ContainerBuilder {
+  /** Its npm package, for the hint when it is not installed. */
+  readonly packageName: string;
+  build(plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }>;
 }
 
 /**

@@ -6,11 +6,13 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOp
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { makePrivateDir, runTool } from './local-process';
 import { rootfsFinder } from './rootfs';
+import type { RootfsRecipe } from './rootfs';
 import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './template';
 import type { TemplateRecipe } from './template';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
+import { identifyMysqlFamily, MYSQL_FAMILY_MEMORY_OPTIONS, pingMysqlFamily, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 import { isRoot } from '../shared/process';
+import { withPlan } from './testcontainers';
 
 const SERVER_BINARY = 'mariadbd';
 const INSTALL_DB_BINARY = 'mariadb-install-db';
@@ -24,6 +26,45 @@ const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const REDO_LOG_SIZE = '--innodb-log-file-size=16M';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
+/** Beside the family's: the Aria page cache is 128 MB by default, allocated at start, and holds only system and temporary tables. */
+const MEMORY_OPTIONS = [...MYSQL_FAMILY_MEMORY_OPTIONS, '--aria-pagecache-buffer-size=8M'];
+/** MariaDB 11.8's default redo log made most of the root filesystem's template, which every start copies. */
+const ROOTFS_REDO_SIZE = '--innodb-log-file-size=32M';
+/** What mariadb-install-db feeds to `mariadbd --bootstrap`, in its order (without the help tables). */
+const ROOTFS_BOOTSTRAP_SQL = [
+  'mariadb_system_tables.sql',
+  'mariadb_performance_tables.sql',
+  'mariadb_system_tables_data.sql',
+  'maria_add_gis_sp_bootstrap.sql',
+  'mariadb_sys_schema.sql',
+];
+
+/**
+ * A fresh data directory for the root filesystem's server. mariadb-install-db needs my_print_defaults, which
+ * mariadb-server-core does not ship; feeding its system-table scripts to `mariadbd --bootstrap` is all it does.
+ */
+function bootstrapDataDir(dataDir: string, tmpDir: string): { binary: string; args: string[] } {
+  const script = [
+    `mkdir -p ${dataDir} ${tmpDir} &&`,
+    // Bootstrap mode reads one statement per line.
+    `{ printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;';`,
+    ...ROOTFS_BOOTSTRAP_SQL.map((f) => `cat /usr/share/mariadb/${f};`),
+    '} |',
+    `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --tmpdir=${tmpDir} --log-warnings=0 ${ROOTFS_REDO_SIZE}`,
+    '--enforce-storage-engine= --max-allowed-packet=8M --net-buffer-length=16K',
+  ];
+  return { binary: '/bin/sh', args: ['-c', script.join(' ')] };
+}
+
+/** MariaDB 11.x (Debian testing) from a provisioned root filesystem, through chroot. */
+export const MARIADB_ROOTFS: RootfsRecipe = {
+  name: 'mariadb11',
+  serverBinary: '/usr/sbin/mariadbd',
+  // MariaDB's clean shutdown is quick, so it keeps one.
+  stopSignal: 'SIGTERM',
+  initialize: bootstrapDataDir,
+  serverOptions: [ROOTFS_REDO_SIZE, ...MEMORY_OPTIONS],
+};
 
 /**
  * Where one private MariaDB keeps its files, all inside its private directory. The temporary directory is its own:
@@ -61,7 +102,7 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     // to the configured size at startup: 96 MB written per start with the default).
     REDO_LOG_SIZE,
     ...THROWAWAY_DURABILITY_OPTIONS,
-    ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
+    ...MEMORY_OPTIONS,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -158,8 +199,8 @@ export const MARIADB = {
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',
-  // MariaDB 11.x (Debian testing) from a provisioned root filesystem, listed after the host's own server.
-  installFinders: [findLocalMariadb, rootfsFinder('mariadb11', (): BackendModule => MARIADB)],
+  // The root filesystem's server is listed after the host's own.
+  installFinders: [findLocalMariadb, rootfsFinder(MARIADB_ROOTFS, (): BackendModule => MARIADB)],
   variantLabel: (version: string) => leadingVersion(version, 2),
   identify: identifyMysqlFamily,
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
@@ -171,7 +212,7 @@ export const MARIADB = {
       `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
       '--local-infile=1',
       ...THROWAWAY_DURABILITY_OPTIONS,
-      ...PRIVATE_SERVER_MEMORY_OPTIONS.mariadb,
+      ...MEMORY_OPTIONS,
     ],
     environment: {},
     reuse: false,
@@ -181,4 +222,11 @@ export const MARIADB = {
     password: randomBytes(18).toString('base64url'),
     database: DATABASE,
   }),
+  containerBuilder: {
+    packageName: '@testcontainers/mariadb',
+    build: async (plan) => {
+      const { MariaDbContainer } = await import('@testcontainers/mariadb');
+      return withPlan(new MariaDbContainer(plan.image).withRootPassword(plan.password), plan);
+    },
+  },
 } satisfies BackendModule;

@@ -19,10 +19,11 @@ const BULK_EXECUTE_SINCE = [10, 2, 7] as const;
 const ROW_COUNTERS = ['Innodb_rows_inserted', 'Handler_write'] as const;
 
 /**
- * Memory options of every private MySQL-family server, by flavour: what a server fills is most of a start's cost, so what
- * no probe reads is kept small, and the tables the probes read keep their sizes (bench/HISTORY.md, *Server start*).
+ * Memory options of every private MySQL-family server; each backend adds its own. What a server fills is most of a
+ * start's cost, so what no probe reads is kept small, and the tables the probes read keep their sizes
+ * (bench/HISTORY.md, *Server start*).
  */
-const SHARED_MEMORY_OPTIONS = [
+export const MYSQL_FAMILY_MEMORY_OPTIONS = [
   '--innodb-buffer-pool-size=64M',
   '--innodb-log-buffer-size=8M',
   '--key-buffer-size=1M',
@@ -38,13 +39,6 @@ const SHARED_MEMORY_OPTIONS = [
 
 /** Every server sqltally starts is thrown away after the run (a private process or a container): durability costs time and buys nothing. */
 export const THROWAWAY_DURABILITY_OPTIONS = ['--innodb-flush-log-at-trx-commit=0', '--skip-log-bin'] as const;
-
-export const PRIVATE_SERVER_MEMORY_OPTIONS: Record<'mariadb' | 'mysql', readonly string[]> = {
-  // 128 MB by default, allocated at start; Aria holds MariaDB's system and internal temporary tables only.
-  mariadb: [...SHARED_MEMORY_OPTIONS, '--aria-pagecache-buffer-size=8M'],
-  // 16 MB of error summaries by thread, and again by account, user and host.
-  mysql: [...SHARED_MEMORY_OPTIONS, '--performance-schema-error-size=0'],
-};
 
 export async function pingMysqlFamily(connection: NetworkConnection, database?: string): Promise<void> {
   await withSqlClient('mysql', connection, { database: database ?? null, connectTimeoutMs: PING_CONNECT_TIMEOUT_MS }, async (c) => {

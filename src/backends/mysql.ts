@@ -6,9 +6,11 @@ import type { BackendModule, ContainerPlan, InstallSearch, LocalInstall, StartOp
 import { findExecutable, searchDirs, versionOutput } from './binaries';
 import { makePrivateDir, runTool } from './local-process';
 import { provisionCommand, rootfsFinder } from './rootfs';
-import { identifyMysqlFamily, pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
+import type { RootfsRecipe } from './rootfs';
+import { identifyMysqlFamily, MYSQL_FAMILY_MEMORY_OPTIONS, pingMysqlFamily, THROWAWAY_DURABILITY_OPTIONS, startPrivateMysqlFamily } from './mysql-family';
 import type { NetworkConnection, StartedBackend } from './types';
 import { isRoot } from '../shared/process';
+import { withPlan } from './testcontainers';
 
 const SERVER_BINARY = 'mysqld';
 const DEFAULT_IMAGE = 'mysql:8.4';
@@ -19,6 +21,32 @@ const MAX_ALLOWED_PACKET = '64M';
 const STOP_SIGNAL: NodeJS.Signals = 'SIGTERM';
 const BIND_FAILURE = /Address already in use|Do you already have another mysqld server running/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
+/** Beside the family's: 16 MB of error summaries by thread, and again by account, user and host, that no probe reads. */
+const MEMORY_OPTIONS = [...MYSQL_FAMILY_MEMORY_OPTIONS, '--performance-schema-error-size=0'];
+/**
+ * The redo log MySQL makes at initialise, which every start copies: sized down from the default, it still takes a
+ * single 3 MB BLOB (InnoDB refuses a BLOB over a tenth of the redo log).
+ */
+const ROOTFS_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
+/**
+ * No doublewrite buffer: it guards against torn writes in a crash a throwaway server never recovers from, costs files
+ * every start copies and writes each page twice. Given at initialise too, so the files are never made.
+ */
+const ROOTFS_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
+
+/** MySQL 9.x needs a newer C library than Debian 12: it runs from a provisioned root filesystem through chroot. */
+export const MYSQL_ROOTFS: RootfsRecipe = {
+  name: 'mysql',
+  serverBinary: '/usr/sbin/mysqld',
+  // A clean shutdown mostly waits, to save a data directory that is deleted next: killed outright.
+  stopSignal: 'SIGKILL',
+  initialize: (dataDir, tmpDir) => ({
+    binary: '/usr/sbin/mysqld',
+    args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ROOTFS_REDO_CAPACITY, ROOTFS_NO_DOUBLEWRITE],
+  }),
+  // The X protocol would listen on a second fixed port (33060) and collide between parallel servers.
+  serverOptions: ['--mysqlx=OFF', ROOTFS_REDO_CAPACITY, ROOTFS_NO_DOUBLEWRITE, ...MEMORY_OPTIONS],
+};
 
 /**
  * Server options for a private MySQL: loopback only, performance_schema on, no binary log, and a temporary
@@ -42,7 +70,7 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
     // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8.
     '--local-infile=1',
     ...THROWAWAY_DURABILITY_OPTIONS,
-    ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
+    ...MEMORY_OPTIONS,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -110,21 +138,14 @@ export const MYSQL = {
   readDriver: 'mysql2',
   defaultPort: DEFAULT_PORT,
   defaultImage: DEFAULT_IMAGE,
-  unavailableHint: `run ${provisionCommand('mysql')} (as root) or set SQLTALLY_MYSQL_URL`,
-  // MySQL 9.x needs a newer C library than Debian 12: it runs from a provisioned root filesystem through chroot.
-  installFinders: [findLocalMysql, rootfsFinder('mysql', (): BackendModule => MYSQL)],
+  unavailableHint: `run ${provisionCommand(MYSQL_ROOTFS.name)} (as root) or set SQLTALLY_MYSQL_URL`,
+  installFinders: [findLocalMysql, rootfsFinder(MYSQL_ROOTFS, (): BackendModule => MYSQL)],
   variantLabel: (version: string) => leadingVersion(version, 2),
   identify: identifyMysqlFamily,
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [
-      `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
-      '--performance-schema=ON',
-      '--local-infile=1',
-      ...THROWAWAY_DURABILITY_OPTIONS,
-      ...PRIVATE_SERVER_MEMORY_OPTIONS.mysql,
-    ],
+    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...THROWAWAY_DURABILITY_OPTIONS, ...MEMORY_OPTIONS],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,
@@ -133,4 +154,11 @@ export const MYSQL = {
     password: randomBytes(18).toString('base64url'),
     database: DATABASE,
   }),
+  containerBuilder: {
+    packageName: '@testcontainers/mysql',
+    build: async (plan) => {
+      const { MySqlContainer } = await import('@testcontainers/mysql');
+      return withPlan(new MySqlContainer(plan.image).withRootPassword(plan.password), plan);
+    },
+  },
 } satisfies BackendModule;

@@ -13,6 +13,7 @@ import { copyTemplate, ensureTemplate, fileIdentity, templateCacheDir } from './
 import type { TemplateRecipe } from './template';
 import type { NetworkConnection, StartedBackend } from './types';
 import { isRoot } from '../shared/process';
+import { withPlan } from './testcontainers';
 
 const DEFAULT_IMAGE = 'postgres:17';
 const DEFAULT_PORT = 5432;
@@ -362,4 +363,11 @@ export const POSTGRES = {
     password: randomBytes(18).toString('base64url'),
     database: DATABASE,
   }),
+  containerBuilder: {
+    packageName: '@testcontainers/postgresql',
+    build: async (plan) => {
+      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+      return withPlan(new PostgreSqlContainer(plan.image).withUsername(plan.user).withPassword(plan.password), plan);
+    },
+  },
 } satisfies BackendModule;

@@ -4,6 +4,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PROVISION_SCRIPT, ROOTFS_STAMP_FILE, locateRootfs, mysqldArgs, rootfsInputsHash } from './rootfs';
+import { MARIADB_ROOTFS } from './mariadb';
+import { MYSQL_ROOTFS } from './mysql';
 
 // The provisioning script is exercised with a stub debootstrap (which "installs" a fake server binary) and a
 // stub chroot (which runs it on the host), so cache and stamp rules are tested without a mirror.
@@ -273,8 +275,8 @@ describe('locateRootfs', () => {
 });
 
 describe('mysqldArgs', () => {
-  it('starts a private, loopback-only server ready for counting, with paths inside the chroot', () => {
-    const args = mysqldArgs({ flavour: 'mysql', dataDir: '/var/tmp/sqltally-x/data', runDir: '/var/tmp/sqltally-x', port: 40001 });
+  it("starts a private, loopback-only server ready for counting, with paths inside the chroot, the recipe's options last", () => {
+    const args = mysqldArgs({ serverOptions: ['--own-option'], dataDir: '/var/tmp/sqltally-x/data', runDir: '/var/tmp/sqltally-x', port: 40001 });
     expect(args[0]).toBe('--no-defaults');
     expect(args).toEqual(
       expect.arrayContaining([
@@ -283,19 +285,18 @@ describe('mysqldArgs', () => {
         '--bind-address=127.0.0.1',
         '--port=40001',
         '--secure-file-priv=',
-        '--mysqlx=OFF',
         '--performance-schema=ON',
         '--max-allowed-packet=64M',
         '--init-file=/var/tmp/sqltally-x/init.sql',
         '--tmpdir=/var/tmp/sqltally-x/tmp',
       ]),
     );
+    expect(args.at(-1)).toBe('--own-option');
   });
 
-  it('leaves out MySQL-only options for MariaDB', () => {
-    const args = mysqldArgs({ flavour: 'mariadb', dataDir: '/d', runDir: '/r', port: 1 });
-    expect(args.some((a) => a.startsWith('--mysqlx'))).toBe(false);
-    expect(args).toContain('--performance-schema=ON');
+  it('gives MySQL-only options to the MySQL recipe alone', () => {
+    expect(MYSQL_ROOTFS.serverOptions).toContain('--mysqlx=OFF');
+    expect(MARIADB_ROOTFS.serverOptions.some((a) => a.startsWith('--mysqlx'))).toBe(false);
   });
 });
 

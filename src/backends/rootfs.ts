@@ -6,10 +6,10 @@ import type { BackendModule, InstallFinder, InstallSearch, LocalInstall, StartOp
 import { findExecutable } from './binaries';
 import { SqltallyError } from '../shared/errors';
 import { launchServer, makePrivateDir, runTool, loopbackConnection } from './local-process';
-import { pingMysqlFamily, PRIVATE_SERVER_MEMORY_OPTIONS, startedPrivateServer, THROWAWAY_DURABILITY_OPTIONS } from './mysql-family';
+import { pingMysqlFamily, startedPrivateServer, THROWAWAY_DURABILITY_OPTIONS } from './mysql-family';
 import { copyTemplate, ensureTemplate, fileIdentity } from './template';
 import type { TemplateRecipe } from './template';
-import type { BackendName, StartedBackend } from './types';
+import type { StartedBackend } from './types';
 
 /**
  * Servers that need a newer C library than the host's (MySQL 9.x from Debian sid, MariaDB 11.x from testing)
@@ -44,83 +44,23 @@ const MAX_ALLOWED_PACKET = '64M';
 const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP port|another mysqld server running on port/i;
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 const INITIALIZE_TIMEOUT_MS = 180_000;
-/**
- * The redo log MySQL makes at initialise, which every start copies: sized down from the default, it still takes a
- * single 3 MB BLOB (InnoDB refuses a BLOB over a tenth of the redo log).
- */
-const MYSQL_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
-/**
- * No doublewrite buffer: it guards against torn writes in a crash a throwaway server never recovers from, costs files
- * every start copies and writes each page twice. Given at initialise too, so the files are never made.
- */
-const MYSQL_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
-/** The same for MariaDB 11.8, whose 96 MB default redo log was 96 of the 141 MB template (the host's uses 16 MB). */
-const MARIADB_REDO_SIZE = '--innodb-log-file-size=32M';
-/** What mariadb-install-db feeds to `mariadbd --bootstrap`, in its order (without the help tables). */
-const MARIADB_BOOTSTRAP_SQL = [
-  'mariadb_system_tables.sql',
-  'mariadb_performance_tables.sql',
-  'mariadb_system_tables_data.sql',
-  'maria_add_gis_sp_bootstrap.sql',
-  'mariadb_sys_schema.sql',
-];
-
-export const ROOTFS_NAMES = ['mysql', 'mariadb11'] as const;
-export type RootfsName = (typeof ROOTFS_NAMES)[number];
-
-/** One root filesystem: which backend it serves and how its server is initialised. */
-interface RootfsRecipe {
-  backend: Extract<BackendName, 'mysql' | 'mariadb'>;
-  flavour: 'mysql' | 'mariadb';
-  serverBinary: string;
+/** One root filesystem, declared by the module of the backend it serves: how its server is initialised and run. */
+export interface RootfsRecipe {
+  /** The entry of scripts/provision-rootfs.sh that builds it. */
+  readonly name: string;
+  readonly serverBinary: string;
   /** How a private server of this recipe is stopped (its data directory is removed right after). */
-  stopSignal: NodeJS.Signals;
+  readonly stopSignal: NodeJS.Signals;
   /** Creates an empty data directory, using `tmpDir` for temporary files; paths are as the chrooted server sees them. */
   initialize(dataDir: string, tmpDir: string): { binary: string; args: string[] };
+  /** This server's own options, after those every server started here takes ({@link mysqldArgs}). */
+  readonly serverOptions: readonly string[];
 }
-
-const RECIPES = {
-  mysql: {
-    backend: 'mysql',
-    flavour: 'mysql',
-    serverBinary: '/usr/sbin/mysqld',
-    // A clean shutdown mostly waits, to save a data directory that is deleted next: killed outright.
-    stopSignal: 'SIGKILL',
-    initialize: (dataDir, tmpDir) => ({
-      binary: '/usr/sbin/mysqld',
-      args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, MYSQL_REDO_CAPACITY, MYSQL_NO_DOUBLEWRITE],
-    }),
-  },
-  mariadb11: {
-    backend: 'mariadb',
-    flavour: 'mariadb',
-    serverBinary: '/usr/sbin/mariadbd',
-    // MariaDB's clean shutdown is quick, so it keeps one.
-    stopSignal: 'SIGTERM',
-    // mariadb-install-db needs my_print_defaults, which mariadb-server-core does not ship; feeding the same
-    // system-table scripts to `mariadbd --bootstrap` is all it does for a fresh datadir (help tables skipped).
-    initialize: (dataDir, tmpDir) => ({
-      binary: '/bin/sh',
-      args: [
-        '-c',
-        [
-          `mkdir -p ${dataDir} ${tmpDir} &&`,
-          // Bootstrap mode reads one statement per line.
-          `{ printf '%s\\n' 'CREATE DATABASE IF NOT EXISTS mysql;' 'USE mysql;' 'SET @auth_root_socket=NULL;';`,
-          ...MARIADB_BOOTSTRAP_SQL.map((f) => `cat /usr/share/mariadb/${f};`),
-          '} |',
-          `/usr/sbin/mariadbd --no-defaults --bootstrap --user=root --datadir=${dataDir} --tmpdir=${tmpDir} --log-warnings=0 ${MARIADB_REDO_SIZE}`,
-          '--enforce-storage-engine= --max-allowed-packet=8M --net-buffer-length=16K',
-        ].join(' '),
-      ],
-    }),
-  },
-} as const satisfies Record<RootfsName, RootfsRecipe>;
 
 /** The stamp the script writes last; its presence with the current hash is what "complete" means. */
 export const RootfsStampSchema = z.object({
   schemaVersion: z.literal(1),
-  name: z.enum(ROOTFS_NAMES),
+  name: z.string().min(1),
   inputsHash: z.string().regex(/^[0-9a-f]{16}$/),
   suite: z.string(),
   packages: z.string(),
@@ -141,12 +81,12 @@ export function rootfsCacheDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** The same value the script computes: sha256 of the script's bytes, a newline and the entry name. */
-export function rootfsInputsHash(name: RootfsName, script: string = PROVISION_SCRIPT): string {
+export function rootfsInputsHash(name: string, script: string = PROVISION_SCRIPT): string {
   return createHash('sha256').update(fs.readFileSync(script)).update(`\n${name}`).digest('hex').slice(0, 16);
 }
 
 /** Finds the complete build of `name` made by the current script; anything else is reported, never used. */
-export function locateRootfs(name: RootfsName, env: NodeJS.ProcessEnv = process.env): RootfsLocation {
+export function locateRootfs(name: string, env: NodeJS.ProcessEnv = process.env): RootfsLocation {
   const provision = `run ${provisionCommand(name)} (as root)`;
   let hash: string;
   try {
@@ -186,7 +126,8 @@ export function locateRootfs(name: RootfsName, env: NodeJS.ProcessEnv = process.
 
 /** Paths as the chrooted server sees them. */
 export interface MysqldLayout {
-  flavour: 'mysql' | 'mariadb';
+  /** The recipe's own options ({@link RootfsRecipe.serverOptions}). */
+  serverOptions: readonly string[];
   dataDir: string;
   /** Holds the socket, the pid file, the init file and the server's own `tmp` directory. */
   runDir: string;
@@ -215,8 +156,6 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     // Clients on 127.0.0.1 match 'root'@'127.0.0.1' by address; no resolver needed inside the chroot.
     '--skip-name-resolve',
     '--secure-file-priv=',
-    // The X protocol would listen on a second fixed port (33060) and collide between parallel servers.
-    ...(layout.flavour === 'mysql' ? ['--mysqlx=OFF', MYSQL_REDO_CAPACITY, MYSQL_NO_DOUBLEWRITE] : [MARIADB_REDO_SIZE]),
     '--performance-schema=ON',
     // Prepared executes are counted per statement only while statement events are recorded (off by default on MariaDB).
     '--performance-schema-consumer-events-statements-current=ON',
@@ -224,7 +163,7 @@ export function mysqldArgs(layout: MysqldLayout): string[] {
     // LOAD DATA LOCAL INFILE (the load-data strategies): off by default on MySQL 8 and later.
     '--local-infile=1',
     ...THROWAWAY_DURABILITY_OPTIONS,
-    ...PRIVATE_SERVER_MEMORY_OPTIONS[layout.flavour],
+    ...layout.serverOptions,
   ];
 }
 
@@ -245,21 +184,20 @@ function chrootBinary(): string | undefined {
   return findExecutable('chroot', CHROOT_DIRS);
 }
 
-async function startInRootfs(name: RootfsName, rootfs: string, module: BackendModule, options: StartOptions): Promise<StartedBackend> {
-  const recipe: RootfsRecipe = RECIPES[name];
+async function startInRootfs(recipe: RootfsRecipe, rootfs: string, module: BackendModule, options: StartOptions): Promise<StartedBackend> {
   const chroot = chrootBinary();
   if (!chroot) {
     throw new SqltallyError('chroot is not installed', { backend: options.id, phase: 'start', provider: 'local', hint: 'install coreutils' });
   }
   // The private directory is made inside the root filesystem so the chrooted server can use it; the shared
   // lifecycle then tracks and removes it like any other data directory.
-  const dir = makePrivateDir(recipe.backend, { ...options.env, TMPDIR: path.join(rootfs, PRIVATE_TMP) });
+  const dir = makePrivateDir(module.name, { ...options.env, TMPDIR: path.join(rootfs, PRIVATE_TMP) });
   const inside = (hostPath: string): string => `/${path.relative(rootfs, hostPath)}`;
   const runDir = inside(dir.path);
   const dataDir = path.posix.join(runDir, 'data');
   const password = randomBytes(12).toString('hex');
   try {
-    const template = await ensureTemplate(initializeTemplate(name, rootfs, chroot, options), {
+    const template = await ensureTemplate(initializeTemplate(recipe, rootfs, chroot, options), {
       backend: options.id,
       cacheDir: path.join(rootfs, TEMPLATE_DIR),
       env: options.env,
@@ -275,7 +213,7 @@ async function startInRootfs(name: RootfsName, rootfs: string, module: BackendMo
   const running = await launchServer({
     id: options.id,
     binary: chroot,
-    args: (port) => [rootfs, recipe.serverBinary, ...mysqldArgs({ flavour: recipe.flavour, dataDir, runDir, port })],
+    args: (port) => [rootfs, recipe.serverBinary, ...mysqldArgs({ serverOptions: recipe.serverOptions, dataDir, runDir, port })],
     dir,
     stopSignal: recipe.stopSignal,
     bindFailure: BIND_FAILURE,
@@ -291,8 +229,8 @@ async function startInRootfs(name: RootfsName, rootfs: string, module: BackendMo
  * A freshly initialised data directory, made once per root filesystem and copied for every start (template.ts), far
  * cheaper than initialising; inside the root filesystem because the chrooted initialiser writes it there.
  */
-function initializeTemplate(name: RootfsName, rootfs: string, chroot: string, options: StartOptions): TemplateRecipe {
-  const recipe: RootfsRecipe = RECIPES[name];
+function initializeTemplate(recipe: RootfsRecipe, rootfs: string, chroot: string, options: StartOptions): TemplateRecipe {
+  const { name } = recipe;
   const placeholder = recipe.initialize('<data>', '<tmp>');
   return {
     name,
@@ -309,13 +247,12 @@ function initializeTemplate(name: RootfsName, rootfs: string, chroot: string, op
 }
 
 /**
- * An install finder for a backend's registry entry: the root filesystem `name` when it is provisioned, else
+ * An install finder for a backend's registry entry: the root filesystem of `recipe` when it is provisioned, else
  * the reason it is not. `module` is a getter because the backend file that lists this finder is the module.
  */
-export function rootfsFinder(name: RootfsName, module: () => BackendModule): InstallFinder {
+export function rootfsFinder(recipe: RootfsRecipe, module: () => BackendModule): InstallFinder {
   return async (env): Promise<InstallSearch> => {
-    const recipe: RootfsRecipe = RECIPES[name];
-    const located = locateRootfs(name, env);
+    const located = locateRootfs(recipe.name, env);
     if (!located.found) return { installs: [], missing: [located.reason] };
     if (typeof process.getuid === 'function' && process.getuid() !== 0) {
       return { installs: [], missing: [`root filesystem ${located.dir} needs root to chroot into; run as root`] };
@@ -324,12 +261,12 @@ export function rootfsFinder(name: RootfsName, module: () => BackendModule): Ins
     const version = VERSION_PATTERN.exec(located.stamp.serverVersion)?.[1];
     if (!version) return { installs: [], missing: [`stamp of ${located.dir} has no version: ${located.stamp.serverVersion}`] };
     const install: LocalInstall = {
-      backend: recipe.backend,
+      backend: module().name,
       provider: 'local',
       version,
       label: module().variantLabel(version),
       origin: `chroot ${located.dir} ${recipe.serverBinary}`,
-      start: (options) => startInRootfs(name, located.dir, module(), options),
+      start: (options) => startInRootfs(recipe, located.dir, module(), options),
     };
     return { installs: [install], missing: [] };
   };

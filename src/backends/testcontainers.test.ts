@@ -66,12 +66,25 @@ describe('container plans (checked without an engine)', () => {
     ['postgres', POSTGRES],
     ['mariadb', MARIADB],
     ['mysql', MYSQL],
-  ] as const)('applies the %s plan to the Testcontainers container, reuse off', async (name, module) => {
+  ] as const)('applies the %s plan to the Testcontainers container, reuse off', async (_name, module) => {
     const plan = containerPlanFor(module, undefined, {});
     if (!plan) throw new Error('no plan');
-    const container = (await buildContainer(name, plan)) as unknown as { createOpts: { Image: string; Cmd: string[] }; reuse: boolean };
+    const container = (await buildContainer(module, plan)) as unknown as { createOpts: { Image: string; Cmd: string[] }; reuse: boolean };
     expect(container.createOpts.Image).toBe(plan.image);
     expect(container.createOpts.Cmd).toEqual(plan.command);
     expect(container.reuse).toBe(false);
+  });
+
+  it.each([
+    ['postgres', POSTGRES, '@testcontainers/postgresql'],
+    ['mariadb', MARIADB, '@testcontainers/mariadb'],
+  ] as const)('names the Testcontainers package of %s when it is not installed', async (_name, module, packageName) => {
+    const missing = Object.assign(new Error('Cannot find module'), { code: 'MODULE_NOT_FOUND' });
+    const builder = { packageName: module.containerBuilder.packageName, build: () => Promise.reject(missing) };
+    const plan = containerPlanFor(module, undefined, {});
+    if (!plan) throw new Error('no plan');
+    await expect(buildContainer({ ...module, containerBuilder: builder }, plan)).rejects.toMatchObject({
+      hint: `npm install testcontainers ${packageName} (optional peer dependencies of sqltally)`,
+    });
   });
 });

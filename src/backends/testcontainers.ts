@@ -1,7 +1,7 @@
 import { describeBackend, startedBackend } from './backend';
-import type { BackendModule, ContainerPlan } from './backend';
+import type { BackendModule, ContainerPlan, StartedContainer } from './backend';
 import { SqltallyError } from '../shared/errors';
-import type { BackendName, NetworkConnection, StartedBackend } from './types';
+import type { NetworkConnection, StartedBackend } from './types';
 
 const READY_TIMEOUT_MS = 120_000;
 const READY_POLL_MS = 250;
@@ -27,65 +27,33 @@ export function containerPlanFor(module: BackendModule, variant: string | undefi
   return module.containerPlan(image);
 }
 
-interface StartedContainer {
-  getId(): string;
-  getHost(): string;
-  getMappedPort(port: number): number;
-  stop(): Promise<unknown>;
+/** What every builder sets beside the image and the backend's own credentials. */
+interface PlannedContainer<T> {
+  withDatabase(database: string): T;
+  withCommand(command: string[]): T;
+  withEnvironment(environment: Record<string, string>): T;
+  withStartupTimeout(ms: number): T;
 }
 
-type ContainerBuilder = (plan: ContainerPlan) => Promise<{ start(): Promise<StartedContainer> }>;
+/** `container` with the plan's database, command and environment, and sqltally's startup timeout. */
+export function withPlan<T extends PlannedContainer<T>>(container: T, plan: ContainerPlan): T {
+  return container.withDatabase(plan.database).withCommand(plan.command).withEnvironment(plan.environment).withStartupTimeout(STARTUP_TIMEOUT_MS);
+}
 
-/**
- * How each backend's plan becomes a Testcontainers container, loaded lazily (Testcontainers is an optional peer
- * dependency) and only once an engine has answered. Keyed by backend so a new one cannot be forgotten.
- */
-const CONTAINER_BUILDERS = {
-  async mysql(plan) {
-    const { MySqlContainer } = await import('@testcontainers/mysql');
-    return new MySqlContainer(plan.image)
-      .withDatabase(plan.database)
-      .withRootPassword(plan.password)
-      .withCommand(plan.command)
-      .withEnvironment(plan.environment)
-      .withStartupTimeout(STARTUP_TIMEOUT_MS);
-  },
-  async mariadb(plan) {
-    const { MariaDbContainer } = await import('@testcontainers/mariadb');
-    return new MariaDbContainer(plan.image)
-      .withDatabase(plan.database)
-      .withRootPassword(plan.password)
-      .withCommand(plan.command)
-      .withEnvironment(plan.environment)
-      .withStartupTimeout(STARTUP_TIMEOUT_MS);
-  },
-  async postgres(plan) {
-    const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-    return new PostgreSqlContainer(plan.image)
-      .withDatabase(plan.database)
-      .withUsername(plan.user)
-      .withPassword(plan.password)
-      .withCommand(plan.command)
-      .withEnvironment(plan.environment)
-      .withStartupTimeout(STARTUP_TIMEOUT_MS);
-  },
-  sqlite: null,
-} satisfies Record<BackendName, ContainerBuilder | null>;
-
-/** Builds the Testcontainers container from a plan (see {@link CONTAINER_BUILDERS}). */
-export async function buildContainer(name: BackendName, plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }> {
-  const build: ContainerBuilder | null = CONTAINER_BUILDERS[name];
-  if (!build) throw new Error(`${name} has no container`);
+/** Builds the Testcontainers container from a plan, through the backend module's {@link ContainerBuilder}. */
+export async function buildContainer(module: BackendModule, plan: ContainerPlan): Promise<{ start(): Promise<StartedContainer> }> {
+  const builder = module.containerBuilder;
+  if (!builder) throw new Error(`${module.name} has no container`);
   try {
-    return await build(plan);
+    return await builder.build(plan);
   } catch (cause) {
     if ((cause as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND') {
-      throw new SqltallyError(`Testcontainers for ${name} is not installed`, {
-        backend: name,
+      throw new SqltallyError(`Testcontainers for ${module.name} is not installed`, {
+        backend: module.name,
         phase: 'start',
         provider: 'testcontainers',
         cause,
-        hint: `npm install testcontainers @testcontainers/${name === 'postgres' ? 'postgresql' : name} (optional peer dependencies of sqltally)`,
+        hint: `npm install testcontainers ${builder.packageName} (optional peer dependencies of sqltally)`,
       });
     }
     throw cause;
@@ -103,7 +71,7 @@ export async function startContainer(module: BackendModule, plan: ContainerPlan,
   const t0 = process.hrtime.bigint();
   let container: StartedContainer;
   try {
-    container = await (await buildContainer(module.name, plan)).start();
+    container = await (await buildContainer(module, plan)).start();
   } catch (cause) {
     throw new SqltallyError(`could not start container ${plan.image}`, {
       ...context,

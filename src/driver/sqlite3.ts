@@ -270,7 +270,7 @@ export const SQLITE3_DRIVER: DriverModule<'sqlite3', Sqlite3Handle> = {
   backends: ['sqlite'],
   dialect: 'sqlite',
   releases: [],
-  compatReleases: [],
+  compatReleases: ['sqlite3-5.1.6', 'sqlite3-6.0.1'],
   accepts: 'a node-sqlite3 Database (new sqlite3.Database(file))',
   recognises: isDatabase,
   wrap: <T extends object>(target: T, sink: StatementSink): T => wrapSqlite3(target as T & Sqlite3DatabaseLike, sink),

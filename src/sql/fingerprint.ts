@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { SqlLexer } from './tokenizer';
-import type { SqlDialect } from './tokenizer';
+import { DIALECTS } from './dialects';
+import type { DialectRules, SqlDialect } from './dialects';
 
 /**
  * Statement fingerprints: the shape of a statement with its values taken out, so that the statements of an N+1 loop,
@@ -9,13 +10,14 @@ import type { SqlDialect } from './tokenizer';
  * keep the server's case rules: the full rules are in docs/capture-api.md (*Count snapshots and repeated shapes*).
  */
 export function fingerprint(sql: string, dialect: SqlDialect, options: FingerprintOptions = {}): string {
-  let tokens = normalise(sql, dialect, options.skipRepeatedRows ?? true);
-  let collapser = new Collapser(tokens, dialect);
+  const rules = DIALECTS[dialect];
+  let tokens = normalise(sql, dialect, rules, options.skipRepeatedRows ?? true);
+  let collapser = new Collapser(tokens, rules);
   // Elements were stepped over on the promise that their list collapses; in SQL whose brackets do not pair up
   // it does not, and then the text is lexed again, in full.
   if (tokens.skippedIn.some((open) => !collapser.isMatched(open))) {
-    tokens = normalise(sql, dialect, false);
-    collapser = new Collapser(tokens, dialect);
+    tokens = normalise(sql, dialect, rules, false);
+    collapser = new Collapser(tokens, rules);
   }
   const out = new Rendering();
   collapser.render(0, tokens.count, out);
@@ -80,11 +82,7 @@ const TIGHT_WORDS = new Set(
 const NAME_THEN_LIST = new Set(['INTO', 'TABLE', 'REFERENCES', 'EXISTS', 'VIEW', 'WITH', 'RECURSIVE']);
 /** Words that glue to an adjacent string to make one literal: `X'1F'`, `B'101'`, `N'abc'`. */
 const STRING_PREFIXES = new Set(['X', 'B', 'N']);
-const CHARSET_INTRODUCER = /^_(?:binary|utf8\w*|latin\d|ascii|ucs2|utf16\w*|utf32|cp\d+|big5|gbk|gb2312|gb18030|euckr|sjis|ujis|koi8\w+)$/i;
 const SUBQUERY_WORDS = new Set(['SELECT', 'WITH', 'VALUES', 'TABLE']);
-
-const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_$]*$/;
-const PLAIN_LOWER_NAME = /^[a-z_][a-z0-9_$]*$/;
 
 /**
  * Normalised tokens, in typed arrays that double when full (cheaper than pushing onto plain arrays token by token for a
@@ -158,16 +156,11 @@ function unquote(raw: string, open: string): string {
   return body.split(open + open).join(open);
 }
 
-function canonicalWord(raw: string, dialect: SqlDialect): string {
-  return dialect === 'postgres' || dialect === 'sqlite' ? asciiLower(raw) : raw;
-}
-
-function canonicalQuoted(raw: string, open: string, dialect: SqlDialect): string {
+function canonicalQuoted(raw: string, open: string, rules: DialectRules): string {
   let name = unquote(raw, open);
-  if (dialect === 'sqlite') name = asciiLower(name);
-  const plain = (dialect === 'postgres' ? PLAIN_LOWER_NAME : PLAIN_NAME).test(name) && !KEYWORDS.has(name.toUpperCase());
-  if (plain) return name;
-  const quote = dialect === 'mysql' ? '`' : '"';
+  if (rules.foldsQuoted) name = asciiLower(name);
+  if (rules.plainName.test(name) && !KEYWORDS.has(name.toUpperCase())) return name;
+  const quote = rules.identifierQuote;
   return quote + name.split(quote).join(quote + quote) + quote;
 }
 
@@ -178,7 +171,7 @@ export interface FingerprintOptions {
 }
 
 /** One pass over the lexer: keywords, canonical identifiers, `?` for every value, comments gone. */
-function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean): Tokens {
+function normalise(sql: string, dialect: SqlDialect, rules: DialectRules, skipRepeatedRows: boolean): Tokens {
   // Skipped rows make far fewer tokens than characters: start small and grow.
   const tokens = new Tokens(Math.min(sql.length + 1, 1024));
   const lexer = new SqlLexer(sql, dialect);
@@ -284,7 +277,8 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         const word = t.value;
         prevWord = word;
         if (!KEYWORDS.has(word)) {
-          tokens.push(IDENT, canonicalWord(sql.slice(t.start, t.end), dialect));
+          const raw = sql.slice(t.start, t.end);
+          tokens.push(IDENT, rules.foldsUnquoted ? asciiLower(raw) : raw);
         } else if (
           (word === 'NULL' || word === 'TRUE' || word === 'FALSE') &&
           !(tokens.kind(n - 1) === WORD && (tokens.text(n - 1) === 'IS' || tokens.text(n - 1) === 'NOT'))
@@ -293,7 +287,7 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         } else {
           tokens.push(WORD, word);
         }
-        if (word === 'VALUES' || (word === 'VALUE' && dialect === 'mysql')) {
+        if (word === 'VALUES' || (word === 'VALUE' && rules.valueIsValues)) {
           expectRow = true;
           rowStart = -1;
         }
@@ -303,7 +297,7 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         prevString = true;
         if (wasAmpAfterU) {
           tokens.truncate(n - 2); // `U` `&`
-        } else if (wasWord !== null && ((adjacent && STRING_PREFIXES.has(wasWord)) || (dialect !== 'postgres' && CHARSET_INTRODUCER.test(wasWord)))) {
+        } else if (wasWord !== null && ((adjacent && STRING_PREFIXES.has(wasWord)) || rules.charsetIntroducer?.test(wasWord) === true)) {
           tokens.truncate(n - 1);
         } else if (wasString) {
           break; // 'a' 'b' is one literal
@@ -322,7 +316,7 @@ function normalise(sql: string, dialect: SqlDialect, skipRepeatedRows: boolean):
         break;
       }
       case 'ident':
-        tokens.push(IDENT, canonicalQuoted(sql.slice(t.start, t.end), t.value, dialect));
+        tokens.push(IDENT, canonicalQuoted(sql.slice(t.start, t.end), t.value, rules));
         break;
       case 'punct': {
         const p = t.value;
@@ -472,14 +466,14 @@ class Rendering {
 class Collapser {
   readonly #tokens: Tokens;
   readonly #kinds: Uint8Array;
-  readonly #dialect: SqlDialect;
+  readonly #rules: DialectRules;
   /** For each `(` or `[`, the index of its partner; -1 when unbalanced. */
   readonly #match: Int32Array;
 
-  constructor(tokens: Tokens, dialect: SqlDialect) {
+  constructor(tokens: Tokens, rules: DialectRules) {
     this.#tokens = tokens;
     this.#kinds = tokens.kinds;
-    this.#dialect = dialect;
+    this.#rules = rules;
     const n = tokens.count;
     const match = new Int32Array(n).fill(-1);
     const stack = new Int32Array(n);
@@ -518,7 +512,7 @@ class Collapser {
           i = this.#list(i + 1, out);
           continue;
         }
-        if (text === 'VALUES' || (text === 'VALUE' && this.#dialect === 'mysql')) {
+        if (text === 'VALUES' || (text === 'VALUE' && this.#rules.valueIsValues)) {
           out.push(WORD, text);
           i = this.#rows(i + 1, to, out);
           continue;

@@ -1,6 +1,8 @@
 import type { StatementClass } from './events';
 import { fingerprint, fingerprintId } from './fingerprint';
-import { classifyStatement, type SqlDialect } from './tokenizer';
+import { SQL_DIALECTS } from './dialects';
+import type { SqlDialect } from './dialects';
+import { classifyStatement } from './tokenizer';
 
 /** Distinct SQL texts remembered per dialect before the cache starts over. */
 const MAX_TEXTS = 4096;
@@ -58,12 +60,12 @@ class ClassCache extends TextCache<StatementClass> {
   }
 }
 
-const CACHES: Record<SqlDialect, ClassCache> = {
-  mysql: new ClassCache('mysql'),
-  postgres: new ClassCache('postgres'),
-  sqlite: new ClassCache('sqlite'),
-  generic: new ClassCache('generic'),
-};
+/** One `T` per dialect, made by `make`. */
+function perDialect<T>(make: (dialect: SqlDialect) => T): Record<SqlDialect, T> {
+  return Object.fromEntries(SQL_DIALECTS.map((d) => [d, make(d)])) as Record<SqlDialect, T>;
+}
+
+const CACHES = perDialect((d) => new ClassCache(d));
 
 /**
  * Texts longer than this are classified afresh instead of looked up: a lookup hashes or compares the whole text (a
@@ -92,12 +94,7 @@ class FingerprintCache extends TextCache<{ fingerprint: string; id: string }> {
   }
 }
 
-const FINGERPRINTS: Record<SqlDialect, FingerprintCache> = {
-  mysql: new FingerprintCache('mysql'),
-  postgres: new FingerprintCache('postgres'),
-  sqlite: new FingerprintCache('sqlite'),
-  generic: new FingerprintCache('generic'),
-};
+const FINGERPRINTS = perDialect((d) => new FingerprintCache(d));
 
 /** What the fingerprint cache of `dialect` holds now (tests). */
 export function fingerprintCacheHeld(dialect: SqlDialect): { texts: number; chars: number } {

@@ -1,15 +1,9 @@
 import type { StatementClass } from './events';
 import { mathFloor, mathMax, mathMin } from '../shared/intrinsics';
+import { DIALECTS } from './dialects';
+import type { DialectRules, SqlDialect } from './dialects';
 
-/**
- * Lexical rules differ per server: MySQL escapes with backslashes inside '...' and "..." and has `#` comments,
- * PostgreSQL has `$tag$` strings, `E'...'` escapes and nested block comments, SQLite brackets identifiers.
- * `generic` accepts the union, for SQL whose server is unknown.
- */
-export type SqlDialect = 'mysql' | 'postgres' | 'sqlite' | 'generic';
-
-/** The dialect of a server sqltally knows (each probe source declares one). */
-export type ServerDialect = Exclude<SqlDialect, 'generic'>;
+export type { ServerDialect, SqlDialect } from './dialects';
 
 /**
  * One lexical token. Words are upper-cased; `start`/`end` are offsets into the text, so a caller that needs the
@@ -24,92 +18,6 @@ export interface SqlToken {
   start: number;
   end: number;
 }
-
-interface DialectRules {
-  hashComments: boolean;
-  /** MySQL `/*! ... *\/` and MariaDB `/*M! ... *\/`: the server runs their content, so we lex it as code. */
-  versionComments: boolean;
-  nestedBlockComments: boolean;
-  backslashInQuotes: boolean;
-  doubleQuoteIsString: boolean;
-  dollarQuotes: boolean;
-  escapeStringPrefix: boolean;
-  bracketIdentifiers: boolean;
-  /** `$1` (PostgreSQL), `$name` and `$1` (SQLite, whose `$` takes any identifier characters). */
-  dollarParams: 'numbered' | 'named' | false;
-  /** `:name`: SQLite's own, and mysql2's `namedPlaceholders` rewrite them on the client, so the wrapper sees them. */
-  colonParams: boolean;
-  /** `@name`: SQLite only; in MySQL `@name` is a user variable, in PostgreSQL `@` is an operator. */
-  atParams: boolean;
-  /** `?NNN`: SQLite's numbered form. */
-  numberedQuestion: boolean;
-  /** The quote sqltally's own SQL puts around an identifier (a doubled one inside stands for itself). */
-  identifierQuote: '`' | '"';
-}
-
-const RULES: Record<SqlDialect, DialectRules> = {
-  mysql: {
-    hashComments: true,
-    versionComments: true,
-    nestedBlockComments: false,
-    backslashInQuotes: true,
-    doubleQuoteIsString: true,
-    dollarQuotes: false,
-    escapeStringPrefix: false,
-    bracketIdentifiers: false,
-    dollarParams: false,
-    colonParams: true,
-    atParams: false,
-    numberedQuestion: false,
-    identifierQuote: '`',
-  },
-  postgres: {
-    hashComments: false,
-    versionComments: false,
-    nestedBlockComments: true,
-    backslashInQuotes: false,
-    doubleQuoteIsString: false,
-    dollarQuotes: true,
-    escapeStringPrefix: true,
-    bracketIdentifiers: false,
-    dollarParams: 'numbered',
-    // `arr[1:n]` slices and `a::int` casts: a colon is never a placeholder the server or pg sees.
-    colonParams: false,
-    atParams: false,
-    numberedQuestion: false,
-    identifierQuote: '"',
-  },
-  sqlite: {
-    hashComments: false,
-    versionComments: false,
-    nestedBlockComments: false,
-    backslashInQuotes: false,
-    doubleQuoteIsString: false,
-    dollarQuotes: false,
-    escapeStringPrefix: false,
-    bracketIdentifiers: true,
-    dollarParams: 'named',
-    colonParams: true,
-    atParams: true,
-    numberedQuestion: true,
-    identifierQuote: '"',
-  },
-  generic: {
-    hashComments: true,
-    versionComments: true,
-    nestedBlockComments: false,
-    backslashInQuotes: true,
-    doubleQuoteIsString: false,
-    dollarQuotes: true,
-    escapeStringPrefix: true,
-    bracketIdentifiers: false,
-    dollarParams: 'numbered',
-    colonParams: true,
-    atParams: true,
-    numberedQuestion: true,
-    identifierQuote: '"',
-  },
-};
 
 const DOLLAR_TAG = /\$([A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/y;
 const VERSION_COMMENT = /\/\*M?!\d*/y;
@@ -168,7 +76,7 @@ export class SqlLexer {
 
   constructor(sql: string, dialect: SqlDialect = 'generic') {
     this.#sql = sql;
-    this.#rules = RULES[dialect];
+    this.#rules = DIALECTS[dialect];
   }
 
   /** The next token, or null at the end of the text (an unterminated string or comment also ends it). */
@@ -649,7 +557,7 @@ function classifyWith(lexer: SqlLexer): StatementClass {
  */
 /** One identifier quoted for `dialect`, whatever it contains. */
 export function quoteIdentifier(dialect: SqlDialect, name: string): string {
-  const q = RULES[dialect].identifierQuote;
+  const q = DIALECTS[dialect].identifierQuote;
   return `${q}${name.split(q).join(q + q)}${q}`;
 }
 
