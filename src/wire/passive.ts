@@ -28,6 +28,11 @@ export interface PassiveCaptureOptions {
 }
 
 // TPACKET_V3 packs packets into blocks: 128 MiB holds several hundred thousand small ones.
+/** A passive capture, and the tcpdump it runs (a test stops it to see the fault said). */
+export interface PassiveCapture extends WireCounter {
+  readonly tcpdumpPid: number | null;
+}
+
 const DEFAULT_BUFFER_KIB = 128 * 1024;
 /** The largest frame on lo: an IPv4 packet of 65535 bytes behind a 14-byte Ethernet header; longer is cut, and said. */
 const SNAP_LENGTH = 65_535 + 14;
@@ -112,7 +117,7 @@ function loopbackAddress(host: string): string | null {
  * TLS: an encrypted session is `incomplete`. Window edges send a marker datagram through the capture
  * (`caughtUp`); kernel drops, a dead tcpdump or a marker not seen are faults in the next snapshot.
  */
-export async function startPassiveCapture(options: PassiveCaptureOptions): Promise<WireCounter> {
+export async function startPassiveCapture(options: PassiveCaptureOptions): Promise<PassiveCapture> {
   const host = loopbackAddress(options.target.host);
   const address = host === null ? null : ipv4Number(host);
   if (host === null || address === null) {
@@ -243,8 +248,16 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       reportedExit = true;
       return;
     }
-    if (!(await waitForMarker()))
-      fault(`the window edge's marker did not come out of the capture within ${markerWaitMs} ms: packets before it may be uncounted`);
+    if (!(await waitForMarker())) {
+      // tcpdump dying is the likeliest cause, and its exit may be told only now.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([exit, new Promise((r) => (timer = setTimeout(r, WAIT_MS.stats)))]);
+      clearTimeout(timer);
+      const why = exited ?? 'packets before it may be uncounted';
+      fault(`the window edge's marker did not come out of the capture within ${markerWaitMs} ms: ${why}`);
+      reportedExit = exited !== null;
+      return;
+    }
     const dropped = await readDrops();
     if (dropped === null) fault(`tcpdump did not report its drop counter within ${WAIT_MS.stats} ms`);
     else if (dropped > lastDropped) {
@@ -304,6 +317,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     host: options.target.host,
     port,
     holdsGoodbyes: false,
+    tcpdumpPid: child.pid ?? null,
     where: `a passive capture of ${options.target.host}:${port} on lo (tcpdump)`,
     connections: () => counted().map((c) => traffic.record(c)),
     closing: () =>
