@@ -5,6 +5,8 @@
  */
 
 /** psql -c 'SELECT 1' -c 'SELECT 2' against PostgreSQL 15 on 127.0.0.1:37219, PGSSLMODE=disable. */
+import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
+
 export const RECORDED_PSQL = { serverPort: 37219, linkType: 1 };
 /** mariadb -e 'SELECT 1; SELECT 2' against MariaDB 10.11 on 127.0.0.1:35359. */
 export const RECORDED_MARIADB = { serverPort: 35359, linkType: 1 };
@@ -146,11 +148,8 @@ export function linkFrame(linkType: number, packet: Buffer): Buffer {
   }
 }
 
-const FIN = 0x01,
-  SYN = 0x02,
-  RST = 0x04,
-  PSH = 0x08,
-  ACK = 0x10;
+/** Push: the segment ends a write. */
+const PSH = 0x08;
 
 /**
  * One TCP conversation on loopback between a client port and a server port, as Ethernet frames: each call returns
@@ -175,9 +174,9 @@ export class Conversation {
   /** SYN, SYN-ACK, ACK. */
   open(): Buffer[] {
     const frames = [
-      this.#frame(true, this.clientSeq, 0, SYN),
-      this.#frame(false, this.serverSeq, this.clientSeq + 1, SYN | ACK),
-      this.#frame(true, this.clientSeq + 1, this.serverSeq + 1, ACK),
+      this.#frame(true, this.clientSeq, 0, TCP_SYN),
+      this.#frame(false, this.serverSeq, this.clientSeq + 1, TCP_SYN | TCP_ACK),
+      this.#frame(true, this.clientSeq + 1, this.serverSeq + 1, TCP_ACK),
     ];
     this.clientSeq = (this.clientSeq + 1) >>> 0;
     this.serverSeq = (this.serverSeq + 1) >>> 0;
@@ -185,27 +184,27 @@ export class Conversation {
   }
   /** The client's bytes, and the server's ACK of them. */
   client(payload: Buffer): { data: Buffer; ack: Buffer } {
-    const data = this.#frame(true, this.clientSeq, this.serverSeq, PSH | ACK, payload);
+    const data = this.#frame(true, this.clientSeq, this.serverSeq, PSH | TCP_ACK, payload);
     this.clientSeq = (this.clientSeq + payload.length) >>> 0;
-    return { data, ack: this.#frame(false, this.serverSeq, this.clientSeq, ACK) };
+    return { data, ack: this.#frame(false, this.serverSeq, this.clientSeq, TCP_ACK) };
   }
   server(payload: Buffer): { data: Buffer; ack: Buffer } {
-    const data = this.#frame(false, this.serverSeq, this.clientSeq, PSH | ACK, payload);
+    const data = this.#frame(false, this.serverSeq, this.clientSeq, PSH | TCP_ACK, payload);
     this.serverSeq = (this.serverSeq + payload.length) >>> 0;
-    return { data, ack: this.#frame(true, this.clientSeq, this.serverSeq, ACK) };
+    return { data, ack: this.#frame(true, this.clientSeq, this.serverSeq, TCP_ACK) };
   }
   /** Client FIN, server FIN, client ACK. */
   close(): Buffer[] {
     const frames = [
-      this.#frame(true, this.clientSeq, this.serverSeq, FIN | ACK),
-      this.#frame(false, this.serverSeq, this.clientSeq + 1, FIN | ACK),
-      this.#frame(true, this.clientSeq + 1, this.serverSeq + 1, ACK),
+      this.#frame(true, this.clientSeq, this.serverSeq, TCP_FIN | TCP_ACK),
+      this.#frame(false, this.serverSeq, this.clientSeq + 1, TCP_FIN | TCP_ACK),
+      this.#frame(true, this.clientSeq + 1, this.serverSeq + 1, TCP_ACK),
     ];
     this.clientSeq = (this.clientSeq + 1) >>> 0;
     this.serverSeq = (this.serverSeq + 1) >>> 0;
     return frames;
   }
   reset(fromClient: boolean): Buffer {
-    return this.#frame(fromClient, fromClient ? this.clientSeq : this.serverSeq, 0, RST);
+    return this.#frame(fromClient, fromClient ? this.clientSeq : this.serverSeq, 0, TCP_RST);
   }
 }
