@@ -1,8 +1,5 @@
-/**
- * Captures for the passive wire's tests: two recorded with `tcpdump -i lo -w -` (a psql and a mariadb CLI session
- * against private servers, passwords never in clear: SCRAM and mysql_native_password), and a builder of hand-made
- * frames for what a recording seldom shows (retransmits, reordering, holes, resets).
- */
+// Captures for the passive wire's tests: a psql and a mariadb CLI session recorded with tcpdump (SCRAM and
+// mysql_native_password, no password in clear), and hand-made frames for retransmits, reordering, holes and resets.
 
 /** psql -c 'SELECT 1' -c 'SELECT 2' against PostgreSQL 15 on 127.0.0.1:37219, PGSSLMODE=disable. */
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
