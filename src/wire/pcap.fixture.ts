@@ -1,9 +1,9 @@
+import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
+
 // Captures for the passive wire's tests: a psql and a mariadb CLI session recorded with tcpdump (SCRAM and
 // mysql_native_password, no password in clear), and hand-made frames for retransmits, reordering, holes and resets.
 
 /** psql -c 'SELECT 1' -c 'SELECT 2' against PostgreSQL 15 on 127.0.0.1:37219, PGSSLMODE=disable. */
-import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
-
 export const RECORDED_PSQL = { serverPort: 37219, linkType: 1 };
 /** mariadb -e 'SELECT 1; SELECT 2' against MariaDB 10.11 on 127.0.0.1:35359. */
 export const RECORDED_MARIADB = { serverPort: 35359, linkType: 1 };
