@@ -11,6 +11,7 @@ import { runExec } from '../src/cli/exec';
 import type { ExecIo } from '../src/cli/exec';
 import type { Window } from '../src/report/schema';
 import { startPassiveCapture } from '../src/wire/passive';
+import { cli } from './cli';
 import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 
 /**
@@ -137,6 +138,22 @@ describeEachBackend(
         },
       );
     }
+
+    const doc =
+      id === 'postgres' ? (unable ?? (resolveCommand('pgbench', process.env).ok ? null : 'pgbench is not installed')) : 'the page shows it on postgres';
+    (doc ? it.skip : it)(`the --wire passive block of docs/exec.md runs as written, on this server${doc ? ` (skipped: ${doc})` : ''}`, async () => {
+      const markdown = fs.readFileSync(path.join(__dirname, '..', 'docs', 'exec.md'), 'utf8');
+      const at = markdown.indexOf('### The hop-free wire: `--wire passive`');
+      const block = /```sh\n([\s\S]*?)\n```/.exec(markdown.slice(at))?.[1] ?? '';
+      const [npx, sqltally, exec, ...rest] = block.trim().split(/\s+/);
+      expect([npx, sqltally, exec]).toEqual(['npx', 'sqltally', 'exec']);
+      const c = network(server());
+      const url = `postgres://${c.user}:${encodeURIComponent(c.password ?? '')}@${c.host}:${c.port}/${c.database}`;
+      const result = await cli(['exec', '--no-write', ...rest], { SQLTALLY_POSTGRES_URL: url });
+      expect(result.said).toMatch(/ready postgres/);
+      expect(result.said).not.toMatch(/INCOMPLETE/);
+      expect(result.code).toBe(0);
+    });
 
     const maybe = unable ? it.skip : it;
     maybe(`tcpdump killed inside a window: the window's wire layer is incomplete and says so${unable ? ` (skipped: ${unable})` : ''}`, async () => {
