@@ -45,8 +45,8 @@ const WAIT_MS = { start: 10_000, stats: 2_000, marker: 2_000, settle: 5_000 } as
 const STDERR_KEPT = 4_000;
 const MARKER_PREFIX = 'sqltally-marker ';
 /**
- * The kernel hands tcpdump a block of packets when it is full or a second old: datagrams of this size sent after a
- * marker fill its block, so a window edge waits for its marker milliseconds, not up to a second.
+ * The kernel hands tcpdump a block of packets when it is full or a second old, and tcpdump writes its output when its
+ * buffer is full: datagrams of this size sent after a marker fill both, so an edge waits milliseconds, not a second.
  */
 const PADDING = Buffer.alloc(65_000);
 const PADDING_EVERY_MS = 2;
@@ -129,7 +129,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   const port = options.target.port;
   const filter = `host ${host} and (tcp port ${port} or udp dst port ${port})`;
   const tcpdump = options.tcpdump ?? 'tcpdump';
-  const args = ['-i', 'lo', '-n', '-U', '-s', String(SNAP_LENGTH), '-B', String(options.bufferKiB ?? DEFAULT_BUFFER_KIB), '-w', '-', filter];
+  const args = ['-i', 'lo', '-n', '-s', String(SNAP_LENGTH), '-B', String(options.bufferKiB ?? DEFAULT_BUFFER_KIB), '-w', '-', filter];
   const markerWaitMs = options.markerWaitMs ?? WAIT_MS.marker;
   const captureId = randomUUID();
   const faults: string[] = [];
