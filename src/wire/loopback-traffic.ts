@@ -67,10 +67,10 @@ function errorText(error: unknown): string {
 export class LoopbackTraffic {
   readonly #options: LoopbackTrafficOptions;
   readonly #reader = new PcapStreamReader();
-  readonly #open = new Map<string, TappedConnection>();
+  readonly #open = new Map<number, TappedConnection>();
   readonly #all: TappedConnection[] = [];
   /** Client ends of connections closed, so that their last packets do not look like a connection begun unseen. */
-  readonly #ended = new Set<string>();
+  readonly #ended = new Set<number>();
   readonly #now: () => number;
   #nextId = 1;
   /** Set when the pcap stream itself broke: nothing after it can be read. */
@@ -112,8 +112,9 @@ export class LoopbackTraffic {
     return connectionRecord(c.id, c.session as WireSession, c.openedAtNs, c.closedAtNs);
   }
 
-  #key(address: number, port: number): string {
-    return `${address}:${port}`;
+  /** The client end as one number (48 bits), so that a packet's lookup builds no string. */
+  #key(address: number, port: number): number {
+    return address * 65536 + port;
   }
 
   #segment(s: TcpSegment, cut: boolean): void {
@@ -225,7 +226,7 @@ export class LoopbackTraffic {
     this.#open.delete(key);
     this.#ended.add(key);
     // Oldest first: a key is only needed until the closed connection's last packets have gone by.
-    if (this.#ended.size > MAX_ENDED_KEPT) this.#ended.delete(this.#ended.values().next().value as string);
+    if (this.#ended.size > MAX_ENDED_KEPT) this.#ended.delete(this.#ended.values().next().value as number);
     c.closedAtNs = this.#now();
     if (lost) this.#lose(c, how);
     for (const [d, side] of [
