@@ -309,6 +309,48 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
     expect(await win.end()).toBe(layer);
   });
 
+  /** A MySQL-like server whose COM_QUIT counts in Questions, and a connection that is gone once the window ends. */
+  class QuittingSource extends RetiringSource {
+    readonly quitCost = { Questions: 1 };
+  }
+
+  it('a connection a passive capture saw gone: nothing is read, its quit is taken out, the server-wide counters are the layer', async () => {
+    const source = new QuittingSource();
+    const probe = new SnapshotProbe(source);
+    const ctx: WindowContext = { ...CTX, closingUnread: true };
+    await probe.calibrate(ctx);
+    const win = await probe.begin(ctx);
+    source.reads = [];
+    // Three statements and the COM_QUIT, then the server forgets the connection.
+    source.happen(4, 3);
+    source.attributed = [];
+    await win.retire(7, { quit: true, gone: true });
+    const layer = await win.end();
+    expect(source.reads).toEqual([]);
+    expect({ global: layer.global, perConnection: layer.perConnection, attribution: layer.attribution, source: layer.summarySource }).toEqual({
+      global: { Questions: 3 },
+      perConnection: null,
+      attribution: null,
+      source: 'global',
+    });
+    expect(layer.summary.statements).toBe(3);
+    expect(layer.notes.join('; ')).toMatch(
+      /per-connection counters set aside, the server-wide ones used: #7 closed inside the window before its counters could be read \(the wire could not hold its goodbye\)/,
+    );
+  });
+
+  it('the same close without closingUnread (the proxy, whose hold failed) leaves the attribution inexact, as before', async () => {
+    const source = new QuittingSource();
+    const probe = new SnapshotProbe(source);
+    await probe.calibrate(CTX);
+    const win = await probe.begin(CTX);
+    source.happen(4, 3);
+    source.attributed = [];
+    const layer = await win.end();
+    expect(layer.attribution).toMatchObject({ exact: false, missing: ['#7 closed inside the window before its counters could be read'] });
+    expect(layer.summarySource).toBe('perConnection');
+  });
+
   describe('connections the workload closed before the window', () => {
     it('waits for one the server still lists to leave, so it is not taken for a client around the proxy', async () => {
       const source = new ScriptedSource();
