@@ -248,6 +248,15 @@ class TearingSource extends RetiringSource {
   }
 }
 
+/** A calibrated probe's open window on `source`; reads by calibration (to learn a read's cost) are forgotten. */
+async function windowOn(source: RetiringSource, ctx: WindowContext) {
+  const probe = new SnapshotProbe(source);
+  await probe.calibrate(ctx);
+  const win = await probe.begin(ctx);
+  source.reads = [];
+  return win;
+}
+
 describe('SnapshotProbe, connections closing at the end of a window', () => {
   it('a connection read at its close counts with that reading, though the end snapshot still lists it half torn down', async () => {
     const source = new TearingSource();
@@ -293,11 +302,7 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
 
   it('a connection that starts closing once the end has begun is not read again: the end snapshot has it', async () => {
     const source = new RetiringSource();
-    const probe = new SnapshotProbe(source);
-    await probe.calibrate(CTX);
-    const win = await probe.begin(CTX);
-    // Calibration read a connection to learn what a read costs; only reads from here on are the window's.
-    source.reads = [];
+    const win = await windowOn(source, CTX);
     source.happen(3, 3);
     const ending = win.end();
     const late = win.retire(7, { quit: true });
@@ -314,16 +319,17 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
     readonly quitCost = { Questions: 1 };
   }
 
-  it('a connection a passive capture saw gone: nothing is read, its quit is taken out, the server-wide counters are the layer', async () => {
+  /** A window on a QuittingSource in which 3 statements and a COM_QUIT ran, and the server then forgot #7. */
+  async function quitInWindow(ctx: WindowContext) {
     const source = new QuittingSource();
-    const probe = new SnapshotProbe(source);
-    const ctx: WindowContext = { ...CTX, closingUnread: true };
-    await probe.calibrate(ctx);
-    const win = await probe.begin(ctx);
-    source.reads = [];
-    // Three statements and the COM_QUIT, then the server forgets the connection.
+    const win = await windowOn(source, ctx);
     source.happen(4, 3);
     source.attributed = [];
+    return { source, win };
+  }
+
+  it('a connection a passive capture saw gone: nothing is read, its quit is taken out, the server-wide counters are the layer', async () => {
+    const { source, win } = await quitInWindow({ ...CTX, closingUnread: true });
     await win.retire(7, { quit: true, gone: true });
     const layer = await win.end();
     expect(source.reads).toEqual([]);
@@ -340,12 +346,7 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
   });
 
   it('the same close without closingUnread (the proxy, whose hold failed) leaves the attribution inexact, as before', async () => {
-    const source = new QuittingSource();
-    const probe = new SnapshotProbe(source);
-    await probe.calibrate(CTX);
-    const win = await probe.begin(CTX);
-    source.happen(4, 3);
-    source.attributed = [];
+    const { win } = await quitInWindow(CTX);
     const layer = await win.end();
     expect(layer.attribution).toMatchObject({ exact: false, missing: ['#7 closed inside the window before its counters could be read'] });
     expect(layer.summarySource).toBe('perConnection');
