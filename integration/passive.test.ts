@@ -6,9 +6,10 @@ import path from 'node:path';
 import { withSqlClient } from '../src/backends/sql-client';
 import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
 import { resolveCommand } from '../src/cli/child';
-import { parseExecArgs } from '../src/cli/exec-options';
+import { parseExecArgs, parseProxyArgs } from '../src/cli/exec-options';
 import { runExec } from '../src/cli/exec';
 import type { ExecIo } from '../src/cli/exec';
+import { runProxy } from '../src/cli/proxy';
 import type { Window } from '../src/report/schema';
 import { startPassiveCapture } from '../src/wire/passive';
 import { cli } from './cli';
@@ -22,6 +23,7 @@ import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
 jest.setTimeout(START_TIMEOUT_MS);
 
 const ROWS = 50;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const CAP_NET_RAW = 13;
 
 /** Why a passive capture cannot run here, or null: tcpdump on PATH and the capability to open a packet socket. */
@@ -154,6 +156,55 @@ describeEachBackend(
       expect(result.said).not.toMatch(/INCOMPLETE/);
       expect(result.code).toBe(0);
     });
+
+    const client = id === 'postgres' ? 'psql' : 'mariadb';
+    const proxySkip = unable ?? (resolveCommand(client, process.env).ok ? null : `${client} is not installed`);
+    (proxySkip ? it.skip : it)(
+      `sqltally proxy --wire passive: a client that exits inside its named window asserts; one still connected at the window's end is incomplete, named${proxySkip ? ` (skipped: ${proxySkip})` : ''}`,
+      async () => {
+        const stop = new AbortController();
+        let env: Record<string, string> = {};
+        const serving = runProxy(parseProxyArgs(['--no-write', '--wire', 'passive'])!, server(), {
+          env: process.env,
+          signal: stop.signal,
+          progress: () => undefined,
+          print: () => undefined,
+          onReady: (e) => (env = e),
+        });
+        while (!env['SQLTALLY_CONTROL_URL']) {
+          if (await Promise.race([serving, sleep(20)])) throw new Error('sqltally proxy ended before serving');
+        }
+        const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
+        const window = async (name: string, work: () => Promise<unknown>) => {
+          expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/${name}/begin`, { method: 'POST', headers: auth })).status).toBe(201);
+          await work();
+          const ended = await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/${name}/end`, { method: 'POST', headers: auth });
+          return (await ended.json()) as { verdict: { kind: string; reason: string }; window: Window };
+        };
+        const sh = (line: string) =>
+          new Promise<number | null>((resolve) => spawn('sh', ['-c', line], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve));
+        const statement = id === 'postgres' ? `psql -X -q -c "SELECT 1"` : `mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"`;
+        const lingering = `(echo "SELECT 1;"; sleep 2) | ${id === 'postgres' ? 'psql -X -q' : 'mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE"'}`;
+        try {
+          expect(env[id === 'postgres' ? 'PGPORT' : 'MYSQL_TCP_PORT']).toBe(String(network(server()).port));
+          const one = await window('one', () => sh(statement));
+          expect(one.verdict.kind).toBe('assert');
+          expect(one.window.layers.wire?.connections).toBe(1);
+          let running: Promise<number | null> | null = null;
+          const open = await window('open', async () => {
+            running = sh(lingering);
+            // Its statement answered, its connection still open.
+            await sleep(1000);
+          });
+          await running;
+          expect(open.verdict.kind).toBe('incomplete');
+          expect(open.verdict.reason).toMatch(/a passive capture cannot send it a request of its own/);
+        } finally {
+          stop.abort('SIGINT');
+          await serving;
+        }
+      },
+    );
 
     const maybe = unable ? it.skip : it;
     maybe(`tcpdump killed inside a window: the window's wire layer is incomplete and says so${unable ? ` (skipped: ${unable})` : ''}`, async () => {
