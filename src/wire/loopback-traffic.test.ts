@@ -275,6 +275,21 @@ describe('LoopbackTraffic', () => {
     expect(counted(t).incompleteReasons.join('; ')).toMatch(/captured cut short/);
   });
 
+  it('a TLS session cannot be read: it is incomplete, never refused as the proxy would', () => {
+    const conv = new Conversation(40000, SERVER_PORT);
+    const frames = [...conv.open()];
+    const request = conv.client(pg.sslRequest());
+    const accepted = conv.server(Buffer.from('S'));
+    const hello = conv.client(Buffer.from([0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]));
+    frames.push(request.data, accepted.data, hello.data, ...conv.close());
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream(frames));
+    const counts = counted(t);
+    expect(counts.incomplete).toBe(true);
+    expect(counts.incompleteReasons.join('; ')).toMatch(/the server accepted TLS: the encrypted session cannot be counted/);
+    expect(counts.setup?.tlsRefused).toBe(0);
+  });
+
   it('a broken pcap stream is said once and stops the reading', () => {
     const t = traffic('postgres', SERVER_PORT);
     t.push(Buffer.alloc(24, 1));
