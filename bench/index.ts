@@ -42,6 +42,10 @@ const BENCHES = {
     file: 'wire-cost.ts',
     what: 'wire proxy per round trip: pgbench -S (1, 4 clients), TPC-B, 5000 single-row INSERTs (pg, mysql2), mysqlslap SELECT 1, one 5000-row INSERT; proxied / direct beside direct / direct',
   },
+  'passive-parse': {
+    file: 'passive-parse.ts',
+    what: 'the passive wire capture (--wire passive): CPU per round trip of its parser replaying a recorded pgbench -S capture, part by part; needs tcpdump and CAP_NET_RAW',
+  },
   'wire-profile': {
     file: 'wire-profile.ts',
     what: 'the wire proxy alone in a child under pgbench -S: node --cpu-prof self time, strace -c -f system calls per round trip',

@@ -1,7 +1,7 @@
 /**
  * The wire proxy's cost per round trip, with this machine's noise floor beside every figure.
  *
- *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|stream|worker|pipe|socat] [--only 'name|name'] [--json]
+ *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|stream|worker|pipe|socat|passive] [--only 'name|name'] [--json]
  *   npm run bench -- wire-cost
  *
  * One private PostgreSQL and one MariaDB are started from local binaries (as the tests do). Each workload is run
@@ -17,9 +17,14 @@
  *
  * `--relay` picks what sits in the middle: `proxy` (default; sqltally's wire proxy in this process, as a test runs
  * it), `stream` (the same proxy reached through `openStream()`, no loopback hop; in-process drivers only), `worker` (the same proxy in a worker thread of this process), `pipe` (a bare Node `pipe()` relay: Node's
- * own floor), `socat` (a relay in C in another process: the extra loopback hop's floor).
+ * own floor), `socat` (a relay in C in another process: the extra loopback hop's floor), `passive` (no relay: the
+ * P side connects to the server itself while a passive capture, tcpdump on lo and the parser in this process, counts
+ * it; started before each P run and stopped after it, so the A and B runs are not captured). For `passive` the CPU
+ * time of tcpdump and of this process per counted round trip is printed too (this process also runs the driver
+ * for the in-process workloads).
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,11 +34,14 @@ import mysql from 'mysql2/promise';
 import { Client } from 'pg';
 import { startBackend } from '../src/backends/registry';
 import type { NetworkConnection, StartedBackend } from '../src/backends/types';
+import { startPassiveCapture } from '../src/wire/passive';
+import type { PassiveCapture } from '../src/wire/passive';
 import { startWireProxy } from '../src/wire/proxy';
 import type { WireCounts } from '../src/wire/types';
 
 type Protocol = 'mysql' | 'postgres';
-type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat';
+type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat' | 'passive';
+const RELAYS: readonly RelayKind[] = ['proxy', 'stream', 'worker', 'pipe', 'socat', 'passive'];
 interface Endpoint {
   host: string;
   port: number;
@@ -48,6 +56,51 @@ interface Relay {
   /** Wire counts since the relay started, when the relay counts (sqltally's proxy). */
   counts(): Promise<WireCounts | null>;
   close(): Promise<void>;
+  /** Around each P run (the passive capture: started before, caught up and stopped after). */
+  beforeRun?(): Promise<void>;
+  afterRun?(): Promise<void>;
+  /** CPU time per counted round trip, us: tcpdump's and this process's, summed over the P runs. */
+  cpu?(): { tcpdumpUs: number; nodeUs: number; roundTrips: number };
+}
+
+/** A process's user + system CPU time in us, from /proc (clock ticks of 10 ms). */
+function processCpuUs(pid: number | null): number {
+  if (pid === null) return 0;
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+async function passiveRelay(protocol: Protocol, target: Endpoint): Promise<Relay> {
+  let capture: PassiveCapture | null = null;
+  let before: ReturnType<PassiveCapture['snapshot']> | null = null;
+  let cpuAt = { node: process.cpuUsage(), tcpdump: 0 };
+  const total = { tcpdumpUs: 0, nodeUs: 0, roundTrips: 0 };
+  const reasons: string[] = [];
+  let counts: WireCounts | null = null;
+  return {
+    port: target.port,
+    counts: async () => counts && { ...counts, incomplete: reasons.length > 0, incompleteReasons: reasons },
+    close: async () => capture?.close(),
+    beforeRun: async () => {
+      capture = await startPassiveCapture({ protocol, target });
+      before = capture.snapshot();
+      cpuAt = { node: process.cpuUsage(), tcpdump: processCpuUs(capture.tcpdumpPid) };
+    },
+    afterRun: async () => {
+      const c = capture as PassiveCapture;
+      await c.caughtUp();
+      const node = process.cpuUsage(cpuAt.node);
+      total.nodeUs += node.user + node.system;
+      total.tcpdumpUs += processCpuUs(c.tcpdumpPid) - cpuAt.tcpdump;
+      const window = c.diff(before!, c.snapshot());
+      total.roundTrips += window.roundTrips;
+      reasons.push(...window.incompleteReasons);
+      counts = window;
+      await c.close();
+      capture = null;
+    },
+    cpu: () => total,
+  };
 }
 
 const WORKER_SOURCE = `
@@ -64,6 +117,7 @@ startWireProxy({ protocol: workerData.protocol, target: workerData.target }).the
 `;
 
 async function startRelay(kind: RelayKind, protocol: Protocol, target: Endpoint): Promise<Relay> {
+  if (kind === 'passive') return passiveRelay(protocol, target);
   if (kind === 'proxy' || kind === 'stream') {
     const proxy = await startWireProxy({ protocol, target });
     const first = proxy.snapshot();
@@ -360,6 +414,8 @@ interface Row {
   control: Spread;
   /** Added time per round trip, us, from the medians (time workloads: per statement; throughput: per transaction). */
   addedUsPerUnit: number;
+  /** `passive`: CPU time per counted round trip over the P runs, us. */
+  captureCpu?: { tcpdumpUsPerRoundTrip: number; nodeUsPerRoundTrip: number; roundTrips: number };
 }
 
 async function measure(w: Workload, server: NetworkConnection, relay: Relay, relayKind: RelayKind, pairs: number): Promise<Row> {
@@ -367,9 +423,17 @@ async function measure(w: Workload, server: NetworkConnection, relay: Relay, rel
   const a = await w.open(server, direct);
   const b = await w.open(server, direct);
   const p = await w.open(server, { host: '127.0.0.1', port: relay.port, ...(relay.stream ? { stream: relay.stream } : {}) });
+  const runP = async (): Promise<number> => {
+    await relay.beforeRun?.();
+    try {
+      return await p.run();
+    } finally {
+      await relay.afterRun?.();
+    }
+  };
   try {
     // Warm-up, not kept.
-    for (const side of [a, p, b]) await side.run();
+    for (const side of [a.run, runP, b.run]) await side();
     const as: number[] = [];
     const ps: number[] = [];
     const ratios: number[] = [];
@@ -384,7 +448,7 @@ async function measure(w: Workload, server: NetworkConnection, relay: Relay, rel
     ] as const;
     for (let i = 0; i < pairs; i++) {
       const got: Record<string, number> = {};
-      for (const k of orders[i % orders.length] as readonly string[]) got[k] = await (k === 'a' ? a : k === 'b' ? b : p).run();
+      for (const k of orders[i % orders.length] as readonly string[]) got[k] = await (k === 'a' ? a.run : k === 'b' ? b.run : runP)();
       as.push(got['a'] as number);
       ps.push(got['p'] as number);
       ratios.push((got['p'] as number) / (got['a'] as number));
@@ -394,7 +458,17 @@ async function measure(w: Workload, server: NetworkConnection, relay: Relay, rel
     const r = percentile(ps, 50);
     // Time per unit of work, so the added microseconds per transaction or per statement can be read off.
     const usPer = (x: number): number => (w.unit === 'ms' ? (x * 1000) / ROWS : 1e6 / x);
+    const cpu = relay.cpu?.();
     return {
+      ...(cpu && cpu.roundTrips > 0
+        ? {
+            captureCpu: {
+              tcpdumpUsPerRoundTrip: cpu.tcpdumpUs / cpu.roundTrips,
+              nodeUsPerRoundTrip: cpu.nodeUs / cpu.roundTrips,
+              roundTrips: cpu.roundTrips,
+            },
+          }
+        : {}),
       workload: w.name,
       unit: w.unit,
       relay: relayKind,
@@ -419,7 +493,10 @@ function print(row: Row): void {
       `  direct ${fig(row.direct.median, row.unit)}  relayed ${fig(row.relayed.median, row.unit)}  ` +
       `ratio ${f3(row.ratio.median)} [IQR ${f3(row.ratio.p25)}-${f3(row.ratio.p75)}]  ` +
       `control ${f3(row.control.median)} [IQR ${f3(row.control.p25)}-${f3(row.control.p75)}]  ` +
-      `added ${row.addedUsPerUnit.toFixed(1)} us per ${row.unit === 'ms' ? 'statement' : row.unit === 'tps' ? 'transaction' : 'query'}`,
+      `added ${row.addedUsPerUnit.toFixed(1)} us per ${row.unit === 'ms' ? 'statement' : row.unit === 'tps' ? 'transaction' : 'query'}` +
+      (row.captureCpu
+        ? `\n  capture CPU per round trip: tcpdump ${row.captureCpu.tcpdumpUsPerRoundTrip.toFixed(2)} us, this process ${row.captureCpu.nodeUsPerRoundTrip.toFixed(2)} us (${row.captureCpu.roundTrips} round trips counted)`
+        : ''),
   );
 }
 
@@ -436,8 +513,8 @@ async function main(): Promise<number> {
   const pairs = Number(values.pairs);
   const seconds = Number(values.seconds);
   const relays = (values.relay ?? 'proxy').split(',') as RelayKind[];
-  if (!relays.every((r) => ['proxy', 'stream', 'worker', 'pipe', 'socat'].includes(r))) {
-    console.error('--relay must be proxy, stream, worker, pipe or socat (comma-separated for several)');
+  if (!relays.every((r) => RELAYS.includes(r))) {
+    console.error(`--relay must be ${RELAYS.join(', ')} (comma-separated for several)`);
     return 2;
   }
   if (relays.includes('socat') && spawnSync('socat', ['-V']).status !== 0) {
@@ -471,7 +548,7 @@ async function main(): Promise<number> {
         try {
           const row = await measure(w, server, relay, relayKind, pairs);
           const counts = await relay.counts();
-          if (counts?.incomplete) console.log(`  (the proxy's counts are incomplete: ${counts.incompleteReasons.join('; ')})`);
+          if (counts?.incomplete) console.log(`  (the ${relayKind}'s counts are incomplete: ${counts.incompleteReasons.join('; ')})`);
           rows.push(row);
           print(row);
         } finally {

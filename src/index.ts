@@ -16,6 +16,7 @@ export type {
   SessionConnection,
   TimeOptions,
   UninstrumentedTimes,
+  WireCapture,
 } from './capture/capture';
 export type { Tally, Layers, WorkloadError, IgnoredShare, CountedDriver } from './capture/tally';
 export { fingerprint, fingerprintId } from './sql/fingerprint';

@@ -11,7 +11,8 @@ import { driverModule, driverOf, driversFor, DRIVERS } from '../driver/registry'
 import type { SomeDriverModule } from '../driver/module';
 import { markOf } from '../driver/counted';
 import { createProbe, type OpenWindow, type ServerLayer, type ServerProbe, type WindowContext } from '../server';
-import { startWireProxy, type WireProxy } from '../wire/proxy';
+import { startPassiveCapture } from '../wire/passive';
+import { startWireProxy, type WireCounter } from '../wire/proxy';
 import type { WireCounts, WireSnapshot } from '../wire/types';
 import { ignoredShare } from '../verdict/reconcile';
 import { beyondWindow, judgeWindow, type OtherConnections } from '../verdict/verdict';
@@ -42,6 +43,13 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
   driverPackage?: string;
   /** Route connections through the counting wire proxy; default true where the backend has a wire protocol. */
   wire?: boolean;
+  /**
+   * How the wire layer is read: `proxy` (default) relays every connection through sqltally's proxy; `passive` reads
+   * a copy of the server's loopback traffic (tcpdump, CAP_NET_RAW) while clients connect to the server itself. Passive
+   * counts other processes' connections only, cannot settle or hold a connection, and cannot refuse TLS
+   * (docs/exec.md says what each costs in the verdict).
+   */
+  wireCapture?: WireCapture;
   /**
    * The session's own connections (a measured function's handle) reach the wire proxy through an in-process stream
    * where the driver can take one (pg, mysql2, mariadb, postgres.js): default true. False: over a loopback socket,
@@ -158,6 +166,10 @@ function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFi
 
 const OTHER_CONNECTIONS: readonly OtherConnections[] = ['mine', 'foreign'];
 
+/** How the wire layer is read (see {@link CaptureOptions.wireCapture}). */
+export type WireCapture = 'proxy' | 'passive';
+export const WIRE_CAPTURES: readonly WireCapture[] = ['proxy', 'passive'];
+
 function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value);
   if (Array.isArray(value)) return 'an array';
@@ -196,6 +208,10 @@ function checkCaptureOptions(options: unknown): void {
   const other = o['otherConnections'];
   if (other !== undefined && !OTHER_CONNECTIONS.includes(other as OtherConnections)) {
     throw configError(`CaptureSession.open(): otherConnections is ${describeValue(other)}`, `use one of ${OTHER_CONNECTIONS.map((v) => `'${v}'`).join(', ')}`);
+  }
+  const capture = o['wireCapture'];
+  if (capture !== undefined && !WIRE_CAPTURES.includes(capture as WireCapture)) {
+    throw configError(`CaptureSession.open(): wireCapture is ${describeValue(capture)}`, `use one of ${WIRE_CAPTURES.map((v) => `'${v}'`).join(', ')}`);
   }
   for (const flag of ['wire', 'server', 'inProcessStream'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean')
@@ -483,7 +499,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
    * for them: each is the server itself, so the probe reads each one.
    */
   readonly #embeddedHandles = new Map<number, { module: SomeDriverModule<DriverName>; handle: object }>();
-  #proxy: WireProxy | null = null;
+  #proxy: WireCounter | null = null;
   /** The last number given to a counted embedded handle: never reused, though closed handles are dropped. */
   #embeddedNumbers = 0;
   #probe: ServerProbe | null = null;
@@ -536,7 +552,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       }
       const protocol = backend.description.capabilities.wireProtocol;
       if (protocol && options.wire !== false && backend.connection.kind === 'network') {
-        session.#proxy = await startWireProxy({ protocol, target: { host: backend.connection.host, port: backend.connection.port } });
+        const target = { host: backend.connection.host, port: backend.connection.port };
+        session.#proxy = options.wireCapture === 'passive' ? await startPassiveCapture({ protocol, target }) : await startWireProxy({ protocol, target });
         session.#proxy.onClosing((connection, settle) => {
           const quit = (connection.counts.commands.COM_QUIT ?? 0) > 0 || (connection.counts.commands.Terminate ?? 0) > 0;
           return session.#trackRetire(session.#retire(connection.serverConnectionId, settle, quit));
@@ -599,8 +616,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
             : 'open the database file at session.connection.filename',
       });
     }
-    const proxy = this.#proxy;
-    const stream = proxy && module.streamOptions ? module.streamOptions(() => proxy.openStream()) : {};
+    const openStream = this.#proxy?.openStream?.bind(this.#proxy);
+    const stream = openStream && module.streamOptions ? module.streamOptions(() => openStream()) : {};
     return { host: c.host, port: c.port, user: c.user, password: c.password, database: c.database, ...stream };
   }
 
@@ -657,10 +674,11 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
   /** Opens the session's own connection (through the proxy when on); never counted itself, its calls are. */
   async #connect(): Promise<WorkloadConnection<D>> {
     const proxy = this.#proxy;
+    const openStream = proxy?.openStream?.bind(proxy);
     const opened = await openRawConnection(this.driver, this.backend.connection, {
       host: proxy?.host,
       port: proxy?.port,
-      ...(proxy && this.#options.inProcessStream !== false ? { stream: () => proxy.openStream() } : {}),
+      ...(openStream && this.#options.inProcessStream !== false ? { stream: () => openStream() } : {}),
       driverOptions: this.#options.driverOptions,
       backend: this.backend.description.id,
       ...(this.#options.driverPackage ? { driverPackage: this.#options.driverPackage } : {}),
@@ -715,9 +733,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (!proxy) return;
     // Two check phases have a poll phase between them: by then the proxy has read what clients had written.
     for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+    await proxy.caughtUp();
     // A goodbye said, or a socket a pool destroyed without one: either way the server is about to forget it.
     const closing = () => proxy.closing().length > 0;
-    for (let waited = 0; closing() && waited < GOODBYE_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    for (let waited = 0; closing() && waited < GOODBYE_GRACE_MS; waited += 5) await Promise.all([new Promise((r) => setTimeout(r, 5)), proxy.caughtUp()]);
     await Promise.allSettled([...this.#retiring]);
   }
 
@@ -735,7 +754,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     };
     // What the clients wrote before the function returned (a goodbye included) is read in the next poll phase.
     for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-    for (let waited = 0; waiting() && waited < ANSWER_GRACE_MS; waited += 5) await new Promise((r) => setTimeout(r, 5));
+    await proxy.caughtUp();
+    for (let waited = 0; waiting() && waited < ANSWER_GRACE_MS; waited += 5) await Promise.all([new Promise((r) => setTimeout(r, 5)), proxy.caughtUp()]);
   }
 
   /**
@@ -755,7 +775,8 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     const window = this.#window ?? (this.#opening ? await this.#opening : null);
     if (!window || serverConnectionId === null) return;
     await settle();
-    await window.retire(serverConnectionId, { quit });
+    // A passive capture tells of a close after the server has seen it: nothing of the connection is left to read.
+    await window.retire(serverConnectionId, { quit, gone: this.#proxy?.holdsGoodbyes === false });
   }
 
   #context(sinceNs: number): WindowContext {
@@ -768,6 +789,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       // session's, a probe's, the main job's row checks.
       ...(backendConnection.kind === 'network' ? { departedConnectionIds: () => departedBefore(backendConnection, sinceNs) } : {}),
       ...(this.#options.table ? { table: this.#options.table } : {}),
+      ...(proxy && !proxy.holdsGoodbyes ? { closingUnread: true } : {}),
       onWorkloadConnection: async (sql, connectionId) => {
         const embedded = connectionId !== undefined ? this.#embeddedHandles.get(connectionId) : undefined;
         if (embedded) return embedded.module.runSql(embedded.handle, sql);
@@ -1023,6 +1045,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
           probeError = `could not open the server window: ${messageOf(err)}`;
         }
       }
+      await this.#proxy?.caughtUp();
       const wireBefore = this.#proxy?.snapshot();
       this.#window = window;
       this.#opening = null;
@@ -1054,6 +1077,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
     if (!gaveUpWhy) await this.#settleAnswers(driverCallsInFlight === 0);
     // Taken before the probe reads: the proxy's own settle requests never show in the counts, and the client's last
     // answer has arrived, so the proxy saw all of the window's traffic.
+    await this.#proxy?.caughtUp();
     const wireAtReturn = this.#proxy?.snapshot();
     const driverWindow = this.#recorder.end();
     let workloadError = thrown === NOTHING || gaveUpWhy ? null : workloadErrorOf(thrown);
@@ -1110,9 +1134,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       ...(this.#options.otherConnections ? { otherConnections: this.#options.otherConnections } : {}),
       unfinished,
       timedOut: gaveUpWhy ? `${gaveUpWhy}; ${lateCommits?.summary ?? 'rows committed anyway were not counted'}` : null,
-      via: this.#proxy
-        ? `${wire?.connections ?? 0} connection(s) through the proxy at ${this.#proxy.host}:${this.#proxy.port}`
-        : 'the session connection only (no wire proxy)',
+      via: this.#proxy ? `${wire?.connections ?? 0} connection(s) through ${this.#proxy.where}` : 'the session connection only (no wire proxy)',
       inFlight: (wireAtReturn?.connections ?? [])
         .filter((c) => c.closedAtNs === null && (c.counts.unansweredRequests ?? 0) > 0)
         .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),

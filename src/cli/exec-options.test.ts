@@ -22,6 +22,7 @@ describe('sqltally exec arguments', () => {
   it('default: postgres, the window named after the command file, no timeout, a 2 s grace, write a report', () => {
     expect(parseExecArgs(['--', '/usr/bin/pgbench', '-c', '4'])).toEqual({
       backend: DEFAULT_BACKEND,
+      wire: 'proxy',
       table: undefined,
       out: undefined,
       force: false,
@@ -39,6 +40,13 @@ describe('sqltally exec arguments', () => {
   it('--help wins, with or without a command', () => {
     expect(parseExecArgs(['--help'])).toBeNull();
     expect(parseExecArgs(['-h', '--', 'psql'])).toBeNull();
+  });
+
+  it('--wire takes proxy or passive, for exec and proxy alike', () => {
+    expect(parseExecArgs(['--wire', 'passive', '--', 'x'])!.wire).toBe('passive');
+    expect(parseProxyArgs(['--wire', 'passive'])!.wire).toBe('passive');
+    expect(parseProxyArgs([])!.wire).toBe('proxy');
+    expect(refused(['--wire', 'tap', '--', 'x'])).toBe('--wire takes proxy or passive, got "tap"');
   });
 
   it('--table takes a name or schema.name', () => {

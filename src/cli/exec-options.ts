@@ -2,6 +2,8 @@ import path from 'node:path';
 import { parseBackendId } from '../backends/registry';
 import { BACKEND_NAMES } from '../backends/types';
 import { WINDOW_NAME_MAX_CHARS } from '../report/schema';
+import { WIRE_CAPTURES } from '../capture/capture';
+import type { WireCapture } from '../capture/capture';
 import { UsageError, parseFlags } from './usage';
 import type { TableName } from './windows';
 
@@ -12,6 +14,8 @@ const MAX_MS = 24 * 3600 * 1000;
 /** What `sqltally exec` and `sqltally proxy` share: where, what table, where the report goes, what to gate. */
 export interface WindowRunOptions {
   backend: string;
+  /** How the wire layer is read: through the proxy, or a passive capture of the loopback traffic. */
+  wire: WireCapture;
   table: TableName | undefined;
   out: string | undefined;
   force: boolean;
@@ -39,6 +43,7 @@ export interface ProxyOptions extends WindowRunOptions {
 
 const SHARED_FLAGS = {
   backend: { type: 'string' },
+  wire: { type: 'string' },
   table: { type: 'string' },
   out: { type: 'string' },
   force: { type: 'boolean', default: false },
@@ -67,6 +72,7 @@ export function tableName(value: string | undefined): TableName | undefined {
 
 function shared(v: {
   backend?: string | undefined;
+  wire?: string | undefined;
   table?: string | undefined;
   out?: string | undefined;
   force: boolean;
@@ -83,7 +89,18 @@ function shared(v: {
   if (v.out !== undefined && v.out.trim() === '') throw new UsageError('--out is empty: name a directory, or leave --out out for sqltally-report/<timestamp>');
   if (v.out !== undefined && v['no-write']) throw new UsageError(`--out "${v.out}" and --no-write contradict each other: drop one`);
   if (v.baseline !== undefined && v.baseline.trim() === '') throw new UsageError('--baseline is empty: name the baseline file to gate against');
-  return { backend, table: tableName(v.table), out: v.out, force: v.force, write: !v['no-write'], json: v.json, baseline: v.baseline };
+  const wire = v.wire ?? 'proxy';
+  if (!WIRE_CAPTURES.includes(wire as WireCapture)) throw new UsageError(`--wire takes ${WIRE_CAPTURES.join(' or ')}, got "${wire}"`);
+  return {
+    backend,
+    wire: wire as WireCapture,
+    table: tableName(v.table),
+    out: v.out,
+    force: v.force,
+    write: !v['no-write'],
+    json: v.json,
+    baseline: v.baseline,
+  };
 }
 
 /**

@@ -26,6 +26,9 @@ options:
   --name NAME           the window's name in the report and the baseline; default the command's file name
   --named-windows       measure no window around the command: it opens its own through the control endpoint
                         (SQLTALLY_CONTROL_URL, SQLTALLY_CONTROL_TOKEN), one report entry per name
+  --wire proxy|passive  how the wire layer is read: proxy (default) relays the command's connections through
+                        sqltally's proxy; passive reads a copy of the server's loopback traffic with tcpdump (needs
+                        CAP_NET_RAW) while the command connects to the server itself, with no extra hop
   --table [SCHEMA.]T    a table the command writes: its own counters are shown, and after a timeout or Ctrl-C its
                         rows are counted through a fresh connection (rows committed anyway)
   --timeout-ms N        stop the command after N ms: SIGTERM to its process group, SIGKILL after --kill-grace-ms
@@ -83,7 +86,7 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     return { report: null, exitCode: EXIT.usage };
   }
 
-  const measured = await MeasuredWindows.open(backend, opts.table);
+  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire);
   const description = measured.session.backend.description;
   io.progress(`ready ${description.id} (${description.serverVersion}, ${description.provider})`);
 

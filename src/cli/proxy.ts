@@ -23,6 +23,8 @@ written at Ctrl-C, which sqltally gate reads.
 
 options:
   --backend ID          sqlite, mariadb, mysql, postgres, optionally with a version; default postgres
+  --wire proxy|passive  proxy (default): clients connect through the counting proxy; passive: they connect to the
+                        server itself and a tcpdump copy of its loopback traffic is counted (needs CAP_NET_RAW)
   --table [SCHEMA.]T    a table the windows write: its own counters are shown
   --env-file FILE       where to write the environment (mode 0600); default a new file in a private temporary
                         directory, removed when the proxy stops
@@ -62,7 +64,7 @@ export async function runProxy(opts: ProxyOptions, backend: string | StartedBack
     io.progress(problem);
     return { report: null, exitCode: EXIT.usage };
   }
-  const measured = await MeasuredWindows.open(backend, opts.table);
+  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire);
   const description = measured.session.backend.description;
   io.progress(`ready ${description.id} (${description.serverVersion}, ${description.provider})`);
   let privateDir: string | null = null;

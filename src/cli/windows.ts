@@ -1,7 +1,7 @@
 import { CaptureSession } from '../capture/capture';
 import { countRows } from '../capture/late-commits';
 import { startBackend } from '../backends/registry';
-import type { OpenCapture } from '../capture/capture';
+import type { OpenCapture, WireCapture } from '../capture/capture';
 import { startControlEndpoint, WindowConflict } from '../capture/control';
 import type { ControlEndpoint, ControlledWindow } from '../capture/control';
 import type { Tally } from '../capture/tally';
@@ -49,12 +49,12 @@ export class MeasuredWindows {
     this.#ownBackend = ownBackend;
   }
 
-  static async open(backend: string | StartedBackend, table: TableName | undefined): Promise<MeasuredWindows> {
+  static async open(backend: string | StartedBackend, table: TableName | undefined, wireCapture: WireCapture = 'proxy'): Promise<MeasuredWindows> {
     const environment = collectEnvironment();
     const started = typeof backend === 'string' ? await startBackend(backend) : backend;
     try {
       // The measured work is another process's: nothing this process starts in a window is the command's work.
-      const session = await CaptureSession.open({ backend: started, deferredWork: false, ...(table ? { table } : {}) });
+      const session = await CaptureSession.open({ backend: started, deferredWork: false, wireCapture, ...(table ? { table } : {}) });
       return new MeasuredWindows(session, environment, table, typeof backend === 'string' ? started : null);
     } catch (err) {
       if (typeof backend === 'string') await started.stop().catch(() => undefined);

@@ -56,6 +56,20 @@ export interface WindowContext {
    * around the proxy: `begin` waits for them to leave before its control window (see `DEPARTURE_WAIT_MS`).
    */
   departedConnectionIds?: () => readonly number[];
+  /**
+   * The window's connections cannot be held open to be read as they close (a passive wire capture): when the only
+   * connections missing at the end closed inside the window, the per-connection counters are set aside, with a note,
+   * and the server-wide counters are the layer, as on a server without per-connection counters.
+   */
+  closingUnread?: boolean;
+}
+
+/** How a window connection left (see {@link OpenWindow.retire}). */
+export interface Goodbye {
+  /** It said the protocol's quit command (COM_QUIT, Terminate). */
+  quit: boolean;
+  /** It had already closed on the server (a passive capture saw it go): nothing is read, and its `quit` still counts. */
+  gone?: boolean;
 }
 
 /** A measured window in progress; `end()` closes it and returns the server layer. */
@@ -68,7 +82,7 @@ export interface OpenWindow {
    * reads nothing: it resolves when the end is done, whose snapshot read the connection while it was still open
    * (hold its goodbye until then).
    */
-  retire(connectionId: number, goodbye?: { quit: boolean }): Promise<void>;
+  retire(connectionId: number, goodbye?: Goodbye): Promise<void>;
   /** Waits for retires under way, then takes the end snapshot; later calls return the same layer. */
   end(): Promise<ServerLayer>;
 }

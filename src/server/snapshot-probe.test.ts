@@ -248,6 +248,15 @@ class TearingSource extends RetiringSource {
   }
 }
 
+/** A calibrated probe's open window on `source`; reads by calibration (to learn a read's cost) are forgotten. */
+async function windowOn(source: RetiringSource, ctx: WindowContext) {
+  const probe = new SnapshotProbe(source);
+  await probe.calibrate(ctx);
+  const win = await probe.begin(ctx);
+  source.reads = [];
+  return win;
+}
+
 describe('SnapshotProbe, connections closing at the end of a window', () => {
   it('a connection read at its close counts with that reading, though the end snapshot still lists it half torn down', async () => {
     const source = new TearingSource();
@@ -293,11 +302,7 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
 
   it('a connection that starts closing once the end has begun is not read again: the end snapshot has it', async () => {
     const source = new RetiringSource();
-    const probe = new SnapshotProbe(source);
-    await probe.calibrate(CTX);
-    const win = await probe.begin(CTX);
-    // Calibration read a connection to learn what a read costs; only reads from here on are the window's.
-    source.reads = [];
+    const win = await windowOn(source, CTX);
     source.happen(3, 3);
     const ending = win.end();
     const late = win.retire(7, { quit: true });
@@ -307,6 +312,44 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
     // Neither the read's cost nor a quit is taken out of counts that never had them.
     expect({ global: layer.global, perConnection: layer.perConnection }).toEqual({ global: { Questions: 3 }, perConnection: { Questions: 3 } });
     expect(await win.end()).toBe(layer);
+  });
+
+  /** A MySQL-like server whose COM_QUIT counts in Questions, and a connection that is gone once the window ends. */
+  class QuittingSource extends RetiringSource {
+    readonly quitCost = { Questions: 1 };
+  }
+
+  /** A window on a QuittingSource in which 3 statements and a COM_QUIT ran, and the server then forgot #7. */
+  async function quitInWindow(ctx: WindowContext) {
+    const source = new QuittingSource();
+    const win = await windowOn(source, ctx);
+    source.happen(4, 3);
+    source.attributed = [];
+    return { source, win };
+  }
+
+  it('a connection a passive capture saw gone: nothing is read, its quit is taken out, the server-wide counters are the layer', async () => {
+    const { source, win } = await quitInWindow({ ...CTX, closingUnread: true });
+    await win.retire(7, { quit: true, gone: true });
+    const layer = await win.end();
+    expect(source.reads).toEqual([]);
+    expect({ global: layer.global, perConnection: layer.perConnection, attribution: layer.attribution, source: layer.summarySource }).toEqual({
+      global: { Questions: 3 },
+      perConnection: null,
+      attribution: null,
+      source: 'global',
+    });
+    expect(layer.summary.statements).toBe(3);
+    expect(layer.notes.join('; ')).toMatch(
+      /per-connection counters set aside, the server-wide ones used: #7 closed inside the window before its counters could be read \(the wire could not hold its goodbye\)/,
+    );
+  });
+
+  it('the same close without closingUnread (the proxy, whose hold failed) leaves the attribution inexact, as before', async () => {
+    const { win } = await quitInWindow(CTX);
+    const layer = await win.end();
+    expect(layer.attribution).toMatchObject({ exact: false, missing: ['#7 closed inside the window before its counters could be read'] });
+    expect(layer.summarySource).toBe('perConnection');
   });
 
   describe('connections the workload closed before the window', () => {

@@ -1,5 +1,5 @@
 import type { BackendDescription } from '../backends/types';
-import { connectionIdsOf, type OpenWindow, type ProbeCost, type ProbeOptions, type ServerProbe, type WindowContext } from './probe';
+import { connectionIdsOf, type Goodbye, type OpenWindow, type ProbeCost, type ProbeOptions, type ServerProbe, type WindowContext } from './probe';
 import type { ServerLayer, ServerSummary } from './types';
 import {
   statementWorkDeltas,
@@ -167,6 +167,8 @@ interface PerConnectionWindow {
   found: number[];
   /** Words for each connection that could not be read at both ends. */
   missing: string[];
+  /** Those of them that closed inside the window unread. */
+  closedUnread: number[];
 }
 
 /**
@@ -184,6 +186,7 @@ function perConnectionWindow(
   const counters: Counters = {};
   const found: number[] = [];
   const missing: string[] = [];
+  const closedUnread: number[] = [];
   for (const id of ids) {
     const end = retired.get(id) ?? second.perConnection.get(id);
     const start = first.perConnection.get(id);
@@ -193,13 +196,14 @@ function perConnectionWindow(
     }
     if (!end) {
       missing.push(`#${id} closed inside the window before its counters could be read`);
+      closedUnread.push(id);
       continue;
     }
     found.push(id);
     add(counters, end);
     if (start) add(counters, start, -1);
   }
-  return { counters, requested: [...ids], found, missing };
+  return { counters, requested: [...ids], found, missing, closedUnread };
 }
 
 /**
@@ -357,8 +361,13 @@ export class SnapshotProbe implements ServerProbe {
     // under way at `end()` finish first, and one closing after is read by the end snapshot (its goodbye waits for it).
     const reading = new Set<Promise<void>>();
     let ending: Promise<ServerLayer> | null = null;
-    const readClosing = async (connectionId: number, goodbye: { quit: boolean } | undefined): Promise<void> => {
+    const readClosing = async (connectionId: number, goodbye: Goodbye | undefined): Promise<void> => {
       const read = this.#source.readConnection;
+      if (goodbye?.gone) {
+        // Its goodbye reached the server before anyone could read it: only what the goodbye itself moved is known.
+        if (goodbye.quit) retirement.quits += 1;
+        return;
+      }
       if (!read) return;
       retirement.retireReads += 1;
       if (goodbye?.quit) retirement.quits += 1;
@@ -415,7 +424,10 @@ export class SnapshotProbe implements ServerProbe {
     for (let i = 0; i < retirement.retireReads; i++) global = subtractCost(global, cost.retireRead ?? {});
     for (let i = 0; i < retirement.quits; i++) global = subtractCost(global, this.#source.quitCost ?? {});
     global = { ...global, ...this.#statementTotals(start, end) };
-    const own = perConnectionWindow(ids, start, end, openedBefore, retirement.retired);
+    const read = perConnectionWindow(ids, start, end, openedBefore, retirement.retired);
+    // Connections that could not be held open to be read as they closed: the server-wide counters are the layer.
+    const setAside = read && ctx.closingUnread && read.closedUnread.length > 0 && read.closedUnread.length === read.missing.length ? read : null;
+    const own = setAside ? null : read;
     const perConnection = own ? subtractCost(own.counters, cost.perConnection ?? {}) : null;
     const extras: WindowExtras = {
       ...preparedWindow(start, end, retirement.retiredPrepared, new Set(retirement.retired.keys())),
@@ -444,6 +456,9 @@ export class SnapshotProbe implements ServerProbe {
     if (end.settle && !end.settle.settled) incompleteReasons.push(`statistics did not settle: ${end.settle.detail}`);
 
     const notes = [...new Set([...start.notes, ...end.notes, ...summaryNotes])];
+    if (setAside) {
+      notes.push(`per-connection counters set aside, the server-wide ones used: ${setAside.missing.join('; ')} (the wire could not hold its goodbye)`);
+    }
     const residue = nonZero(control);
     if (Object.keys(residue).length > 0) notes.push(`control window moved: ${describeCounters(residue)}`);
     if (retirement.retired.size > 0)

@@ -53,18 +53,20 @@ export interface WireStream extends Duplex {
 export type ClosingHook = (connection: WireConnection, settle: () => Promise<boolean>) => Promise<void>;
 
 /**
- * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server: bytes forwarded unchanged (but the TLS
- * refusal) with backpressure, both directions parsed on the side; a parse fault makes the counts `incomplete`, never
- * stops the bytes. Owning both sockets, it can settle quiet connections ({@link WireProxy.settle}: an answered ping is
- * filed, a PostgreSQL session flushes its own statistics) and hold a goodbye until its counters are read
- * ({@link WireProxy.onClosing}). `clientWrites` approximates the driver's writes by TCP chunk.
+ * What a window reads the wire from: the loopback proxy that relays and counts ({@link WireProxy}), or a passive
+ * capture of the server's loopback traffic (`startPassiveCapture` in passive.ts), which clients reach at the server's
+ * own address. Both count with the same protocol sessions (`WIRE_SESSIONS`).
  */
-export interface WireProxy extends AsyncDisposable {
+export interface WireCounter extends AsyncDisposable {
   readonly protocol: WireProtocol;
-  /** Always 127.0.0.1. */
+  /** Where clients connect: the proxy's 127.0.0.1, or the server's own host for a passive capture. */
   readonly host: string;
-  /** The port drivers connect to instead of the server's. */
+  /** The port clients connect to: the proxy's, or the server's own for a passive capture. */
   readonly port: number;
+  /** How a window's reasons name the path the traffic was counted on. */
+  readonly where: string;
+  /** Whether {@link onClosing} can hold a goodbye while the server is read: the proxy can, a passive capture cannot. */
+  readonly holdsGoodbyes: boolean;
   /** Every connection accepted so far (closed ones included), with cumulative counts. */
   connections(): WireConnection[];
   /**
@@ -89,6 +91,27 @@ export interface WireProxy extends AsyncDisposable {
    */
   settle(options?: { ids?: readonly number[]; timeoutMs?: number }): Promise<SettleResult>;
   /**
+   * Resolves once every byte sent to or from the server before the call is in the counts; what could not be made
+   * so is a fault in the next snapshot (`captureFaults`). The proxy counts bytes as it relays them: at once.
+   */
+  caughtUp(): Promise<void>;
+  /** In-process streams to the proxy (see {@link WireProxy.openStream}); absent where there is no relay. */
+  openStream?(): WireStream;
+  /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
+  onClosing(hook: ClosingHook | null): void;
+  /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback TCP proxy between a driver and a MySQL/MariaDB/PostgreSQL server: bytes forwarded unchanged (but the TLS
+ * refusal) with backpressure, both directions parsed on the side; a parse fault makes the counts `incomplete`, never
+ * stops the bytes. Owning both sockets, it can settle quiet connections ({@link WireProxy.settle}: an answered ping is
+ * filed, a PostgreSQL session flushes its own statistics) and hold a goodbye until its counters are read
+ * ({@link WireProxy.onClosing}). `clientWrites` approximates the driver's writes by TCP chunk.
+ */
+export interface WireProxy extends WireCounter {
+  /**
    * A connection through the proxy without the loopback hop to it: the driver's end of an in-process stream whose
    * other end the proxy relays and counts like an accepted socket. For drivers in this process that take a stream
    * (pg `stream: () => proxy.openStream()`, mysql2 `stream`): every round trip then crosses one TCP connection, not
@@ -97,10 +120,6 @@ export interface WireProxy extends AsyncDisposable {
    * driver reads it in the same call.
    */
   openStream(): WireStream;
-  /** Installs (or with null removes) the hook run before a closing connection's server side is closed. */
-  onClosing(hook: ClosingHook | null): void;
-  /** Stops listening, destroys every socket and resolves once all are closed; idempotent. */
-  close(): Promise<void>;
 }
 
 /** How long a closing connection waits for the closing hook before its server side is closed anyway. */
@@ -515,6 +534,9 @@ export async function startWireProxy(options: WireProxyOptions): Promise<WirePro
     protocol: options.protocol,
     host: '127.0.0.1',
     port: address.port,
+    where: `the proxy at 127.0.0.1:${address.port}`,
+    holdsGoodbyes: true,
+    caughtUp: () => Promise.resolve(),
     openStream,
     connections,
     closing: () => all.filter((c) => c.closedAtNs === null && c.isClosing()).map((c) => c.id),

@@ -442,6 +442,7 @@ export function diffWireSnapshots(before: WireSnapshot, after: WireSnapshot): Wi
     }
     out.unansweredRequests = (out.unansweredRequests ?? 0) + inFlightAfter;
   }
+  for (const fault of (after.captureFaults ?? []).slice(before.captureFaults?.length ?? 0)) out.incompleteReasons.push(`capture: ${fault}`);
   out.serverMessages = serverMessages;
   out.setup = setup;
   out.incomplete = out.incompleteReasons.length > 0;

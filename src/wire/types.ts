@@ -125,5 +125,10 @@ export const WireSnapshotSchema = z.object({
   protocol: WireProtocolSchema,
   takenAtNs: z.number().int().nonnegative(),
   connections: z.array(WireConnectionSchema),
+  /**
+   * A passive capture's faults so far, oldest first (kernel drops, a capture process that died, a window edge it did
+   * not reach): a window whose `after` holds more than its `before` is `incomplete` for those.
+   */
+  captureFaults: z.array(z.string()).optional(),
 });
 export type WireSnapshot = z.infer<typeof WireSnapshotSchema>;

@@ -1,0 +1,230 @@
+// @waits 40: psql, pgbench, the mariadb CLI and mariadb-slap under sqltally exec, through the proxy and captured passively.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { withSqlClient } from '../src/backends/sql-client';
+import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
+import { resolveCommand } from '../src/cli/child';
+import { parseExecArgs, parseProxyArgs } from '../src/cli/exec-options';
+import { runExec } from '../src/cli/exec';
+import type { ExecIo } from '../src/cli/exec';
+import { runProxy } from '../src/cli/proxy';
+import type { Window } from '../src/report/schema';
+import { startPassiveCapture } from '../src/wire/passive';
+import { cli } from './cli';
+import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
+
+/**
+ * `sqltally exec --wire passive` (issue 39): the same foreign clients counted once through the proxy and once from a
+ * tcpdump copy of the loopback traffic, with the client connected to the server itself. The wire counts must be the
+ * same, the server must agree, and the verdict is `assert` where the proxy's is; a capture that dies is `incomplete`.
+ */
+jest.setTimeout(START_TIMEOUT_MS);
+
+const ROWS = 50;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const CAP_NET_RAW = 13;
+
+/** Why a passive capture cannot run here, or null: tcpdump on PATH and the capability to open a packet socket. */
+function cannotCapture(): string | null {
+  if (!resolveCommand('tcpdump', process.env).ok) return 'tcpdump is not installed (apt-get install tcpdump)';
+  const status = fs.readFileSync('/proc/self/status', 'utf8');
+  const effective = /^CapEff:\s*([0-9a-f]+)/m.exec(status)?.[1];
+  if (!effective || (BigInt(`0x${effective}`) & (1n << BigInt(CAP_NET_RAW))) === 0n) return 'this process lacks CAP_NET_RAW (run as root)';
+  return null;
+}
+
+/** What a command needs installed; each is a visible skip when missing. */
+const CASES = {
+  postgres: [
+    { name: `psql: a file of ${ROWS} INSERTs`, needs: ['psql'], command: (file: string) => ['psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', file] },
+    { name: 'pgbench -S, 2 clients, 100 transactions each', needs: ['pgbench'], command: () => ['pgbench', '-n', '-S', '-c', '2', '-t', '100'] },
+  ],
+  mariadb: [
+    {
+      name: `the mariadb CLI: a file of ${ROWS} INSERTs`,
+      needs: ['mariadb'],
+      command: (file: string) => ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" < "$1"', 'sh', file],
+    },
+    {
+      name: 'mariadb-slap: 200 SELECT 1 on 2 connections',
+      needs: ['mariadb-slap'],
+      command: () => [
+        'sh',
+        '-c',
+        'exec mariadb-slap -u "$MYSQL_USER" -h "$MYSQL_HOST" -P "$MYSQL_TCP_PORT" --create-schema="$MYSQL_DATABASE" --query="SELECT 1" --concurrency=2 --iterations=1 --number-of-queries=200',
+      ],
+    },
+  ],
+} satisfies Partial<Record<BackendName, { name: string; needs: string[]; command: (file: string) => string[] }[]>>;
+type CaseBackend = keyof typeof CASES;
+
+function network(b: StartedBackend): NetworkConnection {
+  if (b.connection.kind !== 'network') throw new Error(`${b.description.id} is not a network backend`);
+  return b.connection;
+}
+
+function io(scratch: string): ExecIo {
+  const log = fs.openSync(path.join(scratch, 'command.log'), 'a');
+  return { env: process.env, stdio: ['ignore', log, log], progress: () => undefined };
+}
+
+async function execWindow(b: StartedBackend, wire: 'proxy' | 'passive', argv: string[], scratch: string): Promise<Window> {
+  const opts = parseExecArgs(['--no-write', '--wire', wire, '--', ...argv]);
+  const result = await runExec(opts!, b, io(scratch));
+  expect(result.report?.windows).toHaveLength(1);
+  return result.report!.windows![0]!;
+}
+
+/** The figures both paths must agree on: what crossed the wire, and what the server says it did. */
+function figures(w: Window) {
+  const wire = w.layers.wire;
+  return {
+    commands: wire?.commands,
+    roundTrips: wire?.roundTrips,
+    rowsAffected: wire?.rowsAffected,
+    connections: wire?.connections,
+    completed: wire?.statements?.completed,
+    server: { statements: w.layers.server?.summary.statements, inserts: w.layers.server?.summary.inserts, rows: w.layers.server?.summary.rowsInserted },
+  };
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv): Promise<number | null> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { env, stdio: 'ignore' });
+    child.on('exit', (code) => resolve(code));
+    child.on('error', () => resolve(null));
+  });
+}
+
+const unable = cannotCapture();
+
+describeEachBackend(
+  (b) => {
+    const id = b.backend as CaseBackend;
+    const server = withBackend(b.id);
+    let scratch = '';
+    let file = '';
+    beforeAll(async () => {
+      scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-passive-'));
+      const table = `passive_${process.pid}`;
+      file = path.join(scratch, 'inserts.sql');
+      await withSqlClient(b.backend === 'postgres' ? 'postgres' : 'mysql', network(server()), { backend: b.id }, (client) =>
+        client.query(`CREATE TABLE ${table} (id int)`),
+      );
+      fs.writeFileSync(file, Array.from({ length: ROWS }, (_, i) => `INSERT INTO ${table} VALUES (${i});\n`).join(''));
+      const c = network(server());
+      if (id === 'postgres' && resolveCommand('pgbench', process.env).ok) {
+        const env = { ...process.env, PGHOST: c.host, PGPORT: String(c.port), PGUSER: c.user, PGPASSWORD: c.password ?? '', PGDATABASE: c.database };
+        expect(await run('pgbench', ['-i', '-q', '-s', '1'], env)).toBe(0);
+      }
+    }, START_TIMEOUT_MS);
+    afterAll(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+    for (const c of CASES[id]) {
+      const missing = unable ?? c.needs.filter((n) => !resolveCommand(n, process.env).ok).map((n) => `${n} is not installed`)[0] ?? null;
+      const maybe = missing ? it.skip : it;
+      maybe(
+        `${c.name}: the passive capture counts what the proxy counts, the server agrees, assert where the proxy asserts${missing ? ` (skipped: ${missing})` : ''}`,
+        async () => {
+          const proxied = await execWindow(server(), 'proxy', c.command(file), scratch);
+          const passive = await execWindow(server(), 'passive', c.command(file), scratch);
+          expect(passive.error).toBeUndefined();
+          expect(passive.layers.wire?.incompleteReasons).toEqual([]);
+          expect(figures(passive)).toEqual(figures(proxied));
+          expect(passive.layers.wire?.commandsTotal).toBeGreaterThan(0);
+          // The reconciliation of wire and server held on both paths: where the proxy asserts, passive does too.
+          expect(passive.verdict.discrepancies).toEqual([]);
+          if (proxied.verdict.kind === 'assert') expect([passive.verdict.kind, passive.verdict.reason]).toEqual(['assert', expect.any(String)]);
+        },
+      );
+    }
+
+    const doc =
+      id === 'postgres' ? (unable ?? (resolveCommand('pgbench', process.env).ok ? null : 'pgbench is not installed')) : 'the page shows it on postgres';
+    (doc ? it.skip : it)(`the --wire passive block of docs/exec.md runs as written, on this server${doc ? ` (skipped: ${doc})` : ''}`, async () => {
+      const markdown = fs.readFileSync(path.join(__dirname, '..', 'docs', 'exec.md'), 'utf8');
+      const at = markdown.indexOf('### The hop-free wire: `--wire passive`');
+      const block = /```sh\n([\s\S]*?)\n```/.exec(markdown.slice(at))?.[1] ?? '';
+      const [npx, sqltally, exec, ...rest] = block.trim().split(/\s+/);
+      expect([npx, sqltally, exec]).toEqual(['npx', 'sqltally', 'exec']);
+      const c = network(server());
+      const url = `postgres://${c.user}:${encodeURIComponent(c.password ?? '')}@${c.host}:${c.port}/${c.database}`;
+      const result = await cli(['exec', '--no-write', ...rest], { SQLTALLY_POSTGRES_URL: url });
+      expect(result.said).toMatch(/ready postgres/);
+      expect(result.said).not.toMatch(/INCOMPLETE/);
+      expect(result.code).toBe(0);
+    });
+
+    const client = id === 'postgres' ? 'psql' : 'mariadb';
+    const proxySkip = unable ?? (resolveCommand(client, process.env).ok ? null : `${client} is not installed`);
+    (proxySkip ? it.skip : it)(
+      `sqltally proxy --wire passive: a client that exits inside its named window asserts; one still connected at the window's end is incomplete, named${proxySkip ? ` (skipped: ${proxySkip})` : ''}`,
+      async () => {
+        const stop = new AbortController();
+        let env: Record<string, string> = {};
+        const serving = runProxy(parseProxyArgs(['--no-write', '--wire', 'passive'])!, server(), {
+          env: process.env,
+          signal: stop.signal,
+          progress: () => undefined,
+          print: () => undefined,
+          onReady: (e) => (env = e),
+        });
+        while (!env['SQLTALLY_CONTROL_URL']) {
+          if (await Promise.race([serving, sleep(20)])) throw new Error('sqltally proxy ended before serving');
+        }
+        const auth = { authorization: `Bearer ${env['SQLTALLY_CONTROL_TOKEN']}` };
+        const window = async (name: string, work: () => Promise<unknown>) => {
+          expect((await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/${name}/begin`, { method: 'POST', headers: auth })).status).toBe(201);
+          await work();
+          const ended = await fetch(`${env['SQLTALLY_CONTROL_URL']}/windows/${name}/end`, { method: 'POST', headers: auth });
+          return (await ended.json()) as { verdict: { kind: string; reason: string }; window: Window };
+        };
+        const sh = (line: string) =>
+          new Promise<number | null>((resolve) => spawn('sh', ['-c', line], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve));
+        const statement = id === 'postgres' ? `psql -X -q -c "SELECT 1"` : `mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"`;
+        const lingering = `(echo "SELECT 1;"; sleep 2) | ${id === 'postgres' ? 'psql -X -q' : 'mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE"'}`;
+        try {
+          expect(env[id === 'postgres' ? 'PGPORT' : 'MYSQL_TCP_PORT']).toBe(String(network(server()).port));
+          const one = await window('one', () => sh(statement));
+          expect(one.verdict.kind).toBe('assert');
+          expect(one.window.layers.wire?.connections).toBe(1);
+          let running: Promise<number | null> | null = null;
+          const open = await window('open', async () => {
+            running = sh(lingering);
+            // Its statement answered, its connection still open.
+            await sleep(1000);
+          });
+          await running;
+          expect(open.verdict.kind).toBe('incomplete');
+          expect(open.verdict.reason).toMatch(/a passive capture cannot send it a request of its own/);
+        } finally {
+          stop.abort('SIGINT');
+          await serving;
+        }
+      },
+    );
+
+    const maybe = unable ? it.skip : it;
+    maybe(`tcpdump killed inside a window: the window's wire layer is incomplete and says so${unable ? ` (skipped: ${unable})` : ''}`, async () => {
+      const c = network(server());
+      const capture = await startPassiveCapture({ protocol: b.backend === 'postgres' ? 'postgres' : 'mysql', target: { host: c.host, port: c.port } });
+      try {
+        const before = capture.snapshot();
+        process.kill(capture.tcpdumpPid!, 'SIGKILL');
+        await capture.caughtUp();
+        const window = capture.diff(before, capture.snapshot());
+        expect(window.incomplete).toBe(true);
+        expect(window.incompleteReasons.join('; ')).toMatch(/^capture: .*tcpdump exited \(SIGKILL\)/);
+        // Every later window is told too.
+        const next = capture.snapshot();
+        await capture.caughtUp();
+        expect(capture.diff(next, capture.snapshot()).incompleteReasons.join('; ')).toMatch(/the capture is not running/);
+      } finally {
+        await capture.close();
+      }
+    });
+  },
+  (b) => b.backend === 'postgres' || b.backend === 'mariadb',
+);

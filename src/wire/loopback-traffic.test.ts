@@ -1,0 +1,317 @@
+import { drive, pg } from './frames.fixture';
+import { LoopbackTraffic } from './loopback-traffic';
+import type { Owner } from './loopback-traffic';
+import { decodePacket, PcapStreamReader } from './pcap';
+import type { PcapRecord } from './pcap';
+import {
+  Conversation,
+  ipv4,
+  linkFrame,
+  LOOPBACK,
+  pcapHeader,
+  pcapRecord,
+  RECORDED_MARIADB,
+  RECORDED_MARIADB_BASE64,
+  RECORDED_PSQL,
+  RECORDED_PSQL_BASE64,
+  tcp,
+  udp,
+} from './pcap.fixture';
+import { PgSession } from './pg-protocol';
+import { diffWireSnapshots, sumWireCounts } from './tally';
+import { seqDiff, TcpDirection } from './tcp-stream';
+import type { WireSnapshot } from './types';
+
+const SERVER_PORT = 5432;
+
+function traffic(protocol: 'postgres' | 'mysql', port: number, owner: (clientPort: number) => Owner = () => 'other'): LoopbackTraffic {
+  return new LoopbackTraffic({ protocol, server: { address: LOOPBACK, port }, ownerOf: (_a, p) => owner(p) });
+}
+
+function stream(frames: readonly Buffer[], linkType = 1): Buffer {
+  return Buffer.concat([pcapHeader(linkType), ...frames.map((f) => pcapRecord(f))]);
+}
+
+/** What the capture counted, over every connection it saw. */
+function counted(t: LoopbackTraffic) {
+  return sumWireCounts(t.connections().map((c) => t.record(c).counts))!;
+}
+
+/** A psql-like session: startup, one query answered, goodbye; the bytes as the two sides send them. */
+const CLIENT_TURNS = [pg.startup(), pg.query('SELECT 1'), pg.terminate()];
+const SERVER_TURNS = [
+  Buffer.concat([pg.authOk(), pg.parameterStatus('server_version', '15'), pg.backendKeyData(4242, 7), pg.ready()]),
+  Buffer.concat([pg.rowDescription(), pg.dataRow('1'), pg.commandComplete('SELECT 1'), pg.ready()]),
+];
+
+/** The same session driven straight into a PgSession, as the proxy would: what the capture must match. */
+function proxied() {
+  return drive(
+    () => new PgSession({ tls: 'passthrough' }),
+    [
+      { from: 'client', bytes: CLIENT_TURNS[0]! },
+      { from: 'server', bytes: SERVER_TURNS[0]! },
+      { from: 'client', bytes: CLIENT_TURNS[1]! },
+      { from: 'server', bytes: SERVER_TURNS[1]! },
+      { from: 'client', bytes: CLIENT_TURNS[2]! },
+    ],
+  ).counts;
+}
+
+/** The frames of that session, in the order the kernel would capture them. */
+function session(conv = new Conversation(40000, SERVER_PORT)): { frames: Buffer[]; conv: Conversation } {
+  const frames = [...conv.open()];
+  for (let i = 0; i < CLIENT_TURNS.length; i++) {
+    const up = conv.client(CLIENT_TURNS[i]!);
+    frames.push(up.data, up.ack);
+    const answer = SERVER_TURNS[i];
+    if (answer) {
+      const down = conv.server(answer);
+      frames.push(down.data, down.ack);
+    }
+  }
+  frames.push(...conv.close());
+  return { frames, conv };
+}
+
+describe('pcap stream', () => {
+  it('reads the same records whatever the chunks, in either byte order', () => {
+    const frames = session().frames;
+    for (const bigEndian of [false, true]) {
+      const bytes = Buffer.concat([pcapHeader(1, bigEndian), ...frames.map((f) => pcapRecord(f, f.length, bigEndian))]);
+      const whole: PcapRecord[] = [];
+      new PcapStreamReader().push(bytes, (r) => whole.push({ ...r, data: Buffer.from(r.data) }));
+      expect(whole.map((r) => r.data)).toEqual(frames);
+      for (let cut = 1; cut < bytes.length; cut += 7) {
+        const reader = new PcapStreamReader();
+        const got: Buffer[] = [];
+        reader.push(bytes.subarray(0, cut), (r) => got.push(Buffer.from(r.data)));
+        reader.push(bytes.subarray(cut), (r) => got.push(Buffer.from(r.data)));
+        expect(got).toEqual(frames);
+        expect(reader.pendingBytes).toBe(0);
+      }
+    }
+  });
+
+  it('refuses bytes that are not a pcap stream', () => {
+    expect(() => new PcapStreamReader().push(Buffer.alloc(24, 7), () => undefined)).toThrow(/not a pcap stream/);
+  });
+
+  it('decodes TCP and UDP under every loopback link type', () => {
+    const segment = ipv4(6, LOOPBACK, LOOPBACK, tcp(40000, SERVER_PORT, 5, 6, 0x18, Buffer.from('hi')));
+    const datagram = ipv4(17, LOOPBACK, LOOPBACK, udp(40001, SERVER_PORT, Buffer.from('mark')));
+    for (const linkType of [0, 1, 101, 113, 276]) {
+      expect(decodePacket(linkType, linkFrame(linkType, segment))).toMatchObject({
+        kind: 'tcp',
+        srcPort: 40000,
+        dstPort: SERVER_PORT,
+        seq: 5,
+        ack: 6,
+        payload: Buffer.from('hi'),
+      });
+      expect(decodePacket(linkType, linkFrame(linkType, datagram))).toMatchObject({ kind: 'udp', payload: Buffer.from('mark') });
+    }
+    expect(decodePacket(1, Buffer.concat([Buffer.alloc(12), Buffer.from([0x86, 0xdd]), Buffer.alloc(40)]))).toEqual({ kind: 'other', why: 'ethertype 0x86dd' });
+  });
+});
+
+describe('TCP direction', () => {
+  it('delivers each byte once, in order, across the 32-bit wrap', () => {
+    const d = new TcpDirection();
+    const out: string[] = [];
+    const deliver = (b: Buffer): number => out.push(b.toString());
+    d.start(0xfffffffd);
+    d.segment(0xffffffff, Buffer.from('cd'), false, deliver); // after a hole: held
+    expect(out).toEqual([]);
+    d.segment(0xfffffffe, Buffer.from('ab'), false, deliver); // fills it, overlaps 'c'
+    d.segment(0xfffffffe, Buffer.from('ab'), false, deliver); // a retransmit
+    d.segment(1, Buffer.from('ef'), true, deliver);
+    expect(out.join('')).toBe('abdef');
+    expect(d.finished).toBe(true);
+    expect(d.missingBefore(4)).toBe(0);
+    expect(seqDiff(1, 0xffffffff)).toBe(2);
+  });
+
+  it('says how many acknowledged bytes it never saw', () => {
+    const d = new TcpDirection();
+    d.start(99);
+    d.segment(110, Buffer.from('late'), false, () => undefined);
+    expect(d.missingBefore(100)).toBe(0);
+    expect(d.missingBefore(114)).toBe(14);
+    expect(d.heldBytes).toBe(4);
+  });
+});
+
+describe('LoopbackTraffic', () => {
+  it('counts a recorded psql session as the proxy counts it', () => {
+    const t = traffic('postgres', RECORDED_PSQL.serverPort);
+    t.push(Buffer.from(RECORDED_PSQL_BASE64, 'base64'));
+    const [c, ...more] = t.connections();
+    expect(more).toEqual([]);
+    const counts = t.record(c!).counts;
+    expect(counts).toMatchObject({ commands: { Query: 2, Terminate: 1 }, roundTrips: 2, incomplete: false, unansweredRequests: 0 });
+    expect(counts.statements).toMatchObject({ completed: 2, completedByClass: { select: 2 } });
+    expect(c!.closedAtNs).not.toBeNull();
+    expect(t.record(c!).serverConnectionId).toEqual(expect.any(Number));
+  });
+
+  it('counts a recorded mariadb CLI session', () => {
+    const t = traffic('mysql', RECORDED_MARIADB.serverPort);
+    t.push(Buffer.from(RECORDED_MARIADB_BASE64, 'base64'));
+    const counts = counted(t);
+    expect(counts).toMatchObject({ connections: 1, incomplete: false, unansweredRequests: 0 });
+    expect(counts.commands).toMatchObject({ COM_QUERY: expect.any(Number), COM_QUIT: 1 });
+    expect(counts.statements?.completedByClass.select).toBeGreaterThanOrEqual(2);
+  });
+
+  it('gives the proxy counts for the same bytes, cut into records at any point', () => {
+    const bytes = stream(session().frames);
+    const expected = proxied();
+    for (const cut of [1, 23, 24, 25, 40, 100, bytes.length - 1]) {
+      const t = traffic('postgres', SERVER_PORT);
+      t.push(bytes.subarray(0, cut));
+      t.push(bytes.subarray(cut));
+      const [c, ...more] = t.connections();
+      expect(more).toEqual([]);
+      expect({ ...t.record(c!).counts, clientWrites: 0 }).toEqual({ ...expected, clientWrites: 0 });
+    }
+  });
+
+  it('counts a retransmitted segment once', () => {
+    const { frames } = session();
+    // The query's segment (after the three handshake frames and the startup's two and its answer's two) sent twice.
+    const query = frames[7]!;
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream([...frames.slice(0, 8), query, ...frames.slice(8)]));
+    expect(counted(t)).toMatchObject({ commands: { Query: 1, Terminate: 1 }, roundTrips: 1, incomplete: false });
+  });
+
+  it('puts out-of-order segments back in order', () => {
+    const conv = new Conversation(40000, SERVER_PORT);
+    const frames = [...conv.open()];
+    const startup = conv.client(CLIENT_TURNS[0]!);
+    const greeting = conv.server(SERVER_TURNS[0]!);
+    // The query in two segments, the second captured first.
+    const query = CLIENT_TURNS[1]!;
+    const first = conv.client(query.subarray(0, 4));
+    const second = conv.client(query.subarray(4));
+    const answer = conv.server(SERVER_TURNS[1]!);
+    frames.push(startup.data, greeting.data, second.data, first.data, second.ack, answer.data, answer.ack, ...conv.close());
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream(frames));
+    expect(counted(t)).toMatchObject({ commands: { Query: 1 }, roundTrips: 1, incomplete: false });
+  });
+
+  it('a segment the capture lost makes the connection incomplete, naming why', () => {
+    const { frames } = session();
+    const t = traffic('postgres', SERVER_PORT);
+    // Without the query's segment: the server's ACK of it shows bytes the capture never had.
+    t.push(stream([...frames.slice(0, 7), ...frames.slice(8)]));
+    const counts = counted(t);
+    expect(counts.incomplete).toBe(true);
+    expect(counts.incompleteReasons.join('; ')).toMatch(/missing 14 byte\(s\) the client sent \(acknowledged, never captured/);
+    expect(counts.commands.Query ?? 0).toBe(0);
+  });
+
+  it('a connection whose SYN was not captured is incomplete; its own packets before any bytes are ignored', () => {
+    const { frames } = session();
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream(frames.slice(5)));
+    const counts = counted(t);
+    expect(counts.connections).toBe(1);
+    expect(counts.incompleteReasons.join('; ')).toMatch(/began before the capture started \(its SYN was not seen\)/);
+    expect(counts.commandsTotal).toBe(0);
+  });
+
+  it('a reset closes the connection; a request it left unanswered is said', () => {
+    const conv = new Conversation(40000, SERVER_PORT);
+    const frames = [...conv.open()];
+    const startup = conv.client(CLIENT_TURNS[0]!);
+    const greeting = conv.server(SERVER_TURNS[0]!);
+    const query = conv.client(CLIENT_TURNS[1]!);
+    frames.push(startup.data, greeting.data, query.data, conv.reset(false));
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream(frames));
+    const [c] = t.connections();
+    expect(c!.closedAtNs).not.toBeNull();
+    expect(t.record(c!).counts.incompleteReasons.join('; ')).toMatch(/server reset/);
+  });
+
+  it('the last ACK after both FINs opens no phantom connection', () => {
+    const { frames } = session();
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream([...frames, frames[frames.length - 1]!]));
+    expect(t.connections()).toHaveLength(1);
+    expect(counted(t).incomplete).toBe(false);
+  });
+
+  it("leaves this process's own connections out, and hands over marker datagrams", () => {
+    const mine = session(new Conversation(40001, SERVER_PORT)).frames;
+    const theirs = session(new Conversation(40002, SERVER_PORT)).frames;
+    const markers: string[] = [];
+    const t = new LoopbackTraffic({
+      protocol: 'postgres',
+      server: { address: LOOPBACK, port: SERVER_PORT },
+      ownerOf: (_a, port) => (port === 40001 ? 'own' : 'other'),
+      onDatagram: (p) => markers.push(p.toString()),
+    });
+    const marker = linkFrame(1, ipv4(17, LOOPBACK, LOOPBACK, udp(50000, SERVER_PORT, Buffer.from('sqltally-marker x 1'))));
+    t.push(stream([...mine, ...theirs, marker]));
+    expect(t.connections().map((c) => c.clientPort)).toEqual([40002]);
+    expect(markers).toEqual(['sqltally-marker x 1']);
+  });
+
+  it('a segment cut short by the snapshot length is incomplete', () => {
+    const { frames } = session();
+    const query = frames[7]!;
+    const bytes = Buffer.concat([
+      pcapHeader(),
+      ...frames.slice(0, 7).map((f) => pcapRecord(f)),
+      pcapRecord(query.subarray(0, query.length - 4), query.length),
+      ...frames.slice(8).map((f) => pcapRecord(f)),
+    ]);
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(bytes);
+    expect(counted(t).incompleteReasons.join('; ')).toMatch(/captured cut short/);
+  });
+
+  it('a TLS session cannot be read: it is incomplete, never refused as the proxy would', () => {
+    const conv = new Conversation(40000, SERVER_PORT);
+    const frames = [...conv.open()];
+    const request = conv.client(pg.sslRequest());
+    const accepted = conv.server(Buffer.from('S'));
+    const hello = conv.client(Buffer.from([0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5]));
+    frames.push(request.data, accepted.data, hello.data, ...conv.close());
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(stream(frames));
+    const counts = counted(t);
+    expect(counts.incomplete).toBe(true);
+    expect(counts.incompleteReasons.join('; ')).toMatch(/the server accepted TLS: the encrypted session cannot be counted/);
+    expect(counts.setup?.tlsRefused).toBe(0);
+  });
+
+  it('a broken pcap stream is said once and stops the reading', () => {
+    const t = traffic('postgres', SERVER_PORT);
+    t.push(Buffer.alloc(24, 1));
+    expect(t.broken).toMatch(/could not be read: not a pcap stream/);
+  });
+});
+
+describe('capture faults in a window', () => {
+  const snap = (faults: string[] | undefined, at: number): WireSnapshot => ({
+    proxyId: 'tap',
+    protocol: 'postgres',
+    takenAtNs: at,
+    connections: [],
+    ...(faults ? { captureFaults: faults } : {}),
+  });
+
+  it('a fault after the window opened makes it incomplete; one from before does not', () => {
+    const before = snap(['the kernel dropped 3 captured packet(s)'], 1);
+    expect(diffWireSnapshots(before, snap(['the kernel dropped 3 captured packet(s)'], 2)).incomplete).toBe(false);
+    const after = diffWireSnapshots(before, snap(['the kernel dropped 3 captured packet(s)', 'tcpdump exited (SIGKILL)'], 2));
+    expect(after.incomplete).toBe(true);
+    expect(after.incompleteReasons).toEqual(['capture: tcpdump exited (SIGKILL)']);
+    expect(diffWireSnapshots(snap(undefined, 1), snap(undefined, 2)).incomplete).toBe(false);
+  });
+});
