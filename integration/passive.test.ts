@@ -25,6 +25,7 @@ jest.setTimeout(START_TIMEOUT_MS);
 const ROWS = 50;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const CAP_NET_RAW = 13;
+type CaseBackend = 'postgres' | 'mariadb' | 'mysql';
 
 /** Why a passive capture cannot run here, or null: tcpdump on PATH and the capability to open a packet socket. */
 function cannotCapture(): string | null {
@@ -57,8 +58,30 @@ const CASES = {
       ],
     },
   ],
+  // MySQL 9.x offers TLS and the mariadb CLI starts it unless told not to: an encrypted session cannot be read.
+  mysql: [
+    {
+      name: `the mariadb CLI with --skip-ssl: a file of ${ROWS} INSERTs`,
+      needs: ['mariadb'],
+      command: (file: string) => ['sh', '-c', 'exec mariadb --skip-ssl --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" < "$1"', 'sh', file],
+    },
+  ],
 } satisfies Partial<Record<BackendName, { name: string; needs: string[]; command: (file: string) => string[] }[]>>;
-type CaseBackend = keyof typeof CASES;
+
+/** Each backend's command-line client: one statement, and a session fed on stdin (left open by the caller). */
+const CLIENTS: Record<CaseBackend, { bin: string; one: string; session: string }> = {
+  postgres: { bin: 'psql', one: 'psql -X -q -c "SELECT 1"', session: 'psql -X -q' },
+  mariadb: {
+    bin: 'mariadb',
+    one: 'mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"',
+    session: 'mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE"',
+  },
+  mysql: {
+    bin: 'mariadb',
+    one: 'mariadb --skip-ssl --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"',
+    session: 'mariadb --skip-ssl --batch -u "$MYSQL_USER" "$MYSQL_DATABASE"',
+  },
+};
 
 function network(b: StartedBackend): NetworkConnection {
   if (b.connection.kind !== 'network') throw new Error(`${b.description.id} is not a network backend`);
@@ -110,7 +133,7 @@ describeEachBackend(
       scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-passive-'));
       const table = `passive_${process.pid}`;
       file = path.join(scratch, 'inserts.sql');
-      await withSqlClient(b.backend === 'postgres' ? 'postgres' : 'mysql', network(server()), { backend: b.id }, (client) =>
+      await withSqlClient(server().description.capabilities.wireProtocol!, network(server()), { backend: b.id }, (client) =>
         client.query(`CREATE TABLE ${table} (id int)`),
       );
       fs.writeFileSync(file, Array.from({ length: ROWS }, (_, i) => `INSERT INTO ${table} VALUES (${i});\n`).join(''));
@@ -157,7 +180,7 @@ describeEachBackend(
       expect(result.code).toBe(0);
     });
 
-    const client = id === 'postgres' ? 'psql' : 'mariadb';
+    const client = CLIENTS[id].bin;
     const proxySkip = unable ?? (resolveCommand(client, process.env).ok ? null : `${client} is not installed`);
     (proxySkip ? it.skip : it)(
       `sqltally proxy --wire passive: a client that exits inside its named window asserts; one still connected at the window's end is incomplete, named${proxySkip ? ` (skipped: ${proxySkip})` : ''}`,
@@ -183,8 +206,8 @@ describeEachBackend(
         };
         const sh = (line: string) =>
           new Promise<number | null>((resolve) => spawn('sh', ['-c', line], { env: { ...process.env, ...env }, stdio: 'ignore' }).once('exit', resolve));
-        const statement = id === 'postgres' ? `psql -X -q -c "SELECT 1"` : `mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"`;
-        const lingering = `(echo "SELECT 1;"; sleep 2) | ${id === 'postgres' ? 'psql -X -q' : 'mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE"'}`;
+        const statement = CLIENTS[id].one;
+        const lingering = `(echo "SELECT 1;"; sleep 2) | ${CLIENTS[id].session}`;
         try {
           expect(env[id === 'postgres' ? 'PGPORT' : 'MYSQL_TCP_PORT']).toBe(String(network(server()).port));
           const one = await window('one', () => sh(statement));
@@ -206,10 +229,21 @@ describeEachBackend(
       },
     );
 
+    const tlsSkip =
+      id !== 'mysql' ? 'only MySQL 9.x offers TLS here' : (unable ?? (resolveCommand('mariadb', process.env).ok ? null : 'mariadb is not installed'));
+    (tlsSkip ? it.skip : it)(
+      `a client that starts TLS (the mariadb CLI by default): incomplete, naming it${tlsSkip ? ` (skipped: ${tlsSkip})` : ''}`,
+      async () => {
+        const w = await execWindow(server(), 'passive', ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"'], scratch);
+        expect(w.verdict.kind).toBe('incomplete');
+        expect(w.layers.wire?.incompleteReasons.join('; ')).toMatch(/the client started TLS: the encrypted session cannot be counted/);
+      },
+    );
+
     const maybe = unable ? it.skip : it;
     maybe(`tcpdump killed inside a window: the window's wire layer is incomplete and says so${unable ? ` (skipped: ${unable})` : ''}`, async () => {
       const c = network(server());
-      const capture = await startPassiveCapture({ protocol: b.backend === 'postgres' ? 'postgres' : 'mysql', target: { host: c.host, port: c.port } });
+      const capture = await startPassiveCapture({ protocol: server().description.capabilities.wireProtocol!, target: { host: c.host, port: c.port } });
       try {
         const before = capture.snapshot();
         process.kill(capture.tcpdumpPid!, 'SIGKILL');
@@ -226,5 +260,5 @@ describeEachBackend(
       }
     });
   },
-  (b) => b.backend === 'postgres' || b.backend === 'mariadb',
+  (b) => b.backend in CASES,
 );
