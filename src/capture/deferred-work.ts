@@ -72,7 +72,7 @@ const PROMISE_KIND = KINDS['PROMISE']!;
 /** Looked up once per resource made in a window: a Map stays fast where an object's keyed load turns megamorphic. */
 const KIND_OF = new Map(Object.entries(KINDS));
 
-/** The async id of a promise the window follows, on the promise itself: V8's settle hook hands over the promise only. */
+/** A followed promise's entry, on the promise itself: V8's settle hook hands over the promise only. */
 const FOLLOWED = Symbol('sqltally.followed');
 
 /** Node's files that lie between a timer/tick API and its caller (`setTimeout` -> `new Timeout` -> the hook). */
@@ -94,6 +94,9 @@ interface Trace {
 }
 
 interface Entry {
+  /** Its async id, and the window (`open` count) that followed it: a promise keeps its entry past its window. */
+  id: number;
+  window: number;
   kind: Kind;
   type: string;
   trace: Trace;
@@ -341,6 +344,8 @@ export class DeferredWorkTracker {
    */
   readonly #entries = new Map<number, Entry>();
   #sweepAt = SWEEP_MIN;
+  /** How many windows this tracker has opened: an entry of an earlier one is not this window's. */
+  #window = 0;
   /** Entries that settled after the function returned: work it had left running, attributed when asked. */
   readonly #late: Entry[] = [];
   /** Promises created while the function's first synchronous part ran: one of them is the promise it returns. */
@@ -428,7 +433,6 @@ export class DeferredWorkTracker {
         if (kind === undefined) return;
         let deferred = false;
         if (promise) {
-          (resource as Record<symbol, number>)[FOLLOWED] = asyncId;
           // A promise chained from another (then, await) says something waits for that one.
           let parent = entries.get(trigger);
           if (parent !== undefined && parent.settled) parent = undefined;
@@ -448,6 +452,8 @@ export class DeferredWorkTracker {
           self.#lastPromiseTrace = trace;
         }
         const entry: Entry = {
+          id: asyncId,
+          window: self.#window,
           kind,
           type,
           trace,
@@ -459,9 +465,10 @@ export class DeferredWorkTracker {
           seq: self.#seq++,
           observed: false,
         };
-        if (entries.size >= self.#sweepAt) self.#sweep();
-        entries.set(asyncId, entry);
+        if (promise) (resource as Record<symbol, Entry>)[FOLLOWED] = entry;
+        // Most of these settle before the run's next hook event, and are then never put in the map (see #captureUncaptured and after).
         if (deferred && trace.captured !== true && trace.holder === undefined) uncaptured[self.#uncapturedCount++] = entry;
+        else self.#keep(entry);
       },
       before(asyncId) {
         if (self.#uncapturedCount > 0) self.#captureUncaptured();
@@ -479,7 +486,9 @@ export class DeferredWorkTracker {
           const holder = run ? (run.holder ?? run) : undefined;
           for (let i = 0; i < n; i++) {
             const e = uncaptured[i]!;
-            if (!e.settled && e.trace.holder === undefined && holder) e.trace.holder = holder;
+            if (e.settled) continue;
+            if (e.trace.holder === undefined && holder) e.trace.holder = holder;
+            self.#keep(e);
           }
           self.#uncapturedCount = 0;
         }
@@ -491,13 +500,19 @@ export class DeferredWorkTracker {
     });
     // V8's own settle hook: async_hooks' promiseResolve goes through Node's dispatch for every promise, several times dearer.
     this.#onSettled = (promise: Promise<unknown>) => {
-      const asyncId = (promise as unknown as Record<symbol, number | undefined>)[FOLLOWED];
-      const e = asyncId === undefined ? undefined : entries.get(asyncId);
-      if (e !== undefined && !e.settled) settled(e);
+      const e = (promise as unknown as Record<symbol, Entry | undefined>)[FOLLOWED];
+      const ours = e !== undefined && e.window === self.#window;
+      if (ours && !e.settled) settled(e);
       // A reaction's own promise resolves as its job ends, when the frames that ran it are gone (and it is followed).
-      if (self.#uncapturedCount > 0 && (asyncId === undefined || asyncId !== executionAsyncId())) self.#captureUncaptured();
-      if (asyncId !== undefined && asyncId === self.#returnedId) self.#markReturned();
+      if (self.#uncapturedCount > 0 && (e === undefined || e.id !== executionAsyncId())) self.#captureUncaptured();
+      if (ours && e.id === self.#returnedId) self.#markReturned();
     };
+  }
+
+  /** Puts an entry in the map, swept first if it is due. */
+  #keep(e: Entry): void {
+    if (this.#entries.size >= this.#sweepAt) this.#sweep();
+    this.#entries.set(e.id, e);
   }
 
   /** Forgets settled entries (see `#entries`), and sweeps again when the map has doubled from what is left. */
@@ -506,12 +521,14 @@ export class DeferredWorkTracker {
     this.#sweepAt = Math.max(SWEEP_MIN, 2 * this.#entries.size);
   }
 
-  /** One capture, here, for the uncaptured promises of this run still pending. */
+  /** One capture, here, for the uncaptured promises of this run still pending, which the map then holds. */
   #captureUncaptured(): void {
     let here: Trace | undefined;
     for (let i = 0; i < this.#uncapturedCount; i++) {
       const e = this.#uncaptured[i]!;
-      if (e.settled || e.trace.holder !== undefined) continue;
+      if (e.settled) continue;
+      this.#keep(e);
+      if (e.trace.holder !== undefined) continue;
       here ??= capture(this.#turn);
       e.trace.holder = here;
     }
@@ -543,6 +560,7 @@ export class DeferredWorkTracker {
     this.#runs.length = 0;
     this.#depth = 0;
     this.#sweepAt = SWEEP_MIN;
+    this.#window++;
     this.#hook.enable();
     this.#stopSettled = promiseHooks.onSettled(this.#onSettled) as () => void;
     this.#enabled = true;
