@@ -4,6 +4,7 @@ import { promiseHooks } from 'node:v8';
 import { AssertionError } from 'node:assert';
 import { isAbsolute, relative, sep } from 'node:path';
 import { isLibraryFile } from '../shared/caller';
+import { mathMax, PromiseClass } from '../shared/intrinsics';
 import { z } from 'zod';
 
 /** How long a window waits, after its function settled, for work the function started and did not await. */
@@ -444,7 +445,8 @@ export class DeferredWorkTracker {
           if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
           // A library's own promise type (a postgres.js query) may start nothing until a later run: its stack now.
           const run = self.#depth > 0 ? runs[self.#depth - 1] : null;
-          deferred = run !== null && run !== undefined && !self.#ambient && !self.#returned && (resource as { constructor?: unknown }).constructor === Promise;
+          deferred =
+            run !== null && run !== undefined && !self.#ambient && !self.#returned && (resource as { constructor?: unknown }).constructor === PromiseClass;
         }
         trace ??= self.#ambient ? captureSites(self.#turn) : deferred ? { turn: self.#turn } : capture(self.#turn);
         if (promise) {
@@ -499,7 +501,7 @@ export class DeferredWorkTracker {
       },
     });
     // V8's own settle hook: async_hooks' promiseResolve goes through Node's dispatch for every promise, several times dearer.
-    this.#onSettled = (promise: Promise<unknown>) => {
+    const onSettled = (promise: Promise<unknown>): void => {
       const e = (promise as unknown as Record<symbol, Entry | undefined>)[FOLLOWED];
       const ours = e !== undefined && e.window === self.#window;
       if (ours && !e.settled) settled(e);
@@ -507,6 +509,7 @@ export class DeferredWorkTracker {
       if (self.#uncapturedCount > 0 && (e === undefined || e.id !== executionAsyncId())) self.#captureUncaptured();
       if (ours && e.id === self.#returnedId) self.#markReturned();
     };
+    this.#onSettled = onSettled;
   }
 
   /** Puts an entry in the map, swept first if it is due. */
@@ -518,7 +521,7 @@ export class DeferredWorkTracker {
   /** Forgets settled entries (see `#entries`), and sweeps again when the map has doubled from what is left. */
   #sweep(): void {
     for (const [id, e] of this.#entries) if (e.settled) this.#entries.delete(id);
-    this.#sweepAt = Math.max(SWEEP_MIN, 2 * this.#entries.size);
+    this.#sweepAt = mathMax(SWEEP_MIN, 2 * this.#entries.size);
   }
 
   /** One capture, here, for the uncaptured promises of this run still pending, which the map then holds. */
