@@ -33,10 +33,13 @@ async function floor(ambient: boolean, tracked: boolean, n: number): Promise<voi
   }
 }
 
-/** The no-database loop under empty hooks of the tracker's shape: what Node's machinery costs before any of its work. */
-async function hooksOnly(tracked: boolean, n: number): Promise<void> {
+/**
+ * The no-database loop under empty hooks of the tracker's shape (async_hooks init, before and after, and V8's settle
+ * hook): what Node's machinery costs before any of the tracker's work; `initOnly` without before and after.
+ */
+async function hooksOnly(tracked: boolean, initOnly: boolean, n: number): Promise<void> {
   if (!tracked) return loop(n);
-  const hook = createHook({ init() {}, before() {}, after() {} }).enable();
+  const hook = (initOnly ? createHook({ init() {} }) : createHook({ init() {}, before() {}, after() {} })).enable();
   const stop = promiseHooks.onSettled(() => undefined) as () => void;
   try {
     await loop(n);
@@ -83,9 +86,9 @@ async function main(): Promise<void> {
   const tracked = side === 'tracked';
   const w = Number(warmup);
   const m = Number(measured);
-  if (scenario === 'floor-hooks') {
-    await hooksOnly(tracked, w);
-    await hooksOnly(tracked, m);
+  if (scenario === 'floor-hooks' || scenario === 'floor-hooks-init') {
+    await hooksOnly(tracked, scenario === 'floor-hooks-init', w);
+    await hooksOnly(tracked, scenario === 'floor-hooks-init', m);
   } else if (scenario === 'floor' || scenario === 'floor-begin') {
     await floor(scenario === 'floor-begin', tracked, w);
     await floor(scenario === 'floor-begin', tracked, m);
