@@ -591,7 +591,7 @@ export class DeferredWorkTracker {
     this.#calling.length = 0;
     if (returned) {
       this.#returnedId = returned.id;
-      // Settled already (an async function that returned without awaiting): its promiseResolve is past.
+      // Settled already (an async function that returned without awaiting): its settle hook has run.
       if (this.#entries.get(returned.id)?.settled !== false) this.#markReturned();
     } else if (!(result instanceof Promise)) {
       this.#markReturned();
