@@ -41,6 +41,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { bundleChild } from './callgrind';
 
 const SCENARIOS = [
   'select',
@@ -131,22 +132,6 @@ function instructions(bundle: string, scenario: Scenario, side: string, warmup: 
   return Number(match[1]);
 }
 
-function bundleSelf(dir: string): string {
-  const esbuild = require('esbuild') as typeof import('esbuild');
-  const outfile = join(dir, 'driver-cpu-child.js');
-  esbuild.buildSync({
-    entryPoints: [join(__dirname, 'driver-cpu-child.ts')],
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    outfile,
-    logLevel: 'error',
-    // Packages load from node_modules at run time (NODE_PATH below), sqltally's from dist/ (bench/shipped.ts): only the bench's own code is bundled.
-    packages: 'external',
-  });
-  return outfile;
-}
-
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -161,7 +146,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const tmp = mkdtempSync(join(os.tmpdir(), 'driver-cpu-'));
   try {
-    const bundle = bundleSelf(tmp);
+    const bundle = bundleChild(join(__dirname, 'driver-cpu-child.ts'), tmp, 'driver-cpu-child.js');
     for (const scenario of scenarios) {
       const r = values.calls ? Number(values.calls) : DEFAULT_CALLS[scenario];
       const per: Record<string, [number, number]> = {};

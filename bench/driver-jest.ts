@@ -10,42 +10,15 @@
  *
  *   npx tsx bench/driver-jest.ts [--rows 5000] [--pairs 21] [--control] [--json]
  */
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { measureContext } from './driver-jest-measure';
 import type { ContextFigures, PairFigures } from './driver-jest-measure';
-
-const ROOT = path.join(__dirname, '..');
+import { runJestSide } from './jest-side';
 
 function inJest(rows: number, pairs: number, control: boolean): ContextFigures {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sqltally-bench-jest-'));
-  const out = path.join(dir, 'figures.json');
-  try {
-    const config = {
-      rootDir: ROOT,
-      testEnvironment: 'node',
-      testMatch: ['<rootDir>/bench/driver-jest.bench.ts'],
-      transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(ROOT, 'tsconfig.json') }] },
-    };
-    const jest = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'jest', 'bin', 'jest.js'), '--config', JSON.stringify(config), '--runInBand'], {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        SQLTALLY_BENCH_OUT: out,
-        SQLTALLY_BENCH_ROWS: String(rows),
-        SQLTALLY_BENCH_PAIRS: String(pairs),
-        SQLTALLY_BENCH_CONTROL: control ? '1' : '0',
-      },
-      encoding: 'utf8',
-    });
-    if (jest.status !== 0 || !fs.existsSync(out)) throw new Error(`the Jest side failed (${jest.status ?? jest.signal}):\n${jest.stdout}\n${jest.stderr}`);
-    return JSON.parse(fs.readFileSync(out, 'utf8')) as ContextFigures;
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
+  const env = { SQLTALLY_BENCH_ROWS: String(rows), SQLTALLY_BENCH_PAIRS: String(pairs), SQLTALLY_BENCH_CONTROL: control ? '1' : '0' };
+  return runJestSide('bench/driver-jest.bench.ts', env) as ContextFigures;
 }
 
 function line(what: string, f: PairFigures, control: boolean): string {

@@ -18,13 +18,19 @@ const BENCHES = {
   'driver-control': { file: 'driver-overhead.ts', args: ['--control'], what: 'the same with raw on both sides: the noise floor of every driver figure' },
   deferred: {
     file: 'deferred-cost.ts',
-    what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite",
+    what: "following a measured function's async work (async_hooks, window only): tracked / untracked CPU per awaited call and per empty window, SQLite, in plain Node and under Jest",
+    args: ['--jest'],
+  },
+  'deferred-cpu': {
+    file: 'deferred-cpu.ts',
+    what: 'the same in callgrind instructions per awaited call (no database, the hooks alone, SQLite) and per empty window; takes minutes',
+    args: ['--scenarios', 'floor,floor-hooks,sqlite,sqlite-empty'],
   },
   'driver-paths': {
     file: 'driver-paths.ts',
     what: "each driver's fast path against its plain one (SQLTALLY_DRIVER_PATH=plain): plain/fast CPU per counted call beside a fast/fast control",
   },
-  'deferred-control': { file: 'deferred-cost.ts', args: ['--control'], what: 'the same untracked on both sides: its noise floor' },
+  'deferred-control': { file: 'deferred-cost.ts', args: ['--control', '--jest'], what: 'the same untracked on both sides: its noise floor' },
   'driver-jest': {
     file: 'driver-jest.ts',
     what: 'the driver proxy under Jest (its vm context makes each global lookup ~250 ns) beside plain Node: per-row-tx and prepared SELECT 1, counted / raw CPU',

@@ -19,11 +19,11 @@
  * `--windows-only N`: run N windows of the first part named (after one warm-up window), nothing printed: what
  * `--callgrind` runs under valgrind, per part, for instructions per row and per window (takes minutes).
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { callgrindRun } from './callgrind';
 import { CaptureSession, createTableSql, dropTableSql, findStrategy, makeRows, runSql, runStrategy, startBackend, workloadTable } from './shipped';
 
 const PARTS = ['uninstrumented', 'main-job', 'full', 'no-deferred', 'no-server', 'no-wire', 'no-stream', 'wrapper-only'] as const;
@@ -44,19 +44,8 @@ const ROOT = process.env['SQLTALLY_BENCH_ROOT'] ?? path.join(__dirname, '..');
 const { EventLoopDelayRecorder } = require(path.join(ROOT, 'dist', 'capture', 'event-loop.js')) as typeof import('../src/capture/event-loop');
 
 /** Instructions of a child that runs `windows` windows of `rows` rows of one part, after the same start-up. */
-function instructions(bundle: string, env: NodeJS.ProcessEnv, args: string[], part: Part, rows: number, windows: number): Promise<number> {
-  const argv = ['--tool=callgrind', '--callgrind-out-file=/dev/null', process.execPath, '--predictable', bundle, ...args];
-  argv.push('--parts', part, '--rows', String(rows), '--windows-only', String(windows));
-  const child = spawn('valgrind', argv, { env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve, reject) =>
-    child.on('close', (code) => {
-      const match = /Collected : (\d+)/.exec(stderr);
-      if (code !== 0 || !match) reject(new Error(`valgrind exited ${code}: ${stderr.slice(-2000)}`));
-      else resolve(Number(match[1]));
-    }),
-  );
+async function instructions(bundle: string, env: NodeJS.ProcessEnv, args: string[], part: Part, rows: number, windows: number): Promise<number> {
+  return (await callgrindRun(bundle, [...args, '--parts', part, '--rows', String(rows), '--windows-only', String(windows)], env)).instructions;
 }
 
 /**

@@ -1,8 +1,10 @@
 import { AsyncResource, createHook, executionAsyncId, executionAsyncResource, type AsyncHook } from 'node:async_hooks';
 import { types } from 'node:util';
+import { promiseHooks } from 'node:v8';
 import { AssertionError } from 'node:assert';
 import { isAbsolute, relative, sep } from 'node:path';
 import { isLibraryFile } from '../shared/caller';
+import { mathMax, PromiseClass } from '../shared/intrinsics';
 import { z } from 'zod';
 
 /** How long a window waits, after its function settled, for work the function started and did not await. */
@@ -10,6 +12,8 @@ export const DEFAULT_DEFERRED_WAIT_MS = 1_500;
 /** Longer than this is a mistake (a timer's range is about 24.8 days, and a window should never hang). */
 export const MAX_DEFERRED_WAIT_MS = 600_000;
 const POLL_MS = 5;
+/** Entries the window's map holds, settled ones included, before it is swept of those. */
+const SWEEP_MIN = 1024;
 /** Deep enough to reach the user's frame under an ORM's query builder (knex: about 15 frames). */
 const STACK_FRAMES = 40;
 /** The hook's frames and Node's (about 4), and the few calls nearest the resource's creation. */
@@ -65,6 +69,13 @@ const KINDS: Record<string, Kind> = {
   SHUTDOWNWRAP: { what: 'a socket shutdown', direct: false, settles: 'callback' },
 };
 
+const PROMISE_KIND = KINDS['PROMISE']!;
+/** Looked up once per resource made in a window: a Map stays fast where an object's keyed load turns megamorphic. */
+const KIND_OF = new Map(Object.entries(KINDS));
+
+/** A followed promise's entry, on the promise itself: V8's settle hook hands over the promise only. */
+const FOLLOWED = Symbol('sqltally.followed');
+
 /** Node's files that lie between a timer/tick API and its caller (`setTimeout` -> `new Timeout` -> the hook). */
 const API_FILES = /^node:(?:internal\/async_hooks|internal\/timers|timers|timers\/promises|internal\/process\/task_queues|async_hooks)(?::|$)/;
 
@@ -84,15 +95,18 @@ interface Trace {
 }
 
 interface Entry {
+  /** Its async id, and the window (`open` count) that followed it: a promise keeps its entry past its window. */
+  id: number;
+  window: number;
   kind: Kind;
   type: string;
   trace: Trace;
   resource: object | null;
   /** Undefined until formatted; null: not the user's work. */
-  site?: string | null;
-  user?: boolean;
+  site: string | null | undefined;
+  user: boolean | undefined;
   /** In words, read when first attributed (a timer's delay is gone once it fired). */
-  what?: string;
+  what: string | undefined;
   settled: boolean;
   /** Creation order, so a reason lists work in the order it was started. */
   seq: number;
@@ -100,7 +114,7 @@ interface Entry {
    * A promise something waits on (a `then` or an `await` chained from it, in the window). One nobody waits on is a
    * handle, not work: a driver's promise that lives as long as its connection, a postgres.js query read as a cursor.
    */
-  observed?: boolean;
+  observed: boolean;
 }
 
 const FRAME = /^\s*at (?:async )?(?:.*?\()?(.*?):(\d+):(\d+)\)?$/;
@@ -320,8 +334,19 @@ function words(entry: Entry): string {
  */
 export class DeferredWorkTracker {
   readonly #hook: AsyncHook;
+  readonly #onSettled: (promise: Promise<unknown>) => void;
+  /** Stops V8's settle hook (installed per window, like the async hook). */
+  #stopSettled: (() => void) | null = null;
+  /** The window's resources that are not promises (a followed promise is known by its entry). */
   readonly #inside = new Set<number>();
+  /**
+   * Followed resources by async id. Settled ones stay until the map is swept (`#sweepAt`): deleting each as it settles
+   * made the map rehash every few calls. A settled promise's id never runs again, so a swept one need not be known.
+   */
   readonly #entries = new Map<number, Entry>();
+  #sweepAt = SWEEP_MIN;
+  /** How many windows this tracker has opened: an entry of an earlier one is not this window's. */
+  #window = 0;
   /** Entries that settled after the function returned: work it had left running, attributed when asked. */
   readonly #late: Entry[] = [];
   /** Promises created while the function's first synchronous part ran: one of them is the promise it returns. */
@@ -356,11 +381,15 @@ export class DeferredWorkTracker {
    * pending at the run's next hook event takes that event's stack, while the frames that made it are on it.
    */
   readonly #uncaptured: Entry[] = [];
+  /** How many of `#uncaptured` are this run's (the array is reused, not emptied). */
+  #uncapturedCount = 0;
   /**
    * Per callback run, innermost last: the trace of the promise whose reaction runs (null: not a promise's run). A
    * promise whose run made no hook event after it takes that trace: the `.then` that registered the callback.
    */
   readonly #runs: (Trace | null | undefined)[] = [];
+  /** How many of `#runs` are open (the array is reused, not popped). */
+  #depth = 0;
 
   /** Called, synchronously and once, at the moment the function returned: read counters there, create nothing. */
   onReturn: (() => void) | null = null;
@@ -379,85 +408,134 @@ export class DeferredWorkTracker {
     const inside = this.#inside;
     const entries = this.#entries;
     // Settled in the very job the function returned in (the throwaway promise of its last `await`) is not late.
-    const settled = (asyncId: number, e: Entry): void => {
+    const settled = (e: Entry): void => {
       e.settled = true;
-      entries.delete(asyncId);
       if (self.#returned && self.#turn !== self.#returnTurn) self.#late.push(e);
     };
+    const uncaptured = this.#uncaptured;
+    const runs = this.#runs;
     this.#hook = createHook({
       init(asyncId, type, trigger, resource) {
-        if (self.#uncaptured.length > 0) self.#captureUncaptured();
+        if (self.#uncapturedCount > 0) self.#captureUncaptured();
         if (self.#ending || (self.#excluded.size > 0 && self.#excluded.has(trigger))) {
           self.#excluded.add(asyncId);
           return;
         }
+        const promise = type === 'PROMISE';
+        const kind = promise ? PROMISE_KIND : KIND_OF.get(type);
         let trace: Trace | undefined;
-        if (!inside.has(executionAsyncId())) {
-          if (!self.#ambient || self.#closing) return;
-          const rootKind = KINDS[type];
-          if (rootKind === undefined) return;
+        const running = executionAsyncId();
+        if (!entries.has(running) && !inside.has(running)) {
+          if (!self.#ambient || self.#closing || kind === undefined) return;
           trace = captureSites(self.#turn);
-          if (trace.sites === undefined || !isUserSites(trace.sites, rootKind)) return;
+          if (trace.sites === undefined || !isUserSites(trace.sites, kind)) return;
         }
-        inside.add(asyncId);
-        const kind = KINDS[type];
+        if (!promise) inside.add(asyncId);
         if (kind === undefined) return;
-        if (type === 'PROMISE') {
+        let deferred = false;
+        if (promise) {
           // A promise chained from another (then, await) says something waits for that one.
-          const parent = entries.get(trigger);
+          let parent = entries.get(trigger);
+          if (parent !== undefined && parent.settled) parent = undefined;
           if (parent !== undefined) parent.observed = true;
           if (self.#isCalling) self.#calling.push({ resource, id: asyncId });
           // Chained in the same synchronous run as the promise it waits on: made by the same lines, so it shares that
           // stack, sparing a capture (a begin() window's call sites, see `madeByFunction`, likewise).
           const source = parent?.trace ?? (trigger === self.#lastPromiseId ? self.#lastPromiseTrace : null);
           if (source && source.turn === self.#turn && (source.sites !== undefined || !self.#ambient)) trace ??= source;
+          // A library's own promise type (a postgres.js query) may start nothing until a later run: its stack now.
+          const run = self.#depth > 0 ? runs[self.#depth - 1] : null;
+          deferred =
+            run !== null && run !== undefined && !self.#ambient && !self.#returned && (resource as { constructor?: unknown }).constructor === PromiseClass;
         }
-        // A library's own promise type (a postgres.js query) may start nothing until a later run: its stack now.
-        const run = self.#runs[self.#runs.length - 1];
-        const deferred =
-          type === 'PROMISE' && run !== null && run !== undefined && !self.#ambient && !self.#returned && Object.getPrototypeOf(resource) === Promise.prototype;
         trace ??= self.#ambient ? captureSites(self.#turn) : deferred ? { turn: self.#turn } : capture(self.#turn);
-        if (type === 'PROMISE') {
+        if (promise) {
           self.#lastPromiseId = asyncId;
           self.#lastPromiseTrace = trace;
         }
-        const entry: Entry = { kind, type, trace, resource: type === 'Timeout' || type === 'Immediate' ? resource : null, settled: false, seq: self.#seq++ };
-        entries.set(asyncId, entry);
-        if (deferred && trace.captured !== true && trace.holder === undefined) self.#uncaptured.push(entry);
+        const entry: Entry = {
+          id: asyncId,
+          window: self.#window,
+          kind,
+          type,
+          trace,
+          resource: type === 'Timeout' || type === 'Immediate' ? resource : null,
+          site: undefined,
+          user: undefined,
+          what: undefined,
+          settled: false,
+          seq: self.#seq++,
+          observed: false,
+        };
+        if (promise) (resource as Record<symbol, Entry>)[FOLLOWED] = entry;
+        // Most of these settle before the run's next hook event, and are then never put in the map (see #captureUncaptured and after).
+        if (deferred && trace.captured !== true && trace.holder === undefined) uncaptured[self.#uncapturedCount++] = entry;
+        else self.#keep(entry);
       },
       before(asyncId) {
-        if (self.#uncaptured.length > 0) self.#captureUncaptured();
+        if (self.#uncapturedCount > 0) self.#captureUncaptured();
         self.#turn++;
-        self.#runs.push(types.isPromise(executionAsyncResource()) ? (entries.get(asyncId)?.trace ?? { turn: -1 }) : null);
+        // A followed entry says what ran; asking Node for the resource (a native call) is left for the others.
+        const e = entries.get(asyncId);
+        runs[self.#depth++] =
+          e !== undefined && !e.settled ? (e.type === 'PROMISE' ? e.trace : null) : types.isPromise(executionAsyncResource()) ? { turn: -1 } : null;
       },
       after(asyncId) {
-        const run = self.#runs.pop();
-        for (const e of self.#uncaptured) if (!e.settled && e.trace.holder === undefined && run) e.trace.holder = run;
-        self.#uncaptured.length = 0;
+        const run = self.#depth > 0 ? runs[--self.#depth] : undefined;
+        const n = self.#uncapturedCount;
+        if (n > 0) {
+          // The run's own trace stands for them; one that has a holder hands that on, so holders never chain.
+          const holder = run ? (run.holder ?? run) : undefined;
+          for (let i = 0; i < n; i++) {
+            const e = uncaptured[i]!;
+            if (e.settled) continue;
+            if (e.trace.holder === undefined && holder) e.trace.holder = holder;
+            self.#keep(e);
+          }
+          self.#uncapturedCount = 0;
+        }
         const e = entries.get(asyncId);
-        if (e === undefined || e.kind.settles === 'resolve') return;
+        if (e === undefined || e.settled || e.kind.settles === 'resolve') return;
         if (e.type === 'Timeout' && (e.resource as { _repeat?: unknown } | null)?._repeat) return;
-        settled(asyncId, e);
-      },
-      promiseResolve(asyncId) {
-        const e = entries.get(asyncId);
-        if (e !== undefined) settled(asyncId, e);
-        // A reaction's own promise resolves as its job ends, when the frames that ran it are gone.
-        if (self.#uncaptured.length > 0 && asyncId !== executionAsyncId()) self.#captureUncaptured();
-        if (asyncId === self.#returnedId) self.#markReturned();
+        settled(e);
       },
     });
+    // V8's own settle hook: async_hooks' promiseResolve goes through Node's dispatch for every promise, several times dearer.
+    const onSettled = (promise: Promise<unknown>): void => {
+      const e = (promise as unknown as Record<symbol, Entry | undefined>)[FOLLOWED];
+      const ours = e !== undefined && e.window === self.#window;
+      if (ours && !e.settled) settled(e);
+      // A reaction's own promise resolves as its job ends, when the frames that ran it are gone (and it is followed).
+      if (self.#uncapturedCount > 0 && (e === undefined || e.id !== executionAsyncId())) self.#captureUncaptured();
+      if (ours && e.id === self.#returnedId) self.#markReturned();
+    };
+    this.#onSettled = onSettled;
   }
 
-  /** One capture, here, for the uncaptured promises of this run still pending. */
+  /** Puts an entry in the map, swept first if it is due. */
+  #keep(e: Entry): void {
+    if (this.#entries.size >= this.#sweepAt) this.#sweep();
+    this.#entries.set(e.id, e);
+  }
+
+  /** Forgets settled entries (see `#entries`), and sweeps again when the map has doubled from what is left. */
+  #sweep(): void {
+    for (const [id, e] of this.#entries) if (e.settled) this.#entries.delete(id);
+    this.#sweepAt = mathMax(SWEEP_MIN, 2 * this.#entries.size);
+  }
+
+  /** One capture, here, for the uncaptured promises of this run still pending, which the map then holds. */
   #captureUncaptured(): void {
     let here: Trace | undefined;
-    for (const e of this.#uncaptured) {
-      if (e.settled || e.trace.holder !== undefined) continue;
+    for (let i = 0; i < this.#uncapturedCount; i++) {
+      const e = this.#uncaptured[i]!;
+      if (e.settled) continue;
+      this.#keep(e);
+      if (e.trace.holder !== undefined) continue;
       here ??= capture(this.#turn);
       e.trace.holder = here;
     }
-    this.#uncaptured.length = 0;
+    this.#uncapturedCount = 0;
   }
 
   /**
@@ -481,8 +559,13 @@ export class DeferredWorkTracker {
     this.#lastPromiseId = -1;
     this.#lastPromiseTrace = null;
     this.#uncaptured.length = 0;
+    this.#uncapturedCount = 0;
     this.#runs.length = 0;
+    this.#depth = 0;
+    this.#sweepAt = SWEEP_MIN;
+    this.#window++;
     this.#hook.enable();
+    this.#stopSettled = promiseHooks.onSettled(this.#onSettled) as () => void;
     this.#enabled = true;
     if (ambient) return;
     this.#root = new AsyncResource('sqltally.window', { requireManualDestroy: true });
@@ -508,8 +591,8 @@ export class DeferredWorkTracker {
     this.#calling.length = 0;
     if (returned) {
       this.#returnedId = returned.id;
-      // Settled already (an async function that returned without awaiting): its promiseResolve is past.
-      if (!this.#entries.has(returned.id)) this.#markReturned();
+      // Settled already (an async function that returned without awaiting): its settle hook has run.
+      if (this.#entries.get(returned.id)?.settled !== false) this.#markReturned();
     } else if (!(result instanceof Promise)) {
       this.#markReturned();
     }
@@ -550,6 +633,7 @@ export class DeferredWorkTracker {
   #pending(): Entry[] {
     const out: Entry[] = [];
     for (const [id, e] of this.#entries) {
+      if (e.settled) continue;
       // No destroy hook (it makes Node track every promise's collection): a cleared timer says so itself.
       if ((e.resource as { _destroyed?: boolean } | null)?._destroyed === true) {
         this.#entries.delete(id);
@@ -569,7 +653,8 @@ export class DeferredWorkTracker {
    */
   unawaitedPromises(): DeferredWorkItem[] {
     const out: Entry[] = [];
-    for (const e of [...this.#late, ...this.#entries.values()]) {
+    // Settled entries still in the map are either late (listed once, from #late) or settled before the return.
+    for (const e of [...this.#late, ...[...this.#entries.values()].filter((x) => !x.settled)]) {
       if (e.type !== 'PROMISE' || this.#awaitsEnd(e)) continue;
       attribute(e);
       if (e.user) out.push(e);
@@ -602,6 +687,8 @@ export class DeferredWorkTracker {
   close(): void {
     if (!this.#enabled) return;
     this.#hook.disable();
+    this.#stopSettled?.();
+    this.#stopSettled = null;
     this.#enabled = false;
     this.onReturn = null;
     this.#root?.emitDestroy();
@@ -611,7 +698,10 @@ export class DeferredWorkTracker {
     this.#late.length = 0;
     this.#lastPromiseTrace = null;
     this.#uncaptured.length = 0;
+    this.#uncapturedCount = 0;
     this.#runs.length = 0;
+    this.#depth = 0;
+    this.#sweepAt = SWEEP_MIN;
     this.#excluded.clear();
     this.#chain.clear();
     this.#ambient = false;

@@ -90,6 +90,7 @@ const PER_CALL: Record<string, readonly string[]> = {
     'count',
     'open',
   ],
+  'src/capture/deferred-work.ts': ['settled', 'init', 'before', 'after', 'onSettled', '#keep', '#sweep', '#captureUncaptured'],
   'src/shared/caller.ts': ['captureCaller', 'structuredSites', 'userFrameIndex', 'fileOf', 'isLibraryFile', 'captureText', 'rememberDepth'],
   'src/wire/mysql-protocol.ts': [
     'parse',

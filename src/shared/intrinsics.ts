@@ -32,5 +32,6 @@ export const mathImul = Math.imul;
 export const toBigInt = BigInt;
 export const DateClass = Date;
 export const ErrorClass = Error;
+export const PromiseClass = Promise;
 export const BufferClass = Buffer;
 export const functionToString = Function.prototype.toString;
