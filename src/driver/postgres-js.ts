@@ -1,4 +1,5 @@
 import { AsyncResource } from 'node:async_hooks';
+import { finished } from 'node:stream';
 import type { Sql } from 'postgres';
 import { messageOf } from '../shared/errors';
 import type { CallProtocol, CallShape, StatementSink } from '../sql/events';
@@ -12,6 +13,7 @@ import { defineProperty, ErrorClass, hasOwn, isArray, reflectApply, reflectGet }
 import { FORCED_REASON, forcedPlain } from './compat/path';
 import {
   callerAtBuild,
+  isStream,
   countWhenRun,
   keepOrigin,
   originMismatch,
@@ -180,7 +182,7 @@ function countWhenAwaited(query: PromiseLike<unknown>, site: Site, method: strin
     batchStatement ??= (batch as { statement?: Statement } | null | undefined)?.statement;
   };
   const own = (name: string, value: AnyFunction): void => void defineProperty(query, name, { configurable: true, writable: true, value });
-  own('then', function countedThen(this: unknown, ...a: unknown[]): unknown {
+  const run = (): void => {
     if (!started) {
       started = true;
       running = true;
@@ -198,10 +200,25 @@ function countWhenAwaited(query: PromiseLike<unknown>, site: Site, method: strin
         callEnd(site, shape, start, error === null ? rowsOf(value) : null, error, values, asked?.caller, typeof pid === 'number' ? pid : null);
         if (letGo) site.sink.letGo?.(-1);
       };
-      reflectApply(then, query, [(value: unknown) => end(value, null), (error: unknown) => end(undefined, error ?? new ErrorClass('query rejected'))]);
+      // A COPY's `writable()` / `readable()` resolves with its stream: the call lasts until the stream is done. Its
+      // `COPY n` resolves the query again, unseen by a public `then`, so its rows stay unknown here.
+      const settled = (value: unknown): void =>
+        isStream(value) ? void finished(value as NodeJS.ReadableStream, (error) => end(undefined, error ?? null)) : end(value, null);
+      reflectApply(then, query, [settled, (error: unknown) => end(undefined, error ?? new ErrorClass('query rejected'))]);
     }
+  };
+  own('then', function countedThen(this: unknown, ...a: unknown[]): unknown {
+    run();
     return reflectApply(then, this, a);
   });
+  // `.execute()` runs the query at once, awaited or not: counted from then.
+  const execute = reflectGet(query, 'execute');
+  if (typeof execute === 'function') {
+    own('execute', function countedExecute(this: unknown, ...a: unknown[]): unknown {
+      run();
+      return reflectApply(execute as AnyFunction, this, a);
+    });
+  }
   const describe = reflectGet(query, 'describe');
   if (typeof describe === 'function') {
     own('describe', function countedDescribe(this: unknown, ...a: unknown[]): unknown {
