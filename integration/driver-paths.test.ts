@@ -81,6 +81,10 @@ const WORKLOADS: { [D in DriverName]: (h: any) => Promise<void> } = {
     });
     await sql.unsafe(`INSERT INTO ${TABLE} (id, label) VALUES ($1, $2)`, [4, 'd']);
     await sql.unsafe(`SELECT count(*) AS n FROM ${TABLE}`);
+    // A cursor read to its end and one left after its first batch, and describe(): none of them awaits the query itself.
+    for await (const rows of sql`SELECT id FROM ${sql(TABLE)} WHERE id > ${0}`.cursor(3)) expect(rows.length).toBeGreaterThan(0);
+    for await (const rows of sql`SELECT label FROM ${sql(TABLE)} WHERE id > ${0}`.cursor(1)) if (rows.length > 0) break;
+    await sql`SELECT id FROM ${sql(TABLE)} WHERE id = ${1}`.describe();
   },
 };
 

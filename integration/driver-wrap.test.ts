@@ -13,9 +13,13 @@ import { wrapMariadb } from '../src/driver/mariadb';
 import { wrapMysql2 } from '../src/driver/mysql2';
 import { openCountedConnection, openRawConnection } from '../src/driver/open';
 import { wrapPg } from '../src/driver/pg';
+import { forcedPlain } from '../src/driver/compat/path';
 import { wrapPostgresJs } from '../src/driver/postgres-js';
 import { describeEachBackend, withBackend } from './harness';
 import { tsChild } from './ts-child';
+
+/** A frame of sqltally's postgres.js wrapper (the stale `counters/driver` path matched nothing since src/ moved). */
+const WRAPPER_FRAME = /src[\\/]driver[\\/]postgres-js\.ts/;
 
 // Driver wrapping is about the driver, not the server version: the plain backend ids are enough.
 const NETWORK_BACKENDS = new Set(['mariadb', 'mysql', 'postgres']);
@@ -112,8 +116,11 @@ describeEachBackend(
             expect(events[0]?.sql).toMatch(/^INSERT INTO wrap_pgjs \("id","label","score"\)values\(\$1,\$2,\$3\),/);
             expect(events[1]?.sql).toBe('SELECT id FROM wrap_pgjs WHERE id > $1');
             expect(events[10]?.error).toMatch(/duplicate key/);
-            // The backend pid of the connection that ran it, read from the query itself.
-            expect(new Set(events.filter((e) => e.method !== 'begin').map((e) => e.connectionId))).toEqual(new Set([conn.connectionId]));
+            // The backend pid of the connection that ran it, read from the query itself. The plain path reads it from the
+            // public result (`.state`): a failed query has none, and postgres.js's error carries no pid.
+            const named = forcedPlain() ? events.filter((e) => e.error === null) : events;
+            expect(new Set(named.filter((e) => e.method !== 'begin').map((e) => e.connectionId))).toEqual(new Set([conn.connectionId]));
+            if (forcedPlain()) expect(events[10]?.connectionId).toBeNull();
           } finally {
             await conn.close();
           }
@@ -138,14 +145,21 @@ describeEachBackend(
             const origin = (stack: string): string[] =>
               stack
                 .split('\n')
-                .filter((l) => /postgres\/cjs\/src\/(query|index)\.js|driver-wrap\.test\.ts|counters[\\/]driver[\\/]postgres-js/.test(l))
+                .filter((l) => /postgres\/cjs\/src\/(query|index)\.js|driver-wrap\.test\.ts/.test(l) || WRAPPER_FRAME.test(l))
                 .map((l) => l.replace(/\(?[^ ]*driver-wrap\.test\.ts:\d+:\d+\)?/, 'TEST').trim());
             expect(wrapped).toMatch(/division by zero/);
+            if (forcedPlain()) {
+              // An origin is postgres.js's private OriginError, made as the query is built: no public API sets it, so on
+              // the plain path the wrapper's frame stays in it (the last of four without debug, above the caller's with it).
+              expect(origin(wrapped)[origin(wrapped).length - 1]).toMatch(debug ? /TEST$/ : WRAPPER_FRAME);
+              expect(wrapped).toMatch(WRAPPER_FRAME);
+              return;
+            }
             expect(origin(wrapped)[origin(wrapped).length - 1]).toMatch(/TEST$/);
             expect(origin(wrapped).slice(0, 3)).toEqual(origin(plain).slice(0, 3));
-            expect(wrapped).not.toMatch(/counters[\\/]driver[\\/]postgres-js/);
+            expect(wrapped).not.toMatch(WRAPPER_FRAME);
             expect(origin(viaUnsafe)).toEqual(origin(rawUnsafe));
-            expect(viaUnsafe).not.toMatch(/counters[\\/]driver[\\/]postgres-js/);
+            expect(viaUnsafe).not.toMatch(WRAPPER_FRAME);
           } finally {
             await raw.close();
           }

@@ -577,6 +577,24 @@ describeEachBackend(
         }
       });
 
+      it("a window whose only traffic ran on a counted object's connection, by a call its wrapper did not see: report, never assert", async () => {
+        // The raw sql shares its one connection with the counted wrapper of it: the call the window runs is missed, as a
+        // call form a wrapper cannot see would be, and the wire ran on the connection the counted calls named.
+        const at = network(session.connection);
+        const raw = postgres({ host: at.host, port: at.port, user: at.user, password: at.password, database: at.database, max: 1, onnotice: () => undefined });
+        try {
+          await session.count(raw)`SELECT 1`;
+          const tally = await session.measure(() => raw`SELECT 2`);
+          expect(tally.layers.driver?.calls).toBe(0);
+          expect(reasonOf(tally)).toEqual({ kind: 'report', reason: expect.stringMatching(/^the layers disagree/) });
+          expect(tally.verdict.discrepancies[0]).toMatch(
+            /^driver layer: no counted call in this window, yet \d+ wire command\(s\) ran on connection\(s\) #\d+, which counted calls ran on in this session/,
+          );
+        } finally {
+          await raw.end();
+        }
+      });
+
       it('a postgres.js query started with execute() and not awaited is running when the function returns: never assert', async () => {
         // postgres.js hands a query to the counting handler a microtask after execute(); the window must still see it
         // as started (its in-flight count), not close as if nothing ran.

@@ -15,7 +15,7 @@ import { startPassiveCapture } from '../wire/passive';
 import { startWireProxy, type WireCounter } from '../wire/proxy';
 import type { WireCounts, WireSnapshot } from '../wire/types';
 import { ignoredShare } from '../verdict/reconcile';
-import { beyondWindow, judgeWindow, type OtherConnections } from '../verdict/verdict';
+import { beyondWindow, judgeWindow, type OtherConnections, type WireOwners } from '../verdict/verdict';
 import { connectionUrl, protocolOf } from '../backends/protocols';
 import type { ClientOptions, SessionConnection } from './connection';
 import { driverVersionOf } from './driver-version';
@@ -146,6 +146,13 @@ function takeOutIgnored(
 export type IgnoreEntry = RegExp | string;
 
 /** One predicate over a statement's shape from an ignore list, refusing entries that are neither a RegExp nor an id. */
+/** The window's connections that carried commands, held against those the session's counted calls ran on. */
+function wireOwners(before: WireSnapshot, after: WireSnapshot, counted: ReadonlySet<number>): WireOwners {
+  const was = new Map(before.connections.map((c) => [c.id, c.counts.commandsTotal]));
+  const busy = after.connections.filter((c) => c.counts.commandsTotal > (was.get(c.id) ?? 0));
+  return { counted: busy.flatMap((c) => (c.serverConnectionId !== null && counted.has(c.serverConnectionId) ? [c.serverConnectionId] : [])) };
+}
+
 function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFilter | null {
   if (entries.length === 0) return null;
   const patterns: RegExp[] = [];
@@ -1140,6 +1147,7 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
         .map((c) => `connection #${c.serverConnectionId ?? '?'}: ${c.counts.lastRequestText ?? 'no statement text'}`),
       deferredWork: open.deferred,
       ...(open.endedBy ? { endedBy: open.endedBy } : {}),
+      ...(driver && wireBefore && wireAtReturn ? { wireOwners: wireOwners(wireBefore, wireAtReturn, this.#recorder.countedConnections) } : {}),
     });
     const share =
       driver && modelDriver

@@ -741,6 +741,9 @@ export class DriverRecorder implements StatementSink {
   #lateOpen = false;
   /** Of those, the ones that settled after the window closed, with the first few statements. */
   #late = { calls: 0, sql: [] as string[] };
+  /** Server ids of the connections counted calls ran on, in or out of a window; the last one kept beside the set. */
+  readonly #connections = new Set<number>();
+  #lastConnection: number | null = null;
 
   constructor(opts: SummarizeOptions = {}) {
     this.#opts = opts;
@@ -764,6 +767,10 @@ export class DriverRecorder implements StatementSink {
     values?: unknown,
     caller?: string | null,
   ): void {
+    if (connectionId !== this.#lastConnection) {
+      if (connectionId !== null) this.#connections.add(connectionId);
+      this.#lastConnection = connectionId;
+    }
     const window = this.#window;
     if (window === null) {
       // A call the last window started, settling after it closed: late work of that window, counted in none.
@@ -802,6 +809,14 @@ export class DriverRecorder implements StatementSink {
     // Calls started in the window and not settled; a call from before the window that settles in it is not one
     // (the count never goes below 0 for it).
     if (this.#window !== null) this.#inFlightInWindow = mathMax(0, this.#inFlightInWindow + delta);
+  }
+
+  /**
+   * The connections counted calls ran on in this session (server ids, where the driver named one): wire traffic on
+   * one of them in a window with no counted call is a counted object's call the driver layer missed.
+   */
+  get countedConnections(): ReadonlySet<number> {
+    return this.#connections;
   }
 
   /** Calls recorded in the current window so far (ignored ones included). */

@@ -1,3 +1,5 @@
+import { AsyncResource } from 'node:async_hooks';
+import { finished } from 'node:stream';
 import type { Sql } from 'postgres';
 import { messageOf } from '../shared/errors';
 import type { CallProtocol, CallShape, StatementSink } from '../sql/events';
@@ -11,6 +13,7 @@ import { defineProperty, ErrorClass, hasOwn, isArray, reflectApply, reflectGet }
 import { FORCED_REASON, forcedPlain } from './compat/path';
 import {
   callerAtBuild,
+  isStream,
   countWhenRun,
   keepOrigin,
   originMismatch,
@@ -161,38 +164,161 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 }
 
 /**
- * The plain path (compat/postgres-js.ts): a query counted when first awaited, through its own `then` shadowed on the
- * instance, from its public result and arguments. A fragment is never awaited, so never counted, as on the fast path.
+ * The plain path (compat/postgres-js.ts): a query counted when first awaited (its `then` shadowed on the instance),
+ * `.describe()` and `.cursor()` shadowed too, so a fragment, never awaited, is never counted, as on the fast path.
  */
 function countWhenAwaited(query: PromiseLike<unknown>, site: Site, method: string, args: unknown[], tagged: CallProtocol): void {
   const then = query.then;
   const strings = method === 'sql' && isArray(args[0]) ? (args[0] as readonly string[]) : typeof args[0] === 'string' && method === 'unsafe' ? [args[0]] : null;
   const asked = strings !== null ? callerAtBuild(site.sink, strings, method) : undefined;
   const values = method === 'sql' ? args.slice(1) : isArray(args[1]) ? (args[1] as unknown[]) : [];
-  const protocol = plainProtocol(method, args, tagged);
+  let protocol = plainProtocol(method, args, tagged);
   let started = false;
-  defineProperty(query, 'then', {
-    configurable: true,
-    writable: true,
-    value: function countedThen(this: unknown, ...a: unknown[]): unknown {
-      if (!started) {
-        started = true;
-        const start = callStart(site);
-        const end = (value: unknown, error: unknown): void => {
-          const statement = (value as { statement?: { string?: unknown; types?: unknown } } | null | undefined)?.statement;
-          const sql = typeof statement?.string === 'string' ? statement.string : strings !== null ? placeholdered(strings) : '';
-          const bound = isArray(statement?.types) ? statement.types.length : values.length;
-          const pid = (value as { state?: { pid?: unknown } } | null | undefined)?.state?.pid;
-          const shape = memoShape(site.memo, method, 'query', sql, bound, 1, 'postgres', error === null ? protocol : undefined);
-          if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
-          callEnd(site, shape, start, error === null ? rowsOf(value) : null, error, values, asked?.caller, typeof pid === 'number' ? pid : null);
-        };
-        reflectApply(then, query, [(value: unknown) => end(value, null), (error: unknown) => end(undefined, error ?? new ErrorClass('query rejected'))]);
-      }
-      return reflectApply(then, this, a);
-    },
+  // The code stopped reading a cursor (`break`): postgres.js closes the portal by itself, and the call lasts until then.
+  let running = false;
+  let letGo = false;
+  let batchStatement: Statement | undefined;
+  const noteBatch = (batch: unknown): void => {
+    batchStatement ??= (batch as { statement?: Statement } | null | undefined)?.statement;
+  };
+  const own = (name: string, value: AnyFunction): void => void defineProperty(query, name, { configurable: true, writable: true, value });
+  const run = (): void => {
+    if (!started) {
+      started = true;
+      running = true;
+      const start = callStart(site);
+      const end = (value: unknown, error: unknown): void => {
+        running = false;
+        // `.describe()` resolves with the statement itself; a cursor's last result may have none, its first batch has.
+        const statement =
+          protocol === 'describe' ? (value as Statement | undefined) : ((value as { statement?: Statement } | null | undefined)?.statement ?? batchStatement);
+        const sql = typeof statement?.string === 'string' ? statement.string : strings !== null ? placeholdered(strings) : '';
+        const bound = isArray(statement?.types) ? statement.types.length : values.length;
+        const pid = (value as { state?: { pid?: unknown } } | null | undefined)?.state?.pid;
+        const shape = memoShape(site.memo, method, 'query', sql, bound, 1, 'postgres', error === null ? protocol : undefined);
+        if (asked !== undefined && asked.text !== sql) site.sink.askAnswered?.(asked.text);
+        callEnd(site, shape, start, error === null ? rowsOf(value) : null, error, values, asked?.caller, typeof pid === 'number' ? pid : null);
+        if (letGo) site.sink.letGo?.(-1);
+      };
+      // A COPY's `writable()` / `readable()` resolves with its stream: the call lasts until the stream is done. Its
+      // `COPY n` resolves the query again, unseen by a public `then`, so its rows stay unknown here.
+      const settled = (value: unknown): void =>
+        isStream(value) ? void finished(value as NodeJS.ReadableStream, (error) => end(undefined, error ?? null)) : end(value, null);
+      reflectApply(then, query, [settled, (error: unknown) => end(undefined, error ?? new ErrorClass('query rejected'))]);
+    }
+  };
+  own('then', function countedThen(this: unknown, ...a: unknown[]): unknown {
+    run();
+    return reflectApply(then, this, a);
+  });
+  // `.execute()` runs the query at once, awaited or not: counted from then.
+  const execute = reflectGet(query, 'execute');
+  if (typeof execute === 'function') {
+    own('execute', function countedExecute(this: unknown, ...a: unknown[]): unknown {
+      run();
+      return reflectApply(execute as AnyFunction, this, a);
+    });
+  }
+  const describe = reflectGet(query, 'describe');
+  if (typeof describe === 'function') {
+    own('describe', function countedDescribe(this: unknown, ...a: unknown[]): unknown {
+      protocol = 'describe';
+      return reflectApply(describe as AnyFunction, this, a);
+    });
+  }
+  const cursor = reflectGet(query, 'cursor');
+  if (typeof cursor !== 'function') return;
+  own('cursor', function countedCursor(this: unknown, ...a: unknown[]): unknown {
+    protocol = 'cursor';
+    const at = typeof a[0] === 'function' ? 0 : 1;
+    const fn = a[at];
+    if (typeof fn === 'function') {
+      a[at] = (batch: unknown, ...rest: unknown[]): unknown => (noteBatch(batch), reflectApply(fn as AnyFunction, undefined, [batch, ...rest]));
+      return reflectApply(cursor as AnyFunction, this, a);
+    }
+    const rows = typeof a[0] === 'number' ? a[0] : 1;
+    return cursorIterator(
+      (next) => reflectApply(cursor as AnyFunction, query, [rows, (batch: unknown) => (noteBatch(batch), next(batch))]) as PromiseLike<unknown>,
+      site.close,
+      () => {
+        if (!running || letGo) return;
+        letGo = true;
+        site.sink.letGo?.(1);
+      },
+    );
   });
 }
+
+/** An async context of the wrapper's own, made at load, outside any window. */
+const OWN_SCOPE = new AsyncResource('sqltally.postgres-js');
+
+/**
+ * A cursor's async iterator, as postgres.js's own, on the documented callback form: a batch waits until the code asks
+ * for the next (or answers `close` when it stops), and the query settles when its portal is read or closed.
+ */
+function cursorIterator(
+  run: (onBatch: (batch: unknown) => Promise<unknown>) => PromiseLike<unknown>,
+  close: unknown,
+  stopped: () => void,
+): AsyncIterable<unknown> {
+  let waiting: { resolve: (r: IteratorResult<unknown>) => void; reject: (e: unknown) => void } | null = null;
+  let release: ((answer: unknown) => void) | null = null;
+  let started = false;
+  let done = false;
+  let failure: { error: unknown } | null = null;
+  const onBatch = (batch: unknown): Promise<unknown> => {
+    const next = waiting;
+    waiting = null;
+    next?.resolve({ value: batch, done: false });
+    return new Promise((resolve) => (release = resolve));
+  };
+  const settled = (error: { error: unknown } | null): void => {
+    done = true;
+    failure = error;
+    const next = waiting;
+    waiting = null;
+    if (next) {
+      if (error) next.reject(error.error);
+      else next.resolve({ value: undefined, done: true });
+    }
+  };
+  const iterator: AsyncIterator<unknown> = {
+    next: () => {
+      if (failure) return Promise.reject(failure.error);
+      if (done) return Promise.resolve({ value: undefined, done: true });
+      return new Promise<IteratorResult<unknown>>((resolve, reject) => {
+        waiting = { resolve, reject };
+        const go = release;
+        release = null;
+        if (go) go(undefined);
+        else if (!started) {
+          started = true;
+          // Out of the caller's async context: the wrapper's wait for a portal closed after a `break` is not the code's work.
+          OWN_SCOPE.runInAsyncScope(() =>
+            run(onBatch).then(
+              () => settled(null),
+              (error: unknown) => settled({ error }),
+            ),
+          );
+        }
+      });
+    },
+    return: () => {
+      const go = release;
+      release = null;
+      if (!done && go) {
+        done = true;
+        stopped();
+        go(close);
+      }
+      return Promise.resolve({ value: undefined, done: true });
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
+}
+
+/** What postgres.js documents of a result's `statement` (and `.describe()` resolves with). */
+type Statement = { string?: unknown; types?: unknown };
 
 /** A template's text as postgres.js numbers its parameters (`$1`, `$2`, ...); a one-string array is that string. */
 function placeholdered(strings: readonly string[]): string {

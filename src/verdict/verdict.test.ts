@@ -310,3 +310,35 @@ describe('findings and deferred work', () => {
     expect(v.reason).toBe('the workload threw: boom; it left work running that it did not await: a setTimeout(…, 50) timer created at app.test.ts:4:7');
   });
 });
+
+describe('a window with no counted call but traffic on the wire', () => {
+  const wire = {
+    protocol: 'postgres' as const,
+    commands: { Bind: 1, Execute: 4, Flush: 4, Sync: 1 },
+    commandsTotal: 10,
+    roundTrips: 1,
+    bytesClientToServer: 100,
+    bytesServerToClient: 1000,
+    clientWrites: 5,
+    connections: 1,
+    incomplete: false,
+    incompleteReasons: [],
+  };
+  const input = { backend: backend(), driverName: 'postgres-js' as const, driver: driverLayer([]), wire, server: serverLayer() };
+
+  it('is put down to a client never counted when its connections are not the counted calls', () => {
+    for (const wireOwners of [undefined, { counted: [] }]) {
+      const v = decideVerdict({ ...input, ...(wireOwners ? { wireOwners } : {}) });
+      expect(v.kind).toBe('assert');
+      expect(v.reconciliation[0]).toMatch(/^no counted driver call in this window: its 10 wire command\(s\) came from clients not passed/);
+    }
+  });
+
+  it('is a missed call, never assert, when it ran on a connection counted calls ran on', () => {
+    const onCounted = decideVerdict({ ...input, wireOwners: { counted: [4242] } });
+    expect(onCounted.kind).toBe('report');
+    expect(onCounted.discrepancies).toEqual([
+      'driver layer: no counted call in this window, yet 10 wire command(s) ran on connection(s) #4242, which counted calls ran on in this session: a counted object made calls its wrapper did not see',
+    ]);
+  });
+});

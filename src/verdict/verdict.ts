@@ -80,6 +80,14 @@ export interface VerdictInput {
   deferredWork?: DeferredWorkInput | null;
   /** What ended the window: its function's return (`measure`, the default) or a call to `end()` (`begin`). */
   endedBy?: 'return' | 'end';
+  /** Whose the window's wire traffic may be when no counted call ran in it (see {@link WireOwners}). */
+  wireOwners?: WireOwners;
+}
+
+/** The window's wire connections that carried commands, against the connections the session's counted calls ran on. */
+export interface WireOwners {
+  /** Server ids of the window's busy connections on which counted calls ran before: a counted object's connections. */
+  counted: readonly number[];
 }
 
 /** The reasons' words for the moment a window's code was done, and for what it started. */
@@ -217,9 +225,13 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
   const { backend, server } = input;
   // A session that counted a driver object before, and a window in which only clients it never counted ran (an ORM
   // that opens its own connections): the driver layer saw none of the window's work, so it explains none of it.
-  const uncounted = input.driver !== null && input.driver.calls === 0 && input.driver.ignoredCalls === 0 && (input.wire?.commandsTotal ?? 0) > 0;
+  const noCall = input.driver !== null && input.driver.calls === 0 && input.driver.ignoredCalls === 0 && (input.wire?.commandsTotal ?? 0) > 0;
+  // Unless the wire ran on a connection counted calls ran on: then the driver layer missed a counted object's calls.
+  const owners = input.wireOwners;
+  const missed = noCall && owners !== undefined && owners.counted.length > 0 ? owners : null;
+  const uncounted = noCall && missed === null;
   const rec =
-    input.driver && input.driverName && !uncounted
+    input.driver && input.driverName && !noCall
       ? reconcile({
           driverName: input.driverName,
           driverOptions: input.driverOptions,
@@ -236,11 +248,11 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
                 `no counted driver call in this window: its ${input.wire?.commandsTotal} wire command(s) came from clients not passed to session.count() (an ORM that opens its own connections), so the driver layer is not compared with the wire and the server`,
               ]
             : [],
-          discrepancies: [] as string[],
+          discrepancies: missed ? [missedWords(missed, input.wire?.commandsTotal ?? 0)] : ([] as string[]),
           findings: [] as Finding[],
         };
   // No counted driver explains the window: the wire's own answers are the model the server is compared with.
-  const wireModel = !('prediction' in rec) && input.wire && (input.driver === null || uncounted) ? reconcileWire(input.wire, server) : null;
+  const wireModel = !('prediction' in rec) && input.wire && (input.driver === null || noCall) ? reconcileWire(input.wire, server) : null;
   if (wireModel) {
     rec.reconciliation.push(...wireModel.reconciliation);
     rec.discrepancies.push(...wireModel.discrepancies);
@@ -248,6 +260,12 @@ export function judgeWindow(input: VerdictInput): { verdict: Verdict; explainedS
   const explainedStatements = 'prediction' in rec ? rec.prediction.server.statements?.max : wireModel?.explainedStatements;
   if (server) rec.discrepancies.push(...belowWindow(backend.flavour, server, input.wire, explainedStatements));
   return { verdict: decide(input, rec, explainedStatements), explainedStatements, findings: rec.findings };
+}
+
+/** The discrepancy of a window whose counted object's calls reached the wire but not the driver layer. */
+function missedWords(owners: WireOwners, commands: number): string {
+  const on = owners.counted.map((id) => `#${id}`).join(', ');
+  return `driver layer: no counted call in this window, yet ${commands} wire command(s) ran on connection(s) ${on}, which counted calls ran on in this session: a counted object made calls its wrapper did not see`;
 }
 
 function decide(input: VerdictInput, rec: Pick<Reconciliation, 'reconciliation' | 'discrepancies'>, explained: number | undefined): Verdict {

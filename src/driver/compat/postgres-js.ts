@@ -162,7 +162,7 @@ function startRun(query: PostgresJsQuery, site: Site, method: string, asked: Ask
 
 const noop = (): undefined => undefined;
 
-function isStream(value: unknown): boolean {
+export function isStream(value: unknown): boolean {
   if (value === null || typeof value !== 'object') return false;
   const o = value as { on?: unknown; pipe?: unknown; write?: unknown };
   return typeof o.on === 'function' && (typeof o.pipe === 'function' || typeof o.write === 'function');
