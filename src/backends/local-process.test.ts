@@ -6,6 +6,7 @@ import { leadingVersion } from './backend';
 import { SqltallyError } from '../shared/errors';
 import { everyThreadStopped, liveResources, processAlive, processStopped } from './live';
 import { readOwnerRecord, ownerFileFor } from './ownership';
+import { NoSqlDriver } from './sql-client';
 import {
   DATADIR_PREFIX,
   freePort,
@@ -264,5 +265,35 @@ describe('launchServer bind race', () => {
     } finally {
       await dir.remove();
     }
+  });
+});
+
+describe('launchServer without a driver for its own SQL', () => {
+  it('fails at once with the install hint, not after the ready timeout, and stops the server', async () => {
+    const dir = makePrivateDir('fake', { ...process.env, SQLTALLY_RUN_ID: `nd${process.pid}` });
+    const missing = new NoSqlDriver('no PostgreSQL driver is installed (tried pg, postgres)', { backend: 'fake', phase: 'connect', hint: 'npm install pg' });
+    let pid = 0;
+    const started = Date.now();
+    const launched = launchServer({
+      id: 'fake',
+      binary: '/bin/sh',
+      args: () => ['-c', `echo $$ > ${path.join(dir.path, 'pid')}; trap 'exit 0' TERM; while :; do sleep 0.05; done`],
+      dir,
+      stopSignal: 'SIGTERM',
+      bindFailure: /never/,
+      ping: async () => {
+        pid = Number(fs.readFileSync(path.join(dir.path, 'pid'), 'utf8'));
+        throw missing;
+      },
+      readyTimeoutMs: 60_000,
+      env: process.env,
+    });
+    await expect(launched).rejects.toThrow(
+      /^\[backend fake, provider local, phase start\] no PostgreSQL driver is installed \(tried pg, postgres\)\n {2}what to do: npm install pg$/,
+    );
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(pid).toBeGreaterThan(0);
+    expect(processAlive(pid)).toBe(false);
+    expect(fs.existsSync(dir.path)).toBe(false);
   });
 });

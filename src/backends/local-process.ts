@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SqltallyError } from '../shared/errors';
+import { NoSqlDriver } from './sql-client';
 import { findExecutable } from './binaries';
 import { descendantsOf, processAlive, processStopped, trackLive } from './live';
 import { createOwnedDir, isRunning, processIdentity, recordDirOwner, recordServer } from './ownership';
@@ -412,6 +413,10 @@ async function attempt(launch: ServerLaunch, port: number): Promise<RunningServe
       return { pid, port, dataDir: launch.dir.path, spawnedAt, readyAt, stop, logTail: logText };
     } catch (err) {
       lastError = err;
+    }
+    if (lastError instanceof NoSqlDriver) {
+      await stop();
+      throw new NoSqlDriver(lastError.what, { backend: launch.id, phase: 'start', provider: 'local', hint: lastError.hint });
     }
     const fatal = launch.isFatal?.(lastError) ?? false;
     if (fatal || Date.now() > deadline) {

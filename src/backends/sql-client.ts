@@ -1,6 +1,7 @@
 import { driverModule } from '../driver/registry';
 import { DRIVER_NAMES, type DriverName } from '../shared/driver-names';
 import { SqltallyError } from '../shared/errors';
+import type { SqltallyErrorContext } from '../shared/errors';
 import { CAPABILITIES } from './capabilities';
 import { PROTOCOLS } from './protocols';
 import type { NetworkConnection, WireProtocol } from './types';
@@ -30,6 +31,16 @@ export interface SqlClientOptions {
   connectTimeoutMs?: number;
   /** Backend id for error messages. */
   backend?: string;
+}
+
+/** No driver that could carry sqltally's own SQL is installed: waiting for the server will not help. */
+export class NoSqlDriver extends SqltallyError {
+  constructor(
+    readonly what: string,
+    context: SqltallyErrorContext,
+  ) {
+    super(what, context);
+  }
 }
 
 function notInstalled(error: unknown): boolean {
@@ -83,7 +94,7 @@ export async function openSqlClient(protocol: SqlProtocol, connection: NetworkCo
     }
   }
   const packages = names.map((name) => driverModule(name).packageName);
-  throw new SqltallyError(`no ${PROTOCOLS[protocol].displayName} driver is installed (tried ${packages.join(', ')})`, {
+  throw new NoSqlDriver(`no ${PROTOCOLS[protocol].displayName} driver is installed (tried ${packages.join(', ')})`, {
     backend: options.backend,
     phase: 'connect',
     hint: `npm install ${packages[0]} (or ${packages.slice(1).join(', ')}): sqltally uses it for its own SQL`,
