@@ -145,7 +145,6 @@ function takeOutIgnored(
 /** A statement to ignore: a RegExp over its fingerprint, or a shape id. */
 export type IgnoreEntry = RegExp | string;
 
-/** One predicate over a statement's shape from an ignore list, refusing entries that are neither a RegExp nor an id. */
 /** The window's connections that carried commands, held against those the session's counted calls ran on. */
 function wireOwners(before: WireSnapshot, after: WireSnapshot, counted: ReadonlySet<number>): WireOwners {
   const was = new Map(before.connections.map((c) => [c.id, c.counts.commandsTotal]));
@@ -153,6 +152,7 @@ function wireOwners(before: WireSnapshot, after: WireSnapshot, counted: Readonly
   return { counted: busy.flatMap((c) => (c.serverConnectionId !== null && counted.has(c.serverConnectionId) ? [c.serverConnectionId] : [])) };
 }
 
+/** One predicate over a statement's shape from an ignore list, refusing entries that are neither a RegExp nor an id. */
 function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFilter | null {
   if (entries.length === 0) return null;
   const patterns: RegExp[] = [];
