@@ -80,13 +80,22 @@ describe('pcap stream', () => {
     for (const bigEndian of [false, true]) {
       const bytes = Buffer.concat([pcapHeader(1, bigEndian), ...frames.map((f) => pcapRecord(f, f.length, bigEndian))]);
       const whole: PcapRecord[] = [];
-      new PcapStreamReader().push(bytes, (r) => whole.push({ ...r, data: Buffer.from(r.data) }));
-      expect(whole.map((r) => r.data)).toEqual(frames);
+      new PcapStreamReader().push(bytes, (r) => whole.push({ ...r, bytes: Buffer.from(r.bytes.subarray(r.start, r.end)), start: 0, end: r.end - r.start }));
+      expect(whole.map((r) => r.bytes)).toEqual(frames);
+      const copy = (got: Buffer[]) => (r: PcapRecord) => got.push(Buffer.from(r.bytes.subarray(r.start, r.end)));
       for (let cut = 1; cut < bytes.length; cut += 7) {
         const reader = new PcapStreamReader();
         const got: Buffer[] = [];
-        reader.push(bytes.subarray(0, cut), (r) => got.push(Buffer.from(r.data)));
-        reader.push(bytes.subarray(cut), (r) => got.push(Buffer.from(r.data)));
+        reader.push(bytes.subarray(0, cut), copy(got));
+        reader.push(bytes.subarray(cut), copy(got));
+        expect(got).toEqual(frames);
+        expect(reader.pendingBytes).toBe(0);
+      }
+      // A byte at a time: a record is put together across many chunks, its header first.
+      for (const size of [1, 3, 17]) {
+        const reader = new PcapStreamReader();
+        const got: Buffer[] = [];
+        for (let at = 0; at < bytes.length; at += size) reader.push(bytes.subarray(at, at + size), copy(got));
         expect(got).toEqual(frames);
         expect(reader.pendingBytes).toBe(0);
       }

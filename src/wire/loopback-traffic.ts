@@ -46,6 +46,9 @@ export interface TappedConnection {
   bytes: number;
   /** The client's initial sequence number, once its SYN was seen. */
   clientIsn: number | null;
+  /** Each direction's in-order bytes to the session: made once per connection, not per packet. */
+  deliverUp: (data: Buffer) => void;
+  deliverDown: (data: Buffer) => void;
 }
 
 const MAX_ENDED_KEPT = 4096;
@@ -90,8 +93,8 @@ export class LoopbackTraffic {
     try {
       this.#reader.push(chunk, (record) => {
         this.packets += 1;
-        const packet = decodePacket(this.#reader.linkType, record.data);
-        if (packet.kind === 'tcp') this.#segment(packet, record.originalLength > record.data.length);
+        const packet = decodePacket(this.#reader.linkType, record.bytes, record.start, record.end);
+        if (packet.kind === 'tcp') this.#segment(packet, record.originalLength > record.end - record.start);
         else if (packet.kind === 'udp') {
           if (packet.dstPort === this.#options.server.port && packet.dst === this.#options.server.address) this.#options.onDatagram?.(packet.payload);
         } else this.otherPackets += 1;
@@ -156,7 +159,7 @@ export class LoopbackTraffic {
     const other = fromClient ? c.down : c.up;
     if (cut) this.#lose(c, `a ${s.payload.length}-byte segment was captured cut short (snapshot length)`);
     else if (c.parsing && direction.started) {
-      direction.segment(s.seq, s.payload, (s.flags & TCP_FIN) !== 0, (data) => this.#deliver(c, fromClient, data));
+      direction.segment(s.seq, s.payload, (s.flags & TCP_FIN) !== 0, fromClient ? c.deliverUp : c.deliverDown);
       if (direction.heldBytes > MAX_HELD_BYTES) this.#lose(c, `more than ${MAX_HELD_BYTES} bytes arrived after a hole the capture never filled`);
     } else if (c.parsing && s.payload.length > 0) this.#lose(c, "the server's SYN-ACK was not captured, so its bytes cannot be put in order");
     if ((s.flags & TCP_ACK) !== 0 && c.parsing && other.started) {
@@ -194,7 +197,11 @@ export class LoopbackTraffic {
       serverFin: false,
       bytes: 0,
       clientIsn: null,
+      deliverUp: NO_REPLY,
+      deliverDown: NO_REPLY,
     };
+    c.deliverUp = (data) => this.#deliver(c, true, data);
+    c.deliverDown = (data) => this.#deliver(c, false, data);
     this.#open.set(this.#key(clientAddress, clientPort), c);
     this.#all.push(c);
     if (session && !withSyn) {

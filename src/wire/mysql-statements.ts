@@ -33,6 +33,8 @@ export interface CommandStatements {
 const UPSERT = /\bon\s+duplicate\s+key\s+update\b|^[\s(]*(?:replace|insert\s+ignore)\b/i;
 const MAX_PREPARED = 10_000;
 const LAST_PREPARED = 0xffffffff;
+/** The last COM_QUERY text is kept as bytes up to this size, to be known again without decoding. */
+const LAST_TEXT_BYTES = 4096;
 
 function statementsOf(text: string): Statement[] {
   if (text.indexOf(';') === -1) return text.trim() === '' ? [] : [{ text, statementClass: classifyCached(text, 'mysql') }];
@@ -67,8 +69,21 @@ export class MysqlStatementTracker {
       this.#tally.textUnread();
       return null;
     }
-    return payload.bytes.toString('utf8', payload.headStart + 1 + skip, payload.headStart + payload.headLength);
+    const start = payload.headStart + 1 + skip;
+    const end = payload.headStart + payload.headLength;
+    // A client that sends one text again and again (a loop, a benchmark): compared as bytes, not decoded again.
+    const last = this.#lastBytes;
+    if (last !== null && last.length === end - start && payload.bytes.compare(last, 0, last.length, start, end) === 0) return this.#lastText;
+    const text = payload.bytes.toString('utf8', start, end);
+    if (end - start <= LAST_TEXT_BYTES) {
+      this.#lastBytes = Buffer.from(payload.bytes.subarray(start, end));
+      this.#lastText = text;
+    }
+    return text;
   }
+
+  #lastBytes: Buffer | null = null;
+  #lastText = '';
 
   /**
    * Bytes before a COM_QUERY's text: with query attributes, the two counts; -1 when attributes with values come

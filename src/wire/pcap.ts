@@ -28,13 +28,18 @@ export const TCP_FIN = 0x01,
   TCP_RST = 0x04,
   TCP_ACK = 0x10;
 
-/** One captured packet as the capture file holds it. */
+/**
+ * One captured packet as the capture file holds it: its bytes are `bytes[start, end)`, a view of the reader's input
+ * (no Buffer made per packet), valid only during the `onRecord` call that hands it over.
+ */
 export interface PcapRecord {
   /** Capture time in microseconds since the epoch. */
   timeUs: number;
-  /** The packet's length on the wire; more than `data.length` when the capture cut it short. */
+  /** The packet's length on the wire; more than `end - start` when the capture cut it short. */
   originalLength: number;
-  data: Buffer;
+  bytes: Buffer;
+  start: number;
+  end: number;
 }
 
 /** An IPv4 TCP segment; addresses are 32-bit numbers (127.0.0.1 is 0x7f000001). */
@@ -62,12 +67,25 @@ export interface UdpDatagram {
 /** What a packet is, or why it cannot be read as IPv4 TCP/UDP (the capture's filter should keep those out). */
 export type DecodedPacket = TcpSegment | UdpDatagram | { kind: 'other'; why: string };
 
+const EMPTY = Buffer.alloc(0);
+
+/** A 32-bit unsigned integer in either byte order, without Buffer's bounds checks (the caller checked). */
+function u32(b: Buffer, at: number, le: boolean): number {
+  return le
+    ? (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16)) + b[at + 3]! * 0x1000000
+    : b[at]! * 0x1000000 + ((b[at + 1]! << 16) | (b[at + 2]! << 8) | b[at + 3]!);
+}
+
+function u16be(b: Buffer, at: number): number {
+  return (b[at]! << 8) | b[at + 1]!;
+}
+
 /**
  * A pcap byte stream (`tcpdump -w -`) read incrementally: the global header once, then one record at a time, in
  * either byte order and with micro- or nanosecond stamps. Throws a WireParseError on bytes no pcap file holds.
  */
 export class PcapStreamReader {
-  #pending: Buffer = Buffer.alloc(0);
+  #pending: Buffer = EMPTY;
   #headerRead = false;
   #littleEndian = true;
   #nanos = false;
@@ -85,35 +103,66 @@ export class PcapStreamReader {
   }
 
   push(chunk: Buffer, onRecord: (record: PcapRecord) => void): void {
-    const buf = this.#pending.length > 0 ? Buffer.concat([this.#pending, chunk]) : chunk;
     let at = 0;
-    if (!this.#headerRead) {
-      if (buf.length < PCAP_GLOBAL_HEADER) {
-        this.#pending = Buffer.from(buf);
-        return;
+    // A record begun in an earlier chunk is completed from this one's first bytes: only it is copied, not the chunk.
+    while (this.#pending.length > 0) {
+      const need = this.#needed(this.#pending);
+      if (this.#pending.length < need) {
+        const take = Math.min(chunk.length - at, need - this.#pending.length);
+        this.#pending = Buffer.concat([this.#pending, chunk.subarray(at, at + take)]);
+        at += take;
+        if (this.#pending.length < need) return;
+        // A record header just completed says how long its body is.
+        if (this.#needed(this.#pending) > this.#pending.length) continue;
       }
-      this.#readGlobalHeader(buf);
-      at = PCAP_GLOBAL_HEADER;
+      const whole = this.#pending;
+      this.#pending = EMPTY;
+      this.#records(whole, 0, onRecord);
+    }
+    const end = this.#records(chunk, at, onRecord);
+    // What is left is copied: the caller may reuse its chunk.
+    if (end < chunk.length) this.#pending = Buffer.from(chunk.subarray(end));
+  }
+
+  /** How many bytes `head` must hold to end on a whole global header or record (at least the header itself). */
+  #needed(head: Buffer): number {
+    if (!this.#headerRead) return PCAP_GLOBAL_HEADER;
+    if (head.length < PCAP_RECORD_HEADER) return PCAP_RECORD_HEADER;
+    const included = u32(head, 8, this.#littleEndian);
+    if (included > Math.max(this.#snapLength, 262_144)) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
+    return PCAP_RECORD_HEADER + included;
+  }
+
+  /** Reads the whole records of `buf` from `at`; returns where the first incomplete one begins. */
+  #records(buf: Buffer, at: number, onRecord: (record: PcapRecord) => void): number {
+    if (!this.#headerRead) {
+      if (buf.length - at < PCAP_GLOBAL_HEADER) return at;
+      this.#readGlobalHeader(buf.subarray(at, at + PCAP_GLOBAL_HEADER));
+      at += PCAP_GLOBAL_HEADER;
     }
     const le = this.#littleEndian;
+    const limit = Math.max(this.#snapLength, 262_144);
+    const record = this.#record;
+    record.bytes = buf;
     while (buf.length - at >= PCAP_RECORD_HEADER) {
-      const seconds = le ? buf.readUInt32LE(at) : buf.readUInt32BE(at);
-      const fraction = le ? buf.readUInt32LE(at + 4) : buf.readUInt32BE(at + 4);
-      const included = le ? buf.readUInt32LE(at + 8) : buf.readUInt32BE(at + 8);
-      const original = le ? buf.readUInt32LE(at + 12) : buf.readUInt32BE(at + 12);
-      if (included > Math.max(this.#snapLength, 262_144)) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
-      if (buf.length - at - PCAP_RECORD_HEADER < included) break;
+      const included = u32(buf, at + 8, le);
+      if (included > limit) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
       const start = at + PCAP_RECORD_HEADER;
-      onRecord({
-        timeUs: seconds * 1e6 + (this.#nanos ? Math.floor(fraction / 1000) : fraction),
-        originalLength: original,
-        data: buf.subarray(start, start + included),
-      });
+      if (buf.length - start < included) break;
+      const fraction = u32(buf, at + 4, le);
+      record.timeUs = u32(buf, at, le) * 1e6 + (this.#nanos ? Math.floor(fraction / 1000) : fraction);
+      record.originalLength = u32(buf, at + 12, le);
+      record.start = start;
+      record.end = start + included;
+      onRecord(record);
       at = start + included;
     }
-    // What is left is copied: the records handed out may hold views of `buf`, which must stay as they were.
-    this.#pending = at < buf.length ? Buffer.from(buf.subarray(at)) : Buffer.alloc(0);
+    record.bytes = EMPTY;
+    return at;
   }
+
+  /** Handed to every `onRecord` call in turn: nothing is allocated per packet. */
+  readonly #record: PcapRecord = { timeUs: 0, originalLength: 0, bytes: Buffer.alloc(0), start: 0, end: 0 };
 
   #readGlobalHeader(buf: Buffer): void {
     const magicLe = buf.readUInt32LE(0);
@@ -129,65 +178,69 @@ export class PcapStreamReader {
   }
 }
 
-/** Where the IPv4 header starts in a frame of `linkType`, or a reason it holds none. */
-function ipOffset(linkType: number, frame: Buffer): number | string {
+/** Where the IPv4 header starts in the frame `f[at, end)` of `linkType` (an index into `f`), or a reason it holds none. */
+function ipOffset(linkType: number, f: Buffer, at: number, end: number): number | string {
+  const length = end - at;
   switch (linkType) {
     case LinkType.Ethernet: {
-      let at = 12;
-      let type = frame.length >= 14 ? frame.readUInt16BE(at) : -1;
-      while (type === ETHERTYPE_VLAN && frame.length >= at + 6) {
-        at += 4;
-        type = frame.readUInt16BE(at);
+      let i = at + 12;
+      let type = length >= 14 ? u16be(f, i) : -1;
+      while (type === ETHERTYPE_VLAN && end >= i + 6) {
+        i += 4;
+        type = u16be(f, i);
       }
-      return type === ETHERTYPE_IPV4 ? at + 2 : `ethertype 0x${type.toString(16)}`;
+      return type === ETHERTYPE_IPV4 ? i + 2 : `ethertype 0x${type.toString(16)}`;
     }
     case LinkType.LinuxSll:
-      return frame.length >= 16 && frame.readUInt16BE(14) === ETHERTYPE_IPV4 ? 16 : 'cooked frame not IPv4';
+      return length >= 16 && u16be(f, at + 14) === ETHERTYPE_IPV4 ? at + 16 : 'cooked frame not IPv4';
     case LinkType.LinuxSll2:
-      return frame.length >= 20 && frame.readUInt16BE(0) === ETHERTYPE_IPV4 ? 20 : 'cooked v2 frame not IPv4';
+      return length >= 20 && u16be(f, at) === ETHERTYPE_IPV4 ? at + 20 : 'cooked v2 frame not IPv4';
     case LinkType.Null:
       // The family is in the capturing host's byte order: either reading says AF_INET.
-      return frame.length >= 4 && (frame.readUInt32LE(0) === AF_INET || frame.readUInt32BE(0) === AF_INET) ? 4 : 'loopback frame not IPv4';
+      return length >= 4 && (u32(f, at, true) === AF_INET || u32(f, at, false) === AF_INET) ? at + 4 : 'loopback frame not IPv4';
     case LinkType.Raw:
-      return 0;
+      return at;
     default:
       return `link type ${linkType}`;
   }
 }
 
-/** Decodes one captured frame down to its TCP segment or UDP datagram. */
-export function decodePacket(linkType: number, frame: Buffer): DecodedPacket {
-  const ip = ipOffset(linkType, frame);
+/**
+ * Decodes one captured frame, `frame[start, end)`, down to its TCP segment or UDP datagram. The payload is a view
+ * of `frame` (a shared empty Buffer when there is none).
+ */
+export function decodePacket(linkType: number, frame: Buffer, start = 0, frameEnd = frame.length): DecodedPacket {
+  const ip = ipOffset(linkType, frame, start, frameEnd);
   if (typeof ip === 'string') return { kind: 'other', why: ip };
-  if (frame.length < ip + 20 || frame[ip]! >> 4 !== 4) return { kind: 'other', why: 'not IPv4' };
+  if (frameEnd < ip + 20 || frame[ip]! >> 4 !== 4) return { kind: 'other', why: 'not IPv4' };
   const headerLength = (frame[ip]! & 0x0f) * 4;
-  const totalLength = frame.readUInt16BE(ip + 2);
-  const fragment = frame.readUInt16BE(ip + 6);
+  const totalLength = u16be(frame, ip + 2);
+  const fragment = u16be(frame, ip + 6);
   // More-fragments set, or an offset: a piece of a datagram that loopback never splits.
   if ((fragment & 0x3fff) !== 0) return { kind: 'other', why: 'IPv4 fragment' };
   const protocol = frame[ip + 9]!;
-  const src = frame.readUInt32BE(ip + 12);
-  const dst = frame.readUInt32BE(ip + 16);
-  const end = Math.min(frame.length, ip + totalLength);
+  const src = u32(frame, ip + 12, false);
+  const dst = u32(frame, ip + 16, false);
+  const end = Math.min(frameEnd, ip + totalLength);
   const l4 = ip + headerLength;
   if (protocol === IPPROTO_TCP) {
     if (end < l4 + 20) return { kind: 'other', why: 'TCP header cut short' };
-    const dataOffset = (frame[l4 + 12]! >> 4) * 4;
+    const dataAt = Math.min(end, l4 + (frame[l4 + 12]! >> 4) * 4);
     return {
       kind: 'tcp',
       src,
       dst,
-      srcPort: frame.readUInt16BE(l4),
-      dstPort: frame.readUInt16BE(l4 + 2),
-      seq: frame.readUInt32BE(l4 + 4),
-      ack: frame.readUInt32BE(l4 + 8),
+      srcPort: u16be(frame, l4),
+      dstPort: u16be(frame, l4 + 2),
+      seq: u32(frame, l4 + 4, false),
+      ack: u32(frame, l4 + 8, false),
       flags: frame[l4 + 13]!,
-      payload: frame.subarray(Math.min(end, l4 + dataOffset), end),
+      payload: dataAt < end ? frame.subarray(dataAt, end) : EMPTY,
     };
   }
   if (protocol === IPPROTO_UDP) {
     if (end < l4 + 8) return { kind: 'other', why: 'UDP header cut short' };
-    return { kind: 'udp', src, dst, srcPort: frame.readUInt16BE(l4), dstPort: frame.readUInt16BE(l4 + 2), payload: frame.subarray(l4 + 8, end) };
+    return { kind: 'udp', src, dst, srcPort: u16be(frame, l4), dstPort: u16be(frame, l4 + 2), payload: frame.subarray(l4 + 8, end) };
   }
   return { kind: 'other', why: `IP protocol ${protocol}` };
 }

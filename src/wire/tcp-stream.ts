@@ -61,7 +61,8 @@ export class TcpDirection {
       return;
     }
     this.duplicateBytes += -offset;
-    this.#deliver(payload.subarray(-offset), deliver);
+    // In order (nearly always): the payload itself, no new view.
+    this.#deliver(offset === 0 ? payload : payload.subarray(-offset), deliver);
     while (this.#held.length > 0) {
       const first = this.#held[0]!;
       const gap = seqDiff(first.seq, this.#next as number);
