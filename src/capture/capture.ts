@@ -24,6 +24,7 @@ import { ownConnectionSettle } from './own-settle';
 import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, type DeferredWork } from './deferred-work';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 import type { Finding } from '../verdict/types';
+import { WIRE_CAPTURES, type WireCapture } from './wire-choice';
 
 export type { ClientOptions, SessionConnection } from './connection';
 
@@ -173,9 +174,8 @@ function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFi
 
 const OTHER_CONNECTIONS: readonly OtherConnections[] = ['mine', 'foreign'];
 
-/** How the wire layer is read (see {@link CaptureOptions.wireCapture}). */
-export type WireCapture = 'proxy' | 'passive';
-export const WIRE_CAPTURES: readonly WireCapture[] = ['proxy', 'passive'];
+export { WIRE_CAPTURES } from './wire-choice';
+export type { WireCapture } from './wire-choice';
 
 function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value);
