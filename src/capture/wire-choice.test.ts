@@ -6,7 +6,14 @@ import { chooseWire, describeWireChoice, proxyAfterFailedStart, WireChoiceSchema
 import type { WireFacts } from './wire-choice';
 
 /** Everything a passive capture needs: each row below takes one thing away. */
-const ABLE: WireFacts = { windowsAcrossConnections: null, host: '127.0.0.1', privateServer: true, tcpdump: '/usr/bin/tcpdump', tlsOffered: false };
+const ABLE: WireFacts = {
+  windowsAcrossConnections: null,
+  host: '127.0.0.1',
+  privateServer: true,
+  serverProcessHere: true,
+  tcpdump: '/usr/bin/tcpdump',
+  tlsOffered: false,
+};
 
 describe('chooseWire: --wire auto', () => {
   it.each<[string, Partial<WireFacts>, string, RegExp]>([
@@ -23,6 +30,7 @@ describe('chooseWire: --wire auto', () => {
     ['IPv6 loopback', { host: '::1' }, 'proxy', /^the server is at ::1, not on a loopback IPv4 address$/],
     ['a container published on a host name', { host: 'docker.internal' }, 'proxy', /not on a loopback IPv4 address/],
     ['a server sqltally did not start', { privateServer: false }, 'proxy', /^sqltally did not start the server: .* other clients' connections/],
+    ['a container sqltally started', { serverProcessHere: false }, 'proxy', /^the server runs in a container/],
     ['tcpdump missing', { tcpdump: null }, 'proxy', /^tcpdump not found on PATH/],
     ['TLS offered', { tlsOffered: true }, 'proxy', /^the server offers TLS/],
     ['TLS unknown', { tlsOffered: null }, 'proxy', /^the server did not say whether it offers TLS/],
@@ -35,7 +43,14 @@ describe('chooseWire: --wire auto', () => {
   });
 
   it('proxy and passive asked by name are taken as asked, whatever the facts', () => {
-    const unable: WireFacts = { windowsAcrossConnections: '--named-windows', host: '10.0.0.5', privateServer: false, tcpdump: null, tlsOffered: true };
+    const unable: WireFacts = {
+      windowsAcrossConnections: '--named-windows',
+      host: '10.0.0.5',
+      privateServer: false,
+      serverProcessHere: false,
+      tcpdump: null,
+      tlsOffered: true,
+    };
     expect(chooseWire('proxy', ABLE)).toEqual({ requested: 'proxy', capture: 'proxy', reason: '--wire proxy' });
     expect(chooseWire('passive', unable)).toEqual({ requested: 'passive', capture: 'passive', reason: '--wire passive' });
   });

@@ -25,6 +25,11 @@ export interface WireFacts {
   host: string;
   /** sqltally started the server: nobody else's connections reach its port. */
   privateServer: boolean;
+  /**
+   * The server is a process on this machine (not a container): its clients' traffic crosses `lo`. A container
+   * engine may route a published loopback port around `lo` (DNAT without its userland proxy).
+   */
+  serverProcessHere: boolean;
   /** tcpdump's path, or null when it is not on PATH. */
   tcpdump: string | null;
   /** The server offers TLS to a client that asks; null when it did not say. */
@@ -34,7 +39,7 @@ export interface WireFacts {
 /**
  * The passive capture where it counts what the proxy would, and the proxy where it may not: connections open at a
  * window's edge (it cannot settle them), another process's connections on a shared server (it counts every socket
- * but its own), a server off loopback, no tcpdump, or TLS on offer (clients take it up by default, and an encrypted
+ * but its own), a server off loopback or in a container, no tcpdump, or TLS on offer (clients take it up by default, and an encrypted
  * session cannot be read). Whether tcpdump may capture is known only by starting it: see {@link proxyAfterFailedStart}.
  */
 export function chooseWire(requested: WireRequest, facts: WireFacts): WireChoice {
@@ -44,6 +49,7 @@ export function chooseWire(requested: WireRequest, facts: WireFacts): WireChoice
     return proxy(`${facts.windowsAcrossConnections}: a connection open at a window's edge can be settled only through the proxy`);
   if (loopbackAddress(facts.host) === null) return proxy(`the server is at ${facts.host}, not on a loopback IPv4 address`);
   if (!facts.privateServer) return proxy("sqltally did not start the server: a capture of its port would count other clients' connections too");
+  if (!facts.serverProcessHere) return proxy('the server runs in a container, whose published port may not carry its traffic over lo');
   if (!facts.tcpdump) return proxy('tcpdump not found on PATH (apt-get install tcpdump)');
   if (facts.tlsOffered === null) return proxy('the server did not say whether it offers TLS, which a capture could not read');
   if (facts.tlsOffered) return proxy('the server offers TLS, which its clients take up by default and a capture cannot read');

@@ -245,6 +245,7 @@ async function wireFor(backend: StartedBackend, wire: WireRequest, across: strin
     windowsAcrossConnections: across,
     host: c.host,
     privateServer: backend.description.capabilities.privateServer,
+    serverProcessHere: backend.description.provider === 'local',
     tcpdump: tcpdump.ok ? tcpdump.file : null,
   };
   // TLS is the last question, and the only one asked of the server itself (sqltally starts its own without it).

@@ -173,8 +173,9 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       exited = `tcpdump could not be run: ${error.message}`;
       resolve();
     });
-    child.on('exit', (code, signal) => {
-      exited = `tcpdump exited (${signal ?? `code ${code}`}): ${stderr.trim().split('\n').slice(-2).join(' / ') || 'no message'}`;
+    // 'close', not 'exit': only then has all of its stderr been read, and the message is what it said last.
+    child.on('close', (code, signal) => {
+      exited ??= `tcpdump exited (${signal ?? `code ${code}`}): ${stderr.trim().split('\n').slice(-2).join(' / ') || 'no message'}`;
       resolve();
     });
   });
