@@ -32,8 +32,9 @@ options:
                         how the wire layer is read: passive reads a copy of the server's loopback traffic with
                         tcpdump (needs CAP_NET_RAW) while the command connects to the server itself, with no extra
                         hop; proxy relays the command's connections through sqltally's proxy. auto (default):
-                        passive on a private loopback server offering no TLS, with tcpdump able to capture and one
-                        window; otherwise the proxy. The choice and its reason are printed and kept in the report
+                        passive on a server sqltally started on this machine (loopback, no TLS, not a container),
+                        with tcpdump able to capture and one window; otherwise the proxy. The choice and its reason
+                        are printed and kept in the report
   --table [SCHEMA.]T    a table the command writes: its own counters are shown, and after a timeout or Ctrl-C its
                         rows are counted through a fresh connection (rows committed anyway)
   --timeout-ms N        stop the command after N ms: SIGTERM to its process group, SIGKILL after --kill-grace-ms
