@@ -35,7 +35,7 @@ const ROOTFS_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
 const ROOTFS_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
 /**
  * MySQL 8+ makes itself a certificate and offers TLS, which its clients take up by default. An empty TLS version
- * list is how 8.4 and 9.x turn it off (`--ssl` is gone).
+ * list turns it off (9.x has no `--ssl` option any more).
  */
 const PLAIN_TEXT_OPTIONS = ['--tls-version='];
 
