@@ -216,6 +216,31 @@ describeEachBackend(
       },
     );
 
+    const standInSkip = id !== 'postgres' ? 'shown on postgres' : resolveCommand('psql', process.env).ok ? null : 'psql is not installed';
+    (standInSkip ? it.skip : it)(
+      `a tcpdump that cannot capture (a stand-in saying what tcpdump says without CAP_NET_RAW): the default falls back to the proxy, naming why, and asserts${standInSkip ? ` (skipped: ${standInSkip})` : ''}`,
+      async () => {
+        const bin = path.join(scratch, 'no-cap-net-raw');
+        fs.mkdirSync(bin);
+        const said = ["tcpdump: lo: You don't have permission to perform this capture on that device", '(socket: Operation not permitted)'];
+        fs.writeFileSync(path.join(bin, 'tcpdump'), `#!/bin/sh\ncat >&2 <<'EOF'\n${said.join('\n')}\nEOF\nexit 1\n`, { mode: 0o755 });
+        const path0 = process.env['PATH'];
+        process.env['PATH'] = `${bin}:${path0}`;
+        try {
+          const result = await runExec(parseExecArgs(['--no-write', '--', ...DEFAULT_WIRE.postgres.command(file)])!, server(), io(scratch));
+          expect(result.report?.command?.wire).toEqual({
+            requested: 'auto',
+            capture: 'proxy',
+            reason: `no CAP_NET_RAW to capture on lo (run as root for the hop-free wire): tcpdump exited (code 1): ${said.join(' / ')}`,
+          });
+          expect(result.report?.windows?.[0]?.verdict.kind).toBe('assert');
+          expect(result.report?.windows?.[0]?.layers.wire?.commands).toEqual({ Query: ROWS, Terminate: 1 });
+        } finally {
+          process.env['PATH'] = path0;
+        }
+      },
+    );
+
     const doc =
       id === 'postgres' ? (unable ?? (resolveCommand('pgbench', process.env).ok ? null : 'pgbench is not installed')) : 'the page shows it on postgres';
     (doc ? it.skip : it)(`the --wire passive block of docs/exec.md runs as written, on this server${doc ? ` (skipped: ${doc})` : ''}`, async () => {

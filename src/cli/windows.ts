@@ -70,10 +70,17 @@ export class MeasuredWindows {
     const environment = collectEnvironment();
     const started = typeof backend === 'string' ? await startBackend(backend) : backend;
     try {
-      let choice = await wireFor(started, wire, across);
+      let { choice, tcpdump } = await wireFor(started, wire, across);
       // The measured work is another process's: nothing this process starts in a window is the command's work.
       const open = (capture: WireChoice['capture']): Promise<CaptureSession> =>
-        CaptureSession.open({ backend: started, deferredWork: false, wireCapture: capture === 'passive' ? 'passive' : 'proxy', ...(table ? { table } : {}) });
+        CaptureSession.open({
+          backend: started,
+          deferredWork: false,
+          wireCapture: capture === 'passive' ? 'passive' : 'proxy',
+          // The tcpdump found is the one run.
+          ...(tcpdump ? { tcpdump } : {}),
+          ...(table ? { table } : {}),
+        });
       let session: CaptureSession;
       try {
         session = await open(choice.capture);
@@ -81,6 +88,7 @@ export class MeasuredWindows {
         // Whether tcpdump may capture is known only by starting it: auto then falls back, naming why.
         if (!(wire === 'auto' && err instanceof PassiveCaptureUnavailable)) throw err;
         choice = proxyAfterFailedStart(err.why);
+        tcpdump = null;
         session = await open(choice.capture);
       }
       return new MeasuredWindows(session, choice, environment, table, typeof backend === 'string' ? started : null);
@@ -234,12 +242,16 @@ export class MeasuredWindows {
   }
 }
 
-/** What reads the wire layer of `backend`: asked for by name, or chosen from what can be known before capturing. */
-async function wireFor(backend: StartedBackend, wire: WireRequest, across: string | null): Promise<WireChoice> {
+/**
+ * What reads the wire layer of `backend`: asked for by name, or chosen from what can be known before capturing; and,
+ * when auto chose the capture, the tcpdump it found.
+ */
+async function wireFor(backend: StartedBackend, wire: WireRequest, across: string | null): Promise<{ choice: WireChoice; tcpdump: string | null }> {
   const c = backend.connection;
   const protocol = backend.description.capabilities.wireProtocol;
-  if (c.kind !== 'network' || !protocol) return { requested: wire, capture: 'none', reason: `${backend.description.id} runs in-process: no wire` };
-  if (wire !== 'auto') return { requested: wire, capture: wire, reason: `--wire ${wire}` };
+  if (c.kind !== 'network' || !protocol)
+    return { choice: { requested: wire, capture: 'none', reason: `${backend.description.id} runs in-process: no wire` }, tcpdump: null };
+  if (wire !== 'auto') return { choice: { requested: wire, capture: wire, reason: `--wire ${wire}` }, tcpdump: null };
   const tcpdump = resolveCommand('tcpdump', process.env);
   const facts = {
     windowsAcrossConnections: across,
@@ -250,8 +262,8 @@ async function wireFor(backend: StartedBackend, wire: WireRequest, across: strin
   };
   // TLS is the last question, and the only one asked of the server itself (sqltally starts its own without it).
   const withoutTls = chooseWire(wire, { ...facts, tlsOffered: false });
-  if (withoutTls.capture !== 'passive') return withoutTls;
-  return chooseWire(wire, { ...facts, tlsOffered: await serverOffersTls(c.host, c.port, protocol) });
+  if (withoutTls.capture !== 'passive') return { choice: withoutTls, tcpdump: null };
+  return { choice: chooseWire(wire, { ...facts, tlsOffered: await serverOffersTls(c.host, c.port, protocol) }), tcpdump: facts.tcpdump };
 }
 
 function stripKey(w: Window): Omit<Window, 'key'> {
