@@ -120,7 +120,8 @@ describeEachBackend(
       const file = path.join(scratch, `${table}.sql`);
       fs.writeFileSync(file, Array.from({ length: ROWS }, (_, i) => `INSERT INTO ${table} VALUES (${i});\n`).join(''));
       const out = path.join(scratch, `${table}-report`);
-      const result = await runExec(execOptions(['--name', 'load', '--out', out, '--', ...RUN_FILE[id](file)]), server(), io(scratch));
+      // The proxy by name: exec's default may take the passive capture (integration/passive.test.ts compares the two).
+      const result = await runExec(execOptions(['--wire', 'proxy', '--name', 'load', '--out', out, '--', ...RUN_FILE[id](file)]), server(), io(scratch));
       expect(result.exitCode).toBe(0);
       const w = only(result.report);
       expect(w.verdict.kind).toBe('assert');
@@ -132,7 +133,13 @@ describeEachBackend(
       });
       expect(w.layers.server?.summary).toMatchObject({ statements: ROWS, inserts: ROWS, rowsInserted: ROWS });
       expect(await rowCount(server(), table)).toBe(ROWS);
-      expect(result.report?.command).toMatchObject({ mode: 'exec', exitCode: 0, stoppedBy: null, sqltallyExitCode: 0 });
+      expect(result.report?.command).toMatchObject({
+        mode: 'exec',
+        exitCode: 0,
+        stoppedBy: null,
+        sqltallyExitCode: 0,
+        wire: { requested: 'proxy', capture: 'proxy', reason: '--wire proxy' },
+      });
 
       const baseline = path.join(scratch, `${table}-baseline.json`);
       expect((await cli(['gate', '--report', out, '--baseline', baseline, '--update'])).code).toBe(0);
@@ -161,6 +168,8 @@ describeEachBackend(
       const result = await runExec(execOptions(['--named-windows', '--out', out, '--', 'sh', '-c', script]), server(), io(scratch));
       expect(fs.readFileSync(codes, 'utf8').trim().split('\n')).toEqual(['401', '404', '409']);
       expect(result.exitCode).toBe(0);
+      // Connections may outlive a named window, and only the proxy can settle them: the default takes it, saying so.
+      expect(result.report?.command?.wire).toEqual({ requested: 'auto', capture: 'proxy', reason: expect.stringMatching(/^--named-windows: /) });
       const windows = result.report?.windows ?? [];
       expect(windows.map((w) => [w.name, w.source, w.verdict.kind, w.layers.server?.summary.rowsInserted, w.layers.wire?.rowsAffected])).toEqual([
         ['insert-1', 'control', 'assert', 1, 1],
@@ -196,7 +205,8 @@ describeEachBackend(
       // Ignores SIGTERM, so only SIGKILL after the grace ends it; a statement a second keeps committing meanwhile.
       const loop = `trap '' TERM; while :; do ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1)`)}; done`;
       const result = await runExec(
-        execOptions(['--no-write', '--table', table, '--timeout-ms', '1500', '--kill-grace-ms', '300', '--', 'sh', '-c', loop]),
+        // The proxy cuts its clients at the give-up; what a capture does there is integration/passive.test.ts's.
+        execOptions(['--wire', 'proxy', '--no-write', '--table', table, '--timeout-ms', '1500', '--kill-grace-ms', '300', '--', 'sh', '-c', loop]),
         server(),
         {
           ...io(scratch),
@@ -220,7 +230,8 @@ describeEachBackend(
     maybe(`a client connecting straight to the server's own port, around the proxy, is never assert${skipped}`, async () => {
       const direct = id === 'postgres' ? `PGPORT=${network(server()).port}` : `MYSQL_TCP_PORT=${network(server()).port}`;
       const result = await runExec(
-        execOptions(['--no-write', '--', 'sh', '-c', `${direct} ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1), (2)`)}`]),
+        // A passive capture (the default where it can run) counts such a client: going around is a proxy matter.
+        execOptions(['--wire', 'proxy', '--no-write', '--', 'sh', '-c', `${direct} ${RUN_SQL[id](`INSERT INTO ${table} VALUES (1), (2)`)}`]),
         server(),
         io(scratch),
       );
@@ -277,6 +288,7 @@ describeEachBackend(
         expect(result.exitCode).toBe(0);
         expect(result.report?.windows?.map((w) => w.name)).toEqual(['one']);
         expect(result.report?.command?.mode).toBe('proxy');
+        expect(result.report?.command?.wire).toEqual({ requested: 'proxy', capture: 'proxy', reason: '--wire proxy' });
         const said = printed.join('\n');
         const password = network(server()).password;
         expect(said).toContain(`export ${id === 'postgres' ? 'PGPASSWORD' : 'MYSQL_PWD'}='${password ? '***' : ''}'`);
@@ -367,6 +379,11 @@ describe('sqlite', () => {
     const [file, url] = fs.readFileSync(seen, 'utf8').trim().split(' ');
     expect(url).toBe(`file:${file}`);
     expect(only(result.report).verdict.kind).toBe('report');
+    expect(result.report?.command?.wire).toEqual({
+      requested: 'auto',
+      capture: 'none',
+      reason: expect.stringMatching(/^sqlite@[\d.]+ runs in-process: no wire$/),
+    });
   });
 
   maybe(`Ctrl-C during sqltally exec: the command's group is stopped, the report is failed, exit 130, nothing left running${skipped}`, async () => {

@@ -3,7 +3,9 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { serverOffersTls } from '../src/backends/listener';
 import { withSqlClient } from '../src/backends/sql-client';
+import { describeWireChoice } from '../src/capture/wire-choice';
 import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
 import { resolveCommand } from '../src/cli/child';
 import { parseExecArgs, parseProxyArgs } from '../src/cli/exec-options';
@@ -19,6 +21,7 @@ import { START_TIMEOUT_MS, describeEachBackend, withBackend } from './harness';
  * `sqltally exec --wire passive` (issue 39): the same foreign clients counted once through the proxy and once from a
  * tcpdump copy of the loopback traffic, with the client connected to the server itself. The wire counts must be the
  * same, the server must agree, and the verdict is `assert` where the proxy's is; a capture that dies is `incomplete`.
+ * With no `--wire` flag exec takes the capture where it can, and the proxy, naming why, where it cannot.
  */
 jest.setTimeout(START_TIMEOUT_MS);
 
@@ -68,6 +71,16 @@ const CASES = {
   ],
 } satisfies Partial<Record<BackendName, { name: string; needs: string[]; command: (file: string) => string[] }[]>>;
 
+/**
+ * A file of INSERTs through each backend's CLI as it comes, run with no --wire flag. The mariadb CLI takes TLS up
+ * whenever the server offers it: on MySQL this passes only because sqltally starts its servers without TLS.
+ */
+const DEFAULT_WIRE: Record<CaseBackend, { bin: string; command: (file: string) => string[] }> = {
+  postgres: { bin: 'psql', command: (file) => ['psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', file] },
+  mariadb: { bin: 'mariadb', command: (file) => ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" < "$1"', 'sh', file] },
+  mysql: { bin: 'mariadb', command: (file) => ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" < "$1"', 'sh', file] },
+};
+
 /** Each backend's command-line client: one statement, and a session fed on stdin (left open by the caller). */
 const CLIENTS: Record<CaseBackend, { bin: string; one: string; session: string }> = {
   postgres: { bin: 'psql', one: 'psql -X -q -c "SELECT 1"', session: 'psql -X -q' },
@@ -88,9 +101,9 @@ function network(b: StartedBackend): NetworkConnection {
   return b.connection;
 }
 
-function io(scratch: string): ExecIo {
+function io(scratch: string, said: string[] = []): ExecIo {
   const log = fs.openSync(path.join(scratch, 'command.log'), 'a');
-  return { env: process.env, stdio: ['ignore', log, log], progress: () => undefined };
+  return { env: process.env, stdio: ['ignore', log, log], progress: (line) => void said.push(line) };
 }
 
 async function execWindow(b: StartedBackend, wire: 'proxy' | 'passive', argv: string[], scratch: string): Promise<Window> {
@@ -164,6 +177,70 @@ describeEachBackend(
       );
     }
 
+    const plain = DEFAULT_WIRE[id];
+    const defaultSkip = !resolveCommand(plain.bin, process.env).ok
+      ? `${plain.bin} is not installed`
+      : process.env[`SQLTALLY_${id.toUpperCase()}_URL`]
+        ? 'a server sqltally did not start: the default takes the proxy there (src/capture/wire-choice.test.ts)'
+        : null;
+    (defaultSkip ? it.skip : it)(
+      `${plain.bin} with no --wire flag: ${unable ? `the proxy, naming why (${unable})` : 'the passive capture'}, counting what --wire proxy counts, assert${defaultSkip ? ` (skipped: ${defaultSkip})` : ''}`,
+      async () => {
+        const proxied = await execWindow(server(), 'proxy', plain.command(file), scratch);
+        const said: string[] = [];
+        const result = await runExec(parseExecArgs(['--no-write', '--', ...plain.command(file)])!, server(), io(scratch, said));
+        expect(result.report?.windows).toHaveLength(1);
+        const w = result.report!.windows![0]!;
+        const wire = result.report?.command?.wire;
+        if (unable) expect(wire).toEqual({ requested: 'auto', capture: 'proxy', reason: expect.stringMatching(/tcpdump not found on PATH|no CAP_NET_RAW/) });
+        else
+          expect(wire).toEqual({
+            requested: 'auto',
+            capture: 'passive',
+            reason: 'a private server on loopback offering no TLS, and tcpdump to copy its traffic',
+          });
+        // Said at the start, right after the server is ready.
+        expect(said.slice(0, 2)).toEqual([expect.stringMatching(new RegExp(`^ready ${id}@`)), describeWireChoice(wire!)]);
+        expect(w.error).toBeUndefined();
+        expect(w.layers.wire?.incompleteReasons).toEqual([]);
+        expect(figures(w)).toEqual(figures(proxied));
+        expect(figures(w).server).toEqual({ statements: ROWS, inserts: ROWS, rows: ROWS });
+        expect([proxied.verdict.kind, w.verdict.kind]).toEqual(['assert', 'assert']);
+        if (id === 'postgres' && !unable) {
+          // docs/exec.md shows these two lines: the wire line word for word.
+          const markdown = fs.readFileSync(path.join(__dirname, '..', 'docs', 'exec.md'), 'utf8');
+          const at = markdown.indexOf('### The hop-free wire: `--wire passive`');
+          const shown = (/```text\n([\s\S]*?)\n```/.exec(markdown.slice(at))?.[1] ?? '').split('\n');
+          expect(shown).toEqual([expect.stringMatching(/^sqltally: ready postgres@\d+ \(.+, local\)$/), `sqltally: ${said[1]}`]);
+        }
+      },
+    );
+
+    const standInSkip = id !== 'postgres' ? 'shown on postgres' : resolveCommand('psql', process.env).ok ? null : 'psql is not installed';
+    (standInSkip ? it.skip : it)(
+      `a tcpdump that cannot capture (a stand-in saying what tcpdump says without CAP_NET_RAW): the default falls back to the proxy, naming why, and asserts${standInSkip ? ` (skipped: ${standInSkip})` : ''}`,
+      async () => {
+        const bin = path.join(scratch, 'no-cap-net-raw');
+        fs.mkdirSync(bin);
+        const said = ["tcpdump: lo: You don't have permission to perform this capture on that device", '(socket: Operation not permitted)'];
+        fs.writeFileSync(path.join(bin, 'tcpdump'), `#!/bin/sh\ncat >&2 <<'EOF'\n${said.join('\n')}\nEOF\nexit 1\n`, { mode: 0o755 });
+        const path0 = process.env['PATH'];
+        process.env['PATH'] = `${bin}:${path0}`;
+        try {
+          const result = await runExec(parseExecArgs(['--no-write', '--', ...DEFAULT_WIRE.postgres.command(file)])!, server(), io(scratch));
+          expect(result.report?.command?.wire).toEqual({
+            requested: 'auto',
+            capture: 'proxy',
+            reason: `no CAP_NET_RAW to capture on lo (run as root for the hop-free wire): tcpdump exited (code 1): ${said.join(' / ')}`,
+          });
+          expect(result.report?.windows?.[0]?.verdict.kind).toBe('assert');
+          expect(result.report?.windows?.[0]?.layers.wire?.commands).toEqual({ Query: ROWS, Terminate: 1 });
+        } finally {
+          process.env['PATH'] = path0;
+        }
+      },
+    );
+
     const doc =
       id === 'postgres' ? (unable ?? (resolveCommand('pgbench', process.env).ok ? null : 'pgbench is not installed')) : 'the page shows it on postgres';
     (doc ? it.skip : it)(`the --wire passive block of docs/exec.md runs as written, on this server${doc ? ` (skipped: ${doc})` : ''}`, async () => {
@@ -229,14 +306,35 @@ describeEachBackend(
       },
     );
 
+    // sqltally starts its servers without TLS; MySQL lets it be switched on at run time (tls_version is dynamic), which
+    // stands in for an external server that offers it.
     const tlsSkip =
-      id !== 'mysql' ? 'only MySQL 9.x offers TLS here' : (unable ?? (resolveCommand('mariadb', process.env).ok ? null : 'mariadb is not installed'));
+      id !== 'mysql'
+        ? 'TLS is switched on at run time on MySQL only'
+        : (unable ?? (resolveCommand('mariadb', process.env).ok ? null : 'mariadb is not installed'));
     (tlsSkip ? it.skip : it)(
-      `a client that starts TLS (the mariadb CLI by default): incomplete, naming it${tlsSkip ? ` (skipped: ${tlsSkip})` : ''}`,
+      `a server offering TLS: the default takes the proxy, naming TLS, and asserts; a passive capture of a client that starts TLS (the mariadb CLI by default) is incomplete, naming it${tlsSkip ? ` (skipped: ${tlsSkip})` : ''}`,
       async () => {
-        const w = await execWindow(server(), 'passive', ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"'], scratch);
-        expect(w.verdict.kind).toBe('incomplete');
-        expect(w.layers.wire?.incompleteReasons.join('; ')).toMatch(/the client started TLS: the encrypted session cannot be counted/);
+        const c = network(server());
+        const admin = (text: string) => withSqlClient('mysql', c, { backend: b.id }, (client) => client.query(text));
+        const one = ['sh', '-c', 'exec mariadb --batch -u "$MYSQL_USER" "$MYSQL_DATABASE" -e "SELECT 1"'];
+        expect(await serverOffersTls(c.host, c.port, 'mysql')).toBe(false);
+        await admin("SET GLOBAL tls_version = 'TLSv1.2,TLSv1.3'");
+        await admin('ALTER INSTANCE RELOAD TLS');
+        try {
+          expect(await serverOffersTls(c.host, c.port, 'mysql')).toBe(true);
+          const auto = await runExec(parseExecArgs(['--no-write', '--', ...one])!, server(), io(scratch));
+          expect(auto.report?.command?.wire).toEqual({ requested: 'auto', capture: 'proxy', reason: expect.stringMatching(/^the server offers TLS/) });
+          expect(auto.report?.windows?.[0]?.verdict.kind).toBe('assert');
+          const w = await execWindow(server(), 'passive', one, scratch);
+          expect(w.verdict.kind).toBe('incomplete');
+          expect(w.layers.wire?.incompleteReasons.join('; ')).toMatch(/the client started TLS: the encrypted session cannot be counted/);
+        } finally {
+          // An empty version list is no TLS context: without NO ROLLBACK the reload refuses it and keeps TLS on.
+          await admin("SET GLOBAL tls_version = ''");
+          await admin('ALTER INSTANCE RELOAD TLS NO ROLLBACK ON ERROR');
+        }
+        expect(await serverOffersTls(c.host, c.port, 'mysql')).toBe(false);
       },
     );
 

@@ -270,25 +270,41 @@ describeEachBackend(
       expect(refused.commandsTotal).toBe(0);
       expect(refused.incomplete).toBe(false);
 
-      const serverHasTls = await mysql
-        .createConnection({ ...params, host: c.host, port: c.port })
-        .then(async (direct) => (await direct.end(), true))
-        .catch(() => false);
-      await using passthrough = await startWireProxy({ protocol: 'mysql', target: { host: c.host, port: c.port }, tls: 'passthrough' });
-      const attempt = mysql.createConnection({ ...params, host: passthrough.host, port: passthrough.port });
-      if (!serverHasTls) {
-        // NOT_SUPPORTED here: this server has no TLS, so passthrough has nothing encrypted to step aside for.
-        await expect(attempt).rejects.toThrow(/secure connection|SSL/i);
-        return;
+      // sqltally starts its servers without TLS; MySQL can switch it on at run time (tls_version is dynamic there).
+      const admin = await mysql.createConnection({ host: c.host, port: c.port, user: c.user, password: c.password, database: c.database });
+      if (family === 'mysql') {
+        await admin.query("SET GLOBAL tls_version = 'TLSv1.2,TLSv1.3'");
+        await admin.query('ALTER INSTANCE RELOAD TLS');
       }
-      const conn = await attempt;
-      conn.on('error', () => undefined);
-      await conn.query('SELECT 1');
-      const [record] = passthrough.connections();
-      expect(record?.counts.incomplete).toBe(true);
-      expect(record?.counts.incompleteReasons).toEqual(['the client started TLS: the encrypted session cannot be counted']);
-      expect(record?.counts.commandsTotal).toBe(0);
-      await conn.end();
+      try {
+        const serverHasTls = await mysql
+          .createConnection({ ...params, host: c.host, port: c.port })
+          .then(async (direct) => (await direct.end(), true))
+          .catch(() => false);
+        if (family === 'mysql') expect(serverHasTls).toBe(true);
+        await using passthrough = await startWireProxy({ protocol: 'mysql', target: { host: c.host, port: c.port }, tls: 'passthrough' });
+        const attempt = mysql.createConnection({ ...params, host: passthrough.host, port: passthrough.port });
+        if (!serverHasTls) {
+          // NOT_SUPPORTED here: this server has no TLS, so passthrough has nothing encrypted to step aside for.
+          await expect(attempt).rejects.toThrow(/secure connection|SSL/i);
+          return;
+        }
+        const conn = await attempt;
+        conn.on('error', () => undefined);
+        await conn.query('SELECT 1');
+        const [record] = passthrough.connections();
+        expect(record?.counts.incomplete).toBe(true);
+        expect(record?.counts.incompleteReasons).toEqual(['the client started TLS: the encrypted session cannot be counted']);
+        expect(record?.counts.commandsTotal).toBe(0);
+        await conn.end();
+      } finally {
+        if (family === 'mysql') {
+          // An empty version list is no TLS context: without NO ROLLBACK the reload refuses it and keeps TLS on.
+          await admin.query("SET GLOBAL tls_version = ''");
+          await admin.query('ALTER INSTANCE RELOAD TLS NO ROLLBACK ON ERROR');
+        }
+        await admin.end();
+      }
     });
   },
   (b) => b.backend === 'mariadb' || b.backend === 'mysql',

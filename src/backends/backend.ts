@@ -88,6 +88,12 @@ export interface BackendModule {
   /** Finishes the skip reason: what a person can do to get this backend. */
   readonly unavailableHint: string;
   readonly installFinders: readonly InstallFinder[];
+  /**
+   * Server options every private server of this backend is started with (local, root filesystem, container) so that
+   * it does not offer TLS where the engine does by default: a client that takes TLS up cannot be read by a passive
+   * wire capture. Empty where the engine offers none unless configured.
+   */
+  readonly plainTextOptions: readonly string[];
   /** `10.11.19-MariaDB-0+deb12u1` -> `10.11`: the part of a version a variant id names. */
   variantLabel(version: string): string;
   /** Reads version and flavour from the server with a real query. */

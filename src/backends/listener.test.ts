@@ -2,8 +2,8 @@
 import net from 'node:net';
 import { SqltallyError } from '../shared/errors';
 import { diagnoseConnectFailure } from './external';
-import { looksLikeMysqlGreeting, looksLikePostgresAnswer } from './protocols';
-import { diagnoseListener } from './listener';
+import { looksLikeMysqlGreeting, looksLikePostgresAnswer, mysqlGreetingOffersTls } from './protocols';
+import { diagnoseListener, serverOffersTls } from './listener';
 import type { ListenerKind, WireProtocol } from './listener';
 import { freePort } from './local-process';
 import { startBackend } from './registry';
@@ -11,6 +11,23 @@ import type { NetworkConnection } from './types';
 
 /** A loopback TCP service that behaves like `behaviour`; closed after each test. */
 type Behaviour = (socket: net.Socket) => void;
+
+/** A protocol-10 greeting as MySQL sends it, its lower capability flags `caps` (CLIENT_SSL is 0x800). */
+function mysqlGreeting(caps: number): Buffer {
+  const capsLow = Buffer.alloc(2);
+  capsLow.writeUInt16LE(caps);
+  // Version, thread id, 8 bytes of scramble, a filler, the lower capabilities, then charset, status and the rest.
+  const payload = Buffer.concat([
+    Buffer.from([0x0a]),
+    Buffer.from('9.7.4\0'),
+    Buffer.alloc(4, 7),
+    Buffer.alloc(8, 0x41),
+    Buffer.from([0]),
+    capsLow,
+    Buffer.alloc(20),
+  ]);
+  return Buffer.concat([Buffer.from([payload.length & 0xff, (payload.length >> 8) & 0xff, 0, 0]), payload]);
+}
 
 const BEHAVIOURS = {
   silent: () => undefined,
@@ -28,6 +45,13 @@ const BEHAVIOURS = {
     s.write(Buffer.concat([header, payload]));
   },
   postgresNoTls: (s: net.Socket) => s.once('data', () => s.write('N')),
+  postgresTls: (s: net.Socket) => s.once('data', () => s.write('S')),
+  mysqlTls: (s: net.Socket) => void s.write(mysqlGreeting(0xffff)),
+  mysqlPlain: (s: net.Socket) => void s.write(mysqlGreeting(0xffff & ~0x800)),
+  mysqlRefusing: (s: net.Socket) => {
+    const payload = Buffer.concat([Buffer.from([0xff, 0x69, 0x04]), Buffer.from("Host '1.2.3.4' is blocked")]);
+    s.end(Buffer.concat([Buffer.from([payload.length, 0, 0, 0]), payload]));
+  },
 } satisfies Record<string, Behaviour>;
 
 const servers: net.Server[] = [];
@@ -87,6 +111,29 @@ describe('diagnoseListener', () => {
     expect(looksLikePostgresAnswer(Buffer.from('N'))).toBe(true);
     expect(looksLikePostgresAnswer(Buffer.from('NOPE'))).toBe(false);
     expect(looksLikePostgresAnswer(Buffer.from('ERROR: nope'))).toBe(false);
+  });
+});
+
+describe('serverOffersTls: asked of the server, never logging in', () => {
+  it.each<[keyof typeof BEHAVIOURS, WireProtocol, boolean | null]>([
+    ['mysqlTls', 'mysql', true],
+    ['mysqlPlain', 'mysql', false],
+    ['mysqlRefusing', 'mysql', null],
+    ['postgresTls', 'postgres', true],
+    ['postgresNoTls', 'postgres', false],
+    ['silent', 'postgres', null],
+    ['http', 'mysql', null],
+  ])('%s, asked for %s: %s', async (behaviour, protocol, offered) => {
+    expect(await serverOffersTls('127.0.0.1', await listen(BEHAVIOURS[behaviour]), protocol, FAST_MS)).toBe(offered);
+  });
+
+  it('reads CLIENT_SSL only from a whole greeting, split anywhere', () => {
+    const greeting = mysqlGreeting(0x800);
+    for (let cut = 0; cut < greeting.length; cut++) {
+      const capsEnd = 4 + 1 + 6 + 4 + 8 + 1 + 2;
+      expect([cut, mysqlGreetingOffersTls(greeting.subarray(0, cut))]).toEqual([cut, cut >= capsEnd ? true : null]);
+    }
+    expect(mysqlGreetingOffersTls(mysqlGreeting(0x200))).toBe(false);
   });
 });
 

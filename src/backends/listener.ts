@@ -136,3 +136,13 @@ export async function diagnoseListener(
   if (poked.received.length > 0) return { kind: 'foreign', answer: printable(poked.received), waitedMs: waited() };
   return { kind: 'silent', waitedMs: waited() };
 }
+
+/**
+ * Whether the server at `host:port` offers TLS to a client that asks (the MySQL greeting's CLIENT_SSL, PostgreSQL's
+ * answer to an SSLRequest), or null when it did not say within `timeoutMs`. Never logs in; closes its socket.
+ */
+export async function serverOffersTls(host: string, port: number, protocol: WireProtocol, timeoutMs = DEFAULT_DIAGNOSIS_TIMEOUT_MS): Promise<boolean | null> {
+  const greeting = PROTOCOLS[protocol].greeting;
+  const answer = await exchange(host, port, greeting.opening, timeoutMs, timeoutMs, (r) => greeting.offersTls(r) !== null);
+  return greeting.offersTls(answer.received);
+}

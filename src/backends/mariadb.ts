@@ -28,6 +28,8 @@ const BIND_FAILURE = /Address already in use|Can't start server: Bind on TCP\/IP
 const VERSION_PATTERN = /Ver\s+(\S+)/;
 /** Beside the family's: the Aria page cache is 128 MB by default, allocated at start, and holds only system and temporary tables. */
 const MEMORY_OPTIONS = [...MYSQL_FAMILY_MEMORY_OPTIONS, '--aria-pagecache-buffer-size=8M'];
+/** MariaDB 11.4+ makes itself a certificate and offers TLS, which its clients take up by default; 10.x offers none. */
+const PLAIN_TEXT_OPTIONS = ['--skip-ssl'];
 /** MariaDB 11.8's default redo log made most of the root filesystem's template, which every start copies. */
 const ROOTFS_REDO_SIZE = '--innodb-log-file-size=32M';
 /** What mariadb-install-db feeds to `mariadbd --bootstrap`, in its order (without the help tables). */
@@ -63,7 +65,7 @@ export const MARIADB_ROOTFS: RootfsRecipe = {
   // MariaDB's clean shutdown is quick, so it keeps one.
   stopSignal: 'SIGTERM',
   initialize: bootstrapDataDir,
-  serverOptions: [ROOTFS_REDO_SIZE, ...MEMORY_OPTIONS],
+  serverOptions: [ROOTFS_REDO_SIZE, ...MEMORY_OPTIONS, ...PLAIN_TEXT_OPTIONS],
 };
 
 /**
@@ -103,6 +105,7 @@ export function mariadbServerArgs(privateDir: string, port: number): string[] {
     REDO_LOG_SIZE,
     ...THROWAWAY_DURABILITY_OPTIONS,
     ...MEMORY_OPTIONS,
+    ...PLAIN_TEXT_OPTIONS,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -201,6 +204,7 @@ export const MARIADB = {
   unavailableHint: 'install mariadb-server (apt-get install mariadb-server) or set SQLTALLY_MARIADB_URL',
   // The root filesystem's server is listed after the host's own.
   installFinders: [findLocalMariadb, rootfsFinder(MARIADB_ROOTFS, (): BackendModule => MARIADB)],
+  plainTextOptions: PLAIN_TEXT_OPTIONS,
   variantLabel: (version: string) => leadingVersion(version, 2),
   identify: identifyMysqlFamily,
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
@@ -213,6 +217,7 @@ export const MARIADB = {
       '--local-infile=1',
       ...THROWAWAY_DURABILITY_OPTIONS,
       ...MEMORY_OPTIONS,
+      ...PLAIN_TEXT_OPTIONS,
     ],
     environment: {},
     reuse: false,

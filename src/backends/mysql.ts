@@ -33,6 +33,11 @@ const ROOTFS_REDO_CAPACITY = '--innodb-redo-log-capacity=32M';
  * every start copies and writes each page twice. Given at initialise too, so the files are never made.
  */
 const ROOTFS_NO_DOUBLEWRITE = '--innodb-doublewrite=OFF';
+/**
+ * MySQL 8+ makes itself a certificate and offers TLS, which its clients take up by default. An empty TLS version
+ * list turns it off (9.x has no `--ssl` option any more).
+ */
+const PLAIN_TEXT_OPTIONS = ['--tls-version='];
 
 /** MySQL 9.x needs a newer C library than Debian 12: it runs from a provisioned root filesystem through chroot. */
 export const MYSQL_ROOTFS: RootfsRecipe = {
@@ -45,7 +50,7 @@ export const MYSQL_ROOTFS: RootfsRecipe = {
     args: ['--no-defaults', '--initialize-insecure', '--user=root', `--datadir=${dataDir}`, `--tmpdir=${tmpDir}`, ROOTFS_REDO_CAPACITY, ROOTFS_NO_DOUBLEWRITE],
   }),
   // The X protocol would listen on a second fixed port (33060) and collide between parallel servers.
-  serverOptions: ['--mysqlx=OFF', ROOTFS_REDO_CAPACITY, ROOTFS_NO_DOUBLEWRITE, ...MEMORY_OPTIONS],
+  serverOptions: ['--mysqlx=OFF', ROOTFS_REDO_CAPACITY, ROOTFS_NO_DOUBLEWRITE, ...MEMORY_OPTIONS, ...PLAIN_TEXT_OPTIONS],
 };
 
 /**
@@ -71,6 +76,7 @@ export function mysqlServerArgs(dataDir: string, port: number, initFile: string,
     '--local-infile=1',
     ...THROWAWAY_DURABILITY_OPTIONS,
     ...MEMORY_OPTIONS,
+    ...PLAIN_TEXT_OPTIONS,
     ...(isRoot() ? ['--user=root'] : []),
   ];
 }
@@ -140,12 +146,20 @@ export const MYSQL = {
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: `run ${provisionCommand(MYSQL_ROOTFS.name)} (as root) or set SQLTALLY_MYSQL_URL`,
   installFinders: [findLocalMysql, rootfsFinder(MYSQL_ROOTFS, (): BackendModule => MYSQL)],
+  plainTextOptions: PLAIN_TEXT_OPTIONS,
   variantLabel: (version: string) => leadingVersion(version, 2),
   identify: identifyMysqlFamily,
   ping: (connection: NetworkConnection) => pingMysqlFamily(connection),
   containerPlan: (image: string): ContainerPlan => ({
     image,
-    command: [`--max-allowed-packet=${MAX_ALLOWED_PACKET}`, '--performance-schema=ON', '--local-infile=1', ...THROWAWAY_DURABILITY_OPTIONS, ...MEMORY_OPTIONS],
+    command: [
+      `--max-allowed-packet=${MAX_ALLOWED_PACKET}`,
+      '--performance-schema=ON',
+      '--local-infile=1',
+      ...THROWAWAY_DURABILITY_OPTIONS,
+      ...MEMORY_OPTIONS,
+      ...PLAIN_TEXT_OPTIONS,
+    ],
     environment: {},
     reuse: false,
     containerPort: DEFAULT_PORT,

@@ -343,6 +343,8 @@ export const POSTGRES = {
   defaultImage: DEFAULT_IMAGE,
   unavailableHint: 'install postgresql (apt-get install postgresql) or set SQLTALLY_POSTGRES_URL',
   installFinders: [findLocalPostgres, findNpmPostgres],
+  // ssl is off in a fresh initdb's configuration and in the official image: nothing to turn off.
+  plainTextOptions: [],
   // From 10 on the major version is one number: postgres@15, postgres@17.
   variantLabel: (version: string) => leadingVersion(version, 1),
   identify: identifyPostgres,

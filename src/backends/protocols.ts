@@ -18,6 +18,11 @@ export interface ListenerGreeting {
   readonly silentWords: string;
   /** What a server of this protocol would have sent before closing: `a MySQL greeting`. */
   readonly closedWithout: string;
+  /**
+   * Whether the answer offers TLS to the client (a passive capture cannot read a session that takes it up); null
+   * when the bytes are not an answer that says (an error packet, something else).
+   */
+  offersTls(bytes: Buffer): boolean | null;
 }
 
 /** Address of a network server as the protocol's own clients take it. */
@@ -69,6 +74,8 @@ export interface ProtocolModule {
 /** MySQL protocol 10 greeting, or an ERR packet (a server refusing this host, or "too many connections"). */
 const MYSQL_GREETING = 0x0a;
 const MYSQL_ERR = 0xff;
+/** The greeting's capability bit saying the server takes an SSLRequest. */
+const MYSQL_CLIENT_SSL = 0x800;
 /** Longer than any greeting: a first packet this long is something else. */
 export const MYSQL_MAX_GREETING = 1 << 16;
 /** A MySQL/MariaDB server speaks first: a packet with sequence id 0 holding a v10 handshake or an error. */
@@ -76,6 +83,15 @@ export function looksLikeMysqlGreeting(bytes: Buffer): boolean {
   if (bytes.length < 5) return false;
   const length = bytes[0]! | (bytes[1]! << 8) | (bytes[2]! << 16);
   return length > 0 && length < MYSQL_MAX_GREETING && bytes[3] === 0 && (bytes[4] === MYSQL_GREETING || bytes[4] === MYSQL_ERR);
+}
+
+/** CLIENT_SSL in a protocol-10 greeting: after the version string, the thread id, 8 bytes of scramble and a filler. */
+export function mysqlGreetingOffersTls(bytes: Buffer): boolean | null {
+  if (!looksLikeMysqlGreeting(bytes) || bytes[4] !== MYSQL_GREETING) return null;
+  const nul = bytes.indexOf(0, 5);
+  const capsLow = nul + 1 + 4 + 8 + 1;
+  if (nul < 0 || capsLow + 2 > 4 + bytes.readUIntLE(0, 3) || capsLow + 2 > bytes.length) return null;
+  return (bytes.readUInt16LE(capsLow) & MYSQL_CLIENT_SSL) !== 0;
 }
 
 async function killQuery(client: SqlClient, connectionId: number): Promise<boolean> {
@@ -99,6 +115,7 @@ export const MYSQL_PROTOCOL = {
     speaks: looksLikeMysqlGreeting,
     silentWords: 'one greets at once',
     closedWithout: 'a MySQL greeting',
+    offersTls: mysqlGreetingOffersTls,
   },
   pingSettles: true,
   clientPasswordVariable: 'MYSQL_PWD',
@@ -137,6 +154,7 @@ export const POSTGRES_PROTOCOL = {
     speaks: looksLikePostgresAnswer,
     silentWords: 'one answers an SSLRequest at once',
     closedWithout: 'answering the PostgreSQL SSLRequest',
+    offersTls: (bytes) => (bytes.length === 1 && (bytes[0] === 0x53 || bytes[0] === 0x4e) ? bytes[0] === 0x53 : null),
   },
   pingSettles: false,
   clientPasswordVariable: 'PGPASSWORD',

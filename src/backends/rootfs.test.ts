@@ -4,8 +4,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PROVISION_SCRIPT, ROOTFS_STAMP_FILE, locateRootfs, mysqldArgs, rootfsInputsHash } from './rootfs';
-import { MARIADB_ROOTFS } from './mariadb';
-import { MYSQL_ROOTFS } from './mysql';
+import { MARIADB, MARIADB_ROOTFS, mariadbServerArgs } from './mariadb';
+import { MYSQL, MYSQL_ROOTFS, mysqlServerArgs } from './mysql';
 
 // The provisioning script is exercised with a stub debootstrap (which "installs" a fake server binary) and a
 // stub chroot (which runs it on the host), so cache and stamp rules are tested without a mirror.
@@ -297,6 +297,20 @@ describe('mysqldArgs', () => {
   it('gives MySQL-only options to the MySQL recipe alone', () => {
     expect(MYSQL_ROOTFS.serverOptions).toContain('--mysqlx=OFF');
     expect(MARIADB_ROOTFS.serverOptions.some((a) => a.startsWith('--mysqlx'))).toBe(false);
+  });
+
+  // MySQL 9.7 and MariaDB 11.8 from these root filesystems offer TLS unless told not to (checked on the binaries).
+  it("starts every private server of a backend with its module's plain-text options, wherever it runs", () => {
+    expect(MYSQL.plainTextOptions).toEqual(['--tls-version=']);
+    expect(MARIADB.plainTextOptions).toEqual(['--skip-ssl']);
+    for (const [module, recipe, local] of [
+      [MYSQL, MYSQL_ROOTFS, mysqlServerArgs('/d', 1, '/i', '/t')],
+      [MARIADB, MARIADB_ROOTFS, mariadbServerArgs('/p', 1)],
+    ] as const) {
+      expect(recipe.serverOptions).toEqual(expect.arrayContaining([...module.plainTextOptions]));
+      expect(local).toEqual(expect.arrayContaining([...module.plainTextOptions]));
+      expect(module.containerPlan('image:tag').command).toEqual(expect.arrayContaining([...module.plainTextOptions]));
+    }
   });
 });
 

@@ -93,5 +93,7 @@ export const SQLITE = {
   defaultImage: null,
   unavailableHint: 'install better-sqlite3 (npm install better-sqlite3; npm rebuild better-sqlite3 if it was built for another Node)',
   installFinders: [findEmbedded],
+  // In-process: no server, no network.
+  plainTextOptions: [],
   variantLabel: (version: string) => leadingVersion(version, 2),
 } satisfies BackendModule;

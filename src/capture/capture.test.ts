@@ -52,6 +52,8 @@ describe('a session on SQLite refuses bad input by name, before anything runs', 
     expect((await configError(() => CaptureSession.open({ backend: 'sqlite', otherConnections: 'bogus' as never }))).message).toContain(
       'otherConnections is "bogus"',
     );
+    expect((await configError(() => CaptureSession.open({ backend: 'sqlite', tcpdump: '' }))).message).toContain('tcpdump is ""');
+    expect((await configError(() => CaptureSession.open({ backend: 'sqlite', tcpdump: 7 as never }))).message).toContain('tcpdump is number 7');
   });
 
   it('count(undefined) and measure(undefined) name what they were given', async () => {

@@ -24,6 +24,7 @@ import { ownConnectionSettle } from './own-settle';
 import { DEFAULT_DEFERRED_WAIT_MS, DeferredWorkTracker, MAX_DEFERRED_WAIT_MS, type DeferredWork } from './deferred-work';
 import type { CountedDriver, IgnoredShare, Tally, WorkloadError } from './tally';
 import type { Finding } from '../verdict/types';
+import { WIRE_CAPTURES, type WireCapture } from './wire-choice';
 
 export type { ClientOptions, SessionConnection } from './connection';
 
@@ -50,6 +51,8 @@ export interface CaptureOptions<D extends DriverName = DriverName> {
    * (docs/exec.md says what each costs in the verdict).
    */
   wireCapture?: WireCapture;
+  /** The tcpdump a passive capture runs; default `tcpdump` on PATH. */
+  tcpdump?: string;
   /**
    * The session's own connections (a measured function's handle) reach the wire proxy through an in-process stream
    * where the driver can take one (pg, mysql2, mariadb, postgres.js): default true. False: over a loopback socket,
@@ -173,9 +176,8 @@ function ignoreFilter(entries: readonly IgnoreEntry[], backend: string): ShapeFi
 
 const OTHER_CONNECTIONS: readonly OtherConnections[] = ['mine', 'foreign'];
 
-/** How the wire layer is read (see {@link CaptureOptions.wireCapture}). */
-export type WireCapture = 'proxy' | 'passive';
-export const WIRE_CAPTURES: readonly WireCapture[] = ['proxy', 'passive'];
+export { WIRE_CAPTURES } from './wire-choice';
+export type { WireCapture } from './wire-choice';
 
 function describeValue(value: unknown): string {
   if (value === null || value === undefined) return String(value);
@@ -219,6 +221,12 @@ function checkCaptureOptions(options: unknown): void {
   const capture = o['wireCapture'];
   if (capture !== undefined && !WIRE_CAPTURES.includes(capture as WireCapture)) {
     throw configError(`CaptureSession.open(): wireCapture is ${describeValue(capture)}`, `use one of ${WIRE_CAPTURES.map((v) => `'${v}'`).join(', ')}`);
+  }
+  if (o['tcpdump'] !== undefined && (typeof o['tcpdump'] !== 'string' || o['tcpdump'] === '')) {
+    throw configError(
+      `CaptureSession.open(): tcpdump is ${describeValue(o['tcpdump'])}`,
+      'name the tcpdump binary to run, or leave it out for tcpdump on PATH',
+    );
   }
   for (const flag of ['wire', 'server', 'inProcessStream'] as const) {
     if (o[flag] !== undefined && typeof o[flag] !== 'boolean')
@@ -560,7 +568,10 @@ export class CaptureSession<D extends DriverName = DriverName> implements AsyncD
       const protocol = backend.description.capabilities.wireProtocol;
       if (protocol && options.wire !== false && backend.connection.kind === 'network') {
         const target = { host: backend.connection.host, port: backend.connection.port };
-        session.#proxy = options.wireCapture === 'passive' ? await startPassiveCapture({ protocol, target }) : await startWireProxy({ protocol, target });
+        session.#proxy =
+          options.wireCapture === 'passive'
+            ? await startPassiveCapture({ protocol, target, ...(options.tcpdump ? { tcpdump: options.tcpdump } : {}) })
+            : await startWireProxy({ protocol, target });
         session.#proxy.onClosing((connection, settle) => {
           const quit = (connection.counts.commands.COM_QUIT ?? 0) > 0 || (connection.counts.commands.Terminate ?? 0) > 0;
           return session.#trackRetire(session.#retire(connection.serverConnectionId, settle, quit));

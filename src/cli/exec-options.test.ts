@@ -22,7 +22,7 @@ describe('sqltally exec arguments', () => {
   it('default: postgres, the window named after the command file, no timeout, a 2 s grace, write a report', () => {
     expect(parseExecArgs(['--', '/usr/bin/pgbench', '-c', '4'])).toEqual({
       backend: DEFAULT_BACKEND,
-      wire: 'proxy',
+      wire: 'auto',
       table: undefined,
       out: undefined,
       force: false,
@@ -42,11 +42,14 @@ describe('sqltally exec arguments', () => {
     expect(parseExecArgs(['-h', '--', 'psql'])).toBeNull();
   });
 
-  it('--wire takes proxy or passive, for exec and proxy alike', () => {
+  it('--wire takes auto, proxy or passive, for exec and proxy alike; exec defaults to auto, proxy to the proxy', () => {
     expect(parseExecArgs(['--wire', 'passive', '--', 'x'])!.wire).toBe('passive');
+    expect(parseExecArgs(['--wire', 'proxy', '--', 'x'])!.wire).toBe('proxy');
+    expect(parseExecArgs(['--', 'x'])!.wire).toBe('auto');
     expect(parseProxyArgs(['--wire', 'passive'])!.wire).toBe('passive');
+    expect(parseProxyArgs(['--wire', 'auto'])!.wire).toBe('auto');
     expect(parseProxyArgs([])!.wire).toBe('proxy');
-    expect(refused(['--wire', 'tap', '--', 'x'])).toBe('--wire takes proxy or passive, got "tap"');
+    expect(refused(['--wire', 'tap', '--', 'x'])).toBe('--wire takes auto, proxy or passive, got "tap"');
   });
 
   it('--table takes a name or schema.name', () => {

@@ -2,8 +2,8 @@ import path from 'node:path';
 import { parseBackendId } from '../backends/registry';
 import { BACKEND_NAMES } from '../backends/types';
 import { WINDOW_NAME_MAX_CHARS } from '../report/schema';
-import { WIRE_CAPTURES } from '../capture/capture';
-import type { WireCapture } from '../capture/capture';
+import { WIRE_REQUESTS } from '../capture/wire-choice';
+import type { WireRequest } from '../capture/wire-choice';
 import { UsageError, parseFlags } from './usage';
 import type { TableName } from './windows';
 
@@ -14,8 +14,11 @@ const MAX_MS = 24 * 3600 * 1000;
 /** What `sqltally exec` and `sqltally proxy` share: where, what table, where the report goes, what to gate. */
 export interface WindowRunOptions {
   backend: string;
-  /** How the wire layer is read: through the proxy, or a passive capture of the loopback traffic. */
-  wire: WireCapture;
+  /**
+   * How the wire layer is read: through the proxy, a passive capture of the loopback traffic, or `auto` (exec's
+   * default): passive where it counts what the proxy would, else the proxy.
+   */
+  wire: WireRequest;
   table: TableName | undefined;
   out: string | undefined;
   force: boolean;
@@ -70,16 +73,19 @@ export function tableName(value: string | undefined): TableName | undefined {
   return parts.length === 2 ? { schema: parts[0]!, name: parts[1]! } : { name: parts[0]! };
 }
 
-function shared(v: {
-  backend?: string | undefined;
-  wire?: string | undefined;
-  table?: string | undefined;
-  out?: string | undefined;
-  force: boolean;
-  'no-write': boolean;
-  json: boolean;
-  baseline?: string | undefined;
-}): WindowRunOptions {
+function shared(
+  v: {
+    backend?: string | undefined;
+    wire?: string | undefined;
+    table?: string | undefined;
+    out?: string | undefined;
+    force: boolean;
+    'no-write': boolean;
+    json: boolean;
+    baseline?: string | undefined;
+  },
+  defaultWire: WireRequest,
+): WindowRunOptions {
   const backend = v.backend ?? DEFAULT_BACKEND;
   try {
     parseBackendId(backend);
@@ -89,11 +95,11 @@ function shared(v: {
   if (v.out !== undefined && v.out.trim() === '') throw new UsageError('--out is empty: name a directory, or leave --out out for sqltally-report/<timestamp>');
   if (v.out !== undefined && v['no-write']) throw new UsageError(`--out "${v.out}" and --no-write contradict each other: drop one`);
   if (v.baseline !== undefined && v.baseline.trim() === '') throw new UsageError('--baseline is empty: name the baseline file to gate against');
-  const wire = v.wire ?? 'proxy';
-  if (!WIRE_CAPTURES.includes(wire as WireCapture)) throw new UsageError(`--wire takes ${WIRE_CAPTURES.join(' or ')}, got "${wire}"`);
+  const wire = v.wire ?? defaultWire;
+  if (!(WIRE_REQUESTS as readonly string[]).includes(wire)) throw new UsageError(`--wire takes auto, proxy or passive, got "${wire}"`);
   return {
     backend,
-    wire: wire as WireCapture,
+    wire: wire as WireRequest,
     table: tableName(v.table),
     out: v.out,
     force: v.force,
@@ -132,7 +138,7 @@ export function parseExecArgs(argv: readonly string[]): ExecOptions | null {
   const name = v.name ?? path.basename(command[0]!);
   if (name.trim() === '' || name.length > WINDOW_NAME_MAX_CHARS) throw new UsageError(`--name takes 1 to ${WINDOW_NAME_MAX_CHARS} characters, got "${name}"`);
   return {
-    ...shared(v),
+    ...shared(v, 'auto'),
     argv: command,
     name,
     named,
@@ -146,5 +152,6 @@ export function parseProxyArgs(argv: readonly string[]): ProxyOptions | null {
   const { values: v } = parseFlags([...argv], { ...SHARED_FLAGS, 'env-file': { type: 'string' }, 'show-password': { type: 'boolean', default: false } });
   if (v.help) return null;
   if (v['env-file'] !== undefined && v['env-file'].trim() === '') throw new UsageError('--env-file is empty: name the file to write the environment to');
-  return { ...shared(v), envFile: v['env-file'], showPassword: v['show-password'] };
+  // Long-lived, its clients' connections open across windows: the proxy unless passive is asked for by name.
+  return { ...shared(v, 'proxy'), envFile: v['env-file'], showPassword: v['show-password'] };
 }

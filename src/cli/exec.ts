@@ -12,13 +12,15 @@ import { EXIT, checkBeforeStart, defaultOutDir, finishReport } from './finish';
 import type { Command } from './main';
 import { argsCheckedOnly, usageExit } from './usage';
 import { MeasuredWindows } from './windows';
+import { describeWireChoice } from '../capture/wire-choice';
 
 const HELP = `usage: sqltally exec [options] -- COMMAND [ARGS...]
 
-Starts (or reaches) the backend, opens the counting wire proxy, and runs COMMAND with the connection in its
-environment (DATABASE_URL, PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE, MYSQL_HOST/MYSQL_TCP_PORT/MYSQL_PWD/MYSQL_USER/
-MYSQL_DATABASE, SQLTALLY_JDBC_URL, SQLTALLY_SQLITE_PATH, SQLTALLY_*; see docs/exec.md). One window is measured around
-the command; its tally and verdict are printed and written as a report that sqltally gate reads.
+Starts (or reaches) the backend, reads its wire (a capture of its loopback traffic, or the counting proxy), and runs
+COMMAND with the connection in its environment (DATABASE_URL, PGHOST/PGPORT/PGUSER/PGPASSWORD/PGDATABASE, MYSQL_HOST/
+MYSQL_TCP_PORT/MYSQL_PWD/MYSQL_USER/MYSQL_DATABASE, SQLTALLY_JDBC_URL, SQLTALLY_SQLITE_PATH, SQLTALLY_*; see
+docs/exec.md). One window is measured around the command; its tally and verdict are printed and written as a report
+that sqltally gate reads.
 
 options:
   --backend ID          sqlite, mariadb, mysql, postgres, optionally with a version (postgres@15); default postgres.
@@ -26,9 +28,13 @@ options:
   --name NAME           the window's name in the report and the baseline; default the command's file name
   --named-windows       measure no window around the command: it opens its own through the control endpoint
                         (SQLTALLY_CONTROL_URL, SQLTALLY_CONTROL_TOKEN), one report entry per name
-  --wire proxy|passive  how the wire layer is read: proxy (default) relays the command's connections through
-                        sqltally's proxy; passive reads a copy of the server's loopback traffic with tcpdump (needs
-                        CAP_NET_RAW) while the command connects to the server itself, with no extra hop
+  --wire auto|proxy|passive
+                        how the wire layer is read: passive reads a copy of the server's loopback traffic with
+                        tcpdump (needs CAP_NET_RAW) while the command connects to the server itself, with no extra
+                        hop; proxy relays the command's connections through sqltally's proxy. auto (default):
+                        passive on a server sqltally started on this machine (loopback, no TLS, not a container),
+                        with tcpdump able to capture and one window; otherwise the proxy. The choice and its reason
+                        are printed and kept in the report
   --table [SCHEMA.]T    a table the command writes: its own counters are shown, and after a timeout or Ctrl-C its
                         rows are counted through a fresh connection (rows committed anyway)
   --timeout-ms N        stop the command after N ms: SIGTERM to its process group, SIGKILL after --kill-grace-ms
@@ -86,9 +92,10 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     return { report: null, exitCode: EXIT.usage };
   }
 
-  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire);
+  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire, opts.named ? '--named-windows' : null);
   const description = measured.session.backend.description;
   io.progress(`ready ${description.id} (${description.serverVersion}, ${description.provider})`);
+  io.progress(describeWireChoice(measured.wire));
 
   let child: RunningChild | null = null;
   let stoppedBy: StoppedBy = null;
@@ -203,6 +210,7 @@ export async function runExec(opts: ExecOptions, backend: string | StartedBacken
     ...(strays > 0 ? { strayProcessesStopped: strays } : {}),
     sqltallyExitCode: code,
     exitReason: reason,
+    wire: measured.wire,
   });
   return finishReport(measured, run, failure, verdict, { ...opts, out }, baseline, io.progress);
 }

@@ -12,6 +12,7 @@ import type { ExecResult } from './exec';
 import type { Command } from './main';
 import { argsCheckedOnly, usageExit } from './usage';
 import { MeasuredWindows } from './windows';
+import { describeWireChoice } from '../capture/wire-choice';
 
 const HELP = `usage: sqltally proxy [options]
 
@@ -24,7 +25,8 @@ written at Ctrl-C, which sqltally gate reads.
 options:
   --backend ID          sqlite, mariadb, mysql, postgres, optionally with a version; default postgres
   --wire proxy|passive  proxy (default): clients connect through the counting proxy; passive: they connect to the
-                        server itself and a tcpdump copy of its loopback traffic is counted (needs CAP_NET_RAW)
+                        server itself and a tcpdump copy of its loopback traffic is counted (needs CAP_NET_RAW; a
+                        connection open at a window's end is then incomplete). auto is the proxy here
   --table [SCHEMA.]T    a table the windows write: its own counters are shown
   --env-file FILE       where to write the environment (mode 0600); default a new file in a private temporary
                         directory, removed when the proxy stops
@@ -64,9 +66,10 @@ export async function runProxy(opts: ProxyOptions, backend: string | StartedBack
     io.progress(problem);
     return { report: null, exitCode: EXIT.usage };
   }
-  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire);
+  const measured = await MeasuredWindows.open(backend, opts.table, opts.wire, 'sqltally proxy serves windows to clients that outlive them');
   const description = measured.session.backend.description;
   io.progress(`ready ${description.id} (${description.serverVersion}, ${description.provider})`);
+  io.progress(describeWireChoice(measured.wire));
   let privateDir: string | null = null;
   let failure = null;
   try {
@@ -109,6 +112,7 @@ export async function runProxy(opts: ProxyOptions, backend: string | StartedBack
     stoppedBy: null,
     sqltallyExitCode: code,
     exitReason: reason,
+    wire: measured.wire,
   });
   return finishReport(measured, run, failure, verdict, { ...opts, out }, baseline, io.progress);
 }

@@ -1,7 +1,12 @@
 import { CaptureSession } from '../capture/capture';
 import { countRows } from '../capture/late-commits';
 import { startBackend } from '../backends/registry';
-import type { OpenCapture, WireCapture } from '../capture/capture';
+import type { OpenCapture } from '../capture/capture';
+import { chooseWire, proxyAfterFailedStart } from '../capture/wire-choice';
+import type { WireChoice, WireRequest } from '../capture/wire-choice';
+import { serverOffersTls } from '../backends/listener';
+import { PassiveCaptureUnavailable } from '../wire/passive';
+import { resolveCommand } from './child';
 import { startControlEndpoint, WindowConflict } from '../capture/control';
 import type { ControlEndpoint, ControlledWindow } from '../capture/control';
 import type { Tally } from '../capture/tally';
@@ -29,6 +34,8 @@ export interface WindowAnswer {
  */
 export class MeasuredWindows {
   readonly session: CaptureSession;
+  /** How the wire layer is read, and why. */
+  readonly wire: WireChoice;
   readonly environment: Environment;
   readonly startedAt = new Date().toISOString();
   readonly windows: Window[] = [];
@@ -42,20 +49,49 @@ export class MeasuredWindows {
   /** Started here, so that it outlives the session: late rows are counted once the proxy has cut the clients. */
   readonly #ownBackend: StartedBackend | null;
 
-  private constructor(session: CaptureSession, environment: Environment, table: TableName | undefined, ownBackend: StartedBackend | null) {
+  private constructor(session: CaptureSession, wire: WireChoice, environment: Environment, table: TableName | undefined, ownBackend: StartedBackend | null) {
     this.session = session;
+    this.wire = wire;
     this.environment = environment;
     this.#table = table;
     this.#ownBackend = ownBackend;
   }
 
-  static async open(backend: string | StartedBackend, table: TableName | undefined, wireCapture: WireCapture = 'proxy'): Promise<MeasuredWindows> {
+  /**
+   * Starts (or takes) the backend and a capture session on it, its wire read as `wire` asks; `across` says why
+   * clients may keep connections open across windows (named windows, the long-lived proxy), which `auto` honours.
+   */
+  static async open(
+    backend: string | StartedBackend,
+    table: TableName | undefined,
+    wire: WireRequest = 'proxy',
+    across: string | null = null,
+  ): Promise<MeasuredWindows> {
     const environment = collectEnvironment();
     const started = typeof backend === 'string' ? await startBackend(backend) : backend;
     try {
+      let { choice, tcpdump } = await wireFor(started, wire, across);
       // The measured work is another process's: nothing this process starts in a window is the command's work.
-      const session = await CaptureSession.open({ backend: started, deferredWork: false, wireCapture, ...(table ? { table } : {}) });
-      return new MeasuredWindows(session, environment, table, typeof backend === 'string' ? started : null);
+      const open = (capture: WireChoice['capture']): Promise<CaptureSession> =>
+        CaptureSession.open({
+          backend: started,
+          deferredWork: false,
+          wireCapture: capture === 'passive' ? 'passive' : 'proxy',
+          // The tcpdump found is the one run.
+          ...(tcpdump ? { tcpdump } : {}),
+          ...(table ? { table } : {}),
+        });
+      let session: CaptureSession;
+      try {
+        session = await open(choice.capture);
+      } catch (err) {
+        // Whether tcpdump may capture is known only by starting it: auto then falls back, naming why.
+        if (!(wire === 'auto' && err instanceof PassiveCaptureUnavailable)) throw err;
+        choice = proxyAfterFailedStart(err.why);
+        tcpdump = null;
+        session = await open(choice.capture);
+      }
+      return new MeasuredWindows(session, choice, environment, table, typeof backend === 'string' ? started : null);
     } catch (err) {
       if (typeof backend === 'string') await started.stop().catch(() => undefined);
       throw err;
@@ -204,6 +240,30 @@ export class MeasuredWindows {
     await this.#ownBackend?.stop().catch((err: unknown) => (failure ??= failureOf(err)));
     return failure;
   }
+}
+
+/**
+ * What reads the wire layer of `backend`: asked for by name, or chosen from what can be known before capturing; and,
+ * when auto chose the capture, the tcpdump it found.
+ */
+async function wireFor(backend: StartedBackend, wire: WireRequest, across: string | null): Promise<{ choice: WireChoice; tcpdump: string | null }> {
+  const c = backend.connection;
+  const protocol = backend.description.capabilities.wireProtocol;
+  if (c.kind !== 'network' || !protocol)
+    return { choice: { requested: wire, capture: 'none', reason: `${backend.description.id} runs in-process: no wire` }, tcpdump: null };
+  if (wire !== 'auto') return { choice: { requested: wire, capture: wire, reason: `--wire ${wire}` }, tcpdump: null };
+  const tcpdump = resolveCommand('tcpdump', process.env);
+  const facts = {
+    windowsAcrossConnections: across,
+    host: c.host,
+    privateServer: backend.description.capabilities.privateServer,
+    serverProcessHere: backend.description.provider === 'local',
+    tcpdump: tcpdump.ok ? tcpdump.file : null,
+  };
+  // TLS is the last question, and the only one asked of the server itself (sqltally starts its own without it).
+  const withoutTls = chooseWire(wire, { ...facts, tlsOffered: false });
+  if (withoutTls.capture !== 'passive') return { choice: withoutTls, tcpdump: null };
+  return { choice: chooseWire(wire, { ...facts, tlsOffered: await serverOffersTls(c.host, c.port, protocol) }), tcpdump: facts.tcpdump };
 }
 
 function stripKey(w: Window): Omit<Window, 'key'> {

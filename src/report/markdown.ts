@@ -95,6 +95,7 @@ function windowsSection(report: Report): string[] {
       `Command: ${how} · ${run.mode === 'proxy' ? '' : `${ended} · `}${run.stoppedBy ? `stopped by sqltally (${run.stoppedBy}) · ` : ''}sqltally exit ${run.sqltallyExitCode}: ${md(run.exitReason)}`,
       '',
     );
+    if (run.wire) out.push(`Wire: ${run.wire.capture} (--wire ${run.wire.requested}${run.wire.requested === 'auto' ? `: ${md(run.wire.reason)}` : ''})`, '');
   }
   if (windows.length === 0) return [...out, '_No window was measured._', ''];
   out.push(

@@ -9,6 +9,7 @@ import { SqltallyError } from '../shared/errors';
 import { EventLoopDelaySchema } from '../capture/event-loop';
 import { absentMeansZero, BeyondWindowSchema, LayersSchema } from '../capture/tally';
 import { LateCommitsSchema } from '../capture/late-commits';
+import { WireChoiceSchema } from '../capture/wire-choice';
 import { DRIVERS } from '../driver/registry';
 import { FindingSchema, VerdictKindSchema, VerdictSchema } from '../verdict/types';
 import { MIN_MEASURED_REPEATS, summariseSamples } from './timings';
@@ -324,6 +325,8 @@ export const CommandRunSchema = z.object({
   /** The exit code sqltally itself ended with, and which rule chose it. */
   sqltallyExitCode: int(),
   exitReason: z.string(),
+  /** How the wire layer was read: `--wire` as given, the capture that ran, and why. Absent in reports before it was recorded. */
+  wire: WireChoiceSchema.optional(),
 });
 export type CommandRun = z.infer<typeof CommandRunSchema>;
 

@@ -80,6 +80,17 @@ describe('windows in a report (sqltally exec, proxy)', () => {
     expect(md).toContain('## Windows');
     expect(md).toContain('Command: `pytest -q` · exited 0');
     expect(md).toContain('_None: this report holds windows');
+    expect(md).not.toContain('Wire:');
+  });
+
+  it('keep how the wire was read and why, in report.json and report.md', () => {
+    const wire = { requested: 'auto', capture: 'proxy', reason: 'tcpdump not found on PATH (apt-get install tcpdump)' } as const;
+    const report = execReport([window('insert-1', 1)], { command: { ...RUN, wire } });
+    expect(parseReportText(toJson(report), 'report.json').command?.wire).toEqual(wire);
+    expect(renderMarkdown(report)).toContain('Wire: proxy (--wire auto: tcpdump not found on PATH (apt-get install tcpdump))');
+    const bad = JSON.parse(toJson(report)) as { command: { wire: { capture: string } } };
+    bad.command.wire.capture = 'tap';
+    expect(() => parseReportText(JSON.stringify(bad), 'report.json')).toThrow(/command\.wire\.capture/);
   });
 
   it('are not merged with reports of sqltally run', () => {

@@ -104,9 +104,21 @@ export function procOwnerOf(serverPort: number): (clientAddress: number, clientP
   };
 }
 
-function loopbackAddress(host: string): string | null {
+/** The loopback IPv4 address a passive capture of a server at `host` listens on, or null when it cannot. */
+export function loopbackAddress(host: string): string | null {
   if (host === 'localhost') return '127.0.0.1';
   return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) ? host : null;
+}
+
+/** A passive capture that could not start here (server off loopback, tcpdump missing or unable to capture); `why` says which. */
+export class PassiveCaptureUnavailable extends SqltallyError {
+  readonly why: string;
+
+  constructor(why: string, hint: string) {
+    super(`passive capture: ${why}`, { phase: 'wire', hint });
+    this.name = 'PassiveCaptureUnavailable';
+    this.why = why;
+  }
 }
 
 /**
@@ -121,10 +133,10 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   const host = loopbackAddress(options.target.host);
   const address = host === null ? null : ipv4Number(host);
   if (host === null || address === null) {
-    throw new SqltallyError(`a passive capture reads loopback traffic only; the server is at ${options.target.host}`, {
-      phase: 'wire',
-      hint: 'use --wire proxy for a server on another address',
-    });
+    throw new PassiveCaptureUnavailable(
+      `the server is at ${options.target.host}: a passive capture reads loopback IPv4 traffic only`,
+      'use --wire proxy for a server on another address',
+    );
   }
   const port = options.target.port;
   const filter = `host ${host} and (tcp port ${port} or udp dst port ${port})`;
@@ -161,8 +173,9 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       exited = `tcpdump could not be run: ${error.message}`;
       resolve();
     });
-    child.on('exit', (code, signal) => {
-      exited = `tcpdump exited (${signal ?? `code ${code}`}): ${stderr.trim().split('\n').slice(-2).join(' / ') || 'no message'}`;
+    // 'close', not 'exit': only then has all of its stderr been read, and the message is what it said last.
+    child.on('close', (code, signal) => {
+      exited ??= `tcpdump exited (${signal ?? `code ${code}`}): ${stderr.trim().split('\n').slice(-2).join(' / ') || 'no message'}`;
       resolve();
     });
   });
@@ -192,10 +205,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   });
   if (started !== null) {
     child.kill('SIGKILL');
-    throw new SqltallyError(`passive capture: ${started}`, {
-      phase: 'wire',
-      hint: 'install tcpdump (apt-get install tcpdump) and run with CAP_NET_RAW (as root), or use --wire proxy',
-    });
+    throw new PassiveCaptureUnavailable(started, 'install tcpdump (apt-get install tcpdump) and run with CAP_NET_RAW (as root), or use --wire proxy');
   }
 
   const socket = dgram.createSocket('udp4');
@@ -309,7 +319,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   await (catching = catchUp());
   if (faults.length > 0) {
     await close();
-    throw new SqltallyError(`passive capture: ${faults.join('; ')}`, { phase: 'wire', hint: 'use --wire proxy' });
+    throw new PassiveCaptureUnavailable(faults.join('; '), 'use --wire proxy');
   }
 
   return {
