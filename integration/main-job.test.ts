@@ -154,8 +154,9 @@ describe('sqltally run (the main job)', () => {
 
   it('verifies every row and asserts every cell on private servers', () => {
     for (const c of report.cells) {
-      // The reason rides along only when the verdict is not assert, so a failure shows why.
-      const why = c.verdict.kind === 'assert' ? {} : { reason: c.verdict.reason };
+      // The reason and the server layer's notes (whose other sessions were listed) ride along only when the verdict
+      // is not assert, so a failure shows why.
+      const why = c.verdict.kind === 'assert' ? {} : { reason: c.verdict.reason, serverNotes: c.layers.server?.notes };
       expect({ key: c.key, verifiedRows: c.verifiedRows, verdict: c.verdict.kind, ...why }).toEqual({ key: c.key, verifiedRows: ROWS, verdict: 'assert' });
       expect(c.timings?.samplesNs).toHaveLength(5);
       expect(c.timings?.warmupNs).toHaveLength(1);

@@ -1,5 +1,6 @@
 import { driverModule } from '../driver/registry';
 import { DRIVER_NAMES, type DriverName } from '../shared/driver-names';
+import { noteDeparture } from '../shared/departures';
 import { SqltallyError } from '../shared/errors';
 import type { SqltallyErrorContext } from '../shared/errors';
 import { CAPABILITIES } from './capabilities';
@@ -63,6 +64,9 @@ async function openWith(name: DriverName, connection: NetworkConnection, databas
   const module = driverModule(name);
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const opened = await module.open({ ...connection, database: database ?? '' }, { backend: options.backend, connectTimeoutMs });
+  // sqltally's own as much as a workload's: a window opened next waits for them to leave (departures.ts).
+  for (const closed of opened.closedWhileOpening ?? []) noteDeparture(connection, closed);
+  const id = opened.connectionId;
   let lost: string | null = null;
   const query = module.ownSql!(opened.handle, (message) => (lost = message));
   return {
@@ -71,7 +75,13 @@ async function openWith(name: DriverName, connection: NetworkConnection, databas
       return lost;
     },
     query: async <T>(sql: string, params?: readonly unknown[]) => (await query(sql, params)) as T[],
-    close: () => opened.close().catch(() => undefined),
+    close: () =>
+      opened
+        .close()
+        .catch(() => undefined)
+        .finally(() => {
+          if (id !== null) noteDeparture(connection, id);
+        }),
   };
 }
 

@@ -234,20 +234,24 @@ export const MARIADB_DRIVER: DriverModule<'mariadb', import('mariadb').Connectio
       ...opts.driverOptions,
     };
     let handle = await mariadb.createConnection(config);
+    const closedWhileOpening: number[] = [];
     // The connector does not learn the server's max_allowed_packet; it assumes up to 1 GiB and sizes bulk
     // commands by that, so a big batch would be refused by the server. Reopen with the server's value.
     if (opts.driverOptions?.maxAllowedPacket === undefined) {
       const rows: { packet: number | bigint | string }[] = await handle.query('SELECT @@max_allowed_packet AS packet');
       const serverPacket = Number(rows[0]?.packet);
       if (Number.isFinite(serverPacket) && serverPacket > 0) {
+        const first = handle.threadId;
+        // end() resolves once COM_QUIT is written, not when the server has dropped the session: the caller is told.
         await handle.end();
+        if (typeof first === 'number') closedWhileOpening.push(first);
         handle = await mariadb.createConnection({ ...config, maxAllowedPacket: serverPacket });
       }
     }
     const opened = handle;
     // A server that goes away under an idle connection emits 'error'; unheard, that takes the process down.
     opened.on('error', () => undefined);
-    return { handle: opened, connectionId: opened.threadId, close: () => opened.end() };
+    return { handle: opened, connectionId: opened.threadId, closedWhileOpening, close: () => opened.end() };
   },
   // The connector takes a stream returned from its callback-style option, and leaves its connecting state on 'connect'.
   streamOptions: (open) => ({ stream: () => open().connect() }),

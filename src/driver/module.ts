@@ -47,6 +47,11 @@ export interface OpenOptions {
 export interface Opened<H> {
   handle: H;
   connectionId: number | null;
+  /**
+   * Server ids of connections the module opened and closed itself on the way to this one (mariadb reads the server's
+   * max_allowed_packet on a first connection). Their goodbyes may still be on their way when a window opens.
+   */
+  closedWhileOpening?: readonly number[];
   close(): Promise<void>;
 }
 

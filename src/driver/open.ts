@@ -29,11 +29,10 @@ export async function openRawConnection<D extends DriverName>(driver: D, connect
     const through = opts.stream && module.streamOptions ? module.streamOptions(opts.stream) : null;
     const opened = await module.open(connection, through ? { ...opts, driverOptions: { ...through, ...opts.driverOptions } } : opts);
     const id = opened.connectionId;
+    const server = connection.kind === 'network' ? { host: opts.host ?? connection.host, port: opts.port ?? connection.port } : null;
     // A window opened right after may still find the session on the server (departures.ts): note it as sqltally's.
-    const close =
-      connection.kind === 'network' && id !== null
-        ? () => opened.close().finally(() => noteDeparture({ host: opts.host ?? connection.host, port: opts.port ?? connection.port }, id))
-        : opened.close;
+    if (server) for (const closed of opened.closedWhileOpening ?? []) noteDeparture(server, closed);
+    const close = server && id !== null ? () => opened.close().finally(() => noteDeparture(server, id)) : opened.close;
     return { handle: opened.handle, connectionId: id, close: once(close) };
   } catch (error) {
     if (error instanceof SqltallyError) throw error;

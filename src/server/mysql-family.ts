@@ -121,8 +121,8 @@ function workCounters(row: Record<string, unknown>): Counters {
  * the probe's cost in the global counters is the same for every reading, whatever connections are watched.
  */
 const SQL_GLOBAL_STATUS = 'SHOW GLOBAL STATUS';
-export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM information_schema.PROCESSLIST';
-export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, INFO FROM performance_schema.processlist';
+export const SQL_PROCESSLIST_INFORMATION_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, TIME, INFO FROM information_schema.PROCESSLIST';
+export const SQL_PROCESSLIST_PERFORMANCE_SCHEMA = 'SELECT ID, USER, HOST, COMMAND, TIME, INFO FROM performance_schema.processlist';
 /**
  * Per-thread statement counts, without `statement/com/Ping`: sqltally pings every window connection before a reading,
  * so a ping is never the workload's, and it is filed after its answer, racing the reading that follows it.
@@ -153,8 +153,15 @@ interface ProcessRow {
   USER: string | null;
   HOST: string | null;
   COMMAND: string | null;
+  TIME: unknown;
   INFO: string | null;
 }
+/** A process-list TIME as the report's whole seconds; left out when the server gave none, or a value that is not one. */
+function secondsOf(time: unknown): { seconds?: number } {
+  const seconds = time === null || time === undefined ? Number.NaN : Number(time);
+  return Number.isSafeInteger(seconds) && seconds >= 0 ? { seconds } : {};
+}
+
 interface PreparedRow {
   ID: unknown;
   K: unknown;
@@ -385,6 +392,7 @@ export class MysqlFamilySource implements SnapshotSource {
         user: r.USER,
         host: r.HOST,
         command: r.COMMAND,
+        ...secondsOf(r.TIME),
         info: r.INFO === null ? null : String(r.INFO).slice(0, INFO_CHARS),
       });
     }

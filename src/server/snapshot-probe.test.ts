@@ -378,6 +378,10 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
       expect(source.snapshots - before).toBe(2);
       const layer = await win.end();
       expect(layer.foreignSessions.map((f) => f.id)).toEqual([99]);
+      // Whose it could be, in the layer: none of the connections sqltally closed, so not a leftover it waited for.
+      expect(layer.notes).toContain(
+        "other sessions listed: #99 not among the connections sqltally noted closing shortly before it; at the window's start #99, at its end #99 (sqltally's own then: the window's #7; closed before it #41; its probes are set aside by id)",
+      );
     });
 
     it('gives up after DEPARTURE_WAIT_MS: the session stays foreign (never assert for it) and a note says whose it was', async () => {
@@ -392,6 +396,7 @@ describe('SnapshotProbe, connections closing at the end of a window', () => {
         const win = await opening;
         const layer = await win.end();
         expect(layer.foreignSessions.map((f) => f.id)).toEqual([41]);
+        expect(layer.notes.join('\n')).toMatch(/other sessions listed: #41 closed by sqltally shortly before the window; at the window's start #41/);
         expect(layer.notes).toContain(
           `connection(s) #41 closed before the window (by sqltally or through its proxy) were still on the server after ${DEPARTURE_WAIT_MS} ms`,
         );

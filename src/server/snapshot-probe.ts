@@ -461,6 +461,7 @@ export class SnapshotProbe implements ServerProbe {
     }
     const residue = nonZero(control);
     if (Object.keys(residue).length > 0) notes.push(`control window moved: ${describeCounters(residue)}`);
+    if (sessions.foreign.length > 0) notes.push(ownConnectionsNote(start.sessions, end.sessions, ids, ctx.departedConnectionIds?.() ?? []));
     if (retirement.retired.size > 0)
       notes.push(`${retirement.retired.size} window connection(s) closed inside the window; their counters were read before the server dropped them`);
 
@@ -643,6 +644,28 @@ export class SnapshotProbe implements ServerProbe {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+const idList = (list: readonly number[]): string => (list.length > 0 ? list.map((id) => `#${id}`).join(', ') : 'none');
+
+/**
+ * Which listed sessions sqltally had closed itself, and at which end of the window each was: what tells a leftover of
+ * its own (one it never noted, or one that outstayed the wait) from a real other client.
+ */
+function ownConnectionsNote(atStart: SeenSessions, atEnd: SeenSessions, window: readonly number[], departed: readonly number[]): string {
+  const gone = new Set(departed);
+  const foreign = [...new Set([...atStart.foreign, ...atEnd.foreign].map((s) => s.id))].sort((a, b) => a - b);
+  const known = foreign.filter((id) => gone.has(id));
+  const unknown = foreign.filter((id) => !gone.has(id));
+  const parts = [
+    ...(known.length > 0 ? [`${idList(known)} closed by sqltally shortly before the window`] : []),
+    ...(unknown.length > 0 ? [`${idList(unknown)} not among the connections sqltally noted closing shortly before it`] : []),
+  ];
+  const closed = [...gone].sort((a, b) => a - b);
+  return (
+    `other sessions listed: ${parts.join('; ')}; at the window's start ${idList(atStart.foreign.map((s) => s.id))}, at its end ${idList(atEnd.foreign.map((s) => s.id))} ` +
+    `(sqltally's own then: the window's ${idList(window)}; closed before it ${idList(closed)}; its probes are set aside by id)`
+  );
 }
 
 function movedWorkStatements(before: WorkReading | undefined, after: WorkReading | undefined): string[] {

@@ -11,6 +11,8 @@ export const ForeignSessionSchema = z.object({
   user: z.string().nullable(),
   host: z.string().nullable(),
   command: z.string().nullable(),
+  /** Seconds it had been in that command when read (MySQL and MariaDB `TIME`): a goodbye on its way reads 0. */
+  seconds: z.number().int().nonnegative().optional(),
   /** The statement it was running, truncated. */
   info: z.string().nullable(),
 });

@@ -43,6 +43,16 @@ describe('decideVerdict', () => {
     expect(v.reason).toContain('client connections outside the window: #12 app@127.0.0.1:5000 (Query: INSERT INTO other VALUES (1))');
   });
 
+  it('says how long a foreign session had been in its command, where the server told', () => {
+    const v = decideVerdict({
+      backend: backend(),
+      driver: null,
+      wire: null,
+      server: serverLayer({ foreignSessions: [{ id: 153, user: 'root', host: '127.0.0.1:40112', command: 'Sleep', seconds: 0, info: null }] }),
+    });
+    expect(v.reason).toContain('client connections outside the window: #153 root@127.0.0.1:40112 (Sleep for 0 s)');
+  });
+
   it('reports a client that connected during the window even when it left before the session listing', () => {
     const v = decideVerdict({ backend: backend(), driver: null, wire: null, server: serverLayer({ connectionsOpened: 1 }) });
     expect(v.kind).toBe('report');

@@ -169,7 +169,8 @@ export function globalDisturbances(backend: BackendDescription, server: ServerLa
     reasons.push(
       `client connections outside the window: ${list(
         server.foreignSessions.map(
-          (s) => `#${s.id} ${s.user ?? '?'}@${s.host ?? '?'} (${s.command ?? '?'}${s.info ? `: ${s.info.slice(0, INFO_SHOWN)}` : ''})`,
+          (s) =>
+            `#${s.id} ${s.user ?? '?'}@${s.host ?? '?'} (${s.command ?? '?'}${s.seconds === undefined ? '' : ` for ${s.seconds} s`}${s.info ? `: ${s.info.slice(0, INFO_SHOWN)}` : ''})`,
         ),
       )}`,
     );
