@@ -248,7 +248,7 @@ describeEachBackend((b) => {
           release();
           // Until the server has dropped it: had the window opened with it still listed, its goodbye counts in here.
           for (;;) {
-            const [rows] = await h.query('SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?', [first]);
+            const [rows] = await h.query('SELECT COUNT(*) AS n FROM performance_schema.threads WHERE PROCESSLIST_ID = ?', [first]);
             if (Number(rows[0].n) === 0) break;
           }
           await scenario.insertThree(h);
