@@ -513,6 +513,9 @@ export class DeferredWorkTracker {
   readonly #uncaptured: Entry[] = [];
   /** How many of `#uncaptured` are this run's (the array is reused, not emptied). */
   #uncapturedCount = 0;
+  /** Promises the last run left pending, kept only if still pending when the next run ends: an await's settles in it. */
+  readonly #carried: Entry[] = [];
+  #carriedCount = 0;
   /**
    * Per callback run, innermost last: the trace of the promise whose reaction runs (null: not a promise's run). A
    * promise whose run made no hook event after it takes that trace: the `.then` that registered the callback.
@@ -673,15 +676,17 @@ export class DeferredWorkTracker {
     if (this.#depth === 0) return;
     const d = --this.#depth;
     const run = this.#runs[d];
+    if (this.#carriedCount > 0) this.#keepCarried();
     const n = this.#uncapturedCount;
     if (n > 0) {
       // The run's own trace stands for them: the `.then` that registered its callback.
       const uncaptured = this.#uncaptured;
+      const carried = this.#carried;
       for (let i = 0; i < n; i++) {
         const e = uncaptured[i]!;
         if (e.settled) continue;
         e.trace ??= run ?? null;
-        this.#keep(e);
+        carried[this.#carriedCount++] = e;
       }
       this.#uncapturedCount = 0;
     }
@@ -790,6 +795,16 @@ export class DeferredWorkTracker {
     wrapped = [];
   }
 
+  /** Keeps what the last run left pending and is pending still (see `#carried`). */
+  #keepCarried(): void {
+    const carried = this.#carried;
+    for (let i = 0; i < this.#carriedCount; i++) {
+      const e = carried[i]!;
+      if (!e.settled) this.#keep(e);
+    }
+    this.#carriedCount = 0;
+  }
+
   /** Keeps an entry, after a sweep if one is due. */
   #keep(e: Entry): void {
     if (this.#kept.length >= this.#sweepAt) this.#sweep();
@@ -851,6 +866,8 @@ export class DeferredWorkTracker {
     this.#current = null;
     this.#uncaptured.length = 0;
     this.#uncapturedCount = 0;
+    this.#carried.length = 0;
+    this.#carriedCount = 0;
     this.#runs.length = 0;
     this.#outerFollowing.length = 0;
     this.#outerCurrent.length = 0;
@@ -925,6 +942,7 @@ export class DeferredWorkTracker {
 
   /** The user's work pending now. */
   #pending(): Entry[] {
+    this.#keepCarried();
     const out: Entry[] = [];
     for (const e of this.#kept) {
       if (e.settled) continue;
@@ -945,6 +963,7 @@ export class DeferredWorkTracker {
    * explains it (a postgres.js query started with execute(), which may have finished by the time this is asked).
    */
   unawaitedPromises(): DeferredWorkItem[] {
+    this.#keepCarried();
     const out: Entry[] = [];
     // Settled entries still in the map are either late (listed once, from #late) or settled before the return.
     for (const e of [...this.#late, ...this.#kept.filter((x) => !x.settled)]) {
@@ -1005,6 +1024,8 @@ export class DeferredWorkTracker {
     this.#current = null;
     this.#uncaptured.length = 0;
     this.#uncapturedCount = 0;
+    this.#carried.length = 0;
+    this.#carriedCount = 0;
     this.#runs.length = 0;
     this.#outerFollowing.length = 0;
     this.#outerCurrent.length = 0;

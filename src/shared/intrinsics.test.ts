@@ -100,6 +100,7 @@ const PER_CALL: Record<string, readonly string[]> = {
     '#followPromise',
     '#enter',
     '#leave',
+    '#keepCarried',
     '#keep',
     '#sweep',
     '#captureUncaptured',
