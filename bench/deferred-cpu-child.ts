@@ -34,17 +34,27 @@ async function floor(ambient: boolean, tracked: boolean, n: number): Promise<voi
 }
 
 /**
- * The no-database loop under empty hooks of the tracker's shape (async_hooks init, before and after, and V8's settle
- * hook): what Node's machinery costs before any of the tracker's work; `initOnly` without before and after.
+ * The no-database loop under empty hooks of a tracker's shape: `async`, async_hooks init, before and after, and V8's
+ * settle hook (the tracker before issue 37's V8 branch, and a begin() window's); `init` without before and after;
+ * `v8`, V8's four promise hooks alone (a measured function's tracker now). What Node's machinery costs before any of
+ * the tracker's work.
  */
-async function hooksOnly(tracked: boolean, initOnly: boolean, n: number): Promise<void> {
+async function hooksOnly(tracked: boolean, shape: 'async' | 'init' | 'v8', n: number): Promise<void> {
   if (!tracked) return loop(n);
-  const hook = (initOnly ? createHook({ init() {} }) : createHook({ init() {}, before() {}, after() {} })).enable();
-  const stop = promiseHooks.onSettled(() => undefined) as () => void;
+  let stop: () => void;
+  if (shape === 'v8') {
+    stop = promiseHooks.createHook({ init() {}, before() {}, after() {}, settled() {} }) as () => void;
+  } else {
+    const hook = (shape === 'init' ? createHook({ init() {} }) : createHook({ init() {}, before() {}, after() {} })).enable();
+    const settled = promiseHooks.onSettled(() => undefined) as () => void;
+    stop = () => {
+      hook.disable();
+      settled();
+    };
+  }
   try {
     await loop(n);
   } finally {
-    hook.disable();
     stop();
   }
 }
@@ -86,9 +96,10 @@ async function main(): Promise<void> {
   const tracked = side === 'tracked';
   const w = Number(warmup);
   const m = Number(measured);
-  if (scenario === 'floor-hooks' || scenario === 'floor-hooks-init') {
-    await hooksOnly(tracked, scenario === 'floor-hooks-init', w);
-    await hooksOnly(tracked, scenario === 'floor-hooks-init', m);
+  if (scenario === 'floor-hooks' || scenario === 'floor-hooks-init' || scenario === 'floor-hooks-v8') {
+    const shape = scenario === 'floor-hooks' ? 'async' : scenario === 'floor-hooks-init' ? 'init' : 'v8';
+    await hooksOnly(tracked, shape, w);
+    await hooksOnly(tracked, shape, m);
   } else if (scenario === 'floor' || scenario === 'floor-begin') {
     await floor(scenario === 'floor-begin', tracked, w);
     await floor(scenario === 'floor-begin', tracked, m);

@@ -15,9 +15,10 @@
  * untracked again in runs of its own, reported like tracked. Scenarios:
  * - `floor`: an awaited async function that settles at once, no database, the tracker of a measured function open
  *   around the loop or not (bench/deferred-floor.ts's loop);
- * - `floor-hooks`: the same loop under empty hooks of the tracker's shape (async_hooks init, before and after, V8's
- *   settle hook): Node's own share, which no change to the tracker's code can remove; `floor-hooks-init` with an
- *   async_hooks init alone (what a tracker without before and after would start from);
+ * - `floor-hooks`: the same loop under empty hooks of a begin() window's tracker (async_hooks init, before and after,
+ *   V8's settle hook): Node's own share, which no change to the tracker's code can remove; `floor-hooks-init` with an
+ *   async_hooks init alone; `floor-hooks-v8` under V8's four promise hooks alone, the shape of a measured function's
+ *   tracker;
  * - `floor-begin`: the same loop under the tracker of a begin() window (the caller's context);
  * - `sqlite`: bench/deferred-cost.ts's loop, an awaited async function around a counted better-sqlite3 INSERT in one
  *   `measure()` window of a session opened with `deferredWork` true or false;
@@ -32,13 +33,14 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bundleChild, callgrindRun } from './callgrind';
 
-const SCENARIOS = ['floor', 'floor-hooks', 'floor-hooks-init', 'floor-begin', 'sqlite', 'sqlite-begin', 'sqlite-empty'] as const;
+const SCENARIOS = ['floor', 'floor-hooks', 'floor-hooks-init', 'floor-hooks-v8', 'floor-begin', 'sqlite', 'sqlite-begin', 'sqlite-empty'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const SIDES = ['untracked', 'tracked'] as const;
 const DEFAULT_CALLS: Record<Scenario, number> = {
   floor: 20_000,
   'floor-hooks': 20_000,
   'floor-hooks-init': 20_000,
+  'floor-hooks-v8': 20_000,
   'floor-begin': 5_000,
   sqlite: 4_000,
   'sqlite-begin': 1_000,
@@ -48,6 +50,7 @@ const WARMUP: Record<Scenario, number> = {
   floor: 20_000,
   'floor-hooks': 20_000,
   'floor-hooks-init': 20_000,
+  'floor-hooks-v8': 20_000,
   'floor-begin': 5_000,
   sqlite: 4_000,
   'sqlite-begin': 2_000,
@@ -57,6 +60,7 @@ const UNIT: Record<Scenario, string> = {
   floor: 'awaited call',
   'floor-hooks': 'awaited call',
   'floor-hooks-init': 'awaited call',
+  'floor-hooks-v8': 'awaited call',
   'floor-begin': 'awaited call',
   sqlite: 'awaited call',
   'sqlite-begin': 'awaited call',

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { readFile, readFileSync } from 'node:fs';
+import timers from 'node:timers';
+import { promisify } from 'node:util';
 import { DeferredWorkTracker } from './deferred-work';
 
 /** Runs `fn` as a window's function does, then waits up to `waitMs` for what it left running. */
@@ -39,6 +41,11 @@ describe('DeferredWorkTracker', () => {
   ])('%s started and not awaited: named with its line, settled within the wait', async (_name, fn, type, what) => {
     const left = await leftRunning(fn);
     expect(left?.items[0]).toEqual({ what: expect.stringMatching(what), type, site: expect.stringMatching(HERE), settled: true });
+  });
+
+  it('a file operation started and not awaited: seen in flight at the return, with no line (V8 does not see its making)', async () => {
+    const left = await leftRunning(() => readFile(__filename, () => undefined));
+    expect(left?.items).toEqual([{ what: 'a file operation', type: 'FSREQCALLBACK', site: null, settled: true }]);
   });
 
   it('a timer the function cleared, and an immediate it cleared, leave nothing behind', async () => {
@@ -92,6 +99,88 @@ describe('DeferredWorkTracker', () => {
     s.resume();
     const left = await leftRunning(async () => void (await new Promise<void>((r) => s.write('x', () => r()))));
     expect(left).toBeNull();
+  });
+});
+
+describe("a measured function's window wraps the scheduling APIs while it is open", () => {
+  const apis = () => [globalThis.setTimeout, globalThis.setImmediate, globalThis.queueMicrotask, globalThis.clearTimeout, process.nextTick, timers.setTimeout];
+
+  it('puts the originals back when the last of two windows closes, whichever closes first', () => {
+    const before = apis();
+    const a = new DeferredWorkTracker();
+    const b = new DeferredWorkTracker();
+    a.open();
+    b.open();
+    const during = apis();
+    a.close();
+    const afterFirst = apis();
+    b.close();
+    expect(during.map((f, i) => f === before[i])).toEqual(before.map(() => false));
+    expect(afterFirst.map((f, i) => f === during[i])).toEqual(before.map(() => true));
+    expect(apis().map((f, i) => f === before[i])).toEqual(before.map(() => true));
+  });
+
+  it('two windows open at once: each follows its own function only', async () => {
+    const a = new DeferredWorkTracker();
+    const b = new DeferredWorkTracker();
+    a.open();
+    b.open();
+    try {
+      await Promise.resolve().then(() => a.run(() => void setTimeout(() => undefined, 5)));
+      await Promise.resolve().then(() => b.run(async () => undefined));
+      const [left, right] = await Promise.all([a.settle(100), b.settle(100)]);
+      expect(left?.items.map((i) => [i.what, i.settled])).toEqual([['a setTimeout(…, 5) timer', true]]);
+      expect(right).toBeNull();
+    } finally {
+      b.close();
+      a.close();
+    }
+  });
+
+  it("node:timers' own functions, and util.promisify(setTimeout), are followed too", async () => {
+    const left = await leftRunning(() => {
+      timers.setTimeout(() => undefined, 5);
+      void promisify(setTimeout)(5).then(() => undefined);
+    });
+    expect(left?.items.map((i) => [i.type, HERE.test(i.site ?? '')])).toEqual(
+      expect.arrayContaining([
+        ['Timeout', true],
+        ['PROMISE', true],
+      ]),
+    );
+  });
+
+  it('an interval is pending until cleared', async () => {
+    let interval: NodeJS.Timeout | undefined;
+    try {
+      const left = await leftRunning(() => void (interval = setInterval(() => undefined, 5)), 30);
+      expect(left?.items).toEqual([{ what: 'a setInterval(…, 5) timer', type: 'Timeout', site: expect.stringMatching(HERE), settled: false }]);
+    } finally {
+      clearInterval(interval);
+    }
+    expect(await leftRunning(() => clearInterval(setInterval(() => undefined, 5)))).toBeNull();
+  });
+
+  describe('fake timers installed before the window', () => {
+    // The clock and the other APIs stay real: only setTimeout and clearTimeout are Jest's.
+    const REAL = ['Date', 'hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval'] as const;
+    beforeEach(() => jest.useFakeTimers({ doNotFake: [...REAL] }));
+    afterEach(() => jest.useRealTimers());
+
+    it("one the function set and did not run is pending after the wait, which ends on Node's own timer", async () => {
+      const left = await leftRunning(() => void setTimeout(() => undefined, 50), 20);
+      expect(left).toEqual({ waitMs: 20, items: [{ what: 'a setTimeout(…, 50) timer', type: 'Timeout', site: expect.stringMatching(HERE), settled: false }] });
+    });
+
+    it('one it cleared, or ran by advancing the clock itself, leaves nothing behind', async () => {
+      expect(await leftRunning(() => clearTimeout(setTimeout(() => undefined, 50)))).toBeNull();
+      expect(
+        await leftRunning(() => {
+          setTimeout(() => undefined, 50);
+          jest.advanceTimersByTime(50);
+        }),
+      ).toBeNull();
+    });
   });
 });
 
