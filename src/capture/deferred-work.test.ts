@@ -48,6 +48,17 @@ describe('DeferredWorkTracker', () => {
     expect(left?.items).toEqual([{ what: 'a file operation', type: 'FSREQCALLBACK', site: null, settled: true }]);
   });
 
+  it("a timer started in a file operation's callback (which V8's hooks cannot follow) is not taken as done", async () => {
+    let timer: NodeJS.Timeout | undefined;
+    const left = await leftRunning(() => readFile(__filename, () => void (timer = setTimeout(() => undefined, 5_000))), 300);
+    clearTimeout(timer);
+    expect(timer).toBeDefined();
+    expect(left?.items).toEqual([
+      { what: 'a file operation', type: 'FSREQCALLBACK', site: null, settled: true },
+      { what: expect.stringMatching(/^1 timer\(s\) or immediate\(s\) made after the function returned/), type: 'Timeout', site: null, settled: false },
+    ]);
+  });
+
   it('a timer the function cleared, and an immediate it cleared, leave nothing behind', async () => {
     expect(await leftRunning(() => clearTimeout(setTimeout(() => undefined, 50)))).toBeNull();
     expect(await leftRunning(() => clearImmediate(setImmediate(() => undefined)))).toBeNull();

@@ -407,6 +407,13 @@ function requestsInFlight(): Map<string, number> {
   return out;
 }
 
+/** Timers and immediates pending now, by anyone: `process.getActiveResourcesInfo()` names each one. */
+function scheduledNow(): number {
+  let n = 0;
+  for (const name of process.getActiveResourcesInfo()) if (name === 'Timeout' || name === 'Immediate') n++;
+  return n;
+}
+
 /** How many more of each are in flight now than at `atOpen`: started since, by whatever code. */
 function requestsStarted(atOpen: Map<string, number>): { name: string; count: number }[] {
   const out: { name: string; count: number }[] = [];
@@ -501,6 +508,8 @@ export class DeferredWorkTracker {
    */
   #requestsAtOpen: Map<string, number> | null = null;
   #requestsAtReturn: { name: string; count: number }[] = [];
+  /** Timers and immediates pending at the return but the followed ones, when requests were in flight then (see `settle`). */
+  #scheduledAtReturn = 0;
 
   /** Whether the code running now is the measured function's: its synchronous part, or a callback of its work. */
   #following = false;
@@ -535,6 +544,7 @@ export class DeferredWorkTracker {
     this.#returned = true;
     this.#returnTurn = this.#turn;
     if (this.#requestsAtOpen !== null) this.#requestsAtReturn = requestsStarted(this.#requestsAtOpen);
+    if (this.#requestsAtReturn.length > 0) this.#scheduledAtReturn = scheduledNow() - this.#followedScheduled();
     this.onReturn?.();
   }
 
@@ -941,6 +951,13 @@ export class DeferredWorkTracker {
   }
 
   /** The user's work pending now. */
+  /** Followed timers and immediates still pending (`getActiveResourcesInfo()` lists them among everyone's). */
+  #followedScheduled(): number {
+    let n = 0;
+    for (const e of this.#pending()) if (e.kind.type === 'Timeout' || e.kind.type === 'Immediate') n++;
+    return n;
+  }
+
   #pending(): Entry[] {
     this.#keepCarried();
     const out: Entry[] = [];
@@ -989,7 +1006,20 @@ export class DeferredWorkTracker {
     // Counted in sleeps of Node's own timer, not by the clock: fake timers may stop the clock too.
     for (let waited = 0; (this.#pending().length > 0 || requestsLeft() > 0) && waited < waitMs; waited += POLL_MS) await new Promise((r) => sleep(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq).map(itemOf);
-    if (started.length > 0 && atOpen !== null) items.push(...requestItems(started, atOpen));
+    if (started.length > 0 && atOpen !== null) {
+      items.push(...requestItems(started, atOpen));
+      // A request's callback runs unfollowed: a timer it starts would start work after the window. More timers
+      // pending now than at the return, by anyone, may be that; it cannot be told, so it is not taken as done.
+      const more = scheduledNow() - this.#followedScheduled() - this.#scheduledAtReturn;
+      if (more > 0) {
+        items.push({
+          what: `${more} timer(s) or immediate(s) made after the function returned, while requests it left in flight ran callbacks the window cannot follow`,
+          type: 'Timeout',
+          site: null,
+          settled: false,
+        });
+      }
+    }
     return items.length > 0 ? { waitMs, items } : null;
   }
 
@@ -1019,6 +1049,7 @@ export class DeferredWorkTracker {
     this.#returnedEntry = null;
     this.#requestsAtOpen = null;
     this.#requestsAtReturn = [];
+    this.#scheduledAtReturn = 0;
     this.#lastPromiseTrace = null;
     this.#following = false;
     this.#current = null;
