@@ -1,6 +1,9 @@
-import { readFile, readFileSync } from 'node:fs';
+import { mkdtempSync, readFile, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import timers from 'node:timers';
+import { spawnSync } from 'node:child_process';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { DeferredWorkTracker } from './deferred-work';
 
@@ -80,6 +83,26 @@ describe('DeferredWorkTracker', () => {
       for (const s of held) s.destroy();
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it("a timer from an ES module's `import { setTimeout } from 'node:timers'` is seen (the binding follows the wrapper)", () => {
+    const script = [
+      "import { setTimeout } from 'node:timers';",
+      `const { DeferredWorkTracker } = await import(${JSON.stringify(join(__dirname, 'deferred-work.ts'))});`,
+      'const tracker = new DeferredWorkTracker();',
+      'tracker.open();',
+      'await Promise.resolve().then(() => tracker.run(() => void setTimeout(() => undefined, 5000)));',
+      'const left = await tracker.settle(100);',
+      'tracker.close();',
+      'console.log(JSON.stringify(left?.items.map((i) => [i.what, i.settled]) ?? null));',
+      'process.exit(0);',
+    ].join('\n');
+    const file = join(mkdtempSync(join(tmpdir(), 'sqltally-esm-')), 'window.mjs');
+    writeFileSync(file, script);
+    const run = spawnSync(process.execPath, ['--import', 'tsx', file], { encoding: 'utf8', timeout: 60_000 });
+    rmSync(dirname(file), { recursive: true, force: true });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual([['a setTimeout(…, 5000) timer', false]]);
   });
 
   it('a timer the function cleared, and an immediate it cleared, leave nothing behind', async () => {

@@ -1,4 +1,5 @@
 import { createHook, executionAsyncId, type AsyncHook } from 'node:async_hooks';
+import { syncBuiltinESMExports } from 'node:module';
 import timers from 'node:timers';
 import { promisify } from 'node:util';
 import { promiseHooks } from 'node:v8';
@@ -803,12 +804,15 @@ export class DeferredWorkTracker {
         if (holder[key] === wrapper) wrapped.push({ holder, key, original, wrapper });
       }
     }
+    // An ES module's `import { setTimeout } from 'node:timers'` is a binding Node updates only when asked.
+    syncBuiltinESMExports();
   }
 
   /** Puts the originals back when the last window closes, where nobody replaced the wrapper since (fake timers). */
   static #unwrapScheduling(): void {
     for (const w of wrapped) if (w.holder[w.key] === w.wrapper) w.holder[w.key] = w.original;
     wrapped = [];
+    syncBuiltinESMExports();
   }
 
   /** Keeps what the last run left pending and is pending still (see `#carried`). */
