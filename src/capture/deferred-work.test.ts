@@ -2,7 +2,6 @@ import { mkdtempSync, readFile, readFileSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import timers from 'node:timers';
 import { spawnSync } from 'node:child_process';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { DeferredWorkTracker } from './deferred-work';
@@ -59,30 +58,8 @@ describe('DeferredWorkTracker', () => {
     expect(timer).toBeDefined();
     expect(left?.items).toEqual([
       { what: 'a file operation', type: 'FSREQCALLBACK', site: null, settled: true },
-      { what: expect.stringMatching(/^1 timer\(s\) or immediate\(s\) started after the function returned/), type: 'Timeout', site: null, settled: false },
+      { what: expect.stringMatching(/^1 timer\(s\) or immediate\(s\) made after the function returned/), type: 'Timeout', site: null, settled: false },
     ]);
-  });
-
-  it("a connection opened in a file operation's callback is not taken as done, whatever other sockets close meanwhile", async () => {
-    const held: Socket[] = [];
-    const server = createServer((s) => void held.push(s));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    try {
-      for (let i = 0; i < 3; i++) {
-        let socket: Socket | undefined;
-        const left = await leftRunning(() => readFile(__filename, () => void (socket = connect(port, '127.0.0.1'))));
-        // Closed as the next window opens: a count of sockets would see one go and one come, and nothing new.
-        socket?.destroy();
-        expect(left?.items.map((item) => [item.what, item.settled])).toEqual([
-          ['a file operation', true],
-          [expect.stringMatching(/\b2 Socket\(s\) started after the function returned/), false],
-        ]);
-      }
-    } finally {
-      for (const s of held) s.destroy();
-      await new Promise((resolve) => server.close(resolve));
-    }
   });
 
   it("a timer from an ES module's `import { setTimeout } from 'node:timers'` is seen (the binding follows the wrapper)", () => {

@@ -396,55 +396,51 @@ const REQUESTS: Record<string, string> = {
   GetAddrInfoReqWrap: 'GETADDRINFOREQWRAP',
   QueryReqWrap: 'QUERYWRAP',
   TCPConnectWrap: 'TCPCONNECTWRAP',
-  ConnectWrap: 'TCPCONNECTWRAP',
   PipeConnectWrap: 'PIPECONNECTWRAP',
   WriteWrap: 'WRITEWRAP',
   ShutdownWrap: 'SHUTDOWNWRAP',
 };
 
-/** The native requests in flight now, as objects: which ones the function started is known by identity, not by count. */
-function requestsInFlight(): Set<object> {
-  return new Set((process as unknown as { _getActiveRequests(): object[] })._getActiveRequests());
+/** The native requests in flight now, by name. */
+function requestsInFlight(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const name of process.getActiveResourcesInfo()) if (REQUESTS[name] !== undefined) out.set(name, (out.get(name) ?? 0) + 1);
+  return out;
 }
 
-function requestName(request: object): string {
-  return (request as { constructor?: { name?: string } }).constructor?.name ?? 'request';
-}
-
-/** The handles keeping the event loop alive now (sockets, servers, child processes), as objects. */
-function handlesNow(): Set<object> {
-  return new Set((process as unknown as { _getActiveHandles(): object[] })._getActiveHandles());
-}
-
-/** Timers and immediates pending now, by anyone, but `followed` (the window's own). */
-function timersNow(followed: number): number {
-  let n = -followed;
+/** Timers and immediates pending now, by anyone: `process.getActiveResourcesInfo()` names each one. */
+function scheduledNow(): number {
+  let n = 0;
   for (const name of process.getActiveResourcesInfo()) if (name === 'Timeout' || name === 'Immediate') n++;
   return n;
 }
 
-/** What keeps the event loop alive beyond what did at the function's return, unfollowed: in words, empty if nothing. */
-interface Alive {
-  handles: Set<object>;
-  timers: number;
+/** How many more of each are in flight now than at `atOpen`: started since, by whatever code. */
+function requestsStarted(atOpen: Map<string, number>): { name: string; count: number }[] {
+  const out: { name: string; count: number }[] = [];
+  for (const [name, n] of requestsInFlight()) if (n > (atOpen.get(name) ?? 0)) out.push({ name, count: n - (atOpen.get(name) ?? 0) });
+  return out;
 }
 
-function begunSince(before: Alive, after: Alive, requests: readonly object[]): string[] {
-  const counts = new Map<string, number>();
-  const add = (name: string, n = 1): void => void counts.set(name, (counts.get(name) ?? 0) + n);
-  if (after.timers > before.timers) add('timer(s) or immediate(s)', after.timers - before.timers);
-  for (const h of after.handles) if (!before.handles.has(h)) add(`${requestName(h)}(s)`);
-  for (const r of requests) add(`${KIND_OF.get(REQUESTS[requestName(r)] ?? '')?.what.replace(/^an? /, '') ?? requestName(r)}(s)`);
-  return [...counts].map(([what, n]) => `${n} ${what}`);
+/** Of the requests started (see `requestsStarted`), how many may still be in flight: the excess over `atOpen` now, at most those. */
+function stillInFlight(started: { name: string; count: number }[], atOpen: Map<string, number>): number {
+  const now = requestsInFlight();
+  let n = 0;
+  for (const s of started) n += Math.min(s.count, Math.max(0, (now.get(s.name) ?? 0) - (atOpen.get(s.name) ?? 0)));
+  return n;
 }
 
 /** The requests in flight at the function's return as items: no line (nothing followed their making), settled or not. */
-function requestItems(started: readonly object[], now: Set<object>): DeferredWorkItem[] {
-  return started.map((r) => {
-    const name = requestName(r);
-    const type = REQUESTS[name] ?? name;
-    return { what: KIND_OF.get(type)?.what ?? `a native request (${name})`, type, site: null, settled: !now.has(r) };
-  });
+function requestItems(started: { name: string; count: number }[], atOpen: Map<string, number>): DeferredWorkItem[] {
+  const now = requestsInFlight();
+  const out: DeferredWorkItem[] = [];
+  for (const s of started) {
+    const type = REQUESTS[s.name]!;
+    const what = KIND_OF.get(type)!.what;
+    const still = Math.min(s.count, Math.max(0, (now.get(s.name) ?? 0) - (atOpen.get(s.name) ?? 0)));
+    for (let i = 0; i < s.count; i++) out.push({ what, type, site: null, settled: i >= still });
+  }
+  return out;
 }
 
 /** A callback run that is not a promise's reaction, which V8's hooks do not report: one shared stand-in. */
@@ -511,11 +507,10 @@ export class DeferredWorkTracker {
    * Native requests (file, DNS, connect, socket write) in flight, by kind, when a measured function's window opened,
    * and those more in flight when the function returned: V8's hooks do not see them, so they are counted, not followed.
    */
-  #requestsAtOpen: Set<object> | null = null;
-  /** Requests in flight at the return that were not at the open: the function's, or begun meanwhile by other code. */
-  #requestsAtReturn: object[] = [];
+  #requestsAtOpen: Map<string, number> | null = null;
+  #requestsAtReturn: { name: string; count: number }[] = [];
   /** Timers and immediates pending at the return but the followed ones, when requests were in flight then (see `settle`). */
-  #unfollowedAtReturn: Alive | null = null;
+  #scheduledAtReturn = 0;
 
   /** Whether the code running now is the measured function's: its synchronous part, or a callback of its work. */
   #following = false;
@@ -549,9 +544,8 @@ export class DeferredWorkTracker {
     if (this.#returned) return;
     this.#returned = true;
     this.#returnTurn = this.#turn;
-    const atOpen = this.#requestsAtOpen;
-    if (atOpen !== null) this.#requestsAtReturn = [...requestsInFlight()].filter((r) => !atOpen.has(r));
-    if (this.#requestsAtReturn.length > 0) this.#unfollowedAtReturn = { handles: handlesNow(), timers: timersNow(this.#followedScheduled()) };
+    if (this.#requestsAtOpen !== null) this.#requestsAtReturn = requestsStarted(this.#requestsAtOpen);
+    if (this.#requestsAtReturn.length > 0) this.#scheduledAtReturn = scheduledNow() - this.#followedScheduled();
     this.onReturn?.();
   }
 
@@ -1011,28 +1005,19 @@ export class DeferredWorkTracker {
     const late = (): Entry[] => this.#late.filter((e) => isWork(e) && !this.#awaitsEnd(e) && attribute(e).user);
     const started = this.#requestsAtReturn;
     const atOpen = this.#requestsAtOpen;
-    // Until no request is in flight that was not at the open: one of the function's may go on as a new request (a
-    // file read's open, stat, read and close are four).
-    const requestsLeft = (): boolean => {
-      if (started.length === 0 || atOpen === null) return false;
-      for (const r of requestsInFlight()) if (!atOpen.has(r)) return true;
-      return false;
-    };
+    const requestsLeft = (): number => (started.length === 0 || atOpen === null ? 0 : stillInFlight(started, atOpen));
     if (this.#pending().length === 0 && late().length === 0 && started.length === 0) return null;
     // Counted in sleeps of Node's own timer, not by the clock: fake timers may stop the clock too.
-    for (let waited = 0; (this.#pending().length > 0 || requestsLeft()) && waited < waitMs; waited += POLL_MS) await new Promise((r) => sleep(r, POLL_MS));
+    for (let waited = 0; (this.#pending().length > 0 || requestsLeft() > 0) && waited < waitMs; waited += POLL_MS) await new Promise((r) => sleep(r, POLL_MS));
     const items = [...late(), ...this.#pending()].sort((a, b) => a.seq - b.seq).map(itemOf);
     if (started.length > 0 && atOpen !== null) {
-      const now = requestsInFlight();
-      items.push(...requestItems(started, now));
-      // A request's callback runs unfollowed: a timer, a request or a socket it starts may do work after the window.
-      // More of any pending now than at the return, by anyone, may be that; it cannot be told, so it is not taken as done.
-      const begun = [...now].filter((r) => !atOpen.has(r) && !started.includes(r));
-      const atReturn = this.#unfollowedAtReturn;
-      const more = atReturn === null ? [] : begunSince(atReturn, { handles: handlesNow(), timers: timersNow(this.#followedScheduled()) }, begun);
-      if (more.length > 0) {
+      items.push(...requestItems(started, atOpen));
+      // A request's callback runs unfollowed: a timer it starts would start work after the window. More timers
+      // pending now than at the return, by anyone, may be that; it cannot be told, so it is not taken as done.
+      const more = scheduledNow() - this.#followedScheduled() - this.#scheduledAtReturn;
+      if (more > 0) {
         items.push({
-          what: `${more.join(', ')} started after the function returned, while requests it left in flight ran callbacks the window cannot follow`,
+          what: `${more} timer(s) or immediate(s) made after the function returned, while requests it left in flight ran callbacks the window cannot follow`,
           type: 'Timeout',
           site: null,
           settled: false,
@@ -1068,7 +1053,7 @@ export class DeferredWorkTracker {
     this.#returnedEntry = null;
     this.#requestsAtOpen = null;
     this.#requestsAtReturn = [];
-    this.#unfollowedAtReturn = null;
+    this.#scheduledAtReturn = 0;
     this.#lastPromiseTrace = null;
     this.#following = false;
     this.#current = null;
