@@ -12,6 +12,8 @@ export const enum LinkType {
 /** The file's header, then each record's: sizes in bytes. */
 const PCAP_GLOBAL_HEADER = 24;
 const PCAP_RECORD_HEADER = 16;
+/** tcpdump's largest snapshot length: a record longer than this and the file's own is not a record. */
+const MAX_RECORD = 262_144;
 /** The magic number, written in the capturing host's byte order: micro- or nanosecond time stamps. */
 const MAGIC_MICROS = 0xa1b2c3d4;
 const MAGIC_NANOS = 0xa1b23c4d;
@@ -128,9 +130,14 @@ export class PcapStreamReader {
   #needed(head: Buffer): number {
     if (!this.#headerRead) return PCAP_GLOBAL_HEADER;
     if (head.length < PCAP_RECORD_HEADER) return PCAP_RECORD_HEADER;
-    const included = u32(head, 8, this.#littleEndian);
-    if (included > Math.max(this.#snapLength, 262_144)) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
-    return PCAP_RECORD_HEADER + included;
+    return PCAP_RECORD_HEADER + this.#included(head, 0);
+  }
+
+  /** The captured length of the record whose header is at `at`, refused beyond what any capture writes. */
+  #included(buf: Buffer, at: number): number {
+    const included = u32(buf, at + 8, this.#littleEndian);
+    if (included > Math.max(this.#snapLength, MAX_RECORD)) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
+    return included;
   }
 
   /** Reads the whole records of `buf` from `at`; returns where the first incomplete one begins. */
@@ -141,12 +148,10 @@ export class PcapStreamReader {
       at += PCAP_GLOBAL_HEADER;
     }
     const le = this.#littleEndian;
-    const limit = Math.max(this.#snapLength, 262_144);
     const record = this.#record;
     record.bytes = buf;
     while (buf.length - at >= PCAP_RECORD_HEADER) {
-      const included = u32(buf, at + 8, le);
-      if (included > limit) throw new WireParseError(`pcap record of ${included} bytes exceeds the snapshot length`);
+      const included = this.#included(buf, at);
       const start = at + PCAP_RECORD_HEADER;
       if (buf.length - start < included) break;
       const fraction = u32(buf, at + 4, le);
