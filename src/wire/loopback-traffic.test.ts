@@ -1,7 +1,7 @@
 import { drive, pg } from './frames.fixture';
 import { LoopbackTraffic } from './loopback-traffic';
 import type { Owner } from './loopback-traffic';
-import { decodePacket, PcapStreamReader } from './pcap';
+import { decodePacket, PcapStreamReader, TCP_ACK, TCP_FIN } from './pcap';
 import type { PcapRecord } from './pcap';
 import {
   Conversation,
@@ -74,6 +74,59 @@ function session(conv = new Conversation(40000, SERVER_PORT)): { frames: Buffer[
   return { frames, conv };
 }
 
+/** `bytes` cut where pipe reads might cut it: chunks of 1 to `largest` bytes, the same for a given seed. */
+function chunked(bytes: Buffer, seed: number, largest: number): Buffer[] {
+  let state = seed >>> 0;
+  const random = (): number => {
+    state = (Math.imul(state, 1_664_525) + 1_013_904_223) >>> 0;
+    return state / 2 ** 32;
+  };
+  const chunks: Buffer[] = [];
+  for (let at = 0; at < bytes.length;) {
+    const size = 1 + Math.floor(random() * largest);
+    chunks.push(bytes.subarray(at, at + size));
+    at += size;
+  }
+  return chunks;
+}
+
+/**
+ * A pg session with long segments: a 150 kB query in three segments (the second captured before the first), a
+ * 65000-byte datagram and a marker, and the client's goodbye riding on the FIN of a 60 kB segment.
+ */
+function longSession(): { bytes: Buffer; expected: ReturnType<typeof proxied> } {
+  const conv = new Conversation(40000, SERVER_PORT);
+  const frames = [...conv.open()];
+  const startup = conv.client(CLIENT_TURNS[0]!);
+  const greeting = conv.server(SERVER_TURNS[0]!);
+  frames.push(startup.data, greeting.data, greeting.ack);
+  const long = pg.query(`SELECT '${'x'.repeat(150_000)}'`);
+  const parts = [long.subarray(0, 60_000), long.subarray(60_000, 120_000), long.subarray(120_000)].map((p) => conv.client(p));
+  frames.push(parts[1]!.data, parts[0]!.data, parts[2]!.data, parts[2]!.ack);
+  const answer = conv.server(SERVER_TURNS[1]!);
+  frames.push(answer.data, answer.ack);
+  frames.push(linkFrame(1, ipv4(17, LOOPBACK, LOOPBACK, udp(50000, SERVER_PORT, Buffer.alloc(65_000)))));
+  frames.push(linkFrame(1, ipv4(17, LOOPBACK, LOOPBACK, udp(50000, SERVER_PORT, Buffer.from('sqltally-marker x 1')))));
+  const padded = Buffer.concat([pg.query(`SELECT '${'y'.repeat(60_000)}'`), pg.terminate()]);
+  frames.push(linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(40000, SERVER_PORT, conv.clientSeq, conv.serverSeq, TCP_FIN | TCP_ACK, padded))));
+  conv.clientSeq = (conv.clientSeq + padded.length + 1) >>> 0;
+  const second = Buffer.concat([pg.rowDescription(), pg.dataRow('y'), pg.commandComplete('SELECT 1'), pg.ready()]);
+  frames.push(linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(SERVER_PORT, 40000, conv.serverSeq, conv.clientSeq, TCP_FIN | TCP_ACK, second))));
+  frames.push(linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(40000, SERVER_PORT, conv.clientSeq, conv.serverSeq + second.length + 1, TCP_ACK))));
+  const expected = drive(
+    () => new PgSession({ tls: 'passthrough' }),
+    [
+      { from: 'client', bytes: CLIENT_TURNS[0]! },
+      { from: 'server', bytes: SERVER_TURNS[0]! },
+      { from: 'client', bytes: long },
+      { from: 'server', bytes: SERVER_TURNS[1]! },
+      { from: 'client', bytes: padded },
+      { from: 'server', bytes: second },
+    ],
+  ).counts;
+  return { bytes: stream(frames), expected };
+}
+
 describe('pcap stream', () => {
   it('reads the same records whatever the chunks, in either byte order', () => {
     const frames = session().frames;
@@ -99,6 +152,38 @@ describe('pcap stream', () => {
         expect(got).toEqual(frames);
         expect(reader.pendingBytes).toBe(0);
       }
+    }
+  });
+
+  it('hands a long record over in pieces, each a view of the chunk it came in, the headers in the first', () => {
+    const big = linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(40000, SERVER_PORT, 5, 6, TCP_ACK, Buffer.alloc(60_000, 7))));
+    const frames = [...session().frames.slice(0, 3), big, linkFrame(1, ipv4(17, LOOPBACK, LOOPBACK, udp(40001, SERVER_PORT, Buffer.alloc(300, 1)))), big];
+    const bytes = stream(frames);
+    for (const [seed, largest] of [
+      [1, 70_000],
+      [2, 5_000],
+      [3, 300],
+      [4, 17],
+    ] as const) {
+      const reader = new PcapStreamReader();
+      const got: Buffer[][] = [];
+      let pieces = 0;
+      for (const chunk of chunked(bytes, seed, largest)) {
+        reader.push(chunk, (r) => {
+          if (r.offset === 0) {
+            expect(r.end - r.start).toBeGreaterThanOrEqual(Math.min(r.included, 256));
+            got.push([]);
+          } else {
+            pieces += 1;
+            expect(r.bytes).toBe(chunk);
+            expect(r.offset).toBe(got.at(-1)!.reduce((n, p) => n + p.length, 0));
+          }
+          got.at(-1)!.push(Buffer.from(r.bytes.subarray(r.start, r.end)));
+        });
+      }
+      expect(got.map((p) => Buffer.concat(p))).toEqual(frames);
+      expect(pieces).toBeGreaterThan(0);
+      expect(reader.pendingBytes).toBe(0);
     }
   });
 
@@ -183,6 +268,33 @@ describe('LoopbackTraffic', () => {
       const [c, ...more] = t.connections();
       expect(more).toEqual([]);
       expect({ ...t.record(c!).counts, clientWrites: 0 }).toEqual({ ...expected, clientWrites: 0 });
+    }
+  });
+
+  it('counts long segments as the proxy does, however the capture is cut into chunks', () => {
+    const { bytes, expected } = longSession();
+    for (const [seed, largest] of [
+      [0, bytes.length],
+      [1, 70_000],
+      [2, 8_000],
+      [3, 700],
+      [5, 40],
+    ] as const) {
+      const markers: string[] = [];
+      const t = new LoopbackTraffic({
+        protocol: 'postgres',
+        server: { address: LOOPBACK, port: SERVER_PORT },
+        ownerOf: () => 'other',
+        // As passive.ts reads them: a marker is short, the padding after it is not.
+        onDatagram: (p) => void (p.length < 200 && markers.push(p.toString())),
+      });
+      for (const chunk of chunked(bytes, seed, largest)) t.push(chunk);
+      const [c, ...more] = t.connections();
+      expect(more).toEqual([]);
+      expect({ ...t.record(c!).counts, clientWrites: 0 }).toEqual({ ...expected, clientWrites: 0 });
+      expect(t.record(c!).counts).toMatchObject({ incomplete: false, commands: { Query: 2, Terminate: 1 } });
+      expect(c!.closedAtNs).not.toBeNull();
+      expect(markers).toEqual(['sqltally-marker x 1']);
     }
   });
 

@@ -76,6 +76,8 @@ export class LoopbackTraffic {
   readonly #ended = new Set<number>();
   readonly #now: () => number;
   #nextId = 1;
+  /** The TCP segment whose record comes in pieces, while its bytes are still coming. */
+  #tail: { c: TappedConnection; fromClient: boolean; seq: number; remaining: number; flags: number; ack: number } | null = null;
   /** Set when the pcap stream itself broke: nothing after it can be read. */
   broken: string | null = null;
   /** Packets read, and those that were not IPv4 TCP/UDP (the filter should leave none). */
@@ -92,11 +94,18 @@ export class LoopbackTraffic {
     if (this.broken) return;
     try {
       this.#reader.push(chunk, (record) => {
+        if (record.offset > 0) {
+          this.#piece(record.bytes.subarray(record.start, record.end));
+          return;
+        }
         this.packets += 1;
-        const packet = decodePacket(this.#reader.linkType, record.bytes, record.start, record.end);
-        if (packet.kind === 'tcp') this.#segment(packet, record.originalLength > record.end - record.start);
+        this.#tail = null;
+        const packet = decodePacket(this.#reader.linkType, record.bytes, record.start, record.end, record.included);
+        if (packet.kind === 'tcp') this.#segment(packet, record.originalLength > record.included);
         else if (packet.kind === 'udp') {
-          if (packet.dstPort === this.#options.server.port && packet.dst === this.#options.server.address) this.#options.onDatagram?.(packet.payload);
+          // A datagram in pieces is the markers' padding: only a whole one can be a marker.
+          const toServer = packet.dstPort === this.#options.server.port && packet.dst === this.#options.server.address;
+          if (toServer && packet.length === packet.payload.length) this.#options.onDatagram?.(packet.payload);
         } else this.otherPackets += 1;
       });
     } catch (error) {
@@ -154,16 +163,42 @@ export class LoopbackTraffic {
       if (c.up.started && !c.down.started) c.down.start(s.seq);
       return;
     }
-    c.bytes += s.payload.length;
+    if (cut) this.#lose(c, `a ${s.length}-byte segment was captured cut short (snapshot length)`);
+    const whole = s.length === s.payload.length;
+    this.#data(c, fromClient, s.seq, s.payload, whole && (s.flags & TCP_FIN) !== 0);
+    if (whole) this.#segmentEnd(c, fromClient, s.flags, s.ack);
+    else this.#tail = { c, fromClient, seq: (s.seq + s.payload.length) >>> 0, remaining: s.length - s.payload.length, flags: s.flags, ack: s.ack };
+  }
+
+  /** The next bytes of the segment in pieces; the flags are acted on once its last byte is in. */
+  #piece(bytes: Buffer): void {
+    const t = this.#tail;
+    // A piece of anything but a TCP segment to or from the server, or past the segment's end: nothing to read.
+    if (!t) return;
+    const payload = bytes.length > t.remaining ? bytes.subarray(0, t.remaining) : bytes;
+    t.remaining -= payload.length;
+    this.#data(t.c, t.fromClient, t.seq, payload, t.remaining === 0 && (t.flags & TCP_FIN) !== 0);
+    t.seq = (t.seq + payload.length) >>> 0;
+    if (t.remaining > 0) return;
+    this.#tail = null;
+    this.#segmentEnd(t.c, t.fromClient, t.flags, t.ack);
+  }
+
+  /** A segment's bytes (or some of them, in order), to be put in order and read. */
+  #data(c: TappedConnection, fromClient: boolean, seq: number, payload: Buffer, fin: boolean): void {
+    c.bytes += payload.length;
     const direction = fromClient ? c.up : c.down;
-    const other = fromClient ? c.down : c.up;
-    if (cut) this.#lose(c, `a ${s.payload.length}-byte segment was captured cut short (snapshot length)`);
-    else if (c.parsing && direction.started) {
-      direction.segment(s.seq, s.payload, (s.flags & TCP_FIN) !== 0, fromClient ? c.deliverUp : c.deliverDown);
+    if (c.parsing && direction.started) {
+      direction.segment(seq, payload, fin, fromClient ? c.deliverUp : c.deliverDown);
       if (direction.heldBytes > MAX_HELD_BYTES) this.#lose(c, `more than ${MAX_HELD_BYTES} bytes arrived after a hole the capture never filled`);
-    } else if (c.parsing && s.payload.length > 0) this.#lose(c, "the server's SYN-ACK was not captured, so its bytes cannot be put in order");
-    if ((s.flags & TCP_ACK) !== 0 && c.parsing && other.started) {
-      const missing = other.missingBefore(s.ack);
+    } else if (c.parsing && payload.length > 0) this.#lose(c, "the server's SYN-ACK was not captured, so its bytes cannot be put in order");
+  }
+
+  /** What a segment's flags and acknowledgement say, once its bytes are in. */
+  #segmentEnd(c: TappedConnection, fromClient: boolean, flags: number, ack: number): void {
+    const other = fromClient ? c.down : c.up;
+    if ((flags & TCP_ACK) !== 0 && c.parsing && other.started) {
+      const missing = other.missingBefore(ack);
       if (missing > 0) {
         this.#lose(
           c,
@@ -171,11 +206,11 @@ export class LoopbackTraffic {
         );
       }
     }
-    if ((s.flags & TCP_FIN) !== 0) {
+    if ((flags & TCP_FIN) !== 0) {
       if (fromClient) c.clientFin = true;
       else c.serverFin = true;
     }
-    if ((s.flags & TCP_RST) !== 0) this.#close(c, `${fromClient ? 'client' : 'server'} reset`, false);
+    if ((flags & TCP_RST) !== 0) this.#close(c, `${fromClient ? 'client' : 'server'} reset`, false);
     else if (c.clientFin && c.serverFin) this.#close(c, fromClient ? 'server closed, then client' : 'client closed, then server', false);
   }
 

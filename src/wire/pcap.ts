@@ -14,6 +14,8 @@ const PCAP_GLOBAL_HEADER = 24;
 const PCAP_RECORD_HEADER = 16;
 /** tcpdump's largest snapshot length: a record longer than this and the file's own is not a record. */
 const MAX_RECORD = 262_144;
+/** A record's first bytes, handed over in one piece: more than any link, IPv4 and TCP headers together take. */
+const RECORD_HEAD = 256;
 /** The magic number, written in the capturing host's byte order: micro- or nanosecond time stamps. */
 const MAGIC_MICROS = 0xa1b2c3d4;
 const MAGIC_NANOS = 0xa1b23c4d;
@@ -32,13 +34,19 @@ export const TCP_FIN = 0x01,
 
 /**
  * One captured packet as the capture file holds it: its bytes are `bytes[start, end)`, a view of the reader's input
- * (no Buffer made per packet), valid only during the `onRecord` call that hands it over.
+ * (no Buffer made per packet), valid only during the `onRecord` call that hands it over. A record longer than what is
+ * left of the chunk it begins in comes in pieces, as the chunks come, so that no record is copied: the first piece
+ * (`offset` 0) holds at least the link, IP and TCP headers, each later one the next bytes at `offset`.
  */
 export interface PcapRecord {
   /** Capture time in microseconds since the epoch. */
   timeUs: number;
-  /** The packet's length on the wire; more than `end - start` when the capture cut it short. */
+  /** The packet's length on the wire; more than `included` when the capture cut it short. */
   originalLength: number;
+  /** The record's captured length: more than `end - start` when it comes in pieces. */
+  included: number;
+  /** Where `bytes[start]` is within the record's captured bytes. */
+  offset: number;
   bytes: Buffer;
   start: number;
   end: number;
@@ -54,7 +62,10 @@ export interface TcpSegment {
   seq: number;
   ack: number;
   flags: number;
+  /** The payload's first bytes: all of it unless the record comes in pieces. */
   payload: Buffer;
+  /** The payload's whole captured length. */
+  length: number;
 }
 
 export interface UdpDatagram {
@@ -64,6 +75,7 @@ export interface UdpDatagram {
   srcPort: number;
   dstPort: number;
   payload: Buffer;
+  length: number;
 }
 
 /** What a packet is, or why it cannot be read as IPv4 TCP/UDP (the capture's filter should keep those out). */
@@ -87,7 +99,10 @@ function u16be(b: Buffer, at: number): number {
  * either byte order and with micro- or nanosecond stamps. Throws a WireParseError on bytes no pcap file holds.
  */
 export class PcapStreamReader {
+  /** A global header, or a record's header and head, begun in an earlier chunk (at most RECORD_HEAD bytes more). */
   #pending: Buffer = EMPTY;
+  /** Bytes of the record in pieces still to come. */
+  #rest = 0;
   #headerRead = false;
   #littleEndian = true;
   #nanos = false;
@@ -99,14 +114,15 @@ export class PcapStreamReader {
     return this.#linkType;
   }
 
-  /** Bytes received that do not yet make a whole record. */
+  /** Bytes received that do not yet make a whole record or its first piece. */
   get pendingBytes(): number {
     return this.#pending.length;
   }
 
   push(chunk: Buffer, onRecord: (record: PcapRecord) => void): void {
-    let at = 0;
-    // A record begun in an earlier chunk is completed from this one's first bytes: only it is copied, not the chunk.
+    let at = this.#rest > 0 ? this.#piece(chunk, 0, onRecord) : 0;
+    if (this.#rest > 0) return;
+    // A head begun in an earlier chunk is completed from this one's first bytes: only it is copied, never a record.
     while (this.#pending.length > 0) {
       const need = this.#needed(this.#pending);
       if (this.#pending.length < need) {
@@ -114,23 +130,25 @@ export class PcapStreamReader {
         this.#pending = Buffer.concat([this.#pending, chunk.subarray(at, at + take)]);
         at += take;
         if (this.#pending.length < need) return;
-        // A record header just completed says how long its body is.
+        // A record header just completed says how long its head is.
         if (this.#needed(this.#pending) > this.#pending.length) continue;
       }
-      const whole = this.#pending;
+      const head = this.#pending;
       this.#pending = EMPTY;
-      this.#records(whole, 0, onRecord);
+      this.#records(head, 0, onRecord);
+      if (this.#rest > 0) at = this.#piece(chunk, at, onRecord);
+      if (this.#rest > 0) return;
     }
     const end = this.#records(chunk, at, onRecord);
-    // What is left is copied: the caller may reuse its chunk.
+    // What is left is short (a header and less than a head) and copied: the caller may reuse its chunk.
     if (end < chunk.length) this.#pending = Buffer.from(chunk.subarray(end));
   }
 
-  /** How many bytes `head` must hold to end on a whole global header or record (at least the header itself). */
+  /** How many bytes `head` must hold to end on a global header, a whole record or a record's first piece. */
   #needed(head: Buffer): number {
     if (!this.#headerRead) return PCAP_GLOBAL_HEADER;
     if (head.length < PCAP_RECORD_HEADER) return PCAP_RECORD_HEADER;
-    return PCAP_RECORD_HEADER + this.#included(head, 0);
+    return PCAP_RECORD_HEADER + Math.min(this.#included(head, 0), RECORD_HEAD);
   }
 
   /** The captured length of the record whose header is at `at`, refused beyond what any capture writes. */
@@ -140,7 +158,25 @@ export class PcapStreamReader {
     return included;
   }
 
-  /** Reads the whole records of `buf` from `at`; returns where the first incomplete one begins. */
+  /** Hands over the next piece of the record in pieces from `buf[at...]`; returns where its bytes end in `buf`. */
+  #piece(buf: Buffer, at: number, onRecord: (record: PcapRecord) => void): number {
+    const end = Math.min(buf.length, at + this.#rest);
+    if (end === at) return at;
+    const record = this.#record;
+    record.offset = record.included - this.#rest;
+    record.bytes = buf;
+    record.start = at;
+    record.end = end;
+    this.#rest -= end - at;
+    onRecord(record);
+    record.bytes = EMPTY;
+    return end;
+  }
+
+  /**
+   * Reads the records of `buf` from `at`, the last one's first piece when it holds a head and does not end here;
+   * returns where the first record not begun begins.
+   */
   #records(buf: Buffer, at: number, onRecord: (record: PcapRecord) => void): number {
     if (!this.#headerRead) {
       if (buf.length - at < PCAP_GLOBAL_HEADER) return at;
@@ -150,24 +186,28 @@ export class PcapStreamReader {
     const le = this.#littleEndian;
     const record = this.#record;
     record.bytes = buf;
+    record.offset = 0;
     while (buf.length - at >= PCAP_RECORD_HEADER) {
       const included = this.#included(buf, at);
       const start = at + PCAP_RECORD_HEADER;
-      if (buf.length - start < included) break;
+      const here = buf.length - start;
+      if (here < included && here < RECORD_HEAD) break;
       const fraction = u32(buf, at + 4, le);
       record.timeUs = u32(buf, at, le) * 1e6 + (this.#nanos ? Math.floor(fraction / 1000) : fraction);
       record.originalLength = u32(buf, at + 12, le);
+      record.included = included;
       record.start = start;
-      record.end = start + included;
+      record.end = start + Math.min(included, here);
+      this.#rest = included - (record.end - start);
       onRecord(record);
-      at = start + included;
+      at = record.end;
     }
     record.bytes = EMPTY;
     return at;
   }
 
   /** Handed to every `onRecord` call in turn: nothing is allocated per packet. */
-  readonly #record: PcapRecord = { timeUs: 0, originalLength: 0, bytes: Buffer.alloc(0), start: 0, end: 0 };
+  readonly #record: PcapRecord = { timeUs: 0, originalLength: 0, included: 0, offset: 0, bytes: Buffer.alloc(0), start: 0, end: 0 };
 
   #readGlobalHeader(buf: Buffer): void {
     const magicLe = buf.readUInt32LE(0);
@@ -211,13 +251,14 @@ function ipOffset(linkType: number, f: Buffer, at: number, end: number): number 
 }
 
 /**
- * Decodes one captured frame, `frame[start, end)`, down to its TCP segment or UDP datagram. The payload is a view
- * of `frame` (a shared empty Buffer when there is none).
+ * Decodes one captured frame down to its TCP segment or UDP datagram: `frame[start, end)` holds the frame's first
+ * bytes, all of them unless the frame is `captured` bytes long and comes in pieces. The payload is a view of `frame`
+ * (a shared empty Buffer when there is none); `length` says how long it is in the whole frame.
  */
-export function decodePacket(linkType: number, frame: Buffer, start = 0, frameEnd = frame.length): DecodedPacket {
-  const ip = ipOffset(linkType, frame, start, frameEnd);
+export function decodePacket(linkType: number, frame: Buffer, start = 0, end = frame.length, captured = end - start): DecodedPacket {
+  const ip = ipOffset(linkType, frame, start, end);
   if (typeof ip === 'string') return { kind: 'other', why: ip };
-  if (frameEnd < ip + 20 || frame[ip]! >> 4 !== 4) return { kind: 'other', why: 'not IPv4' };
+  if (end < ip + 20 || frame[ip]! >> 4 !== 4) return { kind: 'other', why: 'not IPv4' };
   const headerLength = (frame[ip]! & 0x0f) * 4;
   const totalLength = u16be(frame, ip + 2);
   const fragment = u16be(frame, ip + 6);
@@ -226,11 +267,13 @@ export function decodePacket(linkType: number, frame: Buffer, start = 0, frameEn
   const protocol = frame[ip + 9]!;
   const src = u32(frame, ip + 12, false);
   const dst = u32(frame, ip + 16, false);
-  const end = Math.min(frameEnd, ip + totalLength);
+  const packetEnd = Math.min(start + captured, ip + totalLength);
+  const here = Math.min(end, packetEnd);
   const l4 = ip + headerLength;
   if (protocol === IPPROTO_TCP) {
-    if (end < l4 + 20) return { kind: 'other', why: 'TCP header cut short' };
-    const dataAt = Math.min(end, l4 + (frame[l4 + 12]! >> 4) * 4);
+    if (here < l4 + 20) return { kind: 'other', why: 'TCP header cut short' };
+    const dataAt = Math.min(packetEnd, l4 + (frame[l4 + 12]! >> 4) * 4);
+    if (dataAt > here) return { kind: 'other', why: 'TCP header cut short' };
     return {
       kind: 'tcp',
       src,
@@ -240,12 +283,21 @@ export function decodePacket(linkType: number, frame: Buffer, start = 0, frameEn
       seq: u32(frame, l4 + 4, false),
       ack: u32(frame, l4 + 8, false),
       flags: frame[l4 + 13]!,
-      payload: dataAt < end ? frame.subarray(dataAt, end) : EMPTY,
+      payload: dataAt < here ? frame.subarray(dataAt, here) : EMPTY,
+      length: packetEnd - dataAt,
     };
   }
   if (protocol === IPPROTO_UDP) {
-    if (end < l4 + 8) return { kind: 'other', why: 'UDP header cut short' };
-    return { kind: 'udp', src, dst, srcPort: u16be(frame, l4), dstPort: u16be(frame, l4 + 2), payload: frame.subarray(l4 + 8, end) };
+    if (here < l4 + 8) return { kind: 'other', why: 'UDP header cut short' };
+    return {
+      kind: 'udp',
+      src,
+      dst,
+      srcPort: u16be(frame, l4),
+      dstPort: u16be(frame, l4 + 2),
+      payload: frame.subarray(l4 + 8, here),
+      length: packetEnd - l4 - 8,
+    };
   }
   return { kind: 'other', why: `IP protocol ${protocol}` };
 }
