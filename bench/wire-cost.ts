@@ -23,36 +23,29 @@
  * time of tcpdump and of this process per counted round trip is printed too (this process also runs the driver
  * for the in-process workloads).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { fork, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Duplex } from 'node:stream';
 import { Worker } from 'node:worker_threads';
-import mysql from 'mysql2/promise';
-import { Client } from 'pg';
 import { startBackend } from '../src/backends/registry';
 import type { NetworkConnection, StartedBackend } from '../src/backends/types';
 import { startPassiveCapture } from '../src/wire/passive';
 import type { PassiveCapture } from '../src/wire/passive';
 import { startWireProxy } from '../src/wire/proxy';
 import type { WireCounts } from '../src/wire/types';
+import type { ChildSetup } from './wire-cost-child';
+import { mysqlInserts, pgInserts, ROWS } from './wire-cost-clients';
+import type { Endpoint, Protocol, Workload } from './wire-cost-clients';
 
-type Protocol = 'mysql' | 'postgres';
 type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat' | 'passive';
 const RELAYS: readonly RelayKind[] = ['proxy', 'stream', 'worker', 'pipe', 'socat', 'passive'];
-interface Endpoint {
-  host: string;
-  port: number;
-  /** In-process drivers connect through this stream instead (`--relay stream`). */
-  stream?: () => Duplex;
-}
 
 /** What sits between the client and the server for the P side of each round. */
 interface Relay {
   port: number;
-  stream?: () => Duplex;
+  stream?: Endpoint['stream'];
   /** Wire counts since the relay started, when the relay counts (sqltally's proxy). */
   counts(): Promise<WireCounts | null>;
   close(): Promise<void>;
@@ -215,17 +208,6 @@ function canConnect(port: number): Promise<boolean> {
   });
 }
 
-/** One measured run against one endpoint: its figure (tps, queries/s or ns) and whether higher is better. */
-interface Workload {
-  name: string;
-  protocol: Protocol;
-  unit: 'tps' | 'queries/s' | 'ms';
-  /** A driver in this process (it can take `--relay stream`), not a client program. */
-  inProcess?: boolean;
-  /** Set-up done once per endpoint (a connection opened, not timed). */
-  open(server: NetworkConnection, at: Endpoint): Promise<{ run(): Promise<number>; end(): Promise<void> }>;
-}
-
 function runTool(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { env: { ...process.env, ...env } });
@@ -292,87 +274,9 @@ function mysqlslap(name: string, concurrency: number, queries: number): Workload
   };
 }
 
-const ROWS = 5000;
-const LABELS = Array.from({ length: ROWS }, (_, i) => `row-${i}`);
-
-function timeNs(start: bigint): number {
-  return Number(process.hrtime.bigint() - start) / 1e6;
-}
-
-function pgInserts(name: string, oneStatement: boolean): Workload {
-  return {
-    name,
-    protocol: 'postgres',
-    unit: 'ms',
-    inProcess: true,
-    async open(server, at) {
-      const client = new Client({
-        host: at.host,
-        port: at.port,
-        user: server.user,
-        password: server.password,
-        database: server.database,
-        ...(at.stream ? { stream: at.stream } : {}),
-      });
-      await client.connect();
-      const table = `wire_cost_${process.pid}`;
-      await client.query(`CREATE TABLE IF NOT EXISTS ${table} (id int NOT NULL, label text NOT NULL)`);
-      const oneSql = `INSERT INTO ${table} (id, label) VALUES ${LABELS.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}`;
-      const oneValues = LABELS.flatMap((l, i) => [i, l]);
-      return {
-        run: async () => {
-          await client.query(`TRUNCATE ${table}`);
-          const start = process.hrtime.bigint();
-          if (oneStatement) {
-            await client.query(oneSql, oneValues);
-          } else {
-            await client.query('BEGIN');
-            for (let i = 0; i < ROWS; i++) await client.query(`INSERT INTO ${table} (id, label) VALUES ($1, $2)`, [i, LABELS[i]]);
-            await client.query('COMMIT');
-          }
-          return timeNs(start);
-        },
-        end: () => client.end(),
-      };
-    },
-  };
-}
-
-function mysqlInserts(name: string, oneStatement: boolean): Workload {
-  return {
-    name,
-    protocol: 'mysql',
-    unit: 'ms',
-    inProcess: true,
-    async open(server, at) {
-      const conn = await mysql.createConnection({
-        host: at.host,
-        port: at.port,
-        user: server.user,
-        password: server.password,
-        database: server.database,
-        ...(at.stream ? { stream: at.stream } : {}),
-      });
-      const table = `wire_cost_${process.pid}`;
-      await conn.query(`CREATE TABLE IF NOT EXISTS ${table} (id INT NOT NULL, label VARCHAR(40) NOT NULL)`);
-      const rows = LABELS.map((l, i) => [i, l]);
-      return {
-        run: async () => {
-          await conn.query(`TRUNCATE TABLE ${table}`);
-          const start = process.hrtime.bigint();
-          if (oneStatement) {
-            await conn.query(`INSERT INTO ${table} (id, label) VALUES ?`, [rows]);
-          } else {
-            await conn.query('BEGIN');
-            for (let i = 0; i < ROWS; i++) await conn.query(`INSERT INTO ${table} (id, label) VALUES (?, ?)`, [i, LABELS[i]]);
-            await conn.query('COMMIT');
-          }
-          return timeNs(start);
-        },
-        end: () => conn.end(),
-      };
-    },
-  };
+function inserts(client: 'pg' | 'mysql2', name: string, oneStatement: boolean): Workload {
+  CHILD_CLIENTS[name] = { client, oneStatement };
+  return (client === 'pg' ? pgInserts : mysqlInserts)(name, oneStatement);
 }
 
 function workloads(seconds: number): Workload[] {
@@ -380,12 +284,12 @@ function workloads(seconds: number): Workload[] {
     pgbench('pgbench -S, 1 client', ['-S', '-c', '1', '-j', '1'], seconds),
     pgbench('pgbench -S, 4 clients', ['-S', '-c', '4', '-j', '2'], seconds),
     pgbench('pgbench TPC-B, 4 clients', ['-c', '4', '-j', '2'], seconds),
-    pgInserts('pg: 5000 single-row INSERTs in a transaction', false),
-    mysqlInserts('mysql2 (MariaDB): 5000 single-row INSERTs in a transaction', false),
+    inserts('pg', 'pg: 5000 single-row INSERTs in a transaction', false),
+    inserts('mysql2', 'mysql2 (MariaDB): 5000 single-row INSERTs in a transaction', false),
     mysqlslap('mysqlslap SELECT 1, 1 client (MariaDB)', 1, 10_000),
     mysqlslap('mysqlslap SELECT 1, 4 clients (MariaDB)', 4, 20_000),
-    pgInserts('pg: one 5000-row INSERT', true),
-    mysqlInserts('mysql2 (MariaDB): one 5000-row INSERT', true),
+    inserts('pg', 'pg: one 5000-row INSERT', true),
+    inserts('mysql2', 'mysql2 (MariaDB): one 5000-row INSERT', true),
   ];
 }
 
@@ -418,7 +322,46 @@ interface Row {
   captureCpu?: { tcpdumpUsPerRoundTrip: number; nodeUsPerRoundTrip: number; roundTrips: number };
 }
 
-async function measure(w: Workload, server: NetworkConnection, relay: Relay, relayKind: RelayKind, pairs: number): Promise<Row> {
+/**
+ * The same client in a process of its own, a new connection each run (wire-cost-child.ts): what a passive capture
+ * counts. Every side of the round runs so, so that A, B and P differ only in the capture.
+ */
+function inChild(w: Workload, setup: Omit<ChildSetup, 'server' | 'at'>): Workload {
+  return {
+    ...w,
+    async open(server, at) {
+      const child = fork(join(__dirname, 'wire-cost-child.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const next = (): Promise<Record<string, unknown>> =>
+        new Promise((resolve, reject) => {
+          child.once('message', (m) => resolve(m as Record<string, unknown>));
+          child.once('exit', (code) => reject(new Error(`wire-cost-child exited ${code}`)));
+        });
+      const ready = next();
+      child.send({ setup: { ...setup, server, at: { host: at.host, port: at.port } } satisfies ChildSetup });
+      await ready;
+      return {
+        run: async () => {
+          const answer = next();
+          child.send({ run: true });
+          const m = await answer;
+          if (typeof m['result'] !== 'number') throw new Error(`wire-cost-child: ${String(m['error'])}`);
+          return m['result'];
+        },
+        end: async () => {
+          child.removeAllListeners('exit');
+          child.send({ exit: true });
+        },
+      };
+    },
+  };
+}
+
+/** Which of the in-process clients `w` is, for a child to run it. */
+const CHILD_CLIENTS: Record<string, Omit<ChildSetup, 'server' | 'at'>> = {};
+
+async function measure(w0: Workload, server: NetworkConnection, relay: Relay, relayKind: RelayKind, pairs: number): Promise<Row> {
+  const child = CHILD_CLIENTS[w0.name];
+  const w = relayKind === 'passive' && child ? inChild(w0, child) : w0;
   const direct = { host: server.host, port: server.port };
   const a = await w.open(server, direct);
   const b = await w.open(server, direct);

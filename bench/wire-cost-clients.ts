@@ -1,0 +1,112 @@
+/**
+ * The in-process clients of bench/wire-cost.ts (pg and mysql2 inserting 5000 rows), shared with the child process
+ * that runs them when a passive capture is measured (bench/wire-cost-child.ts): a passive capture sets this
+ * process's own connections aside, so only a client in another process is counted.
+ */
+import type { Duplex } from 'node:stream';
+import mysql from 'mysql2/promise';
+import { Client } from 'pg';
+import type { NetworkConnection } from '../src/backends/types';
+
+export type Protocol = 'mysql' | 'postgres';
+
+export interface Endpoint {
+  host: string;
+  port: number;
+  /** In-process drivers connect through this stream instead (`--relay stream`). */
+  stream?: () => Duplex;
+}
+
+/** One measured run against one endpoint: its figure (tps, queries/s or ns) and whether higher is better. */
+export interface Workload {
+  name: string;
+  protocol: Protocol;
+  unit: 'tps' | 'queries/s' | 'ms';
+  /** A driver in this process (it can take `--relay stream`), not a client program. */
+  inProcess?: boolean;
+  /** Set-up done once per endpoint (a connection opened, not timed). */
+  open(server: NetworkConnection, at: Endpoint): Promise<{ run(): Promise<number>; end(): Promise<void> }>;
+}
+
+export const ROWS = 5000;
+const LABELS = Array.from({ length: ROWS }, (_, i) => `row-${i}`);
+
+function timeNs(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+export function pgInserts(name: string, oneStatement: boolean): Workload {
+  return {
+    name,
+    protocol: 'postgres',
+    unit: 'ms',
+    inProcess: true,
+    async open(server, at) {
+      const client = new Client({
+        host: at.host,
+        port: at.port,
+        user: server.user,
+        password: server.password,
+        database: server.database,
+        ...(at.stream ? { stream: at.stream } : {}),
+      });
+      await client.connect();
+      const table = `wire_cost_${process.pid}`;
+      await client.query(`CREATE TABLE IF NOT EXISTS ${table} (id int NOT NULL, label text NOT NULL)`);
+      const oneSql = `INSERT INTO ${table} (id, label) VALUES ${LABELS.map((_, i) => `($${2 * i + 1}, $${2 * i + 2})`).join(', ')}`;
+      const oneValues = LABELS.flatMap((l, i) => [i, l]);
+      return {
+        run: async () => {
+          await client.query(`TRUNCATE ${table}`);
+          const start = process.hrtime.bigint();
+          if (oneStatement) {
+            await client.query(oneSql, oneValues);
+          } else {
+            await client.query('BEGIN');
+            for (let i = 0; i < ROWS; i++) await client.query(`INSERT INTO ${table} (id, label) VALUES ($1, $2)`, [i, LABELS[i]]);
+            await client.query('COMMIT');
+          }
+          return timeNs(start);
+        },
+        end: () => client.end(),
+      };
+    },
+  };
+}
+
+export function mysqlInserts(name: string, oneStatement: boolean): Workload {
+  return {
+    name,
+    protocol: 'mysql',
+    unit: 'ms',
+    inProcess: true,
+    async open(server, at) {
+      const conn = await mysql.createConnection({
+        host: at.host,
+        port: at.port,
+        user: server.user,
+        password: server.password,
+        database: server.database,
+        ...(at.stream ? { stream: at.stream } : {}),
+      });
+      const table = `wire_cost_${process.pid}`;
+      await conn.query(`CREATE TABLE IF NOT EXISTS ${table} (id INT NOT NULL, label VARCHAR(40) NOT NULL)`);
+      const rows = LABELS.map((l, i) => [i, l]);
+      return {
+        run: async () => {
+          await conn.query(`TRUNCATE TABLE ${table}`);
+          const start = process.hrtime.bigint();
+          if (oneStatement) {
+            await conn.query(`INSERT INTO ${table} (id, label) VALUES ?`, [rows]);
+          } else {
+            await conn.query('BEGIN');
+            for (let i = 0; i < ROWS; i++) await conn.query(`INSERT INTO ${table} (id, label) VALUES (?, ?)`, [i, LABELS[i]]);
+            await conn.query('COMMIT');
+          }
+          return timeNs(start);
+        },
+        end: () => conn.end(),
+      };
+    },
+  };
+}
