@@ -15,6 +15,7 @@ const HEAD_BYTES = 256;
 export const MYSQL_TEXT_KEPT = 1 << 20;
 /** A server greeting is about 100 bytes; refuse mode holds server bytes only while they can still be one. */
 const MAX_GREETING_LENGTH = 1024;
+const EMPTY = Buffer.alloc(0);
 
 // Capability flags (low 32 bits; MariaDB's extended ones are a separate 32-bit word).
 const CLIENT_MYSQL = 0x1; // MariaDB clears it in the greeting to say "extended capabilities follow"
@@ -72,9 +73,9 @@ export class MysqlFrameRecord implements MysqlFrame {
   wireBytes: number;
   chunk: number;
   firstByte = -1;
-  readonly bytes: Buffer;
-  readonly headStart: number;
-  readonly headLength: number;
+  bytes: Buffer;
+  headStart: number;
+  headLength: number;
   #head: Buffer | null = null;
 
   constructor(seq: number, length: number, chunk: number, bytes: Buffer, headStart: number, headLength: number) {
@@ -87,6 +88,23 @@ export class MysqlFrameRecord implements MysqlFrame {
     this.bytes = bytes;
     this.headStart = headStart;
     this.headLength = headLength;
+  }
+
+  /** Makes this record the next frame's, for a parser that hands out one record over and over. */
+  reset(seq: number, length: number, chunk: number, bytes: Buffer, headStart: number, headLength: number): this {
+    this.seq = seq;
+    this.lastSeq = seq;
+    this.length = length;
+    this.firstLength = length;
+    this.packets = 1;
+    this.wireBytes = HEADER_LENGTH + length;
+    this.chunk = chunk;
+    this.firstByte = -1;
+    this.bytes = bytes;
+    this.headStart = headStart;
+    this.headLength = headLength;
+    this.#head = null;
+    return this;
   }
 
   get head(): Buffer {
@@ -117,14 +135,18 @@ export class MysqlPacketParser {
    * as a 16 MB packet is refused at once instead of being waited for.
    */
   readonly #headBytes: ((firstByte: number) => number) | undefined;
+  /** The one record handed out again and again (`frames: 'reused'`), else null. */
+  readonly #spare: MysqlFrameRecord | null;
 
   /**
    * `headBytes`, given a message's first payload byte when it arrived with the header, says how many payload bytes
-   * to keep as its head (default 256).
+   * to keep as its head (default 256). With `frames: 'reused'` every frame is the same record, valid only during
+   * `onFrame`: for a reader that keeps nothing of a frame, it saves an object per packet.
    */
-  constructor(checkHeader?: (length: number, seq: number) => void, headBytes?: (firstByte: number) => number) {
+  constructor(checkHeader?: (length: number, seq: number) => void, headBytes?: (firstByte: number) => number, frames: 'fresh' | 'reused' = 'fresh') {
     this.#checkHeader = checkHeader;
     this.#headBytes = headBytes;
+    this.#spare = frames === 'reused' ? new MysqlFrameRecord(0, 0, 0, EMPTY, 0, 0) : null;
   }
 
   /** True when a frame has started and not finished: the stream was cut if it ends here. */
@@ -193,12 +215,14 @@ export class MysqlPacketParser {
       const limit = this.#headBytes !== undefined && length > 0 && at < chunk.length ? this.#headBytes(chunk[at] as number) : HEAD_BYTES;
       const headLength = length < limit ? length : limit;
       let frame: MysqlFrameRecord;
+      const spare = this.#spare;
       if (headLength <= chunk.length - at) {
-        frame = new MysqlFrameRecord(seq, length, chunkNo, chunk, at, headLength);
+        frame = spare ? spare.reset(seq, length, chunkNo, chunk, at, headLength) : new MysqlFrameRecord(seq, length, chunkNo, chunk, at, headLength);
         if (length > 0) frame.firstByte = chunk[at] as number;
         this.#headFill = headLength;
       } else {
-        frame = new MysqlFrameRecord(seq, length, chunkNo, BufferClass.allocUnsafe(headLength), 0, headLength);
+        const head = BufferClass.allocUnsafe(headLength);
+        frame = spare ? spare.reset(seq, length, chunkNo, head, 0, headLength) : new MysqlFrameRecord(seq, length, chunkNo, head, 0, headLength);
         this.#headFill = 0;
       }
       this.#frame = frame;
@@ -306,13 +330,27 @@ export function mysqlCommandName(code: number): string {
   return COMMANDS.get(code)?.name ?? `COM_0x${code.toString(16).padStart(2, '0')}`;
 }
 
-/** The part of an answer still to come. */
-type Step =
-  | { kind: 'first' }
-  | { kind: 'definitions'; left: number; what: 'ColumnDefinition' | 'ParameterDefinition' }
-  | { kind: 'intermediateEof' }
-  | { kind: 'rows' }
-  | { kind: 'columnsUntilEof' };
+/** The part of an answer still to come. Steps hold no state (a command's place and count are its own), so commands share them. */
+const enum Step {
+  First,
+  ParameterDefinitions,
+  ColumnDefinitions,
+  IntermediateEof,
+  Rows,
+  ColumnsUntilEof,
+}
+
+const ANSWER_START: readonly Step[] = [Step.First];
+const ROWS_ONLY: readonly Step[] = [Step.Rows];
+const COLUMNS_UNTIL_EOF: readonly Step[] = [Step.ColumnsUntilEof];
+/** A result set's steps after its column count: `[metadata follows][DEPRECATE_EOF]`. */
+const RESULT_SET_STEPS: readonly (readonly (readonly Step[])[])[] = [
+  [[Step.IntermediateEof, Step.Rows], [Step.Rows]],
+  [
+    [Step.ColumnDefinitions, Step.IntermediateEof, Step.Rows],
+    [Step.ColumnDefinitions, Step.Rows],
+  ],
+];
 
 interface PendingCommand {
   name: string;
@@ -320,7 +358,14 @@ interface PendingCommand {
   response: ResponseShape;
   /** Sequence id the next server packet of this answer must carry. */
   nextSeq: number;
-  steps: Step[];
+  steps: readonly Step[];
+  /** Index of the step being read in `steps`. */
+  at: number;
+  /** Definitions still to come in the current definitions step. */
+  left: number;
+  /** Column and parameter definitions announced (column count, PrepareOK). */
+  columns: number;
+  params: number;
   /** COM_STMT_EXECUTE opened a cursor: rows come with COM_STMT_FETCH. */
   cursor: boolean;
   /** The statements the command runs (COM_QUERY, executes) or prepares, for the statement-by-statement counts. */
@@ -423,9 +468,10 @@ export class MysqlSession implements WireSession {
   readonly #client = new MysqlPacketParser(
     (_length, seq) => this.#checkClientSeq(seq),
     (first) => (this.#phase === 'command' && (first === Command.Query || first === Command.StmtPrepare) ? MYSQL_TEXT_KEPT : HEAD_BYTES),
+    'reused',
   );
   readonly #statements = new MysqlStatementTracker(this.tally.statements, (rows) => this.tally.rowsAffected(rows));
-  readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq));
+  readonly #server = new MysqlPacketParser((_length, seq) => this.#checkServerSeq(seq), undefined, 'reused');
   #phase: Phase = 'greeting';
   /** Last sequence id of the handshake, which counts up across both directions. */
   #handshakeSeq = 0;
@@ -528,9 +574,9 @@ export class MysqlSession implements WireSession {
 
   #checkServerSeq(seq: number): void {
     let expected: number | null = null;
-    if (this.#phase === 'greeting') expected = 0;
+    if (this.#phase === 'command') expected = this.#pending[this.#pendingHead]?.nextSeq ?? null;
+    else if (this.#phase === 'greeting') expected = 0;
     else if (this.#phase === 'auth') expected = (this.#handshakeSeq + 1) & 0xff;
-    else if (this.#phase === 'command') expected = this.#pending[this.#pendingHead]?.nextSeq ?? null;
     if (expected !== null && seq !== expected) {
       throw new WireParseError(`bad sequence id ${seq} in a server packet during ${this.#phase} (expected ${expected})`);
     }
@@ -577,7 +623,7 @@ export class MysqlSession implements WireSession {
     if (frame.length === 0) {
       this.tally.command('LocalInfileEnd', frame.chunk);
       this.#infile = null;
-      command.steps = [{ kind: 'first' }];
+      this.#enter(command, ANSWER_START);
       return;
     }
     this.tally.command('LocalInfileData', frame.chunk);
@@ -629,7 +675,19 @@ export class MysqlSession implements WireSession {
     if (cursor && this.#deprecateEof) {
       throw new WireParseError('COM_STMT_EXECUTE with a cursor under DEPRECATE_EOF is not parsed');
     }
-    this.#pending.push({ name, code, response, nextSeq: (frame.lastSeq + 1) & 0xff, steps: [{ kind: 'first' }], cursor, statements });
+    this.#pending.push({
+      name,
+      code,
+      response,
+      nextSeq: (frame.lastSeq + 1) & 0xff,
+      steps: ANSWER_START,
+      at: 0,
+      left: 0,
+      columns: 0,
+      params: 0,
+      cursor,
+      statements,
+    });
   }
 
   #serverFrame(frame: MysqlFrame): void {
@@ -703,24 +761,25 @@ export class MysqlSession implements WireSession {
       throw new WireParseError(`bad sequence id ${frame.seq} answering ${command.name} (expected ${command.nextSeq})`);
     }
     command.nextSeq = (frame.lastSeq + 1) & 0xff;
-    const step = command.steps[0] as Step;
-    switch (step.kind) {
-      case 'first':
+    const step = command.steps[command.at] as Step;
+    switch (step) {
+      case Step.First:
         this.#firstPacket(command, frame);
         return;
-      case 'definitions':
+      case Step.ParameterDefinitions:
+      case Step.ColumnDefinitions:
         if (frame.firstByte === Response.Err) return this.#finish(command, 'ERR');
-        this.tally.serverMessage(step.what);
-        step.left -= 1;
-        if (step.left === 0) this.#nextStep(command);
+        this.tally.serverMessage(step === Step.ColumnDefinitions ? 'ColumnDefinition' : 'ParameterDefinition');
+        command.left -= 1;
+        if (command.left === 0) this.#nextStep(command);
         return;
-      case 'intermediateEof':
+      case Step.IntermediateEof:
         this.#intermediateEof(command, frame);
         return;
-      case 'rows':
+      case Step.Rows:
         this.#row(command, frame);
         return;
-      case 'columnsUntilEof':
+      case Step.ColumnsUntilEof:
         this.#columnUntilEof(command, frame);
         return;
     }
@@ -738,11 +797,11 @@ export class MysqlSession implements WireSession {
     if (command.response === 'statistics') return this.#finish(command, 'Statistics');
     if (first === Response.Err) return this.#finish(command, 'ERR');
     if (command.response === 'rows') {
-      command.steps[0] = { kind: 'rows' };
+      this.#enter(command, ROWS_ONLY);
       return this.#row(command, frame);
     }
     if (command.response === 'columns') {
-      command.steps[0] = { kind: 'columnsUntilEof' };
+      this.#enter(command, COLUMNS_UNTIL_EOF);
       return this.#columnUntilEof(command, frame);
     }
     if (first === Response.Ok) {
@@ -764,11 +823,8 @@ export class MysqlSession implements WireSession {
     const { columns, metadataFollows } = readColumnCount(frame, flagByte);
     this.tally.serverMessage('ResultSet');
     if (command.statements) command.statements.resultSet = true;
-    const steps: Step[] = [];
-    if (metadataFollows) steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
-    if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
-    steps.push({ kind: 'rows' });
-    command.steps = steps;
+    command.columns = columns;
+    this.#enter(command, RESULT_SET_STEPS[metadataFollows ? 1 : 0]![this.#deprecateEof ? 1 : 0]!);
   }
 
   /**
@@ -790,15 +846,17 @@ export class MysqlSession implements WireSession {
     // MySQL's optional metadata may leave out both definition blocks (and their EOFs).
     const definitions = !this.#optionalMetadata || metadataFollows;
     if (params > 0 && definitions) {
-      steps.push({ kind: 'definitions', left: params, what: 'ParameterDefinition' });
-      if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
+      steps.push(Step.ParameterDefinitions);
+      if (!this.#deprecateEof) steps.push(Step.IntermediateEof);
     }
     if (columns > 0 && definitions) {
-      steps.push({ kind: 'definitions', left: columns, what: 'ColumnDefinition' });
-      if (!this.#deprecateEof) steps.push({ kind: 'intermediateEof' });
+      steps.push(Step.ColumnDefinitions);
+      if (!this.#deprecateEof) steps.push(Step.IntermediateEof);
     }
     if (steps.length === 0) return this.#finish(command, null);
-    command.steps = steps;
+    command.columns = columns;
+    command.params = params;
+    this.#enter(command, steps);
   }
 
   #intermediateEof(command: PendingCommand, frame: MysqlFrame): void {
@@ -809,7 +867,7 @@ export class MysqlSession implements WireSession {
     const status = readEof(frame);
     this.tally.serverMessage('EOF');
     // A cursor was opened: no rows now, they come with COM_STMT_FETCH.
-    if (command.cursor && command.steps[1]?.kind === 'rows' && status & SERVER_STATUS_CURSOR_EXISTS) {
+    if (command.cursor && command.steps[command.at + 1] === Step.Rows && status & SERVER_STATUS_CURSOR_EXISTS) {
       return this.#finish(command, null);
     }
     this.#nextStep(command);
@@ -832,15 +890,28 @@ export class MysqlSession implements WireSession {
     this.tally.serverMessage(message);
     if (command.statements && command.response === 'results') this.#statements.resultEnded(command.statements);
     if (status & SERVER_MORE_RESULTS_EXISTS && command.response === 'results') {
-      command.steps = [{ kind: 'first' }];
+      this.#enter(command, ANSWER_START);
       return;
     }
     this.#finish(command, null);
   }
 
+  #enter(command: PendingCommand, steps: readonly Step[]): void {
+    command.steps = steps;
+    command.at = 0;
+    this.#stepBegins(command);
+  }
+
   #nextStep(command: PendingCommand): void {
-    command.steps.shift();
-    if (command.steps.length === 0) this.#finish(command, null);
+    command.at += 1;
+    if (command.at === command.steps.length) this.#finish(command, null);
+    else this.#stepBegins(command);
+  }
+
+  #stepBegins(command: PendingCommand): void {
+    const step = command.steps[command.at] as Step;
+    if (step === Step.ColumnDefinitions) command.left = command.columns;
+    else if (step === Step.ParameterDefinitions) command.left = command.params;
   }
 
   #finish(command: PendingCommand, message: string | null): void {
@@ -850,7 +921,9 @@ export class MysqlSession implements WireSession {
     if (this.#pending[this.#pendingHead] !== command) throw new WireParseError('answer matched to the wrong command');
     this.#pendingHead += 1;
     if (this.#pendingHead === this.#pending.length) {
-      this.#pending = [];
+      // Nearly always the one command: pop keeps the array, where a new one would be garbage per round trip.
+      if (this.#pending.length === 1) this.#pending.pop();
+      else this.#pending = [];
       this.#pendingHead = 0;
     } else if (this.#pendingHead > 1024) {
       this.#pending = this.#pending.slice(this.#pendingHead);

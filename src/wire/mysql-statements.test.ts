@@ -140,6 +140,34 @@ describe('MySQL statements on the wire', () => {
     expect(counts.statements).toMatchObject({ completed: 3, completedByClass: { insert: 2, delete: 1 }, rowsInserted: 2, rowsDeleted: 2 });
   });
 
+  it('a repeated text counts each time, and a text of the same length that differs in one byte is classified afresh', () => {
+    // Same lengths: SET autocommit=1 / =0, a DELETE / a SELECT, and two 100-byte texts (past the byte-by-byte compare).
+    const long = (sql: string): string => sql.padEnd(100, ' ');
+    const sent = ['SELECT 1', 'SELECT 1', 'SET autocommit=1', 'SET autocommit=1', 'SET autocommit=0', 'DELETE FROM t WHERE a=1', 'SELECT a FROM t WHERE 1'];
+    const turns: Turn[] = [
+      ...handshake,
+      ...sent.flatMap((sql) => [client(command(0x03, sql)), server(ok(1, sql.startsWith('DELETE') ? 1 : 0))]),
+      client(command(0x03, long('UPDATE t SET a = 2'))),
+      server(ok(1, 2)),
+      client(command(0x03, long('DELETE FROM t WHERE'))),
+      server(ok(1, 3)),
+      client(command(0x03, long('DELETE FROM t WHERE'))),
+      server(ok(1, 4)),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 60, 200]);
+    expect(whole.statements).toEqual(
+      expect.objectContaining({
+        completed: 10,
+        completedByClass: { select: 3, set: 3, delete: 3, update: 1 },
+        rowsDeleted: 8,
+        rowsUpdated: 2,
+        connectStatements: 4,
+        connectTexts: ['SELECT 1', 'SELECT 1', 'SET autocommit=1', 'SET autocommit=1'],
+      }),
+    );
+    expect(whole.lastRequestText).toBe('DELETE FROM t WHERE');
+  });
+
   it("an upsert's affected rows are not rows inserted", () => {
     const { counts } = drive(session, [...handshake, client(command(0x03, 'INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = 2')), server(ok(1, 2))]);
     expect(counts.statements).toMatchObject({ completed: 1, rowsInserted: 0, rowsUnsplit: 1 });

@@ -35,6 +35,7 @@ const MAX_PREPARED = 10_000;
 const LAST_PREPARED = 0xffffffff;
 /** The last COM_QUERY text is kept as bytes up to this size, to be known again without decoding. */
 const LAST_TEXT_BYTES = 4096;
+const SHORT_COMPARE = 64;
 
 function statementsOf(text: string): Statement[] {
   if (text.indexOf(';') === -1) return text.trim() === '' ? [] : [{ text, statementClass: classifyCached(text, 'mysql') }];
@@ -72,18 +73,35 @@ export class MysqlStatementTracker {
     const start = payload.headStart + 1 + skip;
     const end = payload.headStart + payload.headLength;
     // A client that sends one text again and again (a loop, a benchmark): compared as bytes, not decoded again.
-    const last = this.#lastBytes;
-    if (last !== null && last.length === end - start && payload.bytes.compare(last, 0, last.length, start, end) === 0) return this.#lastText;
+    if (this.#isLastText(payload.bytes, start, end)) return this.#lastText;
     const text = payload.bytes.toString('utf8', start, end);
     if (end - start <= LAST_TEXT_BYTES) {
       this.#lastBytes = Buffer.from(payload.bytes.subarray(start, end));
       this.#lastText = text;
+      this.#lastStatements = null;
     }
     return text;
   }
 
   #lastBytes: Buffer | null = null;
   #lastText = '';
+  /** `statementsOf(#lastText)`, once asked for: never changed by their readers, so every repeat shares them. */
+  #lastStatements: Statement[] | null = null;
+
+  #isLastText(bytes: Buffer, start: number, end: number): boolean {
+    const last = this.#lastBytes;
+    if (last === null || last.length !== end - start) return false;
+    // Short texts byte by byte: the native compare's call costs more than the loop.
+    if (last.length > SHORT_COMPARE) return bytes.compare(last, 0, last.length, start, end) === 0;
+    for (let i = 0; i < last.length; i++) if (bytes[start + i] !== last[i]) return false;
+    return true;
+  }
+
+  #statementsOf(text: string): Statement[] {
+    if (text !== this.#lastText) return statementsOf(text);
+    this.#lastStatements ??= statementsOf(text);
+    return this.#lastStatements;
+  }
 
   /**
    * Bytes before a COM_QUERY's text: with query attributes, the two counts; -1 when attributes with values come
@@ -114,13 +132,13 @@ export class MysqlStatementTracker {
     const skip = this.#attributesBefore(payload);
     const text = this.#text(payload, skip);
     this.#tally.lastSent = text ?? payload.bytes.toString('utf8', payload.headStart + 1 + Math.max(skip, 0), payload.headStart + payload.headLength);
-    return fresh(text === null ? [{ text: null, statementClass: 'other' }] : statementsOf(text));
+    return fresh(text === null ? [{ text: null, statementClass: 'other' }] : this.#statementsOf(text));
   }
 
   /** COM_STMT_PREPARE: its statement, filed under the id the PrepareOK gives it. */
   prepare(payload: MysqlPayload): CommandStatements {
     const text = this.#text(payload);
-    const command = fresh(text === null ? [{ text: null, statementClass: 'other' }] : statementsOf(text).slice(0, 1));
+    const command = fresh(text === null ? [{ text: null, statementClass: 'other' }] : this.#statementsOf(text).slice(0, 1));
     this.#lastPrepared = command.statements[0] ?? null;
     return command;
   }

@@ -59,30 +59,32 @@ export function endsWith(chunk: Buffer, tail: Buffer): boolean {
 }
 
 /**
- * Counts by name in first-counted order (as `toCounts` lists them). Once per frame, so a mutable slot per name, and the
- * last name's slot remembered: a result set repeats one name (`DataRow`) thousands of times.
+ * Counts by name in first-counted order (as `toCounts` lists them). Once per frame, and a connection uses a handful of
+ * names, passed as the same literals: a short `===` scan (a pointer compare for those) is cheaper than a Map lookup.
  */
 class NameCounts {
-  readonly #slots = new Map<string, { n: number }>();
-  #lastName: string | null = null;
-  #last: { n: number } = { n: 0 };
+  readonly #names: string[] = [];
+  readonly #counts: number[] = [];
+  #last = -1;
 
   add(name: string): void {
-    if (name !== this.#lastName) {
-      let slot = this.#slots.get(name);
-      if (!slot) {
-        slot = { n: 0 };
-        this.#slots.set(name, slot);
+    const names = this.#names;
+    let i = this.#last;
+    if (i < 0 || names[i] !== name) {
+      i = 0;
+      while (i < names.length && names[i] !== name) i++;
+      if (i === names.length) {
+        names.push(name);
+        this.#counts.push(0);
       }
-      this.#lastName = name;
-      this.#last = slot;
+      this.#last = i;
     }
-    this.#last.n += 1;
+    this.#counts[i]! += 1;
   }
 
   toRecord(): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const [name, slot] of this.#slots) out[name] = slot.n;
+    for (let i = 0; i < this.#names.length; i++) out[this.#names[i]!] = this.#counts[i]!;
     return out;
   }
 }
@@ -95,6 +97,9 @@ const LAST_TEXT_CHARS = 120;
 /** `SET autocommit = <value>` (MySQL's transaction switch); the value is the capture. */
 const AUTOCOMMIT = /^\s*set\s+(?:@@(?:session\.)?|session\s+)?autocommit\s*=\s*(\w+)\s*;?\s*$/i;
 const OFF = /^(?:0|off|false)$/i;
+const SESSION_SETUP = 1;
+const AUTOCOMMIT_ON = 2;
+const AUTOCOMMIT_OFF = 4;
 
 /** Whether a statement is session set-up a client runs when it connects: SET, SHOW, a SELECT of no table (`SELECT VERSION()`). */
 function isSessionSetup(statementClass: StatementClass, text: string | null): boolean {
@@ -122,13 +127,31 @@ export class StatementTally {
     s.completed += 1;
     bump(s.completedByClass, statementClass);
     if (!this.#connecting) return;
-    const autocommit = text === null ? null : AUTOCOMMIT.exec(text);
-    if (autocommit && this.#autocommitOn && OFF.test(autocommit[1]!)) this.#connecting = false;
-    else if (isSessionSetup(statementClass, text)) {
-      if (autocommit) this.#autocommitOn = !OFF.test(autocommit[1]!);
+    const facts = this.#connectFacts(statementClass, text);
+    if (facts & AUTOCOMMIT_OFF && this.#autocommitOn) this.#connecting = false;
+    else if (facts & SESSION_SETUP) {
+      if (facts & (AUTOCOMMIT_ON | AUTOCOMMIT_OFF)) this.#autocommitOn = (facts & AUTOCOMMIT_ON) !== 0;
       s.connectStatements += 1;
       if (s.connectTexts.length < CONNECT_TEXTS_KEPT) s.connectTexts.push((text ?? '').replace(/\s+/g, ' ').trim().slice(0, CONNECT_TEXT_CHARS));
     } else this.#connecting = false;
+  }
+
+  #factsClass: StatementClass | null = null;
+  #factsText: string | null = null;
+  #facts = 0;
+
+  /**
+   * What a connect-time statement says (`SESSION_SETUP`, `AUTOCOMMIT_*` bits), a function of class and text alone:
+   * the last answer is kept, since a client that has sent no table query yet repeats one text (`SELECT 1` in a loop).
+   */
+  #connectFacts(statementClass: StatementClass, text: string | null): number {
+    if (statementClass === this.#factsClass && text === this.#factsText) return this.#facts;
+    const autocommit = text === null ? null : AUTOCOMMIT.exec(text);
+    const facts = (autocommit ? (OFF.test(autocommit[1]!) ? AUTOCOMMIT_OFF : AUTOCOMMIT_ON) : 0) | (isSessionSetup(statementClass, text) ? SESSION_SETUP : 0);
+    this.#factsClass = statementClass;
+    this.#factsText = text;
+    this.#facts = facts;
+    return facts;
   }
 
   failed(statementClass: StatementClass): void {
