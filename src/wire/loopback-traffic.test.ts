@@ -1,7 +1,7 @@
 import { drive, pg } from './frames.fixture';
 import { LoopbackTraffic } from './loopback-traffic';
 import type { Owner } from './loopback-traffic';
-import { decodePacket, PcapStreamReader, TCP_ACK, TCP_FIN } from './pcap';
+import { decodePacket, packetFields, PcapStreamReader, TCP_ACK, TCP_FIN } from './pcap';
 import type { PcapRecord } from './pcap';
 import {
   Conversation,
@@ -206,6 +206,24 @@ describe('pcap stream', () => {
       expect(decodePacket(linkType, linkFrame(linkType, datagram))).toMatchObject({ kind: 'udp', payload: Buffer.from('mark') });
     }
     expect(decodePacket(1, Buffer.concat([Buffer.alloc(12), Buffer.from([0x86, 0xdd]), Buffer.alloc(40)]))).toEqual({ kind: 'other', why: 'ethertype 0x86dd' });
+  });
+
+  it('decodes into one set of fields over and over as into fresh ones, whatever kind came before', () => {
+    const frames = [
+      linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(40000, SERVER_PORT, 5, 6, 0x18, Buffer.from('hi')))),
+      linkFrame(1, ipv4(17, LOOPBACK + 1, LOOPBACK, udp(40001, SERVER_PORT + 1, Buffer.from('mark')))),
+      Buffer.concat([Buffer.alloc(12), Buffer.from([0x86, 0xdd]), Buffer.alloc(40)]),
+      linkFrame(1, ipv4(6, LOOPBACK, LOOPBACK, tcp(SERVER_PORT, 40002, 7, 8, 0x10, Buffer.alloc(0)))),
+      linkFrame(1, ipv4(17, LOOPBACK, LOOPBACK, udp(40003, SERVER_PORT, Buffer.alloc(0)))),
+    ];
+    const into = packetFields();
+    for (const frame of frames) {
+      const fresh = decodePacket(1, frame);
+      const reused = decodePacket(1, frame, 0, frame.length, frame.length, into);
+      expect(reused).toBe(into);
+      expect(reused).toMatchObject(fresh as unknown as Record<string, unknown>);
+      if (fresh.kind !== 'other') expect(reused.kind === 'other' ? null : reused.payload).toEqual(fresh.payload);
+    }
   });
 });
 

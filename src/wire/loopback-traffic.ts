@@ -1,5 +1,5 @@
 import { WIRE_SESSIONS } from './protocols';
-import { decodePacket, PcapStreamReader, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
+import { decodePacket, packetFields, PcapStreamReader, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from './pcap';
 import type { TcpSegment } from './pcap';
 import { connectionRecord } from './tally';
 import type { WireProtocol, WireSession } from './tally';
@@ -76,6 +76,8 @@ export class LoopbackTraffic {
   readonly #ended = new Set<number>();
   readonly #now: () => number;
   #nextId = 1;
+  /** Each packet decoded into the same fields: nothing of a packet is kept past its reading. */
+  readonly #packet = packetFields();
   /** The TCP segment whose record comes in pieces, while its bytes are still coming. */
   #tail: { c: TappedConnection; fromClient: boolean; seq: number; remaining: number; flags: number; ack: number } | null = null;
   /** Set when the pcap stream itself broke: nothing after it can be read. */
@@ -100,7 +102,7 @@ export class LoopbackTraffic {
         }
         this.packets += 1;
         this.#tail = null;
-        const packet = decodePacket(this.#reader.linkType, record.bytes, record.start, record.end, record.included);
+        const packet = decodePacket(this.#reader.linkType, record.bytes, record.start, record.end, record.included, this.#packet);
         if (packet.kind === 'tcp') this.#segment(packet, record.originalLength > record.included);
         else if (packet.kind === 'udp') {
           // A datagram in pieces is the markers' padding: only a whole one can be a marker.
@@ -124,9 +126,12 @@ export class LoopbackTraffic {
     return connectionRecord(c.id, c.session as WireSession, c.openedAtNs, c.closedAtNs);
   }
 
-  /** The client end as one number (48 bits), so that a packet's lookup builds no string. */
+  /**
+   * The client end as one number, so that a packet's lookup builds no string: its port alone when it shares the
+   * server's address (loopback clients nearly always do), a small integer V8 keeps unboxed; else 48 bits.
+   */
   #key(address: number, port: number): number {
-    return address * 65536 + port;
+    return address === this.#options.server.address ? port : address * 65536 + port;
   }
 
   #segment(s: TcpSegment, cut: boolean): void {

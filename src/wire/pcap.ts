@@ -81,6 +81,29 @@ export interface UdpDatagram {
 /** What a packet is, or why it cannot be read as IPv4 TCP/UDP (the capture's filter should keep those out). */
 export type DecodedPacket = TcpSegment | UdpDatagram | { kind: 'other'; why: string };
 
+/**
+ * Every field any decoded packet has, written in place: a reader that keeps nothing of a packet passes one to
+ * {@link decodePacket} for every packet instead of an object made per packet. Fields the kind lacks hold stale values.
+ */
+export interface PacketFields {
+  kind: DecodedPacket['kind'];
+  src: number;
+  dst: number;
+  srcPort: number;
+  dstPort: number;
+  seq: number;
+  ack: number;
+  flags: number;
+  payload: Buffer;
+  length: number;
+  why: string;
+}
+
+/** Fields for {@link decodePacket} to fill again and again. */
+export function packetFields(): PacketFields {
+  return { kind: 'other', src: 0, dst: 0, srcPort: 0, dstPort: 0, seq: 0, ack: 0, flags: 0, payload: EMPTY, length: 0, why: '' };
+}
+
 const EMPTY = Buffer.alloc(0);
 
 /** A 32-bit unsigned integer in either byte order, without Buffer's bounds checks (the caller checked). */
@@ -250,56 +273,60 @@ function ipOffset(linkType: number, f: Buffer, at: number, end: number): number 
   }
 }
 
+/** Why a frame is not an IPv4 TCP segment or UDP datagram, in `into` when given. */
+function notDecoded(into: PacketFields | undefined, why: string): DecodedPacket {
+  if (!into) return { kind: 'other', why };
+  into.kind = 'other';
+  into.why = why;
+  into.payload = EMPTY;
+  return into as DecodedPacket;
+}
+
 /**
  * Decodes one captured frame down to its TCP segment or UDP datagram: `frame[start, end)` holds the frame's first
  * bytes, all of them unless the frame is `captured` bytes long and comes in pieces. The payload is a view of `frame`
- * (a shared empty Buffer when there is none); `length` says how long it is in the whole frame.
+ * (a shared empty Buffer when there is none); `length` says how long it is in the whole frame. With `into`, the
+ * answer is written there and returned.
  */
-export function decodePacket(linkType: number, frame: Buffer, start = 0, end = frame.length, captured = end - start): DecodedPacket {
+export function decodePacket(linkType: number, frame: Buffer, start = 0, end = frame.length, captured = end - start, into?: PacketFields): DecodedPacket {
+  const p = into ?? packetFields();
   const ip = ipOffset(linkType, frame, start, end);
-  if (typeof ip === 'string') return { kind: 'other', why: ip };
-  if (end < ip + 20 || frame[ip]! >> 4 !== 4) return { kind: 'other', why: 'not IPv4' };
+  if (typeof ip === 'string') return notDecoded(into, ip);
+  if (end < ip + 20 || frame[ip]! >> 4 !== 4) return notDecoded(into, 'not IPv4');
   const headerLength = (frame[ip]! & 0x0f) * 4;
   const totalLength = u16be(frame, ip + 2);
   const fragment = u16be(frame, ip + 6);
   // More-fragments set, or an offset: a piece of a datagram that loopback never splits.
-  if ((fragment & 0x3fff) !== 0) return { kind: 'other', why: 'IPv4 fragment' };
+  if ((fragment & 0x3fff) !== 0) return notDecoded(into, 'IPv4 fragment');
   const protocol = frame[ip + 9]!;
-  const src = u32(frame, ip + 12, false);
-  const dst = u32(frame, ip + 16, false);
   const packetEnd = Math.min(start + captured, ip + totalLength);
   const here = Math.min(end, packetEnd);
   const l4 = ip + headerLength;
   if (protocol === IPPROTO_TCP) {
-    if (here < l4 + 20) return { kind: 'other', why: 'TCP header cut short' };
+    if (here < l4 + 20) return notDecoded(into, 'TCP header cut short');
     const dataAt = Math.min(packetEnd, l4 + (frame[l4 + 12]! >> 4) * 4);
-    if (dataAt > here) return { kind: 'other', why: 'TCP header cut short' };
-    return {
-      kind: 'tcp',
-      src,
-      dst,
-      srcPort: u16be(frame, l4),
-      dstPort: u16be(frame, l4 + 2),
-      seq: u32(frame, l4 + 4, false),
-      ack: u32(frame, l4 + 8, false),
-      flags: frame[l4 + 13]!,
-      payload: dataAt < here ? frame.subarray(dataAt, here) : EMPTY,
-      length: packetEnd - dataAt,
-    };
-  }
-  if (protocol === IPPROTO_UDP) {
-    if (here < l4 + 8) return { kind: 'other', why: 'UDP header cut short' };
-    return {
-      kind: 'udp',
-      src,
-      dst,
-      srcPort: u16be(frame, l4),
-      dstPort: u16be(frame, l4 + 2),
-      payload: frame.subarray(l4 + 8, here),
-      length: packetEnd - l4 - 8,
-    };
-  }
-  return { kind: 'other', why: `IP protocol ${protocol}` };
+    if (dataAt > here) return notDecoded(into, 'TCP header cut short');
+    p.kind = 'tcp';
+    p.seq = u32(frame, l4 + 4, false);
+    p.ack = u32(frame, l4 + 8, false);
+    p.flags = frame[l4 + 13]!;
+    p.payload = dataAt < here ? frame.subarray(dataAt, here) : EMPTY;
+    p.length = packetEnd - dataAt;
+  } else if (protocol === IPPROTO_UDP) {
+    if (here < l4 + 8) return notDecoded(into, 'UDP header cut short');
+    p.kind = 'udp';
+    p.payload = frame.subarray(l4 + 8, here);
+    p.length = packetEnd - l4 - 8;
+  } else return notDecoded(into, `IP protocol ${protocol}`);
+  p.src = u32(frame, ip + 12, false);
+  p.dst = u32(frame, ip + 16, false);
+  p.srcPort = u16be(frame, l4);
+  p.dstPort = u16be(frame, l4 + 2);
+  if (into) return p as DecodedPacket;
+  const { kind, src, dst, srcPort, dstPort, payload, length } = p;
+  return kind === 'tcp'
+    ? { kind, src, dst, srcPort, dstPort, seq: p.seq, ack: p.ack, flags: p.flags, payload, length }
+    : { kind: 'udp', src, dst, srcPort, dstPort, payload, length };
 }
 
 /** `127.0.0.1` as the 32-bit number IPv4 headers carry, or null for anything but a dotted IPv4 address. */
