@@ -85,19 +85,7 @@ export type DecodedPacket = TcpSegment | UdpDatagram | { kind: 'other'; why: str
  * Every field any decoded packet has, written in place: a reader that keeps nothing of a packet passes one to
  * {@link decodePacket} for every packet instead of an object made per packet. Fields the kind lacks hold stale values.
  */
-export interface PacketFields {
-  kind: DecodedPacket['kind'];
-  src: number;
-  dst: number;
-  srcPort: number;
-  dstPort: number;
-  seq: number;
-  ack: number;
-  flags: number;
-  payload: Buffer;
-  length: number;
-  why: string;
-}
+export type PacketFields = Omit<TcpSegment, 'kind'> & { kind: DecodedPacket['kind']; why: string };
 
 /** Fields for {@link decodePacket} to fill again and again. */
 export function packetFields(): PacketFields {
