@@ -4,10 +4,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { serverOffersTls } from '../src/backends/listener';
+import { connectionUrl } from '../src/backends/protocols';
 import { withSqlClient } from '../src/backends/sql-client';
 import { describeWireChoice } from '../src/capture/wire-choice';
 import type { BackendName, NetworkConnection, StartedBackend } from '../src/backends/types';
 import { resolveCommand } from '../src/cli/child';
+import { childEnvironment, connectionEnv } from '../src/cli/child-env';
 import { parseExecArgs, parseProxyArgs } from '../src/cli/exec-options';
 import { runExec } from '../src/cli/exec';
 import type { ExecIo } from '../src/cli/exec';
@@ -353,6 +355,31 @@ describeEachBackend(
         const next = capture.snapshot();
         await capture.caughtUp();
         expect(capture.diff(next, capture.snapshot()).incompleteReasons.join('; ')).toMatch(/the capture is not running/);
+      } finally {
+        await capture.close();
+      }
+    });
+
+    maybe(`holds what it captured unread while a client runs, and reads all of it once asked${unable ? ` (skipped: ${unable})` : ''}`, async () => {
+      const c = network(server());
+      const capture = await startPassiveCapture({ protocol: server().description.capabilities.wireProtocol!, target: { host: c.host, port: c.port } });
+      try {
+        const before = capture.snapshot();
+        const env = childEnvironment(
+          process.env,
+          connectionEnv({ id: b.id, name: server().description.name }, { ...c, url: connectionUrl(server().description.capabilities.wireProtocol!, c) }),
+        );
+        const [bin, ...args] = DEFAULT_WIRE[id].command(file);
+        expect(await run(bin!, args, env)).toBe(0);
+        // The kernel hands tcpdump its packets within its one-second block timeout; they reach this process unread.
+        const deadline = Date.now() + 5_000;
+        while (capture.heldBytes === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        expect(capture.heldBytes).toBeGreaterThan(0);
+        await capture.caughtUp();
+        const window = capture.diff(before, capture.snapshot());
+        expect(capture.heldBytes).toBe(0);
+        expect(window.incompleteReasons).toEqual([]);
+        expect(window.statements?.completed).toBeGreaterThanOrEqual(ROWS);
       } finally {
         await capture.close();
       }

@@ -31,6 +31,8 @@ export interface PassiveCaptureOptions {
 /** A passive capture, and the tcpdump it runs (a test stops it to see the fault said). */
 export interface PassiveCapture extends WireCounter {
   readonly tcpdumpPid: number | null;
+  /** Bytes of tcpdump's output received and not yet read: read once anything asks what the capture saw. */
+  readonly heldBytes: number;
 }
 
 const DEFAULT_BUFFER_KIB = 128 * 1024;
@@ -50,6 +52,12 @@ const MARKER_PREFIX = 'sqltally-marker ';
  */
 const PADDING = Buffer.alloc(65_000);
 const PADDING_EVERY_MS = 2;
+/**
+ * Captured bytes are held unread until something asks what the capture saw (a marker awaited, a snapshot, the
+ * connections) or this much is held: reading them takes CPU the measured clients would otherwise have, so it is done
+ * at the window's edges rather than while they run. Bounds the memory a long window holds.
+ */
+const READ_AFTER_BYTES = 16 * 1024 * 1024;
 
 /** Why a passive capture cannot settle an open connection: it has no socket of its own to send a request on. */
 const CANNOT_SETTLE =
@@ -179,7 +187,21 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       resolve();
     });
   });
-  child.stdout.on('data', (chunk: Buffer) => traffic.push(chunk));
+  const held: Buffer[] = [];
+  let heldBytes = 0;
+  /** Reads what is held: before anything the capture saw is looked at. */
+  const readHeld = (): void => {
+    if (held.length === 0) return;
+    const chunks = held.splice(0);
+    heldBytes = 0;
+    for (const chunk of chunks) traffic.push(chunk);
+  };
+  child.stdout.on('data', (chunk: Buffer) => {
+    held.push(chunk);
+    heldBytes += chunk.length;
+    if (markersAwaited.size > 0 || heldBytes >= READ_AFTER_BYTES) readHeld();
+  });
+  child.stdout.on('end', readHeld);
   child.stderr.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-STDERR_KEPT);
     const dropped = /(\d+) packets? dropped by kernel/.exec(stderr);
@@ -233,6 +255,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       };
       const timer = setTimeout(() => done(false), markerWaitMs);
       markersAwaited.set(text, () => done(true));
+      readHeld();
       socket.send(text, port, host, () => {
         if (markersAwaited.has(text)) padding = setInterval(() => socket.send(PADDING, port, host), PADDING_EVERY_MS);
       });
@@ -252,6 +275,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       child.kill('SIGUSR1');
     });
   const catchUp = async (): Promise<void> => {
+    readHeld();
     if (exited !== null || traffic.broken) {
       // Said at every edge after it happened: each window from then on has nothing it can trust.
       fault(traffic.broken ?? (reportedExit ? `the capture is not running (${exited})` : (exited as string)));
@@ -269,6 +293,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       return;
     }
     const dropped = await readDrops();
+    readHeld();
     if (dropped === null) fault(`tcpdump did not report its drop counter within ${WAIT_MS.stats} ms`);
     else if (dropped > lastDropped) {
       fault(`the kernel dropped ${dropped - lastDropped} captured packet(s) (tcpdump's counter went from ${lastDropped} to ${dropped})`);
@@ -277,7 +302,10 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     if (traffic.broken) fault(traffic.broken);
   };
 
-  const counted = (): TappedConnection[] => traffic.connections();
+  const counted = (): TappedConnection[] => {
+    readHeld();
+    return traffic.connections();
+  };
   const snapshot = (): WireSnapshot => ({
     proxyId: captureId,
     protocol: options.protocol,
@@ -328,6 +356,9 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     port,
     holdsGoodbyes: false,
     tcpdumpPid: child.pid ?? null,
+    get heldBytes() {
+      return heldBytes;
+    },
     where: `a passive capture of ${options.target.host}:${port} on lo (tcpdump)`,
     connections: () => counted().map((c) => traffic.record(c)),
     closing: () =>
