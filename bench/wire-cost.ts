@@ -52,8 +52,8 @@ interface Relay {
   /** Around each P run (the passive capture: started before, caught up and stopped after). */
   beforeRun?(): Promise<void>;
   afterRun?(): Promise<void>;
-  /** CPU time per counted round trip, us: tcpdump's and this process's, summed over the P runs. */
-  cpu?(): { tcpdumpUs: number; nodeUs: number; roundTrips: number };
+  /** CPU time per counted round trip, us: tcpdump's and this process's, summed over the P runs; and the wall time of the edges after them. */
+  cpu?(): { tcpdumpUs: number; nodeUs: number; roundTrips: number; edgeMs: number[] };
 }
 
 /** A process's user + system CPU time in us, from /proc (clock ticks of 10 ms). */
@@ -67,7 +67,7 @@ async function passiveRelay(protocol: Protocol, target: Endpoint): Promise<Relay
   let capture: PassiveCapture | null = null;
   let before: ReturnType<PassiveCapture['snapshot']> | null = null;
   let cpuAt = { node: process.cpuUsage(), tcpdump: 0 };
-  const total = { tcpdumpUs: 0, nodeUs: 0, roundTrips: 0 };
+  const total = { tcpdumpUs: 0, nodeUs: 0, roundTrips: 0, edgeMs: [] as number[] };
   const reasons: string[] = [];
   let counts: WireCounts | null = null;
   return {
@@ -81,7 +81,10 @@ async function passiveRelay(protocol: Protocol, target: Endpoint): Promise<Relay
     },
     afterRun: async () => {
       const c = capture as PassiveCapture;
+      // The window's end edge: what the capture held unread is read here, after the run, not during it.
+      const edge = process.hrtime.bigint();
       await c.caughtUp();
+      total.edgeMs.push(Number(process.hrtime.bigint() - edge) / 1e6);
       const node = process.cpuUsage(cpuAt.node);
       total.nodeUs += node.user + node.system;
       total.tcpdumpUs += processCpuUs(c.tcpdumpPid) - cpuAt.tcpdump;
@@ -319,7 +322,7 @@ interface Row {
   /** Added time per round trip, us, from the medians (time workloads: per statement; throughput: per transaction). */
   addedUsPerUnit: number;
   /** `passive`: CPU time per counted round trip over the P runs, us. */
-  captureCpu?: { tcpdumpUsPerRoundTrip: number; nodeUsPerRoundTrip: number; roundTrips: number };
+  captureCpu?: { tcpdumpUsPerRoundTrip: number; nodeUsPerRoundTrip: number; roundTrips: number; edgeMs: Spread };
 }
 
 /**
@@ -409,6 +412,7 @@ async function measure(w0: Workload, server: NetworkConnection, relay: Relay, re
               tcpdumpUsPerRoundTrip: cpu.tcpdumpUs / cpu.roundTrips,
               nodeUsPerRoundTrip: cpu.nodeUs / cpu.roundTrips,
               roundTrips: cpu.roundTrips,
+              edgeMs: spread(cpu.edgeMs),
             },
           }
         : {}),
@@ -438,7 +442,8 @@ function print(row: Row): void {
       `control ${f3(row.control.median)} [IQR ${f3(row.control.p25)}-${f3(row.control.p75)}]  ` +
       `added ${row.addedUsPerUnit.toFixed(1)} us per ${row.unit === 'ms' ? 'statement' : row.unit === 'tps' ? 'transaction' : 'query'}` +
       (row.captureCpu
-        ? `\n  capture CPU per round trip: tcpdump ${row.captureCpu.tcpdumpUsPerRoundTrip.toFixed(2)} us, this process ${row.captureCpu.nodeUsPerRoundTrip.toFixed(2)} us (${row.captureCpu.roundTrips} round trips counted)`
+        ? `\n  capture CPU per round trip: tcpdump ${row.captureCpu.tcpdumpUsPerRoundTrip.toFixed(2)} us, this process ${row.captureCpu.nodeUsPerRoundTrip.toFixed(2)} us (${row.captureCpu.roundTrips} round trips counted); ` +
+          `the window's end edge after each run (the held capture read, the marker seen) ${row.captureCpu.edgeMs.median.toFixed(1)} ms [IQR ${row.captureCpu.edgeMs.p25.toFixed(1)}-${row.captureCpu.edgeMs.p75.toFixed(1)}]`
         : ''),
   );
 }
