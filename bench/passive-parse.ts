@@ -1,10 +1,12 @@
 /**
  * What the passive capture's parser costs per round trip, apart from the machine's load: a capture of pgbench `-S`
- * (private PostgreSQL) or of mysqlslap `SELECT 1` (private MariaDB), 1 client, is recorded once with tcpdump on lo,
+ * (private PostgreSQL, simple Query protocol), of a node `pg` client inserting single rows in a transaction (`pg-inserts`:
+ * Parse/Bind/Describe/Execute/Sync per row, the extended protocol) or of mysqlslap `SELECT 1` (private MariaDB), 1 client,
+ * is recorded once with tcpdump on lo,
  * then replayed through the built parser in `dist/` many times, and the CPU time per counted round trip is printed,
  * part by part.
  *
- *   npm run build && [SQLTALLY_BENCH_ROOT=<other checkout>] npx tsx bench/passive-parse.ts [--workload pgbench|mysqlslap] [--seconds 1] [--replays 30]
+ *   npm run build && [SQLTALLY_BENCH_ROOT=<other checkout>] npx tsx bench/passive-parse.ts [--workload pgbench|pg-inserts|mysqlslap] [--seconds 1] [--replays 30]
  *     [--save FILE | --load FILE] [--profile]
  *
  * `--save` keeps the recording (and its port) so that two builds replay the same bytes (`--load`, with the same `--workload`); `--profile`
@@ -43,11 +45,30 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<v
   });
 }
 
-type Workload = 'pgbench' | 'mysqlslap';
+type Workload = 'pgbench' | 'pg-inserts' | 'mysqlslap';
 const WORKLOADS: Record<Workload, { backend: 'postgres' | 'mariadb'; protocol: 'postgres' | 'mysql' }> = {
   pgbench: { backend: 'postgres', protocol: 'postgres' },
+  'pg-inserts': { backend: 'postgres', protocol: 'postgres' },
   mysqlslap: { backend: 'mariadb', protocol: 'mysql' },
 };
+
+/** The pg-inserts client: one parameterised INSERT per row (Parse/Bind/Describe/Execute/Sync each), in one transaction. */
+const PG_INSERTS = `
+const { Client } = require('pg');
+(async () => {
+  const client = new Client();
+  await client.connect();
+  await client.query('DROP TABLE IF EXISTS bench_inserts');
+  await client.query('CREATE TABLE bench_inserts (id integer PRIMARY KEY, label text NOT NULL)');
+  await client.query('BEGIN');
+  for (let i = 0; i < Number(process.argv[1]); i++) await client.query('INSERT INTO bench_inserts (id, label) VALUES ($1, $2)', [i, 'row ' + i]);
+  await client.query('COMMIT');
+  await client.end();
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
+`;
 
 async function record(workload: Workload, seconds: number): Promise<{ bytes: Buffer; port: number }> {
   const b = await startBackend(WORKLOADS[workload].backend);
@@ -61,7 +82,11 @@ async function record(workload: Workload, seconds: number): Promise<{ bytes: Buf
     tcpdump.stdout.on('data', (d: Buffer) => chunks.push(d));
     await new Promise((resolve) => tcpdump.stderr.once('data', resolve));
     if (workload === 'pgbench') await run('pgbench', ['-n', '-S', '-c', '1', '-T', String(seconds)], env);
-    else {
+    else if (workload === 'pg-inserts') {
+      // In a child process, as a user's test runs its client: the parser here replays, it does not share the CPU.
+      const rows = String(Math.round(5000 * seconds));
+      await run(process.execPath, ['-e', PG_INSERTS, rows], { ...env, NODE_PATH: join(__dirname, '..', 'node_modules') });
+    } else {
       // About 10k queries a second on this machine: a second's worth per requested second.
       const queries = String(Math.round(10_000 * seconds));
       const at = [`--host=${c.host}`, `--port=${c.port}`, `--user=${c.user}`, `--create-schema=${c.database}`];
@@ -135,7 +160,7 @@ async function main(): Promise<void> {
     },
   });
   const workload = values.workload as Workload;
-  if (!(workload in WORKLOADS)) throw new Error(`--workload must be ${Object.keys(WORKLOADS).join(' or ')}`);
+  if (!(workload in WORKLOADS)) throw new Error(`--workload must be ${Object.keys(WORKLOADS).join(', ')}`);
   const root = process.env['SQLTALLY_BENCH_ROOT'] ?? join(__dirname, '..');
   const dist = {
     ...require(join(root, 'dist', 'wire', 'pcap.js')),

@@ -157,6 +157,43 @@ describe('classifyStatement', () => {
     ]);
   });
 
+  it('reads a leading word itself as the lexer would: the same class as after a comment, which only the lexer skips', () => {
+    const texts = [
+      'select 1',
+      'Insert into t values (1)',
+      '  \n\tUPDATE t SET a = 1',
+      'delete from t',
+      "E'x'",
+      "e'x' SELECT",
+      "N'x'",
+      '_x SELECT',
+      'SELECT1',
+      'a$b',
+      'x1 INSERT',
+      'start transaction',
+      'START',
+      'begin not atomic',
+      'begin',
+      'rollback to s1',
+      'rollback work',
+      'with x as (select 1) delete from t',
+      'with recursive x(a) as (values (1)) (select * from x)',
+      'set a = 1',
+      'show tables',
+      'truncate t',
+      'end',
+      'abort',
+      'release s1',
+      'constructor',
+      'values (1)',
+    ];
+    for (const sql of texts) {
+      for (const dialect of ['mysql', 'postgres', 'sqlite', 'generic'] as const) {
+        expect([sql, dialect, classifyStatement(sql, dialect)]).toEqual([sql, dialect, classifyStatement(`/* */${sql}`, dialect)]);
+      }
+    }
+  });
+
   it('does not read past the first word of a huge statement', () => {
     // A 5000-row INSERT is megabytes; classification must stay O(prefix).
     const huge = `INSERT INTO t VALUES ${Array.from({ length: 200_000 }, (_, i) => `(${i}, 'x')`).join(',')}`;

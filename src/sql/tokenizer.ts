@@ -74,9 +74,11 @@ export class SqlLexer {
   // The reference row of skipSameShape, compiled once per reference rather than once per row.
   #shape: { start: number; end: number; value: RowShape | null } = { start: -1, end: -1, value: null };
 
-  constructor(sql: string, dialect: SqlDialect = 'generic') {
+  /** `start`: where to begin reading (after a word the caller has read itself). */
+  constructor(sql: string, dialect: SqlDialect = 'generic', start = 0) {
     this.#sql = sql;
     this.#rules = DIALECTS[dialect];
+    this.#pos = start;
   }
 
   /** The next token, or null at the end of the text (an unterminated string or comment also ends it). */
@@ -466,6 +468,14 @@ const WITH_MAIN: Record<string, StatementClass> = {
  * `EXPLAIN`, `PRAGMA`, `COPY` and the like are `other` even when they write. Every rule: docs/capture-api.md.
  */
 export function classifyStatement(sql: string, dialect: SqlDialect = 'generic'): StatementClass {
+  // Most texts start with their word: it is read here as the lexer would, and a lexer made only if the class needs more.
+  const start = leadingWordStart(sql, dialect);
+  if (start >= 0) {
+    let end = start + 1;
+    while (end < sql.length && isWordPart(sql.charCodeAt(end))) end++;
+    const word = sql.slice(start, end).toUpperCase();
+    return classifyWord(word, FOLLOWED_WORDS.has(word) ? new SqlLexer(sql, dialect, end) : null);
+  }
   const lexer = new SqlLexer(sql, dialect);
   let token = lexer.next();
   // Empty statements and a leading `(` do not change the class: `;;SELECT`, `((SELECT 1))`.
@@ -477,6 +487,27 @@ export function classifyStatement(sql: string, dialect: SqlDialect = 'generic'):
   if (!token || token.type !== 'word') return 'other';
   const word = token.value;
   if (parens > 0) return word === 'SELECT' || word === 'VALUES' || word === 'TABLE' || word === 'WITH' ? 'select' : 'other';
+  return classifyWord(word, lexer);
+}
+
+/** Words whose class depends on the tokens after them (read from `rest` by {@link classifyWord}). */
+const FOLLOWED_WORDS = new Set(['WITH', 'START', 'BEGIN', 'ROLLBACK']);
+
+/**
+ * Where the first token of `sql` starts when it is a plain ASCII word with only whitespace before it (what the lexer
+ * would read first: no comment, string or quoted name can come before a letter), else -1.
+ */
+function leadingWordStart(sql: string, dialect: SqlDialect): number {
+  let i = 0;
+  while (i < sql.length && isSpace(sql.charCodeAt(i))) i++;
+  const c = sql.charCodeAt(i);
+  if (!((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95)) return -1;
+  if ((c === 69 || c === 101) /* E e */ && sql.charCodeAt(i + 1) === 39 && DIALECTS[dialect].escapeStringPrefix) return -1;
+  return i;
+}
+
+/** The class of a statement that starts with `word`; `rest` reads what follows it, for the {@link FOLLOWED_WORDS}. */
+function classifyWord(word: string, rest: SqlLexer | null): StatementClass {
   if (SELECT_WORDS.has(word)) return 'select';
   if (DDL_WORDS.has(word)) return 'ddl';
   switch (word) {
@@ -488,17 +519,17 @@ export function classifyStatement(sql: string, dialect: SqlDialect = 'generic'):
     case 'DELETE':
       return 'delete';
     case 'WITH':
-      return classifyWith(lexer);
+      return classifyWith(rest!);
     case 'SET':
       return 'set';
     case 'SHOW':
       return 'show';
     case 'START': {
-      const second = lexer.next();
+      const second = rest!.next();
       return second?.type === 'word' && second.value === 'TRANSACTION' ? 'begin' : 'other';
     }
     case 'BEGIN': {
-      const second = lexer.next();
+      const second = rest!.next();
       return second?.type === 'word' && second.value === 'NOT' ? 'other' : 'begin';
     }
     case 'COMMIT':
@@ -507,7 +538,7 @@ export function classifyStatement(sql: string, dialect: SqlDialect = 'generic'):
     case 'ABORT':
       return 'rollback';
     case 'ROLLBACK':
-      return classifyRollback(lexer);
+      return classifyRollback(rest!);
     case 'SAVEPOINT':
     case 'RELEASE':
       return 'savepoint';
@@ -603,15 +634,23 @@ function isSpace(c: number): boolean {
 export function splitStatements(sql: string, dialect: SqlDialect): { text: string; statementClass: StatementClass }[] {
   const one = (text: string) => ({ text, statementClass: classifyStatement(text, dialect) });
   if (sql.indexOf(';') === -1) return sql.trim() === '' ? [] : [one(sql)];
-  if (ONE_THEN_SEMICOLON.test(sql)) {
-    // What the lexer would give: the text between the first and the last character that is not whitespace.
-    let start = 0;
-    let end = sql.indexOf(';');
-    while (start < end && isSpace(sql.charCodeAt(start))) start++;
-    while (end > start && isSpace(sql.charCodeAt(end - 1))) end--;
-    return start === end ? [] : [one(sql.slice(start, end))];
-  }
+  const plain = plainStatement(sql);
+  if (plain) return plain[0] === plain[1] ? [] : [one(sql.slice(plain[0], plain[1]))];
   return lexStatements(sql, dialect);
+}
+
+/**
+ * Where the statement of a text that {@link ONE_THEN_SEMICOLON} describes lies, `[start, end)`: what the lexer would
+ * give, the text between the first and the last character that is not whitespace before the `;` (empty when there
+ * is none); null for any other text.
+ */
+export function plainStatement(sql: string): [number, number] | null {
+  if (!ONE_THEN_SEMICOLON.test(sql)) return null;
+  let start = 0;
+  let end = sql.indexOf(';');
+  while (start < end && isSpace(sql.charCodeAt(start))) start++;
+  while (end > start && isSpace(sql.charCodeAt(end - 1))) end--;
+  return [start, end];
 }
 
 /** The statements of `sql` as the lexer splits them (exported for the test that holds the shortcut above to it). */

@@ -1,6 +1,6 @@
 import { ConnectionTally, WireParseError, endsWith } from './tally';
 import type { WireSession } from './tally';
-import { BufferClass, mathMin, toNumber } from '../shared/intrinsics';
+import { BufferClass, mathMin } from '../shared/intrinsics';
 import { PgStatementTracker } from './pg-statements';
 
 /** The server refuses messages above 1 GiB; a larger length is a broken stream, not a big message. */
@@ -53,16 +53,21 @@ const EMPTY = Buffer.alloc(0);
  * socket, so the view stays valid. A head cut across chunks is copied into a buffer of its own, as it arrives.
  */
 export class PgFrameRecord implements PgFrame {
-  type: number;
-  length: number;
-  wireBytes: number;
-  chunk: number;
-  readonly bytes: Buffer;
-  readonly headStart: number;
-  readonly headLength: number;
+  type = 0;
+  length = 0;
+  wireBytes = 0;
+  chunk = 0;
+  bytes: Buffer = EMPTY;
+  headStart = 0;
+  headLength = 0;
   #head: Buffer | null = null;
 
   constructor(type: number, length: number, wireBytes: number, chunk: number, bytes: Buffer, headStart: number, headLength: number) {
+    this.reset(type, length, wireBytes, chunk, bytes, headStart, headLength);
+  }
+
+  /** Makes this record the next message's, for a parser that hands out one record over and over. */
+  reset(type: number, length: number, wireBytes: number, chunk: number, bytes: Buffer, headStart: number, headLength: number): this {
     this.type = type;
     this.length = length;
     this.wireBytes = wireBytes;
@@ -70,6 +75,8 @@ export class PgFrameRecord implements PgFrame {
     this.bytes = bytes;
     this.headStart = headStart;
     this.headLength = headLength;
+    this.#head = null;
+    return this;
   }
 
   get head(): Buffer {
@@ -98,14 +105,19 @@ export class PgMessageParser {
 
   readonly #checkType: ((type: number) => void) | undefined;
   readonly #keepWhole: Uint8Array | undefined;
+  /** The one record handed out again and again (`frames: 'reused'`), else null. */
+  readonly #spare: PgFrameRecord | null;
 
   /**
    * `checkType` sees each typed message's type before its body arrives, so garbage is refused at once. Messages of a
-   * type set in `keepWhole` have their whole body as head, up to {@link PG_TEXT_KEPT} bytes.
+   * type set in `keepWhole` have their whole body as head, up to {@link PG_TEXT_KEPT} bytes. With `frames: 'reused'`
+   * every frame is the same record, valid only during `onFrame`: for a reader that keeps nothing of a frame, it saves
+   * an object per message.
    */
-  constructor(first: PgFrameShape, checkType?: (type: number) => void, keepWhole?: readonly number[]) {
+  constructor(first: PgFrameShape, checkType?: (type: number) => void, keepWhole?: readonly number[], frames: 'fresh' | 'reused' = 'fresh') {
     this.next = first;
     this.#checkType = checkType;
+    this.#spare = frames === 'reused' ? new PgFrameRecord(0, 0, 0, 0, EMPTY, 0, 0) : null;
     if (keepWhole) {
       this.#keepWhole = new Uint8Array(256);
       for (const type of keepWhole) this.#keepWhole[type] = 1;
@@ -141,7 +153,7 @@ export class PgMessageParser {
           at = 0;
         }
         if (size === 1) {
-          onFrame(new PgFrameRecord(header[at] as number, 0, 1, chunkNo, EMPTY, 0, 0));
+          onFrame(this.#record(header[at] as number, 0, 1, chunkNo, EMPTY, 0, 0));
           continue;
         }
         const type = size === 5 ? (header[at] as number) : 0;
@@ -154,16 +166,16 @@ export class PgMessageParser {
         const headLength = body < limit ? body : limit;
         if (body <= end - i) {
           // The whole message is here: no copy, no state to keep, on to the next one.
-          const frame = new PgFrameRecord(type, length, size + body, chunkNo, chunk, i, headLength);
+          const frame = this.#record(type, length, size + body, chunkNo, chunk, i, headLength);
           i += body;
           onFrame(frame);
           continue;
         }
         if (headLength <= end - i) {
-          this.#frame = new PgFrameRecord(type, length, size + body, chunkNo, chunk, i, headLength);
+          this.#frame = this.#record(type, length, size + body, chunkNo, chunk, i, headLength);
           this.#headFill = headLength;
         } else {
-          this.#frame = new PgFrameRecord(type, length, size + body, chunkNo, BufferClass.allocUnsafe(headLength), 0, headLength);
+          this.#frame = this.#record(type, length, size + body, chunkNo, BufferClass.allocUnsafe(headLength), 0, headLength);
           this.#headFill = 0;
         }
         this.#remaining = body;
@@ -180,6 +192,13 @@ export class PgMessageParser {
       i += take;
       if (this.#remaining === 0) this.#endMessage(onFrame);
     }
+  }
+
+  #record(type: number, length: number, wireBytes: number, chunk: number, bytes: Buffer, headStart: number, headLength: number): PgFrameRecord {
+    const spare = this.#spare;
+    return spare
+      ? spare.reset(type, length, wireBytes, chunk, bytes, headStart, headLength)
+      : new PgFrameRecord(type, length, wireBytes, chunk, bytes, headStart, headLength);
   }
 
   #checkLength(type: number, length: number, size: number): void {
@@ -309,55 +328,17 @@ const STARTUP_BACKEND: ReadonlySet<number> = new Set([
   Backend.NegotiateProtocolVersion,
 ]);
 
+/** A table of 1s by type byte, read per message instead of a set lookup. */
+function typeTable(types: readonly number[]): Uint8Array {
+  const table = new Uint8Array(256);
+  for (const type of types) table[type] = 1;
+  return table;
+}
+
 /** Client messages that the server answers with exactly one ReadyForQuery. */
-const ANSWERED_BY_READY: ReadonlySet<number> = new Set([Frontend.Query, Frontend.Sync, Frontend.FunctionCall]);
+const ANSWERED_BY_READY = typeTable([Frontend.Query, Frontend.Sync, Frontend.FunctionCall]);
 /** Extended-query messages: until a Sync follows them, the server is inside an exchange the client still owns. */
-const EXTENDED: ReadonlySet<number> = new Set([Frontend.Parse, Frontend.Bind, Frontend.Describe, Frontend.Execute, Frontend.Close, Frontend.Flush]);
-
-/** Tag words that carry a row count, as bytes; INSERT's count follows an oid (`INSERT 0 5000`). */
-const TAG_INSERT = Buffer.from('INSERT ');
-const COUNTED_TAGS = ['UPDATE ', 'DELETE ', 'MERGE ', 'COPY '].map((word) => Buffer.from(word));
-
-/** Whether `bytes[at, end)` starts with `word`. */
-function startsWith(bytes: Buffer, at: number, end: number, word: Buffer): boolean {
-  if (end - at < word.length) return false;
-  for (let k = 0; k < word.length; k += 1) if (bytes[at + k] !== word[k]) return false;
-  return true;
-}
-
-/** End of the run of ASCII digits from `at` (at most `end`). */
-function digitsEnd(bytes: Buffer, at: number, end: number): number {
-  let k = at;
-  while (k < end && (bytes[k] as number) >= 0x30 && (bytes[k] as number) <= 0x39) k += 1;
-  return k;
-}
-
-/**
- * Rows from a CommandComplete tag (`INSERT 0 5000`, `UPDATE 3`, `COPY 10`...; 0 for others), read from the bytes with no
- * string made: as matching `^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$` against the tag up to its NUL.
- */
-function readCommandTag(frame: PgFrame): number {
-  const { bytes, headStart: start } = frame;
-  const headEnd = start + frame.headLength;
-  let end = start;
-  while (end < headEnd && bytes[end] !== 0) end += 1;
-  let at: number;
-  if (startsWith(bytes, start, end, TAG_INSERT)) {
-    const oidEnd = digitsEnd(bytes, start + TAG_INSERT.length, end);
-    if (oidEnd === start + TAG_INSERT.length || oidEnd >= end || bytes[oidEnd] !== 0x20) return 0;
-    at = oidEnd + 1;
-  } else {
-    const word = COUNTED_TAGS.find((w) => startsWith(bytes, start, end, w));
-    if (!word) return 0;
-    at = start + word.length;
-  }
-  if (at === end || digitsEnd(bytes, at, end) !== end) return 0;
-  // Up to 15 digits add up exactly; a longer count goes through Number() like the string it is.
-  if (end - at > 15) return toNumber(bytes.toString('latin1', at, end));
-  let rows = 0;
-  for (let k = at; k < end; k += 1) rows = rows * 10 + ((bytes[k] as number) - 0x30);
-  return rows;
-}
+const EXTENDED = typeTable([Frontend.Parse, Frontend.Bind, Frontend.Describe, Frontend.Execute, Frontend.Close, Frontend.Flush]);
 
 type Phase = 'startup' | 'auth' | 'command' | 'stopped' | 'closed';
 
@@ -374,9 +355,10 @@ export interface PgSessionOptions {
 export class PgSession implements WireSession {
   readonly tally = new ConnectionTally('postgres');
   #serverConnectionId: number | null = null;
-  readonly #client = new PgMessageParser('untyped', (type) => this.#checkFrontendType(type), [Frontend.Query, Frontend.Parse]);
+  // The session and its tracker keep nothing of a frame past its onFrame (the tracker decodes or copies what it keeps).
+  readonly #client = new PgMessageParser('untyped', (type) => this.#checkFrontendType(type), [Frontend.Query, Frontend.Parse], 'reused');
   readonly #statements = new PgStatementTracker(this.tally.statements);
-  readonly #server = new PgMessageParser('typed', (type) => this.#checkBackendType(type));
+  readonly #server = new PgMessageParser('typed', (type) => this.#checkBackendType(type), undefined, 'reused');
   readonly #refuseTls: boolean;
   #phase: Phase = 'startup';
   #awaitingReady = 0;
@@ -516,9 +498,9 @@ export class PgSession implements WireSession {
     }
     this.tally.command(name, frame.chunk);
     this.#trackFrontend(frame);
-    if (ANSWERED_BY_READY.has(frame.type)) this.#awaitingReady += 1;
+    if (ANSWERED_BY_READY[frame.type] === 1) this.#awaitingReady += 1;
     if (frame.type === Frontend.Terminate) this.#terminated = true;
-    this.#extendedOpen = EXTENDED.has(frame.type) ? true : frame.type === Frontend.Sync ? false : this.#extendedOpen;
+    this.#extendedOpen = EXTENDED[frame.type] === 1 ? true : frame.type === Frontend.Sync ? false : this.#extendedOpen;
   }
 
   /** Which statement each request runs, for the statement-by-statement counts. */
@@ -547,8 +529,6 @@ export class PgSession implements WireSession {
   #trackBackend(frame: PgFrame): void {
     const statements = this.#statements;
     switch (frame.type) {
-      case Backend.CommandComplete:
-        return statements.commandComplete(frame);
       case Backend.EmptyQueryResponse:
         return statements.emptyQuery();
       case Backend.PortalSuspended:
@@ -603,8 +583,8 @@ export class PgSession implements WireSession {
     const name = BACKEND_NAME_BY_TYPE[frame.type];
     if (!name) throw new WireParseError(`unknown backend message type ${describeType(frame.type)}`);
     this.tally.serverMessage(name);
-    if (frame.type === Backend.CommandComplete) this.tally.rowsAffected(readCommandTag(frame));
-    if (frame.type !== Backend.DataRow) this.#trackBackend(frame);
+    if (frame.type === Backend.CommandComplete) this.tally.rowsAffected(this.#statements.commandComplete(frame));
+    else if (frame.type !== Backend.DataRow) this.#trackBackend(frame);
     if (frame.type !== Backend.ReadyForQuery) return;
     if (this.#awaitingReady === 0) throw new WireParseError('ReadyForQuery with no Sync or Query pending');
     this.#awaitingReady -= 1;

@@ -43,6 +43,86 @@ describe('PostgreSQL statements on the wire', () => {
     expect(whole.statements).toMatchObject({ completed: 2, completedByClass: { insert: 2 }, failed: 0, rowsInserted: 3, namedRepeats: 0 });
   });
 
+  it('a repeated Query text, one with other digits and one of the same length that differs otherwise are each read right', () => {
+    // Same lengths: SELECT 11; / SELECT 42; / SHOW ab12; / SET a = 1; and the quoted SET a='1'; / SET a='2';
+    const sent: [string, string][] = [
+      ['SELECT 11;', 'SELECT 1'],
+      ['SELECT 11;', 'SELECT 1'],
+      ['SELECT 42;', 'SELECT 1'],
+      ['SHOW ab12;', 'SHOW'],
+      ['SET a = 1;', 'SET'],
+      ["SET a='1';", 'SET'],
+      ["SET a='2';", 'SET'],
+      ['DELETE FROM t WHERE a = 12;', 'DELETE 2'],
+      ['DELETE FROM t WHERE a = 34;', 'DELETE 3'],
+      ['UPDATE t SET b = 1 WHERE a=3;', 'UPDATE 3'],
+      ['INSERT INTO t VALUES (1);', 'INSERT 0 1'],
+      ['INSERT INTO t VALUES (1);', 'INSERT 0 1'],
+      ['INSERT INTO t VALUES (2);', 'INSERT 0 2'],
+      ['INSERT INTO t VALUES (3) ON CONFLICT DO NOTHING;', 'INSERT 0 1'],
+      ['SELECT 1; SELECT 2;', 'SELECT 1'],
+      ['SELECT 3; SELECT 4;', 'SELECT 1'],
+    ];
+    const turns: Turn[] = [
+      ...startup,
+      ...sent.flatMap(([sql, tag]): Turn[] => {
+        const tags = sql.startsWith('SELECT 1; ') || sql.startsWith('SELECT 3; ') ? [tag, tag] : [tag];
+        return [client(pg.query(sql)), server(...tags.map((t) => pg.commandComplete(t)), pg.ready())];
+      }),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 30, 200, 400]);
+    expect(whole.rowsAffected).toBe(13);
+    expect(whole.statements).toEqual(
+      expect.objectContaining({
+        completed: 18,
+        completedByClass: { select: 7, show: 1, set: 3, delete: 2, update: 1, insert: 4 },
+        rowsInserted: 4,
+        rowsUnsplit: 1,
+        rowsDeleted: 5,
+        rowsUpdated: 3,
+        connectStatements: 7,
+        connectTexts: ['SELECT 11', 'SELECT 11', 'SELECT 42', 'SHOW ab12', 'SET a = 1', "SET a='1'", "SET a='2'"],
+      }),
+    );
+    expect(whole.lastRequestText).toBe('SELECT 3; SELECT 4;');
+  });
+
+  it('a Query with no text at all after a text too long to keep is not taken for that text', () => {
+    const { counts } = drive(session, [
+      ...startup,
+      client(pg.query('SELECT 1')),
+      server(pg.commandComplete('SELECT 1'), pg.ready()),
+      client(pg.query('SELECT 1'.padEnd(5000, ' '))),
+      server(pg.commandComplete('SELECT 1'), pg.ready()),
+      client(pgMessage('Q')),
+      server(pg.error(), pg.ready()),
+    ]);
+    expect(counts.statements).toMatchObject({ completed: 2, completedByClass: { select: 2 }, failed: 1, failedByClass: { other: 1 } });
+  });
+
+  it('a repeated Parse text is read once, and one of the same length that differs is read afresh, short or long', () => {
+    const long = (sql: string): string => sql.padEnd(100, ' ');
+    const texts = [
+      'INSERT INTO t VALUES ($1)',
+      'INSERT INTO t VALUES ($1)',
+      'DELETE FROM t WHERE a= $1',
+      long('UPDATE t SET a = $1'),
+      long('DELETE FROM t WHERE a = $1'),
+    ];
+    const turns: Turn[] = [
+      ...startup,
+      ...texts.flatMap((sql): Turn[] => [
+        client(pg.parse('', sql), pg.bind('', '1'), pg.execute(), pg.sync()),
+        server(pg.parseComplete(), pg.bindComplete(), pg.commandComplete(`${sql.split(' ')[0]!} ${sql.startsWith('INSERT') ? '0 ' : ''}1`), pg.ready()),
+      ]),
+    ];
+    const { whole } = countsAtEverySplit(session, turns, [0, 30, 200]);
+    expect(whole.statements).toEqual(
+      expect.objectContaining({ completed: 5, completedByClass: { insert: 2, delete: 2, update: 1 }, rowsInserted: 2, rowsDeleted: 2, rowsUpdated: 1 }),
+    );
+    expect(whole.lastRequestText).toBe('DELETE FROM t WHERE a = $1');
+  });
+
   it('a statement of a multi-statement Query that fails ends it: the ones before it completed, the failed one named, the rest not run', () => {
     const { counts } = drive(session, [
       ...startup,

@@ -1,6 +1,7 @@
 import type { StatementClass } from '../sql/events';
+import { BufferClass, mathMax, numberIsSafeInteger, toNumber } from '../shared/intrinsics';
 import { classifyCached } from '../sql/statement-cache';
-import { splitStatements } from '../sql/tokenizer';
+import { plainStatement, splitStatements } from '../sql/tokenizer';
 import type { StatementTally } from './tally';
 
 /** The part of a message the statement tracker reads: its body's first bytes (the whole body for Query and Parse). */
@@ -16,12 +17,14 @@ type Statement = { text: string | null; statementClass: StatementClass | null };
 /** A prepared statement, as the Execute that runs it found it (a later Parse of the same name makes a new one). */
 type Prepared = Statement & { ran: boolean };
 
-/** A request whose answer is still to come, in the order the server answers them. */
-type Pending =
-  | { kind: 'query'; statements: Statement[] | null; next: number }
-  | { kind: 'execute'; statement: Prepared | undefined; named: boolean }
-  | { kind: 'sync' }
-  | { kind: 'call' };
+/** What a request waiting for its answer is; its statements (a Query's) or statement (an Execute's) are beside it. */
+const enum Request {
+  Query,
+  Execute,
+  ExecuteNamed,
+  Sync,
+  Call,
+}
 
 /** Tags of statements the planner runs; any other tag is a utility statement's (BEGIN, COMMIT, SET, COPY, DDL, ...). */
 const PLANNABLE = new Set(['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'MERGE']);
@@ -46,20 +49,158 @@ const TAG_CLASS: Readonly<Record<string, StatementClass>> = {
   TRUNCATE: 'ddl',
 };
 
+/** Which row counter a tag's count goes to (INSERT's and COPY's depend on the statement too). */
+const enum TagRows {
+  None,
+  Insert,
+  Update,
+  Delete,
+  Copy,
+  Merge,
+}
+const TAG_ROWS: ReadonlyMap<string, TagRows> = new Map([
+  ['INSERT', TagRows.Insert],
+  ['UPDATE', TagRows.Update],
+  ['DELETE', TagRows.Delete],
+  ['COPY', TagRows.Copy],
+  ['MERGE', TagRows.Merge],
+]);
+
 const MAX_TRACKED_NAMES = 10_000;
 const ON_CONFLICT = /\bon\s+conflict\b/i;
+/** Query and Parse texts up to this size are kept as bytes, to be known again without decoding. */
+const LAST_TEXT_BYTES = 4096;
+const SHORT_COMPARE = 64;
+/** Longest CommandComplete tag kept to be known again (`INSERT 0 ` and a 20-digit count fit). */
+const TAG_KEPT = 48;
 
-/** A NUL-terminated string at `at` within the body's head, and where the next field starts; null when cut short. */
-function cstring(body: PgBody, at: number): { value: string; next: number } | null {
+/** Tag words that carry a row count, as bytes; INSERT's count follows an oid (`INSERT 0 5000`). */
+const TAG_INSERT = Buffer.from('INSERT ');
+const COUNTED_TAGS = ['UPDATE ', 'DELETE ', 'MERGE ', 'COPY '].map((word) => Buffer.from(word));
+
+/** Whether `bytes[at, end)` starts with `word`. */
+function startsWith(bytes: Buffer, at: number, end: number, word: Buffer): boolean {
+  if (end - at < word.length) return false;
+  for (let k = 0; k < word.length; k += 1) if (bytes[at + k] !== word[k]) return false;
+  return true;
+}
+
+/** End of the run of ASCII digits from `at` (at most `end`). */
+function digitsEnd(bytes: Buffer, at: number, end: number): number {
+  let k = at;
+  while (k < end && (bytes[k] as number) >= 0x30 && (bytes[k] as number) <= 0x39) k += 1;
+  return k;
+}
+
+/**
+ * Rows affected by a CommandComplete tag `bytes[start, end)` (`INSERT 0 5000`, `UPDATE 3`, `COPY 10`...; 0 for others),
+ * read from the bytes with no string made: as matching `^(?:INSERT \d+|UPDATE|DELETE|MERGE|COPY) (\d+)$`.
+ */
+function readCommandTag(bytes: Buffer, start: number, end: number): number {
+  let at: number;
+  if (startsWith(bytes, start, end, TAG_INSERT)) {
+    const oidEnd = digitsEnd(bytes, start + TAG_INSERT.length, end);
+    if (oidEnd === start + TAG_INSERT.length || oidEnd >= end || bytes[oidEnd] !== 0x20) return 0;
+    at = oidEnd + 1;
+  } else {
+    const word = COUNTED_TAGS.find((w) => startsWith(bytes, start, end, w));
+    if (!word) return 0;
+    at = start + word.length;
+  }
+  if (at === end || digitsEnd(bytes, at, end) !== end) return 0;
+  // Up to 15 digits add up exactly; a longer count goes through Number() like the string it is.
+  if (end - at > 15) return toNumber(bytes.toString('latin1', at, end));
+  let rows = 0;
+  for (let k = at; k < end; k += 1) rows = rows * 10 + ((bytes[k] as number) - 0x30);
+  return rows;
+}
+
+/** The NUL that ends a string starting at `at` within the body's head, or -1 when it is cut short. */
+function nulAt(body: PgBody, at: number): number {
   const end = body.headStart + body.headLength;
+  // The unnamed statement and portal: an empty name, the usual case.
+  if (at < end && body.bytes[at] === 0) return at;
   const nul = body.bytes.indexOf(0, at);
-  if (nul < 0 || nul >= end) return null;
-  return { value: body.bytes.toString('utf8', at, nul), next: nul + 1 };
+  return nul < 0 || nul >= end ? -1 : nul;
+}
+
+function decode(bytes: Buffer, start: number, end: number): string {
+  return end === start ? '' : bytes.toString('utf8', start, end);
 }
 
 function statementsOf(text: string): Statement[] {
   if (text.indexOf(';') === -1) return text.trim() === '' ? [] : [{ text, statementClass: classifyCached(text, 'postgres') }];
   return splitStatements(text, 'postgres');
+}
+
+/** How a text compares with the last one kept. */
+const enum Match {
+  Different,
+  Same,
+  /** Other digits in some places, nothing else changed, and the last text is plain (see `LastText.plain`). */
+  Digits,
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+/**
+ * The last text a client sent in one kind of message, as bytes and decoded: a client that sends one text again and
+ * again (a loop of single-row INSERTs, a benchmark) has it compared as bytes, not decoded and split again.
+ */
+class LastText {
+  /** The text's bytes are `#bytes[0, #length)`; -1 when no text is kept. */
+  #bytes = BufferClass.alloc(SHORT_COMPARE);
+  #length = -1;
+  text = '';
+  /** What was read from `text` (its statements, its first statement's class), kept with it. */
+  statements: Statement[] = [];
+  /**
+   * Where the one statement of a plain text lies (see plainStatement), else null. Digits open nothing and are in no
+   * keyword: a text with other digits in the same places splits the same, its statement of the same class.
+   */
+  plain: readonly [number, number] | null = null;
+
+  match(bytes: Buffer, start: number, end: number): Match {
+    const last = this.#bytes;
+    const length = this.#length;
+    if (length < 0 || length !== end - start) return Match.Different;
+    // Short texts byte by byte (the native compare's call costs more than the loop), from the end: texts that differ
+    // in a value written into them (`WHERE aid = 42`) mostly differ near their end.
+    if (this.plain === null) {
+      if (length > SHORT_COMPARE) return bytes.compare(last, 0, length, start, end) === 0 ? Match.Same : Match.Different;
+      for (let i = length - 1; i >= 0; i--) if (bytes[start + i] !== last[i]) return Match.Different;
+      return Match.Same;
+    }
+    let digits = false;
+    for (let i = length - 1; i >= 0; i--) {
+      const c = bytes[start + i] as number;
+      const k = last[i] as number;
+      if (c === k) continue;
+      if (!isDigit(c) || !isDigit(k)) return Match.Different;
+      digits = true;
+    }
+    return digits ? Match.Digits : Match.Same;
+  }
+
+  /** `text` is `bytes[start, end)` decoded; a text too long to keep forgets the last one. */
+  keep(bytes: Buffer, start: number, end: number, text: string, statements: Statement[], plain: readonly [number, number] | null): void {
+    const length = end - start;
+    if (length > LAST_TEXT_BYTES || length < 0) {
+      this.#length = -1;
+      return;
+    }
+    // A text that changes every time is kept every time: copied into the same buffer, grown as needed.
+    if (length > this.#bytes.length) this.#bytes = BufferClass.alloc(mathMax(length, 2 * this.#bytes.length));
+    const last = this.#bytes;
+    if (length > SHORT_COMPARE) bytes.copy(last, 0, start, end);
+    else for (let i = 0; i < length; i++) last[i] = bytes[start + i] as number;
+    this.#length = length;
+    this.text = text;
+    this.statements = statements;
+    this.plain = plain;
+  }
 }
 
 /**
@@ -69,165 +210,290 @@ function statementsOf(text: string): Statement[] {
  */
 export class PgStatementTracker {
   readonly #tally: StatementTally;
-  /** Requests waiting for their answer; `#head` is the oldest, so a deep pipeline is not shifted one by one. */
-  #pending: Pending[] = [];
+  /**
+   * Requests waiting for their answer, each a kind and what it runs (a Query's statements, an Execute's prepared
+   * statement); `#head` is the oldest, so a deep pipeline is not shifted one by one.
+   */
+  readonly #kinds: Request[] = [];
+  readonly #runs: (Statement[] | Prepared | null)[] = [];
   #head = 0;
+  /** Requests are `[#head, #tail)`: the arrays are written over, never shrunk, so a round trip allocates nothing. */
+  #tail = 0;
+  /** Statements of the oldest Query already answered. */
+  #done = 0;
   /** Prepared statements by name ('' is the unnamed one), with whether a utility statement already ran from it. */
   readonly #statements = new Map<string, Prepared>();
   readonly #portals = new Map<string, string>();
   #copyIn = false;
+  readonly #lastQuery = new LastText();
+  readonly #lastParse = new LastText();
 
   constructor(tally: StatementTally) {
     this.#tally = tally;
   }
 
   query(body: PgBody): void {
+    const { bytes, headStart: start } = body;
     const whole = body.length - 4 === body.headLength;
-    if (!whole) this.#tally.textUnread();
-    const text = whole ? body.bytes.toString('utf8', body.headStart, body.headStart + body.headLength - 1) : null;
-    this.#tally.lastSent = text ?? body.bytes.toString('utf8', body.headStart, body.headStart + body.headLength);
-    this.#pending.push({ kind: 'query', statements: text === null ? null : statementsOf(text), next: 0 });
+    let text: string | null = null;
+    let statements: Statement[] | null = null;
+    if (!whole) {
+      this.#tally.textUnread();
+      this.#tally.lastSent = bytes.toString('utf8', start, start + body.headLength);
+    } else {
+      const end = start + body.headLength - 1;
+      const last = this.#lastQuery;
+      const match = last.match(bytes, start, end);
+      if (match === Match.Same) {
+        text = last.text;
+        statements = last.statements;
+      } else if (match === Match.Digits) {
+        const plain = last.plain as readonly [number, number];
+        text = bytes.toString('utf8', start, end);
+        statements = [{ text: text.slice(plain[0], plain[1]), statementClass: (last.statements[0] as Statement).statementClass }];
+        last.keep(bytes, start, end, text, statements, plain);
+      } else {
+        text = bytes.toString('utf8', start, end);
+        statements = statementsOf(text);
+        const plain = statements.length === 1 && text.indexOf(';') !== -1 ? plainStatement(text) : null;
+        last.keep(bytes, start, end, text, statements, plain);
+      }
+      this.#tally.lastSent = text;
+    }
+    this.#push(Request.Query, statements);
     this.#statements.delete('');
     this.#portals.delete('');
   }
 
   parse(body: PgBody): void {
-    const name = cstring(body, body.headStart);
-    if (!name) return;
-    const text = cstring(body, name.next);
-    if (!text) this.#tally.textUnread();
-    if (this.#statements.size >= MAX_TRACKED_NAMES && !this.#statements.has(name.value)) return;
-    const first = text ? statementsOf(text.value)[0] : undefined;
-    this.#statements.set(name.value, { text: text?.value ?? null, statementClass: first?.statementClass ?? null, ran: false });
+    const bytes = body.bytes;
+    const nameEnd = nulAt(body, body.headStart);
+    if (nameEnd < 0) return;
+    const name = decode(bytes, body.headStart, nameEnd);
+    const textEnd = nulAt(body, nameEnd + 1);
+    if (textEnd < 0) this.#tally.textUnread();
+    if (this.#statements.size >= MAX_TRACKED_NAMES && !this.#statements.has(name)) return;
+    let text: string | null = null;
+    let first: Statement | undefined;
+    if (textEnd >= 0) {
+      const last = this.#lastParse;
+      if (last.match(bytes, nameEnd + 1, textEnd) === Match.Same) {
+        text = last.text;
+        first = last.statements[0];
+      } else {
+        text = decode(bytes, nameEnd + 1, textEnd);
+        const statements = statementsOf(text).slice(0, 1);
+        last.keep(bytes, nameEnd + 1, textEnd, text, statements, null);
+        first = statements[0];
+      }
+    }
+    this.#statements.set(name, { text, statementClass: first?.statementClass ?? null, ran: false });
   }
 
   bind(body: PgBody): void {
-    const portal = cstring(body, body.headStart);
-    const statement = portal ? cstring(body, portal.next) : null;
-    if (!portal || !statement) return;
-    if (this.#portals.size >= MAX_TRACKED_NAMES && !this.#portals.has(portal.value)) return;
-    this.#portals.set(portal.value, statement.value);
+    const bytes = body.bytes;
+    const portalEnd = nulAt(body, body.headStart);
+    const statementEnd = portalEnd < 0 ? -1 : nulAt(body, portalEnd + 1);
+    if (statementEnd < 0) return;
+    const portal = decode(bytes, body.headStart, portalEnd);
+    if (this.#portals.size >= MAX_TRACKED_NAMES && !this.#portals.has(portal)) return;
+    this.#portals.set(portal, decode(bytes, portalEnd + 1, statementEnd));
   }
 
   execute(body: PgBody): void {
-    const portal = cstring(body, body.headStart);
-    const name = (portal ? this.#portals.get(portal.value) : undefined) ?? '';
+    const portalEnd = nulAt(body, body.headStart);
+    const name = (portalEnd < 0 ? undefined : this.#portals.get(decode(body.bytes, body.headStart, portalEnd))) ?? '';
     const statement = this.#statements.get(name);
     this.#tally.lastSent = statement?.text ?? null;
-    this.#pending.push({ kind: 'execute', statement, named: name !== '' });
+    this.#push(name !== '' ? Request.ExecuteNamed : Request.Execute, statement ?? null);
   }
 
   close(body: PgBody): void {
     if (body.headLength < 2) return;
     const what = body.bytes[body.headStart];
-    const name = cstring(body, body.headStart + 1);
-    if (!name) return;
-    if (what === 0x53 /* S */) this.#statements.delete(name.value);
-    else this.#portals.delete(name.value);
+    const nameEnd = nulAt(body, body.headStart + 1);
+    if (nameEnd < 0) return;
+    const name = decode(body.bytes, body.headStart + 1, nameEnd);
+    if (what === 0x53 /* S */) this.#statements.delete(name);
+    else this.#portals.delete(name);
   }
 
-  #front(): Pending | undefined {
-    return this.#pending[this.#head];
+  #push(kind: Request, runs: Statement[] | Prepared | null): void {
+    this.#kinds[this.#tail] = kind;
+    this.#runs[this.#tail] = runs;
+    this.#tail += 1;
   }
 
-  #shift(): Pending | undefined {
-    const entry = this.#pending[this.#head];
+  /** The oldest request's kind, or -1 when none is waiting. */
+  #front(): Request | -1 {
+    return this.#head < this.#tail ? (this.#kinds[this.#head] as Request) : -1;
+  }
+
+  /** The oldest Query's statement that the next answer finishes. */
+  #frontStatement(): Statement | undefined {
+    return (this.#runs[this.#head] as Statement[] | null)?.[this.#done];
+  }
+
+  #shift(): void {
+    this.#runs[this.#head] = null;
     this.#head += 1;
-    if (this.#head === this.#pending.length) {
-      this.#pending = [];
+    this.#done = 0;
+    if (this.#head === this.#tail) {
       this.#head = 0;
+      this.#tail = 0;
     } else if (this.#head > 1024) {
-      this.#pending = this.#pending.slice(this.#head);
+      this.#kinds.copyWithin(0, this.#head, this.#tail);
+      this.#runs.copyWithin(0, this.#head, this.#tail);
+      this.#runs.fill(null, this.#tail - this.#head, this.#tail);
+      this.#tail -= this.#head;
       this.#head = 0;
     }
-    return entry;
   }
 
   sync(): void {
-    this.#pending.push({ kind: 'sync' });
+    this.#push(Request.Sync, null);
   }
 
   functionCall(): void {
-    this.#pending.push({ kind: 'call' });
+    this.#push(Request.Call, null);
   }
 
   copyIn(): void {
     this.#copyIn = true;
   }
 
-  commandComplete(body: PgBody): void {
-    const end = body.bytes.indexOf(0, body.headStart);
-    const tag = body.bytes.toString('latin1', body.headStart, end < 0 || end > body.headStart + body.headLength ? body.headStart + body.headLength : end);
+  readonly #tagBytes = Buffer.alloc(TAG_KEPT);
+  #tagLength = -1;
+  /** What the last tag says: its word's class, whether the planner ran it, which rows it counts and how many. */
+  #tagClass: StatementClass | undefined = undefined;
+  #tagPlannable = false;
+  #tagRowKind = TagRows.None;
+  #tagRows = 0;
+  #tagAffected = 0;
+
+  /**
+   * Reads the tag up to its NUL into the `#tag*` fields above (`#tagAffected`: see readCommandTag). A client that
+   * repeats one statement gets one tag again and again: the last tag's bytes are kept, and a repeat is not read again.
+   */
+  #readTag(body: PgBody): void {
+    const { bytes, headStart: start } = body;
+    const nul = bytes.indexOf(0, start);
+    const end = nul < 0 || nul > start + body.headLength ? start + body.headLength : nul;
+    const length = end - start;
+    const kept = this.#tagBytes;
+    if (length === this.#tagLength) {
+      let same = true;
+      for (let i = 0; i < length; i++) {
+        if (bytes[start + i] !== kept[i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return;
+    }
+    const tag = bytes.toString('latin1', start, end);
     const space = tag.indexOf(' ');
     const word = space < 0 ? tag : tag.slice(0, space);
+    this.#tagClass = TAG_CLASS[word];
+    this.#tagPlannable = PLANNABLE.has(word);
+    this.#tagRowKind = TAG_ROWS.get(word) ?? TagRows.None;
+    const rows = toNumber(tag.slice(tag.lastIndexOf(' ') + 1));
+    this.#tagRows = numberIsSafeInteger(rows) ? rows : 0;
+    this.#tagAffected = readCommandTag(bytes, start, end);
+    if (length <= TAG_KEPT) {
+      bytes.copy(kept, 0, start, end);
+      this.#tagLength = length;
+    } else this.#tagLength = -1;
+  }
+
+  /** A CommandComplete: the statement it finishes, counted; returns the rows it says were affected (`rowsAffected`). */
+  commandComplete(body: PgBody): number {
+    this.#readTag(body);
     const front = this.#front();
-    let statement: Statement | undefined;
-    let named: Prepared | undefined;
-    if (front?.kind === 'query') {
-      statement = front.statements?.[front.next];
-      front.next += 1;
-    } else if (front?.kind === 'execute') {
+    let statement: Statement | null | undefined;
+    let named: Prepared | null = null;
+    if (front === Request.Query) {
+      statement = this.#frontStatement();
+      this.#done += 1;
+    } else if (front === Request.Execute || front === Request.ExecuteNamed) {
+      const prepared = this.#runs[this.#head] as Prepared | null;
       this.#shift();
-      statement = front.statement;
-      if (front.named) named = front.statement;
+      statement = prepared;
+      if (front === Request.ExecuteNamed) named = prepared;
     }
-    const statementClass = statement?.statementClass ?? TAG_CLASS[word] ?? 'other';
+    const statementClass = statement?.statementClass ?? this.#tagClass ?? 'other';
     // pg_stat_statements files a utility statement run again from a named statement's cached plan under no entry.
-    if (named && !PLANNABLE.has(word)) {
+    if (named && !this.#tagPlannable) {
       if (named.ran) this.#tally.namedRepeat(statementClass);
       named.ran = true;
     }
     this.#tally.completed(statementClass, statement?.text ?? null);
-    this.#rows(word, tag, statement?.text ?? null);
+    this.#rows(this.#tagRowKind, statement?.text ?? null);
+    return this.#tagAffected;
   }
 
-  #rows(word: string, tag: string, text: string | null): void {
+  #conflictText: string | null = null;
+  #conflict = false;
+
+  /** Whether `text` is an INSERT ... ON CONFLICT; the last answer is kept, for a client that repeats one INSERT. */
+  #onConflict(text: string): boolean {
+    if (text !== this.#conflictText) {
+      this.#conflict = ON_CONFLICT.test(text);
+      this.#conflictText = text;
+    }
+    return this.#conflict;
+  }
+
+  #rows(tagRows: TagRows, text: string | null): void {
     const copyIn = this.#copyIn;
     this.#copyIn = false;
     // An INSERT ... ON CONFLICT's tag counts the rows it updated beside those it inserted.
     const kind =
-      word === 'INSERT'
-        ? text !== null && ON_CONFLICT.test(text)
+      tagRows === TagRows.Insert
+        ? text !== null && this.#onConflict(text)
           ? 'unsplit'
           : 'inserted'
-        : word === 'UPDATE'
+        : tagRows === TagRows.Update
           ? 'updated'
-          : word === 'DELETE'
+          : tagRows === TagRows.Delete
             ? 'deleted'
-            : word === 'COPY' && copyIn
+            : tagRows === TagRows.Copy && copyIn
               ? 'inserted'
-              : word === 'MERGE'
+              : tagRows === TagRows.Merge
                 ? 'unsplit'
                 : null;
     if (!kind) return;
-    const rows = Number(tag.slice(tag.lastIndexOf(' ') + 1));
-    this.#tally.rows(kind, Number.isSafeInteger(rows) ? rows : 0);
+    this.#tally.rows(kind, this.#tagRows);
   }
 
   emptyQuery(): void {
     const front = this.#front();
-    if (front?.kind === 'execute') this.#shift();
+    if (front === Request.Execute || front === Request.ExecuteNamed) this.#shift();
   }
 
   portalSuspended(): void {
-    if (this.#front()?.kind === 'execute') this.#shift();
+    const front = this.#front();
+    if (front === Request.Execute || front === Request.ExecuteNamed) this.#shift();
     this.#tally.suspended();
   }
 
   error(): void {
     this.#copyIn = false;
     const front = this.#front();
-    if (front?.kind === 'query') {
-      this.#tally.failed(front.statements?.[front.next]?.statementClass ?? 'other');
+    if (front === Request.Query) {
+      this.#tally.failed(this.#frontStatement()?.statementClass ?? 'other');
       return;
     }
-    if (front?.kind !== 'execute') return;
-    this.#tally.failed(front.statement?.statementClass ?? 'other');
+    if (front !== Request.Execute && front !== Request.ExecuteNamed) return;
+    this.#tally.failed((this.#runs[this.#head] as Prepared | null)?.statementClass ?? 'other');
     // The server skips everything up to the next Sync.
-    while (this.#front()?.kind === 'execute') this.#shift();
+    for (let kind = this.#front(); kind === Request.Execute || kind === Request.ExecuteNamed; kind = this.#front()) this.#shift();
   }
 
   ready(): void {
-    for (let entry = this.#shift(); entry; entry = this.#shift()) if (entry.kind !== 'execute') return;
+    for (let kind = this.#front(); kind !== -1; kind = this.#front()) {
+      this.#shift();
+      if (kind !== Request.Execute && kind !== Request.ExecuteNamed) return;
+    }
   }
 }
