@@ -52,11 +52,8 @@ const MARKER_PREFIX = 'sqltally-marker ';
  */
 const PADDING = Buffer.alloc(65_000);
 const PADDING_EVERY_MS = 2;
-/**
- * Captured bytes are held unread until something asks what the capture saw (a marker awaited, a snapshot, the
- * connections) or this much is held: reading them takes CPU the measured clients would otherwise have, so it is done
- * at the window's edges rather than while they run. Bounds the memory a long window holds.
- */
+// Captured bytes wait unread until something asks what the capture saw, or this much is held (the memory bound):
+// reading takes CPU the measured clients would otherwise have, so it is done at the edges, not while they run.
 const READ_AFTER_BYTES = 16 * 1024 * 1024;
 
 /** Why a passive capture cannot settle an open connection: it has no socket of its own to send a request on. */
