@@ -1,7 +1,7 @@
 /**
  * The wire proxy's cost per round trip, with this machine's noise floor beside every figure.
  *
- *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|stream|worker|pipe|socat|passive] [--only 'name|name'] [--json]
+ *   npx tsx bench/wire-cost.ts [--pairs 7] [--seconds 3] [--relay proxy|stream|worker|pipe|socat|passive|tcpdump-null|tcpdump-pipe] [--only 'name|name'] [--json]
  *   npm run bench -- wire-cost
  *
  * One private PostgreSQL and one MariaDB are started from local binaries (as the tests do). Each workload is run
@@ -19,9 +19,10 @@
  * it), `stream` (the same proxy reached through `openStream()`, no loopback hop; in-process drivers only), `worker` (the same proxy in a worker thread of this process), `pipe` (a bare Node `pipe()` relay: Node's
  * own floor), `socat` (a relay in C in another process: the extra loopback hop's floor), `passive` (no relay: the
  * P side connects to the server itself while a passive capture, tcpdump on lo and the parser in this process, counts
- * it; started before each P run and stopped after it, so the A and B runs are not captured). For `passive` the CPU
- * time of tcpdump and of this process per counted round trip is printed too (this process also runs the driver
- * for the in-process workloads).
+ * it; started before each P run and stopped after it, so the A and B runs are not captured; the pg and mysql2
+ * clients then run in child processes, since the capture sets this process's own connections aside), and its floors
+ * `tcpdump-null` and `tcpdump-pipe` (tcpdump alone beside the P run, writing to /dev/null or to this process, which
+ * drops it). For `passive` the CPU time of tcpdump and of this process per counted round trip is printed too.
  */
 import { fork, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -39,8 +40,8 @@ import type { ChildSetup } from './wire-cost-child';
 import { mysqlInserts, pgInserts, ROWS } from './wire-cost-clients';
 import type { Endpoint, Protocol, Workload } from './wire-cost-clients';
 
-type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat' | 'passive';
-const RELAYS: readonly RelayKind[] = ['proxy', 'stream', 'worker', 'pipe', 'socat', 'passive'];
+type RelayKind = 'proxy' | 'stream' | 'worker' | 'pipe' | 'socat' | 'passive' | 'tcpdump-null' | 'tcpdump-pipe';
+const RELAYS: readonly RelayKind[] = ['proxy', 'stream', 'worker', 'pipe', 'socat', 'passive', 'tcpdump-null', 'tcpdump-pipe'];
 
 /** What sits between the client and the server for the P side of each round. */
 interface Relay {
@@ -112,8 +113,41 @@ startWireProxy({ protocol: workerData.protocol, target: workerData.target }).the
 });
 `;
 
+/**
+ * The passive capture's floors: tcpdump with the capture's filter running beside the P run, writing to /dev/null
+ * (`tcpdump-null`) or to this process, which drops what it reads (`tcpdump-pipe`). Nothing is counted.
+ */
+function tcpdumpFloor(target: Endpoint, into: 'null' | 'pipe'): Relay {
+  let child: ReturnType<typeof spawn> | null = null;
+  const filter = `host ${target.host === 'localhost' ? '127.0.0.1' : target.host} and (tcp port ${target.port} or udp dst port ${target.port})`;
+  return {
+    port: target.port,
+    counts: async () => null,
+    close: async () => undefined,
+    beforeRun: async () => {
+      const args = ['-i', 'lo', '-n', '-s', '65549', '-B', '131072', '-w', into === 'null' ? '/dev/null' : '-', filter];
+      const started = spawn('tcpdump', args, { stdio: ['ignore', into === 'null' ? 'ignore' : 'pipe', 'pipe'] });
+      started.stdout?.on('data', () => undefined);
+      await new Promise<void>((resolve, reject) => {
+        let said = '';
+        started.stderr!.on('data', (d: Buffer) => void ((said += d.toString()), /listening on/.test(said) && resolve()));
+        started.once('exit', (code) => reject(new Error(`tcpdump exited ${code}: ${said}`)));
+      });
+      child = started;
+    },
+    afterRun: async () => {
+      const c = child!;
+      child = null;
+      const closed = new Promise((resolve) => c.once('close', resolve));
+      c.kill('SIGTERM');
+      await closed;
+    },
+  };
+}
+
 async function startRelay(kind: RelayKind, protocol: Protocol, target: Endpoint): Promise<Relay> {
   if (kind === 'passive') return passiveRelay(protocol, target);
+  if (kind === 'tcpdump-null' || kind === 'tcpdump-pipe') return tcpdumpFloor(target, kind === 'tcpdump-null' ? 'null' : 'pipe');
   if (kind === 'proxy' || kind === 'stream') {
     const proxy = await startWireProxy({ protocol, target });
     const first = proxy.snapshot();
@@ -364,7 +398,7 @@ const CHILD_CLIENTS: Record<string, Omit<ChildSetup, 'server' | 'at'>> = {};
 
 async function measure(w0: Workload, server: NetworkConnection, relay: Relay, relayKind: RelayKind, pairs: number): Promise<Row> {
   const child = CHILD_CLIENTS[w0.name];
-  const w = relayKind === 'passive' && child ? inChild(w0, child) : w0;
+  const w = (relayKind === 'passive' || relayKind.startsWith('tcpdump-')) && child ? inChild(w0, child) : w0;
   const direct = { host: server.host, port: server.port };
   const a = await w.open(server, direct);
   const b = await w.open(server, direct);
