@@ -24,6 +24,8 @@ export interface Workload {
   unit: 'tps' | 'queries/s' | 'ms';
   /** A driver in this process (it can take `--relay stream`), not a client program. */
   inProcess?: boolean;
+  /** How bench/wire-cost-child.ts runs the same client in a process of its own (for a passive capture). */
+  child?: { client: 'pg' | 'mysql2'; oneStatement: boolean };
   /** Set-up done once per endpoint (a connection opened, not timed). */
   open(server: NetworkConnection, at: Endpoint): Promise<{ run(): Promise<number>; end(): Promise<void> }>;
 }
@@ -41,6 +43,7 @@ export function pgInserts(name: string, oneStatement: boolean): Workload {
     protocol: 'postgres',
     unit: 'ms',
     inProcess: true,
+    child: { client: 'pg', oneStatement },
     async open(server, at) {
       const client = new Client({
         host: at.host,
@@ -80,6 +83,7 @@ export function mysqlInserts(name: string, oneStatement: boolean): Workload {
     protocol: 'mysql',
     unit: 'ms',
     inProcess: true,
+    child: { client: 'mysql2', oneStatement },
     async open(server, at) {
       const conn = await mysql.createConnection({
         host: at.host,

@@ -311,22 +311,17 @@ function mysqlslap(name: string, concurrency: number, queries: number): Workload
   };
 }
 
-function inserts(client: 'pg' | 'mysql2', name: string, oneStatement: boolean): Workload {
-  CHILD_CLIENTS[name] = { client, oneStatement };
-  return (client === 'pg' ? pgInserts : mysqlInserts)(name, oneStatement);
-}
-
 function workloads(seconds: number): Workload[] {
   return [
     pgbench('pgbench -S, 1 client', ['-S', '-c', '1', '-j', '1'], seconds),
     pgbench('pgbench -S, 4 clients', ['-S', '-c', '4', '-j', '2'], seconds),
     pgbench('pgbench TPC-B, 4 clients', ['-c', '4', '-j', '2'], seconds),
-    inserts('pg', 'pg: 5000 single-row INSERTs in a transaction', false),
-    inserts('mysql2', 'mysql2 (MariaDB): 5000 single-row INSERTs in a transaction', false),
+    pgInserts('pg: 5000 single-row INSERTs in a transaction', false),
+    mysqlInserts('mysql2 (MariaDB): 5000 single-row INSERTs in a transaction', false),
     mysqlslap('mysqlslap SELECT 1, 1 client (MariaDB)', 1, 10_000),
     mysqlslap('mysqlslap SELECT 1, 4 clients (MariaDB)', 4, 20_000),
-    inserts('pg', 'pg: one 5000-row INSERT', true),
-    inserts('mysql2', 'mysql2 (MariaDB): one 5000-row INSERT', true),
+    pgInserts('pg: one 5000-row INSERT', true),
+    mysqlInserts('mysql2 (MariaDB): one 5000-row INSERT', true),
   ];
 }
 
@@ -393,12 +388,8 @@ function inChild(w: Workload, setup: Omit<ChildSetup, 'server' | 'at'>): Workloa
   };
 }
 
-/** Which of the in-process clients `w` is, for a child to run it. */
-const CHILD_CLIENTS: Record<string, Omit<ChildSetup, 'server' | 'at'>> = {};
-
 async function measure(w0: Workload, server: NetworkConnection, relay: Relay, relayKind: RelayKind, pairs: number): Promise<Row> {
-  const child = CHILD_CLIENTS[w0.name];
-  const w = (relayKind === 'passive' || relayKind.startsWith('tcpdump-')) && child ? inChild(w0, child) : w0;
+  const w = (relayKind === 'passive' || relayKind.startsWith('tcpdump-')) && w0.child ? inChild(w0, w0.child) : w0;
   const direct = { host: server.host, port: server.port };
   const a = await w.open(server, direct);
   const b = await w.open(server, direct);

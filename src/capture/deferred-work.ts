@@ -422,11 +422,16 @@ function requestsStarted(atOpen: Map<string, number>): { name: string; count: nu
   return out;
 }
 
-/** Of the requests started (see `requestsStarted`), how many may still be in flight: the excess over `atOpen` now, at most those. */
+/** Of the `started` requests of one name, how many may still be in flight: the excess over `atOpen` now, at most those. */
+function stillOf(s: { name: string; count: number }, now: Map<string, number>, atOpen: Map<string, number>): number {
+  return Math.min(s.count, Math.max(0, (now.get(s.name) ?? 0) - (atOpen.get(s.name) ?? 0)));
+}
+
+/** Of the requests started (see `requestsStarted`), how many may still be in flight. */
 function stillInFlight(started: { name: string; count: number }[], atOpen: Map<string, number>): number {
   const now = requestsInFlight();
   let n = 0;
-  for (const s of started) n += Math.min(s.count, Math.max(0, (now.get(s.name) ?? 0) - (atOpen.get(s.name) ?? 0)));
+  for (const s of started) n += stillOf(s, now, atOpen);
   return n;
 }
 
@@ -437,7 +442,7 @@ function requestItems(started: { name: string; count: number }[], atOpen: Map<st
   for (const s of started) {
     const type = REQUESTS[s.name]!;
     const what = KIND_OF.get(type)!.what;
-    const still = Math.min(s.count, Math.max(0, (now.get(s.name) ?? 0) - (atOpen.get(s.name) ?? 0)));
+    const still = stillOf(s, now, atOpen);
     for (let i = 0; i < s.count; i++) out.push({ what, type, site: null, settled: i >= still });
   }
   return out;
@@ -954,7 +959,6 @@ export class DeferredWorkTracker {
     return fn !== null && this.#chain.has(fn);
   }
 
-  /** The user's work pending now. */
   /** Followed timers and immediates still pending (`getActiveResourcesInfo()` lists them among everyone's). */
   #followedScheduled(): number {
     let n = 0;
@@ -962,6 +966,7 @@ export class DeferredWorkTracker {
     return n;
   }
 
+  /** The user's work pending now. */
   #pending(): Entry[] {
     this.#keepCarried();
     const out: Entry[] = [];
