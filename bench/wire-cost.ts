@@ -12,8 +12,9 @@
  *
  * Workloads (what the issue's table lists): pgbench -S with 1 and 4 clients and TPC-B with 4 clients (tps),
  * 5000 single-row INSERTs in one transaction with pg and with mysql2 (time), mysqlslap `SELECT 1` with 1 and 4
- * clients (queries/s), and one 5000-row INSERT statement with pg and with mysql2 (time). A "ratio" is always
- * proxied/direct of the figure named: for throughputs 1 is free and lower is worse, for times higher is worse.
+ * clients (queries/s), and one 5000-row INSERT statement with pg and with mysql2 (time; per run the median of 11
+ * after one untimed). A "ratio" is always proxied/direct of the figure named: for throughputs 1 is free and lower is
+ * worse, for times higher is worse.
  *
  * `--relay` picks what sits in the middle: `proxy` (default; sqltally's wire proxy in this process, as a test runs
  * it), `stream` (the same proxy reached through `openStream()`, no loopback hop; in-process drivers only), `worker` (the same proxy in a worker thread of this process), `pipe` (a bare Node `pipe()` relay: Node's
@@ -365,8 +366,12 @@ function inChild(w: Workload, setup: Omit<ChildSetup, 'server' | 'at'>): Workloa
       const child = fork(join(__dirname, 'wire-cost-child.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       const next = (): Promise<Record<string, unknown>> =>
         new Promise((resolve, reject) => {
-          child.once('message', (m) => resolve(m as Record<string, unknown>));
-          child.once('exit', (code) => reject(new Error(`wire-cost-child exited ${code}`)));
+          const exited = (code: number | null): void => reject(new Error(`wire-cost-child exited ${code}`));
+          child.once('exit', exited);
+          child.once('message', (m) => {
+            child.off('exit', exited);
+            resolve(m as Record<string, unknown>);
+          });
         });
       const ready = next();
       child.send({ setup: { ...setup, server, at: { host: at.host, port: at.port } } satisfies ChildSetup });

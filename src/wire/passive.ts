@@ -31,8 +31,8 @@ export interface PassiveCaptureOptions {
 /** A passive capture, and the tcpdump it runs (a test stops it to see the fault said). */
 export interface PassiveCapture extends WireCounter {
   readonly tcpdumpPid: number | null;
-  /** Bytes of tcpdump's output received and not yet read: read once anything asks what the capture saw. */
-  readonly heldBytes: number;
+  /** Bytes of tcpdump's output this process has read: it reads at window edges, not while clients run. */
+  readonly bytesRead: number;
 }
 
 const DEFAULT_BUFFER_KIB = 128 * 1024;
@@ -52,9 +52,16 @@ const MARKER_PREFIX = 'sqltally-marker ';
  */
 const PADDING = Buffer.alloc(65_000);
 const PADDING_EVERY_MS = 2;
-// Captured bytes wait unread until something asks what the capture saw, or this much is held (the memory bound):
-// reading takes CPU the measured clients would otherwise have, so it is done at the edges, not while they run.
-const READ_AFTER_BYTES = 16 * 1024 * 1024;
+// tcpdump's output is read at the edges only: while clients run its writes block on the full pipe and the kernel's
+// ring holds their packets, so neither process takes CPU from them. Past this much loopback traffic it is read anyway.
+const READ_AFTER_LOOPBACK_BYTES = 16 * 1024 * 1024;
+// The ring takes each lo packet twice (sent and received) with its header: an eighth of it in bytes on lo, as a bound.
+const RING_SHARE = 8;
+const LOOPBACK_CHECK_MS = 100;
+// The ring is in blocks of 256 KiB (libpcap's TPACKET_V3), and the kernel hands over a block with any packet in it
+// each second: slow traffic fills a block a second, so it is read at least this often too (a quarter of the blocks).
+const RING_BLOCK_KIB = 256;
+const READ_AFTER_MS = 60_000;
 
 /** Why a passive capture cannot settle an open connection: it has no socket of its own to send a request on. */
 const CANNOT_SETTLE =
@@ -107,6 +114,16 @@ export function procOwnerOf(serverPort: number): (clientAddress: number, clientP
     }
     return 'other';
   };
+}
+
+/** Bytes received on lo so far (/proc/net/dev), or null where that cannot be read. */
+function loopbackBytes(): number | null {
+  try {
+    const line = /^\s*lo:\s*(\d+)/m.exec(readFileSync('/proc/net/dev', 'latin1'));
+    return line ? Number(line[1]) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** The loopback IPv4 address a passive capture of a server at `host` listens on, or null when it cannot. */
@@ -184,21 +201,39 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       resolve();
     });
   });
-  const held: Buffer[] = [];
-  let heldBytes = 0;
-  /** Reads what is held: before anything the capture saw is looked at. */
-  const readHeld = (): void => {
-    if (held.length === 0) return;
-    const chunks = held.splice(0);
-    heldBytes = 0;
-    for (const chunk of chunks) traffic.push(chunk);
-  };
+  let bytesRead = 0;
   child.stdout.on('data', (chunk: Buffer) => {
-    held.push(chunk);
-    heldBytes += chunk.length;
-    if (markersAwaited.size > 0 || heldBytes >= READ_AFTER_BYTES) readHeld();
+    bytesRead += chunk.length;
+    traffic.push(chunk);
   });
-  child.stdout.on('end', readHeld);
+  // Paused, the stream reads no more than its buffer: tcpdump then blocks, and the kernel's ring holds the rest.
+  child.stdout.pause();
+  // Traffic the ring could not hold is dropped (and said): past the bounds it is read without waiting for an edge.
+  const bufferKiB = options.bufferKiB ?? DEFAULT_BUFFER_KIB;
+  const readAfter = {
+    bytes: Math.min(READ_AFTER_LOOPBACK_BYTES, (bufferKiB * 1024) / RING_SHARE),
+    ms: Math.min(READ_AFTER_MS, (bufferKiB / RING_BLOCK_KIB) * 250),
+  };
+  let lastRead = { loopback: loopbackBytes(), at: Date.now() };
+  let readers = 0;
+  const reading = <T>(work: () => Promise<T>): Promise<T> => {
+    if (readers++ === 0) child.stdout.resume();
+    return work().finally(() => {
+      if (--readers > 0) return;
+      lastRead = { loopback: loopbackBytes(), at: Date.now() };
+      if (!closing && !ending) child.stdout.pause();
+    });
+  };
+  /** What the stream buffered already: read before anything the capture saw is looked at. */
+  const readBuffered = (): void => {
+    while (child.stdout.read() !== null);
+  };
+  // Ending, tcpdump writes its last packets: they are read to the end (and 'close' waits for that end).
+  let ending = false;
+  child.on('exit', () => {
+    ending = true;
+    child.stdout.resume();
+  });
   child.stderr.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-STDERR_KEPT);
     const dropped = /(\d+) packets? dropped by kernel/.exec(stderr);
@@ -252,7 +287,6 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       };
       const timer = setTimeout(() => done(false), markerWaitMs);
       markersAwaited.set(text, () => done(true));
-      readHeld();
       socket.send(text, port, host, () => {
         if (markersAwaited.has(text)) padding = setInterval(() => socket.send(PADDING, port, host), PADDING_EVERY_MS);
       });
@@ -271,8 +305,10 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       };
       child.kill('SIGUSR1');
     });
-  const catchUp = async (): Promise<void> => {
-    readHeld();
+  // tcpdump answers SIGUSR1 only between its writes: it is read from until its counter came.
+  const catchUp = (): Promise<void> => reading(caughtUpWhileReading);
+  const caughtUpWhileReading = async (): Promise<void> => {
+    readBuffered();
     if (exited !== null || traffic.broken) {
       // Said at every edge after it happened: each window from then on has nothing it can trust.
       fault(traffic.broken ?? (reportedExit ? `the capture is not running (${exited})` : (exited as string)));
@@ -290,7 +326,6 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
       return;
     }
     const dropped = await readDrops();
-    readHeld();
     if (dropped === null) fault(`tcpdump did not report its drop counter within ${WAIT_MS.stats} ms`);
     else if (dropped > lastDropped) {
       fault(`the kernel dropped ${dropped - lastDropped} captured packet(s) (tcpdump's counter went from ${lastDropped} to ${dropped})`);
@@ -300,7 +335,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   };
 
   const counted = (): TappedConnection[] => {
-    readHeld();
+    readBuffered();
     return traffic.connections();
   };
   const snapshot = (): WireSnapshot => ({
@@ -316,11 +351,11 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     const wanted = opts.ids ? new Set(opts.ids) : null;
     const open = (): TappedConnection[] => counted().filter((c) => c.closedAtNs === null && (!wanted || wanted.has(c.id)));
     const deadline = Date.now() + (opts.timeoutMs ?? WAIT_MS.settle);
-    if (open().length > 0) await waitForMarker();
+    if (open().length > 0) await reading(waitForMarker);
     const targets = open();
     // A closing connection's server files its statements and statistics as the session ends: its close is the settle.
     while (targets.some((c) => c.closedAtNs === null && isClosing(c)) && Date.now() < deadline) {
-      await Promise.all([new Promise((r) => setTimeout(r, 5)), waitForMarker()]);
+      await Promise.all([new Promise((r) => setTimeout(r, 5)), reading(waitForMarker)]);
     }
     const result: SettleResult = { settled: [], busy: [] };
     for (const c of targets) {
@@ -333,12 +368,25 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   const close = async (): Promise<void> => {
     if (closing) return exit;
     closing = true;
+    clearInterval(loopbackCheck);
+    child.stdout.resume();
     socket.close();
     if (exited === null) child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 2_000);
     await exit;
     clearTimeout(timer);
   };
+
+  let readQueued = false;
+  const loopbackCheck = setInterval(() => {
+    if (readers > 0 || readQueued) return;
+    const loopback = loopbackBytes();
+    const fewBytes = loopback !== null && lastRead.loopback !== null && loopback - lastRead.loopback < readAfter.bytes;
+    if (fewBytes && Date.now() - lastRead.at < readAfter.ms) return;
+    readQueued = true;
+    catching = catching.then(() => reading(waitForMarker)).then(() => void (readQueued = false));
+  }, LOOPBACK_CHECK_MS);
+  loopbackCheck.unref();
 
   // The capture is known to work only once its own marker came through.
   await (catching = catchUp());
@@ -353,8 +401,8 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     port,
     holdsGoodbyes: false,
     tcpdumpPid: child.pid ?? null,
-    get heldBytes() {
-      return heldBytes;
+    get bytesRead() {
+      return bytesRead;
     },
     where: `a passive capture of ${options.target.host}:${port} on lo (tcpdump)`,
     connections: () => counted().map((c) => traffic.record(c)),
