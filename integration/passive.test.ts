@@ -1,4 +1,4 @@
-// @waits 60: psql, pgbench, the mariadb CLI and mariadb-slap under sqltally exec, through the proxy and captured passively.
+// @waits 70: psql, pgbench, the mariadb CLI and mariadb-slap under sqltally exec, through the proxy and captured passively.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -384,6 +384,23 @@ describeEachBackend(
       } finally {
         await capture.close();
       }
+    });
+
+    // Shown once, as the bounds below.
+    const closeSkip = unable ?? (id !== 'postgres' ? 'shown on postgres' : null);
+    (closeSkip ? it.skip : it)(`closes while a read for its bounds waits on a marker${closeSkip ? ` (skipped: ${closeSkip})` : ''}`, async () => {
+      const c = network(server());
+      // A 4 MiB ring (16 blocks) is read every 4 seconds; a stopped tcpdump lets no marker out, so that read waits at close.
+      const capture = await startPassiveCapture({
+        protocol: server().description.capabilities.wireProtocol!,
+        target: { host: c.host, port: c.port },
+        bufferKiB: 4096,
+      });
+      process.kill(capture.tcpdumpPid!, 'SIGSTOP');
+      await sleep(4_300);
+      await capture.close();
+      // The marker's padding datagrams were sent every 2 ms: one sent after the socket closed would throw here.
+      await sleep(50);
     });
 
     /** A capture with a ring of `bufferKiB` around `work` on a connection of this process: what it read meanwhile, and the window's reasons. */

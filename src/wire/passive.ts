@@ -170,13 +170,13 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   let hook: ClosingHook | null = null;
   const gone = (): Promise<boolean> => Promise.resolve(false);
 
-  const markersAwaited = new Map<string, () => void>();
+  const markersAwaited = new Map<string, (seen: boolean) => void>();
   const traffic = new LoopbackTraffic({
     protocol: options.protocol,
     server: { address, port },
     ownerOf: procOwnerOf(port),
     onDatagram: (payload) => {
-      if (payload.length < 200) markersAwaited.get(payload.toString('latin1'))?.();
+      if (payload.length < 200) markersAwaited.get(payload.toString('latin1'))?.(true);
     },
     onClosed: (connection, closedAtNs) => {
       const serverConnectionId = connection.session?.serverConnectionId ?? null;
@@ -276,6 +276,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
   const fault = (why: string): void => void faults.push(why);
 
   const waitForMarker = async (): Promise<boolean> => {
+    if (closing) return false;
     const text = `${MARKER_PREFIX}${captureId} ${++markers}`;
     return new Promise<boolean>((resolve) => {
       let padding: NodeJS.Timeout | undefined;
@@ -286,7 +287,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
         resolve(seen);
       };
       const timer = setTimeout(() => done(false), markerWaitMs);
-      markersAwaited.set(text, () => done(true));
+      markersAwaited.set(text, done);
       socket.send(text, port, host, () => {
         if (markersAwaited.has(text)) padding = setInterval(() => socket.send(PADDING, port, host), PADDING_EVERY_MS);
       });
@@ -369,6 +370,8 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
     if (closing) return exit;
     closing = true;
     clearInterval(loopbackCheck);
+    // A marker still awaited (a bound's read) is not seen: its socket goes now.
+    for (const notSeen of [...markersAwaited.values()]) notSeen(false);
     child.stdout.resume();
     socket.close();
     if (exited === null) child.kill('SIGTERM');
@@ -379,7 +382,7 @@ export async function startPassiveCapture(options: PassiveCaptureOptions): Promi
 
   let readQueued = false;
   const loopbackCheck = setInterval(() => {
-    if (readers > 0 || readQueued) return;
+    if (readers > 0 || readQueued || closing) return;
     const loopback = loopbackBytes();
     const fewBytes = loopback !== null && lastRead.loopback !== null && loopback - lastRead.loopback < readAfter.bytes;
     if (fewBytes && Date.now() - lastRead.at < readAfter.ms) return;
