@@ -1,6 +1,7 @@
 import type { StatementClass } from '../sql/events';
 import { classifyCached } from '../sql/statement-cache';
 import { splitStatements } from '../sql/tokenizer';
+import { LastText, Match } from './last-text';
 import type { StatementTally } from './tally';
 
 /** The part of a client command the tracker reads: its payload's first bytes (all of a COM_QUERY or prepare text). */
@@ -33,9 +34,6 @@ export interface CommandStatements {
 const UPSERT = /\bon\s+duplicate\s+key\s+update\b|^[\s(]*(?:replace|insert\s+ignore)\b/i;
 const MAX_PREPARED = 10_000;
 const LAST_PREPARED = 0xffffffff;
-/** The last COM_QUERY text is kept as bytes up to this size, to be known again without decoding. */
-const LAST_TEXT_BYTES = 4096;
-const SHORT_COMPARE = 64;
 
 function statementsOf(text: string): Statement[] {
   if (text.indexOf(';') === -1) return text.trim() === '' ? [] : [{ text, statementClass: classifyCached(text, 'mysql') }];
@@ -58,6 +56,7 @@ export class MysqlStatementTracker {
    * parameter count and a parameter set count, and the attributes' values when there are any.
    */
   queryAttributes = false;
+  readonly #last = new LastText<Statement>();
 
   /** `returnedRows` hears of rows an INSERT reported as a result set instead of an OK packet's count. */
   constructor(tally: StatementTally, returnedRows: (rows: number) => void) {
@@ -65,42 +64,20 @@ export class MysqlStatementTracker {
     this.#returnedRows = returnedRows;
   }
 
-  #text(payload: MysqlPayload, skip = 0): string | null {
+  /** The command's text, read into the last text (compared with it as bytes, not decoded again); null when not kept whole. */
+  #read(payload: MysqlPayload, skip = 0): LastText<Statement> | null {
     if (payload.length !== payload.headLength || skip < 0) {
       this.#tally.textUnread();
       return null;
     }
     const start = payload.headStart + 1 + skip;
     const end = payload.headStart + payload.headLength;
-    // A client that sends one text again and again (a loop, a benchmark): compared as bytes, not decoded again.
-    if (this.#isLastText(payload.bytes, start, end)) return this.#lastText;
-    const text = payload.bytes.toString('utf8', start, end);
-    if (end - start <= LAST_TEXT_BYTES) {
-      this.#lastBytes = Buffer.from(payload.bytes.subarray(start, end));
-      this.#lastText = text;
-      this.#lastStatements = null;
+    const last = this.#last;
+    if (last.match(payload.bytes, start, end) !== Match.Same) {
+      const text = payload.bytes.toString('utf8', start, end);
+      last.keep(payload.bytes, start, end, text, statementsOf(text), null);
     }
-    return text;
-  }
-
-  #lastBytes: Buffer | null = null;
-  #lastText = '';
-  /** `statementsOf(#lastText)`, once asked for: never changed by their readers, so every repeat shares them. */
-  #lastStatements: Statement[] | null = null;
-
-  #isLastText(bytes: Buffer, start: number, end: number): boolean {
-    const last = this.#lastBytes;
-    if (last === null || last.length !== end - start) return false;
-    // Short texts byte by byte: the native compare's call costs more than the loop.
-    if (last.length > SHORT_COMPARE) return bytes.compare(last, 0, last.length, start, end) === 0;
-    for (let i = 0; i < last.length; i++) if (bytes[start + i] !== last[i]) return false;
-    return true;
-  }
-
-  #statementsOf(text: string): Statement[] {
-    if (text !== this.#lastText) return statementsOf(text);
-    this.#lastStatements ??= statementsOf(text);
-    return this.#lastStatements;
+    return last;
   }
 
   /**
@@ -130,15 +107,15 @@ export class MysqlStatementTracker {
   /** COM_QUERY: its statements, or one of unknown class when the text was not kept whole. */
   query(payload: MysqlPayload): CommandStatements {
     const skip = this.#attributesBefore(payload);
-    const text = this.#text(payload, skip);
-    this.#tally.lastSent = text ?? payload.bytes.toString('utf8', payload.headStart + 1 + Math.max(skip, 0), payload.headStart + payload.headLength);
-    return fresh(text === null ? [{ text: null, statementClass: 'other' }] : this.#statementsOf(text));
+    const last = this.#read(payload, skip);
+    this.#tally.lastSent = last?.text ?? payload.bytes.toString('utf8', payload.headStart + 1 + Math.max(skip, 0), payload.headStart + payload.headLength);
+    return fresh(last === null ? [{ text: null, statementClass: 'other' }] : last.statements);
   }
 
   /** COM_STMT_PREPARE: its statement, filed under the id the PrepareOK gives it. */
   prepare(payload: MysqlPayload): CommandStatements {
-    const text = this.#text(payload);
-    const command = fresh(text === null ? [{ text: null, statementClass: 'other' }] : this.#statementsOf(text).slice(0, 1));
+    const last = this.#read(payload);
+    const command = fresh(last === null ? [{ text: null, statementClass: 'other' }] : last.statements.slice(0, 1));
     this.#lastPrepared = command.statements[0] ?? null;
     return command;
   }

@@ -1,7 +1,8 @@
 import type { StatementClass } from '../sql/events';
-import { BufferClass, mathMax, numberIsSafeInteger, toNumber } from '../shared/intrinsics';
+import { numberIsSafeInteger, toNumber } from '../shared/intrinsics';
 import { classifyCached } from '../sql/statement-cache';
 import { plainStatement, splitStatements } from '../sql/tokenizer';
+import { LastText, Match } from './last-text';
 import type { StatementTally } from './tally';
 
 /** The part of a message the statement tracker reads: its body's first bytes (the whole body for Query and Parse). */
@@ -68,9 +69,6 @@ const TAG_ROWS: ReadonlyMap<string, TagRows> = new Map([
 
 const MAX_TRACKED_NAMES = 10_000;
 const ON_CONFLICT = /\bon\s+conflict\b/i;
-/** Query and Parse texts up to this size are kept as bytes, to be known again without decoding. */
-const LAST_TEXT_BYTES = 4096;
-const SHORT_COMPARE = 64;
 /** Longest CommandComplete tag kept to be known again (`INSERT 0 ` and a 20-digit count fit). */
 const TAG_KEPT = 48;
 
@@ -133,76 +131,6 @@ function statementsOf(text: string): Statement[] {
   return splitStatements(text, 'postgres');
 }
 
-/** How a text compares with the last one kept. */
-const enum Match {
-  Different,
-  Same,
-  /** Other digits in some places, nothing else changed, and the last text is plain (see `LastText.plain`). */
-  Digits,
-}
-
-function isDigit(c: number): boolean {
-  return c >= 0x30 && c <= 0x39;
-}
-
-/**
- * The last text a client sent in one kind of message, as bytes and decoded: a client that sends one text again and
- * again (a loop of single-row INSERTs, a benchmark) has it compared as bytes, not decoded and split again.
- */
-class LastText {
-  /** The text's bytes are `#bytes[0, #length)`; -1 when no text is kept. */
-  #bytes = BufferClass.alloc(SHORT_COMPARE);
-  #length = -1;
-  text = '';
-  /** What was read from `text` (its statements, its first statement's class), kept with it. */
-  statements: Statement[] = [];
-  /**
-   * Where the one statement of a plain text lies (see plainStatement), else null. Digits open nothing and are in no
-   * keyword: a text with other digits in the same places splits the same, its statement of the same class.
-   */
-  plain: readonly [number, number] | null = null;
-
-  match(bytes: Buffer, start: number, end: number): Match {
-    const last = this.#bytes;
-    const length = this.#length;
-    if (length < 0 || length !== end - start) return Match.Different;
-    // Short texts byte by byte (the native compare's call costs more than the loop), from the end: texts that differ
-    // in a value written into them (`WHERE aid = 42`) mostly differ near their end.
-    if (this.plain === null) {
-      if (length > SHORT_COMPARE) return bytes.compare(last, 0, length, start, end) === 0 ? Match.Same : Match.Different;
-      for (let i = length - 1; i >= 0; i--) if (bytes[start + i] !== last[i]) return Match.Different;
-      return Match.Same;
-    }
-    let digits = false;
-    for (let i = length - 1; i >= 0; i--) {
-      const c = bytes[start + i] as number;
-      const k = last[i] as number;
-      if (c === k) continue;
-      if (!isDigit(c) || !isDigit(k)) return Match.Different;
-      digits = true;
-    }
-    return digits ? Match.Digits : Match.Same;
-  }
-
-  /** `text` is `bytes[start, end)` decoded; a text too long to keep forgets the last one. */
-  keep(bytes: Buffer, start: number, end: number, text: string, statements: Statement[], plain: readonly [number, number] | null): void {
-    const length = end - start;
-    if (length > LAST_TEXT_BYTES || length < 0) {
-      this.#length = -1;
-      return;
-    }
-    // A text that changes every time is kept every time: copied into the same buffer, grown as needed.
-    if (length > this.#bytes.length) this.#bytes = BufferClass.alloc(mathMax(length, 2 * this.#bytes.length));
-    const last = this.#bytes;
-    if (length > SHORT_COMPARE) bytes.copy(last, 0, start, end);
-    else for (let i = 0; i < length; i++) last[i] = bytes[start + i] as number;
-    this.#length = length;
-    this.text = text;
-    this.statements = statements;
-    this.plain = plain;
-  }
-}
-
 /**
  * Follows which statement each PostgreSQL answer finishes: the statements of a simple Query (several in one text,
  * split by the tokenizer), the named or unnamed statement behind each Execute (Parse, Bind and Close say which), and
@@ -225,8 +153,8 @@ export class PgStatementTracker {
   readonly #statements = new Map<string, Prepared>();
   readonly #portals = new Map<string, string>();
   #copyIn = false;
-  readonly #lastQuery = new LastText();
-  readonly #lastParse = new LastText();
+  readonly #lastQuery = new LastText<Statement>();
+  readonly #lastParse = new LastText<Statement>();
 
   constructor(tally: StatementTally) {
     this.#tally = tally;
