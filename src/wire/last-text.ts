@@ -18,8 +18,8 @@ function isDigit(c: number): boolean {
 }
 
 /**
- * The last text a client sent in one kind of message, as bytes and decoded: a client that sends one text again and
- * again (a loop of single-row INSERTs, a benchmark) has it compared as bytes, not decoded and split again.
+ * The last text of one kind of message, as bytes and decoded: a client that sends one text again and again (a loop
+ * of single-row INSERTs, a benchmark), or gets one answer again and again, has it compared as bytes, not read again.
  */
 export class LastText<S> {
   /** The text's bytes are `#bytes[0, #length)`; -1 when none are kept (none yet, or the last text was too long). */

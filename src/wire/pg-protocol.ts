@@ -118,10 +118,7 @@ export class PgMessageParser {
     this.next = first;
     this.#checkType = checkType;
     this.#spare = frames === 'reused' ? new PgFrameRecord(0, 0, 0, 0, EMPTY, 0, 0) : null;
-    if (keepWhole) {
-      this.#keepWhole = new Uint8Array(256);
-      for (const type of keepWhole) this.#keepWhole[type] = 1;
-    }
+    if (keepWhole) this.#keepWhole = typeTable(keepWhole);
   }
 
   get midFrame(): boolean {

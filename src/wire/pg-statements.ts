@@ -69,8 +69,10 @@ const TAG_ROWS: ReadonlyMap<string, TagRows> = new Map([
 
 const MAX_TRACKED_NAMES = 10_000;
 const ON_CONFLICT = /\bon\s+conflict\b/i;
-/** Longest CommandComplete tag kept to be known again (`INSERT 0 ` and a 20-digit count fit). */
-const TAG_KEPT = 48;
+
+function isExecute(kind: Request | -1): boolean {
+  return kind === Request.Execute || kind === Request.ExecuteNamed;
+}
 
 /** Tag words that carry a row count, as bytes; INSERT's count follows an oid (`INSERT 0 5000`). */
 const TAG_INSERT = Buffer.from('INSERT ');
@@ -290,8 +292,8 @@ export class PgStatementTracker {
     this.#copyIn = true;
   }
 
-  readonly #tagBytes = Buffer.alloc(TAG_KEPT);
-  #tagLength = -1;
+  /** The last tag: a client that repeats one statement gets one tag again and again, and a repeat is not read again. */
+  readonly #lastTag = new LastText<never>();
   /** What the last tag says: its word's class, whether the planner ran it, which rows it counts and how many. */
   #tagClass: StatementClass | undefined = undefined;
   #tagPlannable = false;
@@ -300,25 +302,14 @@ export class PgStatementTracker {
   #tagAffected = 0;
 
   /**
-   * Reads the tag up to its NUL into the `#tag*` fields above (`#tagAffected`: see readCommandTag). A client that
-   * repeats one statement gets one tag again and again: the last tag's bytes are kept, and a repeat is not read again.
+   * Reads the tag up to its NUL into the `#tag*` fields above (`#tagAffected`: see readCommandTag), unless it is the
+   * last tag again.
    */
   #readTag(body: PgBody): void {
     const { bytes, headStart: start } = body;
     const nul = bytes.indexOf(0, start);
     const end = nul < 0 || nul > start + body.headLength ? start + body.headLength : nul;
-    const length = end - start;
-    const kept = this.#tagBytes;
-    if (length === this.#tagLength) {
-      let same = true;
-      for (let i = 0; i < length; i++) {
-        if (bytes[start + i] !== kept[i]) {
-          same = false;
-          break;
-        }
-      }
-      if (same) return;
-    }
+    if (this.#lastTag.match(bytes, start, end) === Match.Same) return;
     const tag = bytes.toString('latin1', start, end);
     const space = tag.indexOf(' ');
     const word = space < 0 ? tag : tag.slice(0, space);
@@ -328,10 +319,7 @@ export class PgStatementTracker {
     const rows = toNumber(tag.slice(tag.lastIndexOf(' ') + 1));
     this.#tagRows = numberIsSafeInteger(rows) ? rows : 0;
     this.#tagAffected = readCommandTag(bytes, start, end);
-    if (length <= TAG_KEPT) {
-      bytes.copy(kept, 0, start, end);
-      this.#tagLength = length;
-    } else this.#tagLength = -1;
+    this.#lastTag.keep(bytes, start, end, tag, [], null);
   }
 
   /** A CommandComplete: the statement it finishes, counted; returns the rows it says were affected (`rowsAffected`). */
@@ -343,7 +331,7 @@ export class PgStatementTracker {
     if (front === Request.Query) {
       statement = this.#frontStatement();
       this.#done += 1;
-    } else if (front === Request.Execute || front === Request.ExecuteNamed) {
+    } else if (isExecute(front)) {
       const prepared = this.#runs[this.#head] as Prepared | null;
       this.#shift();
       statement = prepared;
@@ -396,12 +384,12 @@ export class PgStatementTracker {
 
   emptyQuery(): void {
     const front = this.#front();
-    if (front === Request.Execute || front === Request.ExecuteNamed) this.#shift();
+    if (isExecute(front)) this.#shift();
   }
 
   portalSuspended(): void {
     const front = this.#front();
-    if (front === Request.Execute || front === Request.ExecuteNamed) this.#shift();
+    if (isExecute(front)) this.#shift();
     this.#tally.suspended();
   }
 
@@ -412,16 +400,16 @@ export class PgStatementTracker {
       this.#tally.failed(this.#frontStatement()?.statementClass ?? 'other');
       return;
     }
-    if (front !== Request.Execute && front !== Request.ExecuteNamed) return;
+    if (!isExecute(front)) return;
     this.#tally.failed((this.#runs[this.#head] as Prepared | null)?.statementClass ?? 'other');
     // The server skips everything up to the next Sync.
-    for (let kind = this.#front(); kind === Request.Execute || kind === Request.ExecuteNamed; kind = this.#front()) this.#shift();
+    for (let kind = this.#front(); isExecute(kind); kind = this.#front()) this.#shift();
   }
 
   ready(): void {
     for (let kind = this.#front(); kind !== -1; kind = this.#front()) {
       this.#shift();
-      if (kind !== Request.Execute && kind !== Request.ExecuteNamed) return;
+      if (!isExecute(kind)) return;
     }
   }
 }
